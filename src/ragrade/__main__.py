@@ -1,0 +1,5 @@
+"""``python -m ragrade``."""
+
+from ragrade.cli.main import run
+
+run()

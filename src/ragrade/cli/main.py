@@ -1,0 +1,88 @@
+"""The ``ragrade`` command: verbs are registered by one thin module per stage.
+
+User errors (:class:`~ragrade.errors.RagradeError`) print one line and exit 2;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+try:  # typer >= 0.2x vendors its own click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer on real click
+    from click import exceptions as _cx  # type: ignore[no-redef]
+
+from ragrade import __version__
+from ragrade.errors import RagradeError
+
+app = typer.Typer(
+    name="ragrade",
+    help="Tell which RAG pipeline to trust on your own documents, and why.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# one module per stage; each exposes register(app)
+_VERB_MODULES = ("corpus", "retrieval", "llm", "exam", "sweep", "irt", "robust", "qa", "run")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragrade {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Tell which RAG pipeline to trust on your own documents, and why."""
+
+
+for _name in _VERB_MODULES:
+    importlib.import_module(f"ragrade.cli.{_name}").register(app)
+
+
+def error_line(message: str) -> None:
+    """Print a one-line user error to stderr."""
+    typer.echo(f"ragrade: error: {message}", err=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    try:
+        app(args=argv, prog_name="ragrade", standalone_mode=False)
+    except RagradeError as exc:
+        error_line(str(exc))
+        return exc.exit_code
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except _cx.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except typer.Abort:
+        error_line("aborted")
+        return 130
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+def run() -> None:
+    """Console-script wrapper: exit with :func:`main`'s code."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,67 @@
+"""Documents and chunks: the records that flow from the corpus stage onwards."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DOCUMENTS_KIND = "documents"
+DOCUMENTS_VERSION = 1
+CHUNKS_KIND = "chunks"
+CHUNKS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Document:
+    """A cleaned document: ``id`` is stable (derived from source path and content)."""
+
+    id: str
+    text: str
+    source: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSONL record of this document."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Document:
+        """Build from a JSONL record written by :meth:`to_record`."""
+        return cls(id=str(rec["id"]), text=str(rec["text"]), source=str(rec.get("source", "")),
+                   metadata=dict(rec.get("metadata") or {}))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of a document: ``doc.text[start:end] == text`` exactly.
+
+    ``metadata`` carries the document's metadata (topic, title, ...) so later
+    stages can stratify or group without reading the documents again.
+    """
+
+    id: str
+    doc_id: str
+    text: str
+    start: int
+    end: int
+    strategy: str
+    params: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSONL record of this chunk."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> Chunk:
+        """Build from a JSONL record written by :meth:`to_record`."""
+        return cls(
+            id=str(rec["id"]), doc_id=str(rec["doc_id"]), text=str(rec["text"]),
+            start=int(rec["start"]), end=int(rec["end"]), strategy=str(rec.get("strategy", "")),
+            params=dict(rec.get("params") or {}), source=str(rec.get("source", "")),
+            metadata=dict(rec.get("metadata") or {}),
+        )
+
+
+__all__ = ["CHUNKS_KIND", "CHUNKS_VERSION", "DOCUMENTS_KIND", "DOCUMENTS_VERSION", "Chunk", "Document"]

@@ -1,0 +1,41 @@
+"""The one exception hierarchy of ragrade.
+
+Every error a user can cause (bad input, bad config, unreachable backend,
+missing optional dependency) is a :class:`RagradeError`. The CLI prints such
+errors as one line and exits with code 2; anything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+
+class RagradeError(Exception):
+    """Base class of every error ragrade raises on purpose."""
+
+    exit_code: int = 2
+
+
+class ConfigError(RagradeError):
+    """An option, argument or configuration file is invalid."""
+
+
+class DataError(RagradeError):
+    """An input file or record is malformed, empty or inconsistent."""
+
+
+class BackendError(RagradeError):
+    """A model backend, server or store failed in a way the caller cannot fix by retrying."""
+
+
+class MissingDependency(RagradeError):
+    """An optional dependency is not installed; the message says how to install it."""
+
+    def __init__(self, package: str, extra: str | None = None, purpose: str | None = None) -> None:
+        hint = f"pip install 'ragrade[{extra}]'" if extra else f"pip install {package}"
+        what = f" (needed for {purpose})" if purpose else ""
+        super().__init__(f"the optional package '{package}' is not installed{what}; install it with: {hint}")
+        self.package = package
+        self.extra = extra
+
+
+__all__ = ["BackendError", "ConfigError", "DataError", "MissingDependency", "RagradeError"]

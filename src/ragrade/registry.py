@@ -1,0 +1,92 @@
+"""A registry of components by kind, with did-you-mean errors.
+
+Components register a factory under a kind (``chunker``, ``retriever``,
+``embedder``, ``llm``, ``testbed``, ``judge``, ...) and a name that equals the
+CLI string. ``create(kind, name, **kwargs)`` builds one; an unknown name gets a
+:class:`~ragrade.errors.ConfigError` listing the valid choices and the closest
+match.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ragrade.errors import ConfigError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {}
+# modules imported on first lookup of a kind, so that registration happens lazily
+_PROVIDERS: dict[str, list[str]] = {
+    "chunker": ["ragrade.corpus.chunk"],
+    "retriever": ["ragrade.retrieval"],
+    "embedder": ["ragrade.retrieval.embed"],
+    "vector_store": ["ragrade.retrieval.store"],
+    "llm": ["ragrade.llm"],
+    "testbed": ["ragrade.robust"],
+    "judge": ["ragrade.judge"],
+    "exam_generator": ["ragrade.exam.generate"],
+}
+_loaded: set[str] = set()
+
+
+def register(kind: str, name: str) -> Callable[[F], F]:
+    """Decorator registering ``factory`` as component ``name`` of ``kind``."""
+
+    def deco(factory: F) -> F:
+        table = _REGISTRY.setdefault(kind, {})
+        if name in table and table[name] is not factory:
+            raise ValueError(f"{kind} '{name}' is registered twice")
+        table[name] = factory
+        return factory
+
+    return deco
+
+
+def _load(kind: str) -> None:
+    if kind in _loaded:
+        return
+    _loaded.add(kind)
+    import importlib
+
+    for module in _PROVIDERS.get(kind, []):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # a stage not present in this build
+            if exc.name != module and not module.startswith(str(exc.name)):
+                raise
+
+
+def names(kind: str) -> list[str]:
+    """Sorted names registered for ``kind``."""
+    _load(kind)
+    return sorted(_REGISTRY.get(kind, {}))
+
+
+def did_you_mean(value: str, choices: list[str]) -> str:
+    """A hint sentence naming the closest valid choice, if any is close."""
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def lookup(kind: str, name: str) -> Callable[..., Any]:
+    """The factory registered as ``name`` of ``kind``, or a ConfigError with the choices."""
+    _load(kind)
+    table = _REGISTRY.get(kind, {})
+    if name not in table:
+        choices = sorted(table)
+        raise ConfigError(
+            f"unknown {kind} '{name}'; valid choices: {', '.join(choices) or '(none)'}."
+            + did_you_mean(name, choices)
+        )
+    return table[name]
+
+
+def create(kind: str, name: str, /, **kwargs: Any) -> Any:
+    """Build component ``name`` of ``kind`` with ``kwargs``."""
+    return lookup(kind, name)(**kwargs)
+
+
+__all__ = ["create", "did_you_mean", "lookup", "names", "register"]

@@ -1,0 +1,56 @@
+"""The Retriever and Embedder protocols and the Hit record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk for one query (rank starts at 1)."""
+
+    chunk_id: str
+    doc_id: str
+    score: float
+    rank: int
+    text: str
+    source: str = ""
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Retrieves the top-k chunks for a batch of queries."""
+
+    name: str
+
+    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """One ranked hit list (at most ``k`` hits) per query, in query order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the run manifest."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised float32 vectors."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """An array of shape ``(len(texts), dim)``, rows L2-normalised."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the run manifest."""
+        ...
+
+
+__all__ = ["Embedder", "Hit", "Retriever"]
