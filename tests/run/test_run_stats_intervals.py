@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ragrade.run.stats import bootstrap_ci, wilson_interval
+
+
+def test_wilson_hand_worked():
+    # 8/10 at z=1.96: centre = (0.8 + 0.19208)/1.38416 = 0.71681, half = 1.96*sqrt(0.016+0.0009604)/1.38416 = 0.18439
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.49016, abs=2e-4)
+    assert hi == pytest.approx(0.94332, abs=2e-4)
+
+
+def test_wilson_edges():
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and 0.1 < hi < 0.2
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_bootstrap_contains_mean_and_is_seeded():
+    vals = [0, 1] * 50
+    a = bootstrap_ci(vals, seed=1)
+    assert a == bootstrap_ci(vals, seed=1)
+    assert a[0] < 0.5 < a[1]
+    assert math.isnan(bootstrap_ci([])[0])
