@@ -1,0 +1,191 @@
+"""The typed config of ``ragrade run``: one TOML file describing every stage.
+
+Layers merge once: built-in defaults < the config file < CLI flags (``None``
+means "not given"). The demo is this config with :data:`DEMO_CONFIG` as its
+file layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragrade.config import build_config, load_toml
+from ragrade.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CorpusSection(_Section):
+    """Where the documents come from: the built-in demo corpus or paths."""
+
+    demo: bool = False
+    demo_limit: int | None = Field(default=None, ge=1)
+    paths: list[str] = Field(default_factory=list)
+    text_field: str | None = None
+    id_field: str | None = None
+    drop_patterns: list[str] = Field(default_factory=list)
+
+
+class ChunkerSection(_Section):
+    """One chunking of the corpus; each gets its own index."""
+
+    strategy: str = "recursive"
+    size: int = Field(default=200, ge=8)
+    overlap: int = Field(default=20, ge=0)
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The chunker's name in results (the ``chunker`` factor)."""
+        return self.name or f"{self.strategy}-{self.size}"
+
+    @model_validator(mode="after")
+    def _check(self) -> ChunkerSection:
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class IndexSection(_Section):
+    """How chunks are indexed."""
+
+    embedder: str = "minilm"
+
+
+class LLMSection(_Section):
+    """Connection settings shared by every LLM of the job (the key comes from OPENAI_API_KEY)."""
+
+    base_url: str | None = None
+    concurrency: int = Field(default=16, ge=1)
+    timeout: float = Field(default=60.0, gt=0)
+    cache: bool = True
+
+
+class ExamSection(_Section):
+    """Exam generation: an LLM spec, or ``offline`` for the offline cloze generator."""
+
+    enabled: bool = True
+    path: str | None = None  # use an existing exam file instead of generating one
+    llm: str = "offline"
+    n: int = Field(default=200, ge=1)
+    seed: int = 0
+    chunker: str | None = None  # which chunking to generate from (default: the first)
+    topic_field: str | None = "topic"
+
+
+class SweepSection(_Section):
+    """The grid of pipelines that take the exam."""
+
+    enabled: bool = True
+    retrievers: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
+    llms: list[str] = Field(default_factory=lambda: ["offline/student"])
+    icl: list[int] = Field(default_factory=lambda: [0])
+    k: list[int] = Field(default_factory=lambda: [3])
+    chunkers: list[str] | None = None  # default: every chunking
+    executor: str = "local"
+    seed: int = 0
+
+
+class IRTSection(_Section):
+    """Item Response Theory over the sweep's responses."""
+
+    enabled: bool = True
+    model: str = "3pl"
+    factors: list[str] = Field(default_factory=lambda: ["retriever", "chunker", "icl"])
+    improve_steps: int = Field(default=3, ge=0)
+    drop: float = Field(default=0.1, gt=0, lt=1)
+
+
+class RobustSection(_Section):
+    """Robustness testbeds built from the corpus (or an RGB-format file)."""
+
+    enabled: bool = True
+    data: str | None = None  # an RGB-format JSONL file instead of building from the corpus
+    testbeds: list[str] = Field(default_factory=lambda: ["noise", "negative", "counterfactual"])
+    llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
+    noise_ratios: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
+    docs: int = Field(default=5, ge=1)
+    n: int = Field(default=60, ge=1)
+    lang: str = "en"
+    seed: int = 0
+
+
+class JudgeSection(_Section):
+    """Free-text answers judged (off by default: LLM judges need an LLM)."""
+
+    enabled: bool = False
+    n: int = Field(default=40, ge=1)
+    qa_llm: str = "offline"
+    answer_llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
+    retrievers: list[str] = Field(default_factory=lambda: ["bm25"])
+    metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
+    judge_llm: str | None = None
+
+
+class JobConfig(_Section):
+    """Everything ``ragrade run`` does, stage by stage."""
+
+    name: str = "ragrade run"
+    out: str = "runs/latest"
+    corpus: CorpusSection = Field(default_factory=CorpusSection)
+    chunkers: list[ChunkerSection] = Field(default_factory=lambda: [ChunkerSection()])
+    index: IndexSection = Field(default_factory=IndexSection)
+    llm: LLMSection = Field(default_factory=LLMSection)
+    exam: ExamSection = Field(default_factory=ExamSection)
+    sweep: SweepSection = Field(default_factory=SweepSection)
+    irt: IRTSection = Field(default_factory=IRTSection)
+    robust: RobustSection = Field(default_factory=RobustSection)
+    judge: JudgeSection = Field(default_factory=JudgeSection)
+
+    @model_validator(mode="after")
+    def _check(self) -> JobConfig:
+        if not self.corpus.demo and not self.corpus.paths:
+            raise ValueError("corpus: give paths = [...] or demo = true")
+        labels = [c.label for c in self.chunkers]
+        if not labels:
+            raise ValueError("chunkers: at least one chunker is needed")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"chunkers: names must be unique, got {labels}")
+        for name in [self.exam.chunker, *(self.sweep.chunkers or [])]:
+            if name is not None and name not in labels:
+                raise ValueError(f"unknown chunker '{name}'; defined: {', '.join(labels)}")
+        return self
+
+    def chunker(self, label: str | None) -> ChunkerSection:
+        """The chunker named ``label`` (the first when None)."""
+        if label is None:
+            return self.chunkers[0]
+        for c in self.chunkers:
+            if c.label == label:
+                return c
+        raise ConfigError(f"unknown chunker '{label}'")
+
+
+DEMO_CONFIG: dict[str, Any] = {
+    "name": "ragrade demo (offline baselines on the Python standard library's documentation)",
+    "out": "runs/demo",
+    "corpus": {"demo": True, "demo_limit": 600},
+    "chunkers": [
+        {"strategy": "recursive", "size": 200, "overlap": 20},
+        {"strategy": "sentence", "size": 120, "overlap": 0},
+    ],
+    "exam": {"llm": "offline", "n": 150, "seed": 0},
+    "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [3]},
+    "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
+    "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
+}
+
+
+def load_job_config(path: str | Path | None, overrides: dict[str, Any] | None = None,
+                    base: dict[str, Any] | None = None) -> JobConfig:
+    """Merge defaults < ``base`` (e.g. the demo) < the file at ``path`` < ``overrides``."""
+    file_layer = load_toml(path) if path is not None else None
+    return build_config(JobConfig, base, file_layer, overrides, source=str(path or "config"))
+
+
+__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "load_job_config"]

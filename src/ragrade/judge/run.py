@@ -1,0 +1,352 @@
+"""Judging a file of answers: resumable scoring, screening, summaries and agreement.
+
+Output directory::
+
+    manifest.json     what ran (kind "judge"): config, judges, input fingerprint, software
+    scores.jsonl      one record per answer x metric (kind "judge_scores"), with status
+                      ok / unparsed / failed / skipped, raw judge text and errors kept
+    summary.json      per configuration and metric: counts, statistics with 95% intervals,
+                      self-consistency, and the screening decision (kind "judge_summary")
+    summary.csv       the same statistics in long format (one row per config x metric x statistic)
+    agreement.json    Spearman / Cohen's kappa between metrics, per configuration and pooled
+
+Resume: records already in ``scores.jsonl`` that were made with the same
+settings (same fingerprint) are kept and not re-judged; ``failed`` records
+(request errors) are retried. Scores are saved after every batch.
+
+Screening (``screen_top=k``, the seed 003 workflow): the cheap metrics run on
+every configuration, configurations are ranked by mean BERTScore F1 (or
+token F1), and the LLM judges run only on the answers of the top ``k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.io import atomic_write_text, read_jsonl, write_json, write_jsonl
+from ragrade.judge.inputs import AnswerItem, read_answers
+
+SCORES_KIND = "judge_scores"
+SCORES_VERSION = 1
+SCORES_FILE = "scores.jsonl"
+SUMMARY_FILE = "summary.json"
+SUMMARY_CSV = "summary.csv"
+AGREEMENT_FILE = "agreement.json"
+MANIFEST_KIND = "judge"
+
+Progress = Callable[[str, int, int], None]  # (metric, done, total)
+
+
+class JudgeRunConfig(BaseModel):
+    """Everything ``ragrade judge`` can be told (CLI flags or a ``[judge]`` table of a config file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
+    llm: str | None = None
+    base_url: str | None = None
+    cache: bool = True
+    concurrency: int = Field(16, ge=1)
+    max_retries: int = Field(5, ge=0)
+    timeout: float = Field(60.0, gt=0.0)
+    fields: dict[str, str] = Field(default_factory=dict)
+    samples: int = Field(1, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    sample_temperature: float = Field(0.7, gt=0.0)
+    seed: int = 0
+    max_tokens: int = Field(256, ge=1)
+    max_context_chars: int = Field(12000, ge=100)
+    json_schema: bool = True
+    prompts: dict[str, str] = Field(default_factory=dict)
+    screen_top: int | None = Field(None, ge=1)
+    screen_metric: Literal["bertscore", "exact"] = "bertscore"
+    bertscore_model: str = "minilm"
+    bertscore_layer: int | None = Field(None, ge=1)
+    bertscore_idf: bool = False
+    pass_threshold: float = Field(4.0, ge=1.0, le=5.0)
+    batch_size: int = Field(64, ge=1)
+    n_boot: int = Field(2000, ge=100)
+
+
+def resolve_answers_path(path: str | Path) -> Path:
+    """A run directory means its ``answers.jsonl``; anything else must be a file."""
+    p = Path(path)
+    if p.is_dir():
+        cand = p / "answers.jsonl"
+        if not cand.is_file():
+            raise DataError(f"{p}: a directory without answers.jsonl; give the answers file itself")
+        return cand
+    if not p.is_file():
+        raise DataError(f"{p}: file not found")
+    return p
+
+
+def _check_out_dir(out: Path) -> None:
+    manifest = out / "manifest.json"
+    if manifest.is_file():
+        from ragrade.io import read_json
+
+        kind = (read_json(manifest) or {}).get("kind")
+        if kind not in (None, MANIFEST_KIND):
+            raise ConfigError(f"{out} holds a '{kind}' run; write the judge output to a subfolder (e.g. {out}/judge)")
+
+
+def _validate_metrics(cfg: JudgeRunConfig) -> None:
+    from ragrade.judge import LLM_METRICS
+    from ragrade.registry import lookup
+
+    if not cfg.metrics:
+        raise ConfigError("--metrics needs at least one metric")
+    for m in cfg.metrics:
+        lookup("judge", m)  # did-you-mean error for unknown names
+    if len(set(cfg.metrics)) != len(cfg.metrics):
+        raise ConfigError(f"--metrics repeats a metric: {','.join(cfg.metrics)}")
+    if any(m in LLM_METRICS for m in cfg.metrics) and not cfg.llm:
+        raise ConfigError(
+            "LLM-judged metrics ("
+            + ", ".join(m for m in cfg.metrics if m in LLM_METRICS)
+            + ") need --llm PROVIDER/MODEL"
+        )
+    if cfg.screen_top is not None and cfg.screen_metric not in cfg.metrics:
+        raise ConfigError(f"--screen-top ranks configurations by {cfg.screen_metric}; add it to --metrics")
+    unknown = set(cfg.prompts) - set(LLM_METRICS)
+    if unknown:
+        raise ConfigError(
+            f"--prompt given for {', '.join(sorted(unknown))}; prompts exist for {', '.join(LLM_METRICS)}"
+        )
+    from ragrade.judge.llm_judges import SPECS, load_prompt
+
+    for metric, prompt_path in cfg.prompts.items():
+        load_prompt(SPECS[metric], prompt_path)  # unreadable file or missing placeholders: fail before any call
+
+
+def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
+    """Create the judges named in ``cfg.metrics`` (LLM created once and shared)."""
+    from ragrade.judge import LLM_METRICS
+    from ragrade.judge.bertscore import BertScoreConfig
+    from ragrade.judge.judges import JudgeSettings
+    from ragrade.judge.llm_judges import LLMJudgeConfig
+    from ragrade.registry import create
+
+    llm = None
+    if any(m in LLM_METRICS for m in cfg.metrics):
+        from ragrade.llm import create_llm
+
+        assert cfg.llm is not None
+        llm = create_llm(
+            cfg.llm,
+            base_url=cfg.base_url,
+            cache=cfg.cache,
+            concurrency=cfg.concurrency,
+            max_retries=cfg.max_retries,
+            timeout=cfg.timeout,
+        )
+    settings = JudgeSettings(
+        llm_judge=LLMJudgeConfig(
+            samples=cfg.samples,
+            temperature=cfg.temperature,
+            sample_temperature=cfg.sample_temperature,
+            seed=cfg.seed,
+            max_tokens=cfg.max_tokens,
+            max_context_chars=cfg.max_context_chars,
+            json_schema=cfg.json_schema,
+        ),
+        prompt_files=dict(cfg.prompts),
+        bertscore=BertScoreConfig(
+            model=cfg.bertscore_model,
+            num_layers=cfg.bertscore_layer,
+            idf=cfg.bertscore_idf,
+            batch_size=min(cfg.batch_size, 64),
+        ),
+    )
+    return {m: create("judge", m, settings=settings, llm=llm) for m in cfg.metrics}
+
+
+class ScoreStore:
+    """The records of ``scores.jsonl``, keyed by (config, id, metric), saved atomically."""
+
+    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+        self.path = path
+        self.meta = meta
+        self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        if path.is_file():
+            header, recs = read_jsonl(path, kind=SCORES_KIND)
+            if header is not None and header.version > SCORES_VERSION:
+                raise DataError(f"{path}: written by a newer ragrade (version {header.version})")
+            for r in recs:
+                self.records[(str(r["config"]), str(r["id"]), str(r["metric"]))] = r
+
+    def done(self, item: AnswerItem, metric: str, fingerprint: str) -> bool:
+        """True when a reusable record exists (same settings, not a request failure)."""
+        rec = self.records.get((item.config, item.id, metric))
+        return rec is not None and rec.get("fingerprint") == fingerprint and rec.get("status") != "failed"
+
+    def put(self, rec: dict[str, Any]) -> None:
+        """Add or replace one record."""
+        self.records[(str(rec["config"]), str(rec["id"]), str(rec["metric"]))] = rec
+
+    def prune(self, keys: set[tuple[str, str]]) -> int:
+        """Drop records of answers no longer in the input; returns how many were dropped."""
+        stale = [k for k in self.records if (k[0], k[1]) not in keys]
+        for k in stale:
+            del self.records[k]
+        return len(stale)
+
+    def save(self) -> None:
+        """Write every record, sorted, atomically."""
+        recs = [self.records[k] for k in sorted(self.records)]
+        write_jsonl(self.path, recs, kind=SCORES_KIND, version=SCORES_VERSION, meta=self.meta)
+
+
+def _base(item: AnswerItem, metric: str, fingerprint: str) -> dict[str, Any]:
+    return {"config": item.config, "id": item.id, "metric": metric, "fingerprint": fingerprint, "line": item.line}
+
+
+def _skip_reason(item: AnswerItem, judge: Any) -> str | None:
+    if item.error:
+        return f"answer error: {item.error}"
+    if item.answer is None:
+        return "no answer"
+    reason: str | None = judge.missing(item)
+    return reason
+
+
+def score_metric(
+    judge: Any, items: Sequence[AnswerItem], store: ScoreStore, *, batch_size: int, progress: Progress | None = None
+) -> dict[str, int]:
+    """Score ``items`` with one judge, skipping reusable records; saves after every batch."""
+    fp = judge.fingerprint()
+    todo: list[AnswerItem] = []
+    counts = {"reused": 0, "skipped": 0, "scored": 0}
+    for item in items:
+        if store.done(item, judge.name, fp):
+            counts["reused"] += 1
+            continue
+        reason = _skip_reason(item, judge)
+        if reason is not None:
+            store.put({**_base(item, judge.name, fp), "status": "skipped", "skip_reason": reason})
+            counts["skipped"] += 1
+            continue
+        todo.append(item)
+    total = len(todo)
+    for start in range(0, total, batch_size):
+        batch = todo[start : start + batch_size]
+        for item, body in zip(batch, judge.score(batch), strict=True):
+            store.put({**_base(item, judge.name, fp), **body})
+        counts["scored"] += len(batch)
+        store.save()
+        if progress is not None:
+            progress(judge.name, min(start + batch_size, total), total)
+    if counts["skipped"] and not total:
+        store.save()
+    return counts
+
+
+def screen(store: ScoreStore, configs: Sequence[str], metric: str, top: int) -> dict[str, Any]:
+    """Rank configurations by the mean of the screening metric; the top ``top`` are judged."""
+    path = "f1"
+    ranking = []
+    for config in configs:
+        vals = [
+            float(r["values"][path])
+            for (c, _, m), r in store.records.items()
+            if c == config and m == metric and r.get("status") == "ok"
+        ]
+        ranking.append({"config": config, "mean": sum(vals) / len(vals) if vals else None, "n": len(vals)})
+    ranking.sort(key=lambda r: (r["mean"] is None, -float(r["mean"] or 0.0), str(r["config"])))
+    selected = [r["config"] for r in ranking[:top] if r["mean"] is not None]
+    return {"metric": f"{metric}.{path}", "top": top, "ranking": ranking, "selected": selected}
+
+
+def run_judging(
+    answers: str | Path, out_dir: str | Path, cfg: JudgeRunConfig, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Judge every answer of ``answers`` with ``cfg.metrics``; write the output files; return the summary."""
+    from ragrade.judge import LLM_METRICS
+    from ragrade.judge.summary import CSV_COLUMNS, agreement, csv_rows, summarise
+    from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+
+    _validate_metrics(cfg)
+    path = resolve_answers_path(answers)
+    items = read_answers(path, cfg.fields)
+    out = Path(out_dir)
+    _check_out_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    judges = build_judges(cfg)
+    for judge in judges.values():
+        if hasattr(judge, "prepare"):
+            judge.prepare(items)
+    manifest = build_manifest(
+        MANIFEST_KIND,
+        cfg.model_dump(),
+        components={f"judge:{m}": j.describe() for m, j in judges.items()},
+        seeds={"judge": cfg.seed},
+        inputs={"answers": str(path)},
+    )
+    write_manifest(out, manifest)
+    store = ScoreStore(out / SCORES_FILE, meta={"answers": str(path)})
+    dropped = store.prune({it.key for it in items})
+    configs = sorted({it.config for it in items})
+    cheap = [m for m in cfg.metrics if m not in LLM_METRICS]
+    costly = [m for m in cfg.metrics if m in LLM_METRICS]
+    runs: dict[str, dict[str, int]] = {}
+    for m in cheap:
+        runs[m] = score_metric(judges[m], items, store, batch_size=cfg.batch_size, progress=progress)
+    screening = None
+    judged_items = items
+    if cfg.screen_top is not None:
+        screening = screen(store, configs, cfg.screen_metric, cfg.screen_top)
+        chosen = set(screening["selected"])
+        judged_items = [it for it in items if it.config in chosen]
+    for m in costly:
+        runs[m] = score_metric(judges[m], judged_items, store, batch_size=cfg.batch_size, progress=progress)
+    store.save()
+    records = list(store.records.values())
+    per_config = summarise(records, pass_threshold=cfg.pass_threshold, n_boot=cfg.n_boot, seed=cfg.seed)
+    totals = {
+        m: {
+            s: sum(1 for r in records if r["metric"] == m and r.get("status") == s)
+            for s in ("ok", "unparsed", "failed", "skipped")
+        }
+        for m in cfg.metrics
+    }
+    summary = {
+        "kind": "judge_summary",
+        "version": 1,
+        "answers": str(path),
+        "n_answers": len(items),
+        "configs": per_config,
+        "totals": totals,
+        "runs": runs,
+        "dropped_stale": dropped,
+        "judges": {m: j.describe() for m, j in judges.items()},
+        "screening": screening,
+        "not_judged": sorted(set(configs) - {it.config for it in judged_items}) if costly else [],
+    }
+    write_json(out / SUMMARY_FILE, summary)
+    _write_csv(out / SUMMARY_CSV, csv_rows(per_config), CSV_COLUMNS)
+    write_json(out / AGREEMENT_FILE, agreement(records, pass_threshold=cfg.pass_threshold))
+    n_unparsed = sum(t["unparsed"] for t in totals.values())
+    n_failed = sum(t["failed"] for t in totals.values())
+    write_manifest(out, finish_manifest(manifest, n_answers=len(items), n_unparsed=n_unparsed, n_failed=n_failed))
+    return summary
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    atomic_write_text(path, buf.getvalue())
+
+
+__all__ = ["JudgeRunConfig", "ScoreStore", "resolve_answers_path", "run_judging", "score_metric", "screen"]

@@ -1,0 +1,456 @@
+"""Synthetic (question, reference answer, reference context) triplets from chunks.
+
+Two generators:
+
+- **LLM** (any ``--llm``): one request per sampled chunk with our prompt (or a
+  prompt file with ``{passage}`` and optionally ``{source}``), JSON output
+  ``{"question", "answer"}``; replies that fail to parse, empty fields, and
+  answers sharing too few words with the passage are rejected and counted.
+- **Offline extractive** (``--llm offline``, a labelled baseline): picks a
+  sentence of the chunk and an answer span in it (a year, a number, a
+  capitalised name, else a long content word) and turns the sentence into a
+  question by putting a question phrase where the span was. Cheap and
+  reproducible, but the questions are close to the text's wording, which
+  favours lexical retrievers.
+
+Chunks are sampled with a seed, round-robin over documents so that questions
+spread over the collection. Questions are deduplicated on their normalised
+text. The funnel (sampled, failed, unparsed, rejected, duplicates, accepted)
+says where candidates went.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ragrade.corpus.types import Chunk
+from ragrade.errors import ConfigError
+from ragrade.judge.lexical import answer_tokens, normalize_answer
+from ragrade.qa.files import QAItem
+
+OFFLINE = "offline"
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "which",
+        "who",
+        "whom",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "not",
+        "no",
+        "nor",
+        "so",
+        "than",
+        "then",
+        "there",
+        "their",
+        "they",
+        "them",
+        "he",
+        "she",
+        "his",
+        "her",
+        "we",
+        "our",
+        "you",
+        "your",
+        "i",
+        "me",
+        "my",
+        "also",
+        "into",
+        "over",
+        "under",
+        "about",
+        "after",
+        "before",
+        "between",
+        "during",
+        "without",
+        "within",
+        "more",
+        "most",
+        "such",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "do",
+        "does",
+        "did",
+        "done",
+        "has",
+        "have",
+        "had",
+        "having",
+        "all",
+        "any",
+        "each",
+        "other",
+        "some",
+        "only",
+        "very",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class QAGenConfig:
+    """How many triplets, from which chunks, with which generator settings."""
+
+    n: int = 50
+    seed: int = 0
+    min_chunk_chars: int = 120
+    oversample: float = 2.0  # candidates tried at most: n * oversample + 5
+    max_tokens: int = 384
+    temperature: float = 0.0
+    min_grounding: float = 0.3  # share of answer words found in the passage
+    prompt_file: str | None = None
+    batch_size: int = 32
+
+
+@dataclass
+class Funnel:
+    """Where candidate triplets went."""
+
+    chunks_available: int = 0
+    chunks_eligible: int = 0
+    sampled: int = 0
+    failed: int = 0
+    unparsed: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    accepted: int = 0
+
+    def reject(self, reason: str) -> None:
+        """Count one rejection."""
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON view."""
+        return {**{k: v for k, v in self.__dict__.items()}, "rejected_total": sum(self.rejected.values())}
+
+
+def sample_chunks(chunks: Sequence[Chunk], cfg: QAGenConfig, funnel: Funnel) -> list[Chunk]:
+    """Eligible chunks in a seeded order that alternates between documents."""
+    funnel.chunks_available = len(chunks)
+    eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
+    funnel.chunks_eligible = len(eligible)
+    rng = random.Random(cfg.seed)
+    by_doc: dict[str, list[Chunk]] = defaultdict(list)
+    for c in sorted(eligible, key=lambda c: c.id):
+        by_doc[c.doc_id].append(c)
+    docs = sorted(by_doc)
+    rng.shuffle(docs)
+    for d in docs:
+        rng.shuffle(by_doc[d])
+    order: list[Chunk] = []
+    while any(by_doc[d] for d in docs):
+        for d in docs:
+            if by_doc[d]:
+                order.append(by_doc[d].pop())
+    return order
+
+
+def _qa_id(question: str, chunk_id: str) -> str:
+    return "qa-" + hashlib.sha256(f"{chunk_id}\x1f{normalize_answer(question)}".encode()).hexdigest()[:12]
+
+
+def grounding(answer: str, passage: str) -> float:
+    """Share of the answer's content words (normalised) that occur in the passage."""
+    words = [w for w in answer_tokens(answer) if w not in _STOP] or answer_tokens(answer)
+    if not words:
+        return 0.0
+    have = set(answer_tokens(passage))
+    return sum(1 for w in words if w in have) / len(words)
+
+
+def _item(chunk: Chunk, question: str, answer: str, span: tuple[int, int] | None, generator: dict[str, Any]) -> QAItem:
+    return QAItem(
+        id=_qa_id(question, chunk.id),
+        question=question,
+        reference=answer,
+        reference_context=chunk.text,
+        chunk_id=chunk.id,
+        doc_id=chunk.doc_id,
+        source=chunk.source,
+        answer_span=span,
+        doc_span=(chunk.start, chunk.end),
+        metadata=dict(chunk.metadata),
+        generator=generator,
+    )
+
+
+# --- offline extractive baseline -------------------------------------------------------------------------------
+
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*\b")
+_NAME = re.compile(r"\b[A-Z][a-zA-Z'’-]+(?:\s+(?:of|de|von|van|the|and)?\s*[A-Z][a-zA-Z'’-]+)*")
+_WORD = re.compile(r"\b[a-zA-Z][a-zA-Z-]{5,}\b")
+
+
+def _candidates(sentence: str) -> list[tuple[int, int, str]]:
+    """Answer spans in a sentence with the question phrase that replaces them, best kind first."""
+    out: list[tuple[int, int, str]] = []
+    for m in _YEAR.finditer(sentence):
+        before = sentence[: m.start()].rstrip()
+        if before.lower().endswith(" in"):
+            out.append((len(before) - 2, m.end(), "in what year"))
+        else:
+            out.append((m.start(), m.end(), "what year"))
+    if out:
+        return out
+    out += [
+        (m.start(), m.end(), "what number")
+        for m in _NUMBER.finditer(sentence)
+        if sentence[m.end() : m.end() + 1] != "-"
+    ]
+    if out:
+        return out
+    out += [
+        (m.start(), m.end(), "whom or what")
+        for m in _NAME.finditer(sentence)
+        if m.start() > 0 and m.group(0).lower() not in _STOP
+    ]
+    if out:
+        return out
+    words = sorted(
+        (m for m in _WORD.finditer(sentence) if m.start() > 0 and m.group(0).lower() not in _STOP),
+        key=lambda m: (-len(m.group(0)), m.start()),
+    )
+    return [(m.start(), m.end(), "what") for m in words[:3]]
+
+
+_CODE_CHARS = set("=(){}[]<>$%#@\\|`_*~^")
+
+
+def is_prose(sentence: str) -> bool:
+    """True for a plain-text sentence (starts with a capital, ends with '.', few code symbols)."""
+    if "\n" in sentence.strip() or not sentence[:1].isupper() or not sentence.rstrip().endswith((".", "!")):
+        return False
+    chars = [ch for ch in sentence if not ch.isspace()]
+    letters = sum(ch.isalpha() for ch in chars)
+    code = sum(ch in _CODE_CHARS for ch in chars)
+    return code <= 1 and letters >= 0.8 * len(chars)
+
+
+def extractive_question(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, int]] | None:
+    """A (question, answer, answer span in the chunk) built from one sentence of ``chunk``, or None."""
+    from ragrade.corpus.segment import split_sentences
+
+    rng = random.Random(f"{seed}\x1f{chunk.id}")
+    sentences = [
+        (a, b)
+        for a, b in split_sentences(chunk.text)
+        if 6 <= len(chunk.text[a:b].split()) <= 45 and is_prose(chunk.text[a:b])
+    ]
+    rng.shuffle(sentences)
+    for a, b in sentences:
+        sent = chunk.text[a:b]
+        cands = _candidates(sent)
+        if not cands:
+            continue
+        s, e, phrase = cands[rng.randrange(len(cands))]
+        answer = sent[s:e]
+        if phrase == "in what year":
+            answer = sent[s + 2 : e].strip()
+            s_ans = s + 2 + (len(sent[s + 2 : e]) - len(sent[s + 2 : e].lstrip()))
+        else:
+            s_ans = s
+        body = (sent[:s] + phrase + sent[e:]).strip().rstrip(".!;:")
+        question = body[0].upper() + body[1:] + "?"
+        start = a + s_ans
+        return question, answer, (start, start + len(answer))
+    return None
+
+
+def _offline(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[QAItem], bool]) -> None:
+    generator = {"name": "offline-extractive", "llm": None, "baseline": True, "seed": cfg.seed}
+    for chunk in cand:
+        funnel.sampled += 1
+        got = extractive_question(chunk, cfg.seed)
+        if got is None:
+            funnel.reject("no usable sentence")
+            continue
+        question, answer, span = got
+        if accept(_item(chunk, question, answer, span, generator)):
+            return
+
+
+# --- LLM generator ---------------------------------------------------------------------------------------------
+
+
+def load_generation_prompt(path: str | None) -> str:
+    """The generation prompt template (ours, or a file that contains ``{passage}``)."""
+    if path is None:
+        return resources.files("ragrade.qa").joinpath("prompts", "generate.txt").read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the QA generation prompt {path}: {exc.strerror or exc}") from exc
+    if "{passage}" not in text:
+        raise ConfigError(f"the QA generation prompt {path} lacks the placeholder {{passage}}")
+    return text
+
+
+def parse_generation(text: str | None) -> tuple[str, str] | None:
+    """``(question, answer)`` from a reply (JSON preferred; ``Question: ... Answer: ...`` accepted)."""
+    if not text:
+        return None
+    from ragrade.judge.parse import _json_objects
+
+    for obj in _json_objects(text):
+        low = {str(k).lower(): v for k, v in obj.items()}
+        q, a = low.get("question"), low.get("answer", low.get("reference_answer"))
+        if isinstance(q, str) and isinstance(a, (str, int, float)):
+            return q.strip(), str(a).strip()
+    m = re.search(
+        r"question\s*[:\-]\s*(.+?)\s*\n+\s*(?:reference\s+)?answer\s*[:\-]\s*(.+)", text, re.IGNORECASE | re.DOTALL
+    )
+    if m:
+        return m.group(1).strip().strip("*"), m.group(2).strip().strip("*")
+    return None
+
+
+def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[QAItem], bool], llm: Any) -> None:
+    from ragrade.llm.base import GenerationRequest, Message, generate
+
+    template = load_generation_prompt(cfg.prompt_file)
+    generator = {
+        "name": "llm",
+        "llm": llm.name,
+        "baseline": bool(getattr(llm, "is_baseline", False)),
+        "seed": cfg.seed,
+        "prompt_sha256": hashlib.sha256(template.encode()).hexdigest(),
+        "temperature": cfg.temperature,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+        "required": ["question", "answer"],
+        "additionalProperties": False,
+    }
+    for start in range(0, len(cand), cfg.batch_size):
+        batch = cand[start : start + cfg.batch_size]
+        reqs = [
+            GenerationRequest(
+                messages=(
+                    Message("user", template.replace("{passage}", c.text).replace("{source}", c.source or c.doc_id)),
+                ),
+                temperature=cfg.temperature,
+                max_tokens=cfg.max_tokens,
+                seed=cfg.seed,
+                json_schema=schema,
+                task="generate_question",
+                passages=(c.text,),
+            )
+            for c in batch
+        ]
+        for chunk, comp in zip(batch, generate(llm, reqs), strict=True):
+            funnel.sampled += 1
+            if not comp.ok:
+                funnel.failed += 1
+                continue
+            parsed = parse_generation(comp.text)
+            if parsed is None:
+                funnel.unparsed += 1
+                continue
+            question, answer = parsed
+            if len(question) < 8 or not answer:
+                funnel.reject("empty or too short")
+                continue
+            if grounding(answer, chunk.text) < cfg.min_grounding:
+                funnel.reject("answer not found in passage")
+                continue
+            pos = chunk.text.find(answer)
+            span = (pos, pos + len(answer)) if pos >= 0 else None
+            if accept(_item(chunk, question, answer, span, generator)):
+                return
+
+
+def generate_qa(chunks: Sequence[Chunk], llm: Any | None, cfg: QAGenConfig) -> tuple[list[QAItem], Funnel]:
+    """Generate up to ``cfg.n`` deduplicated triplets; ``llm=None`` uses the offline extractive baseline."""
+    if cfg.n < 1:
+        raise ConfigError(f"--n must be at least 1, got {cfg.n}")
+    funnel = Funnel()
+    order = sample_chunks(chunks, cfg, funnel)
+    if not order:
+        raise ConfigError(f"no chunk has at least {cfg.min_chunk_chars} characters ({len(chunks)} chunks given)")
+    cand = order[: int(cfg.n * cfg.oversample) + 5]
+    items: list[QAItem] = []
+    seen: set[str] = set()
+
+    def accept(item: QAItem) -> bool:
+        key = normalize_answer(item.question)
+        if key in seen:
+            funnel.duplicates += 1
+            return False
+        seen.add(key)
+        items.append(item)
+        funnel.accepted += 1
+        return len(items) >= cfg.n
+
+    if llm is None:
+        _offline(cand, cfg, funnel, accept)
+    else:
+        _llm(cand, cfg, funnel, accept, llm)
+    return items, funnel
+
+
+__all__ = [
+    "OFFLINE",
+    "Funnel",
+    "QAGenConfig",
+    "extractive_question",
+    "generate_qa",
+    "grounding",
+    "load_generation_prompt",
+    "parse_generation",
+    "sample_chunks",
+]

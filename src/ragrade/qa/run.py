@@ -1,0 +1,204 @@
+"""``ragrade qa answer``: every pipeline answers every QA question in free text, resumably.
+
+Reuses the exam sweep's pipeline grid (:func:`ragrade.run.spec.expand_pipelines`),
+its resumable journal runner and executors (:func:`ragrade.run.sweep.run_resumable`)
+and its manifest; see :mod:`ragrade.qa.answer` for the worker and the files.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragrade.io import atomic_write_text
+from ragrade.qa.answer import ANSWERS_FILE, QA_WORKER, SUMMARY_FILE, check_config, write_answers
+from ragrade.qa.files import read_qa
+
+ProgressFn = Callable[[str, int, int], None]
+SUMMARY_COLUMNS = (
+    "schema_version",
+    "pipeline",
+    "llm",
+    "retriever",
+    "k",
+    "icl",
+    "chunker",
+    "prompt",
+    "n",
+    "n_answered",
+    "n_errors",
+    "n_refusals",
+    "hit_rate",
+    "hit_low",
+    "hit_high",
+    "exact",
+    "exact_low",
+    "exact_high",
+    "token_f1",
+    "token_f1_low",
+    "token_f1_high",
+)
+
+
+@dataclass
+class QAAnswerResult:
+    """What a finished ``qa answer`` run produced."""
+
+    run_dir: Path
+    pipelines: list[str]
+    n_questions: int
+    n_new_rows: int
+    summary: list[dict[str, Any]]
+
+
+def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
+    """Per pipeline: counts, gold-chunk hit rate (Wilson) and EM / token F1 against the reference (intervals)."""
+    from ragrade.judge.lexical import best_over_references
+    from ragrade.llm.phrases import REJECTION_SENTENCE
+    from ragrade.run.stats import bootstrap_ci, wilson_interval
+
+    out = []
+    for pid in order:
+        rs = [r for r in rows if r["pipeline"] == pid]
+        answered = [r for r in rs if r.get("answer") is not None and not r.get("error")]
+        hits = [bool(r["gold_chunk_retrieved"]) for r in rs if r.get("gold_chunk_retrieved") is not None]
+        scored = [best_over_references(r["answer"], [r["reference"]]) for r in answered if r.get("reference")]
+        # an unanswered question counts as wrong (0) in EM and F1: errors never shrink the denominator
+        n_missing = sum(1 for r in rs if r.get("reference")) - len(scored)
+        em = [float(e) for e, _ in scored] + [0.0] * n_missing
+        f1 = [f for _, f in scored] + [0.0] * n_missing
+        first = rs[0] if rs else {}
+        row: dict[str, Any] = {
+            **dict.fromkeys(SUMMARY_COLUMNS),
+            "schema_version": 1,
+            "pipeline": pid,
+            **{k: first.get(k) for k in ("llm", "retriever", "k", "icl", "chunker", "prompt")},
+            "n": len(rs),
+            "n_answered": len(answered),
+            "n_errors": sum(1 for r in rs if r.get("error")),
+            "n_refusals": sum(1 for r in answered if REJECTION_SENTENCE in (r["answer"] or "")),
+        }
+        if hits:
+            row["hit_rate"] = sum(hits) / len(hits)
+            row["hit_low"], row["hit_high"] = wilson_interval(sum(hits), len(hits))
+        if em:
+            row["exact"] = sum(em) / len(em)
+            row["exact_low"], row["exact_high"] = wilson_interval(int(sum(em)), len(em))
+            row["token_f1"] = sum(f1) / len(f1)
+            if len(f1) > 1:
+                row["token_f1_low"], row["token_f1_high"] = bootstrap_ci(f1, seed=0)
+        out.append(row)
+    return out
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: ("" if r.get(k) is None else r[k]) for k in SUMMARY_COLUMNS})
+    atomic_write_text(path, buf.getvalue())
+
+
+def run_qa_answers(
+    qa_path: str | Path,
+    cfg: Any,
+    out_dir: str | Path,
+    *,
+    generation: Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    executor: Any = None,
+) -> QAAnswerResult:
+    """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig)."""
+    from ragrade.qa.answer import to_question
+    from ragrade.run.executors import create_executor
+    from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+    from ragrade.run.spec import expand_pipelines, fingerprint
+    from ragrade.run.sweep import run_resumable, split_icl_pool
+
+    qa_path = Path(qa_path)
+    run_dir = Path(out_dir)
+    check_config(cfg)
+    _, items = read_qa(qa_path)
+    specs = expand_pipelines(cfg)
+    max_icl = max(s.icl for s in specs)
+    pool, ids = split_icl_pool([to_question(it) for it in items], cfg.icl_pool, max_icl, cfg.seed)
+    if cfg.limit is not None:
+        ids = ids[: cfg.limit]
+    gen = {"max_tokens": 256, "temperature": 0.0, **dict(generation or {})}
+    context = {
+        "qa": str(qa_path.resolve()),
+        "indexes": {k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
+        "external": dict(cfg.external),
+        "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
+        "llm_options": dict(cfg.llm_options),
+        "retriever_options": dict(cfg.retriever_options),
+        "seed": cfg.seed,
+        "icl_pool": list(pool),
+        "generation": gen,
+    }
+    exe = executor or create_executor(
+        cfg.executor, parallel=cfg.parallel_shards, address=cfg.ray_address, workers=cfg.ray_workers
+    )
+    pipelines = {s.id: s.model_dump(mode="json") for s in specs}
+    manifest = build_manifest(
+        "qa-answer",
+        cfg,
+        {f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+        {"seed": cfg.seed, "icl_pool": pool},
+        {"qa": str(qa_path)},
+        indexes=cfg.indexes,
+        extra={
+            "pipelines": [s.id for s in specs],
+            "executor": exe.describe(),
+            "generation": gen,
+            "qa": {"path": str(qa_path.resolve()), "n_questions": len(items), "n_evaluated": len(ids)},
+            "outputs": {ANSWERS_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}},
+        },
+    )
+    fp = {
+        "qa": manifest["inputs"]["qa"].get("sha256"),
+        "items": ids,
+        "context": {k: v for k, v in context.items() if k != "qa"},
+    }
+
+    def before_run(_journal: Any) -> None:
+        write_manifest(run_dir, manifest)
+
+    journal, added = run_resumable(
+        run_dir,
+        worker=QA_WORKER,
+        context=context,
+        pipelines=pipelines,
+        items=ids,
+        fingerprint_data=fp,
+        executor=exe,
+        shard_size=cfg.shard_size,
+        progress=progress,
+        before_run=before_run,
+    )
+    try:
+        rows = [r for s in specs for r in journal.rows(s.id, ids)]
+    finally:
+        journal.close()
+    order = [s.id for s in specs]
+    write_answers(run_dir / ANSWERS_FILE, rows, meta={"qa": str(qa_path), "fingerprint": fingerprint(fp)})
+    summary = summarise_answers(rows, order)
+    _write_csv(run_dir / SUMMARY_FILE, summary)
+    finish_manifest(
+        manifest,
+        n_pipelines=len(specs),
+        n_questions=len(ids),
+        n_rows=len(rows),
+        n_new_rows=added,
+        n_errors=sum(1 for r in rows if r.get("error")),
+    )
+    write_manifest(run_dir, manifest)
+    return QAAnswerResult(run_dir, order, len(ids), added, summary)
+
+
+__all__ = ["QAAnswerResult", "run_qa_answers", "summarise_answers"]

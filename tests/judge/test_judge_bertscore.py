@@ -1,0 +1,116 @@
+"""BERTScore through bert-score agrees with a direct computation (own forward pass + greedy cosine matching)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragrade.errors import ConfigError
+from ragrade.judge.bertscore import BertScore, BertScoreConfig, resolve_model_path
+
+CANDS = [
+    "The Eiffel Tower was finished in 1889 for the World's Fair.",
+    "Water boils at one hundred degrees.",
+    "Shakespeare",
+    "It is a small red fruit that grows on trees in orchards across Europe.",
+]
+REFS = [
+    "Construction of the Eiffel Tower ended in 1889.",
+    "At sea level, water boils at 100 degrees Celsius.",
+    "William Shakespeare wrote Hamlet.",
+    "An apple is a fruit.",
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    from transformers import AutoModel, AutoTokenizer
+
+    path = resolve_model_path("minilm")
+    tok = AutoTokenizer.from_pretrained(path)
+    mdl = AutoModel.from_pretrained(path)
+    mdl.eval()
+    return tok, mdl
+
+
+def _direct(tok, mdl, cand: str, ref: str, layer: int, idf: dict[int, float] | None = None):
+    """BERTScore by hand: hidden states of ``layer``, cosine matrix, greedy max, idf-weighted means.
+
+    Special tokens ([CLS], [SEP]) take part in the matching but carry zero weight, as in bert-score.
+    """
+    import torch
+
+    def enc(text):
+        ids = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            out = mdl(**ids, output_hidden_states=True)
+        emb = out.hidden_states[layer][0].numpy().astype(np.float64)
+        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+        token_ids = ids["input_ids"][0].tolist()
+        special = {tok.cls_token_id, tok.sep_token_id}
+        if idf is None:
+            w = np.array([0.0 if t in special else 1.0 for t in token_ids])
+        else:
+            w = np.array([idf.get(t, 0.0) for t in token_ids])
+        return emb, w / w.sum()
+
+    c, wc = enc(cand)
+    r, wr = enc(ref)
+    sim = c @ r.T
+    p = float((sim.max(axis=1) * wc).sum())
+    rc = float((sim.max(axis=0) * wr).sum())
+    return p, rc, 2 * p * rc / (p + rc)
+
+
+@pytest.mark.parametrize("layer", [6, 3])
+def test_matches_direct_computation(model, layer):
+    tok, mdl = model
+    scorer = BertScore(BertScoreConfig(num_layers=layer))
+    res = scorer.score(CANDS, [[r] for r in REFS])
+    for i, (c, r) in enumerate(zip(CANDS, REFS, strict=True)):
+        p, rc, f = _direct(tok, mdl, c, r, layer)
+        assert res.precision[i] == pytest.approx(p, abs=1e-4)
+        assert res.recall[i] == pytest.approx(rc, abs=1e-4)
+        assert res.f1[i] == pytest.approx(f, abs=1e-4)
+    assert res.f1[0] > res.f1[3]  # a paraphrase beats an unrelated answer
+
+
+def test_idf_matches_direct_computation(model):
+    tok, mdl = model
+    scorer = BertScore(BertScoreConfig(idf=True))
+    scorer.set_idf_corpus(REFS)
+    res = scorer.score(CANDS[:2], [[REFS[0]], [REFS[1]]])
+    # idf(w) = log((M + 1) / (df(w) + 1)) over the M reference sentences, unseen tokens log(M + 1)
+    m = len(REFS)
+    df: dict[int, int] = {}
+    for ref in REFS:
+        for t in set(tok(ref)["input_ids"]):
+            df[t] = df.get(t, 0) + 1
+    vocab = set(tok(CANDS[0])["input_ids"]) | set(tok(CANDS[1])["input_ids"]) | set(df)
+    idf = {t: math.log((m + 1) / (df.get(t, 0) + 1)) for t in vocab}
+    for i in range(2):
+        p, _rc, f = _direct(tok, mdl, CANDS[i], REFS[i], 6, idf)
+        assert res.f1[i] == pytest.approx(f, abs=1e-4)
+        assert res.precision[i] == pytest.approx(p, abs=1e-4)
+
+
+def test_best_reference_and_empty_answer():
+    scorer = BertScore()
+    res = scorer.score(["Paris", "   "], [["London", "Paris"], ["Paris"]])
+    assert res.f1[0] == pytest.approx(1.0, abs=1e-4)
+    assert res.f1[1] == 0.0 and res.precision[1] == 0.0
+
+
+def test_bad_layer_and_model():
+    with pytest.raises(ConfigError, match="between 1 and 6"):
+        BertScore(BertScoreConfig(num_layers=7))
+    with pytest.raises(ConfigError, match="not a local folder"):
+        BertScore(BertScoreConfig(model="bert-base-uncased"))
+
+
+def test_fingerprint_tracks_settings():
+    a = BertScore(BertScoreConfig(num_layers=6)).fingerprint()
+    b = BertScore(BertScoreConfig(num_layers=5)).fingerprint()
+    assert a != b
