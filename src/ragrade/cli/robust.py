@@ -1,9 +1,193 @@
-"""CLI verbs of the robust stage (filled in by its issue)."""
+"""CLI verbs of the robust stage: ``ragrade robust build|run|table``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+robust_app = typer.Typer(help="Robustness testbeds (noise, negative rejection, integration, counterfactual).",
+                         no_args_is_help=True)
+
+
+def _phrases(value: str | None, option: str) -> list[str] | None:
+    """A phrase list from ``a|b|c`` or ``@FILE`` (one phrase per line)."""
+    from ragrade.errors import ConfigError
+
+    if value is None:
+        return None
+    if value.startswith("@"):
+        path = Path(value[1:])
+        if not path.exists():
+            raise ConfigError(f"{option}: file {path} not found")
+        items = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        items = [p.strip() for p in value.split("|") if p.strip()]
+    if not items:
+        raise ConfigError(f"{option} needs at least one phrase")
+    return items
+
+
+def _ratios(value: str | None) -> list[float] | None:
+    from ragrade.cli.common import split_list
+    from ragrade.errors import ConfigError
+
+    items = split_list(value, "--noise-ratios")
+    if items is None:
+        return None
+    try:
+        return [float(x) for x in items]
+    except ValueError as exc:
+        raise ConfigError(f"--noise-ratios must be numbers, got '{value}'") from exc
+
+
+@robust_app.command("run")
+def run_cmd(
+    data: Path = typer.Argument(..., help="RGB-shaped JSONL (original data or `ragrade robust build` output)."),
+    testbed: str = typer.Option(..., "--testbed", help="noise | negative | integration | counterfactual"),
+    llm: str | None = typer.Option(None, "--llm", help="PROVIDER/MODEL; comma-separate several for one table."),
+    out: Path | None = typer.Option(None, "--out", help="Output directory."),
+    base_url: str | None = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
+                                        help="OpenAI-compatible server URL."),
+    noise_ratios: str | None = typer.Option(None, "--noise-ratios", help="e.g. 0,0.2,0.4,0.6,0.8"),
+    docs: int | None = typer.Option(None, "--docs", help="Documents per question (default 5)."),
+    lang: str | None = typer.Option(None, "--lang", help="en | zh | auto (default: from the questions)."),
+    scoring: str | None = typer.Option(None, "--scoring", help="default | rgb (the original scorer's rules)."),
+    construction: str | None = typer.Option(None, "--construction",
+                                            help="ragrade | rgb (the original document selection)."),
+    shortfall: str | None = typer.Option(None, "--shortfall", help="pad | skip, when a document pool is short."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of document order (default 0)."),
+    correct_ratio: float | None = typer.Option(None, "--correct-ratio",
+                                               help="Counterfactual: share of uncorrupted positives."),
+    closed_book: bool | None = typer.Option(None, "--closed-book/--no-closed-book",
+                                            help="Counterfactual: also ask without documents (Acc)."),
+    judge: str | None = typer.Option(None, "--judge", help="PROVIDER/MODEL of the Rej*/ED* judge."),
+    judge_base_url: str | None = typer.Option(None, "--judge-base-url", help="Judge server URL."),
+    prompts: Path | None = typer.Option(None, "--prompts", help="TOML/JSON overriding the prompts."),
+    rejection_phrases: str | None = typer.Option(None, "--rejection-phrases",
+                                                 help="'a|b|c' or @FILE: refusal phrases (replace the defaults)."),
+    error_phrases: str | None = typer.Option(None, "--error-phrases",
+                                             help="'a|b|c' or @FILE: error-report phrases (replace the defaults)."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Answer length limit (default 256)."),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N questions."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    config: Path | None = typer.Option(None, "--config", help="TOML with a [robust] table of these options."),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
+) -> None:
+    """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""
+    from ragrade.cli.common import echo_json, is_tty, split_list
+    from ragrade.config import build_config, load_toml
+    from ragrade.robust.run import RobustRunConfig, render_table, run_robust
+
+    file_layer: dict[str, Any] = {}
+    if config is not None:
+        file_layer = dict(load_toml(config).get("robust", {}))
+    flags: dict[str, Any] = {
+        "data": data, "testbed": testbed, "llm": split_list(llm, "--llm"), "out": out, "base_url": base_url,
+        "noise_ratios": _ratios(noise_ratios), "docs": docs, "lang": lang, "scoring": scoring,
+        "construction": construction, "shortfall": shortfall, "seed": seed, "correct_ratio": correct_ratio,
+        "closed_book": closed_book, "judge": judge, "judge_base_url": judge_base_url, "prompts": prompts,
+        "rejection_phrases": _phrases(rejection_phrases, "--rejection-phrases"),
+        "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
+        "cache": False if no_cache else None,
+    }
+    cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
+    progress = _progress() if is_tty() else None
+    try:
+        runs, table = run_robust(cfg, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if as_json:
+        echo_json([r.metrics for r in runs])
+        return
+    typer.echo(render_table(table))
+    for r in runs:
+        m = r.metrics
+        typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} skipped={m['skipped']} flagged={m['flagged']} "
+                   f"generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
+
+
+class _RichProgress:
+    """A rich progress bar fed by ``(stage, done, total)`` callbacks."""
+
+    def __init__(self) -> None:
+        from rich.progress import Progress
+
+        self._progress = Progress(transient=True)
+        self._progress.start()
+        self._tasks: dict[str, Any] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self._tasks:
+            self._tasks[stage] = self._progress.add_task(stage, total=total)
+        self._progress.update(self._tasks[stage], completed=done, total=total)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _progress() -> _RichProgress:
+    return _RichProgress()
+
+
+@robust_app.command("build")
+def build_cmd(
+    out: Path = typer.Option(..., "--out", help="Output directory for base/integration/counterfactual JSONL."),
+    index: Path = typer.Option(..., "--index", help="Index directory (ragrade retrieval index)."),
+    exam: Path | None = typer.Option(None, "--exam", help="Exam JSONL (correct choice = answer)."),
+    qa: Path | None = typer.Option(None, "--qa", help="Question/answer JSONL (question, answer, distractors)."),
+    retriever: str = typer.Option("bm25", "--retriever", help="Retriever spec of the index for hard negatives."),
+    k: int = typer.Option(30, "--k", help="Chunks retrieved per question."),
+    max_positive: int = typer.Option(5, "--max-positive", help="Positive documents kept per question."),
+    max_negative: int = typer.Option(10, "--max-negative", help="Noise documents kept per question."),
+    max_questions: int | None = typer.Option(None, "--max-questions", help="Use only the first N questions."),
+    lang: str = typer.Option("auto", "--lang", help="en | zh | auto (joins integration questions)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of integration pairing."),
+) -> None:
+    """Build robustness testbeds from your exam (or QA file) and index."""
+    from ragrade.cli.common import echo_json
+    from ragrade.errors import ConfigError
+    from ragrade.robust.corpus import (
+        CorpusBuildOptions,
+        build_corpus_testbeds,
+        load_qa_file,
+        qa_from_exam,
+        write_corpus_testbeds,
+    )
+
+    if (exam is None) == (qa is None):
+        raise ConfigError("give exactly one of --exam or --qa")
+    opts = CorpusBuildOptions(k=k, max_positive=max_positive, max_negative=max_negative, seed=seed, lang=lang,
+                              max_questions=max_questions)
+    questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
+    from ragrade.retrieval.index import load_index
+
+    ret = load_index(index).retriever(retriever)
+    built = build_corpus_testbeds(questions, ret, opts)
+    paths = write_corpus_testbeds(built, out, {"exam": str(exam) if exam else None, "qa": str(qa) if qa else None,
+                                               "index": str(index), "retriever": retriever})
+    rep = built.report
+    echo_json({"questions": rep["questions"], "base": rep["base"], "integration": rep["integration"],
+               "counterfactual": rep["counterfactual"], "dropped": len(rep["dropped"]), "files": paths})
+
+
+@robust_app.command("table")
+def table_cmd(
+    runs: list[Path] = typer.Argument(..., help="Run directories or metrics.json files (one testbed)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the table as CSV here."),
+) -> None:
+    """Combine runs into one paper-shaped table (one row per model, one column per noise ratio)."""
+    from ragrade.robust.table import build_table, load_run_metrics, render_table, write_table
+
+    metrics = [m for r in runs for m in load_run_metrics(r)]
+    table = build_table(metrics)
+    if out is not None:
+        write_table(table, out)
+    typer.echo(render_table(table))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's verbs to ``app``."""
+    """Add the ``robust`` group to ``app``."""
+    app.add_typer(robust_app, name="robust")

@@ -1,0 +1,319 @@
+"""Robustness testbeds built from the user's own corpus: an exam (or question/answer file) plus an index.
+
+For every question with a short answer:
+
+- **positives** are chunks that contain the answer (boundary-aware, normalised
+  matching): the question's source chunk first, then retrieved chunks;
+- **noise** are hard negatives: the top retrieved chunks that do not contain
+  the answer, in rank order;
+- **integration** items join two questions into one, each answer part with its
+  own group of positives and noise containing neither answer;
+- **counterfactual** items replace the answer in the positives with a
+  plausible value of the same kind (the first usable distractor of the exam
+  question), and keep only the documents where the replacement happened.
+
+Questions that cannot make an item (answer in no retrieved chunk, no noise,
+no usable distractor) are dropped with their reason in the build report;
+nothing is dropped silently. The output files have the RGB shape, so
+``ragrade robust run`` reads them like the original data.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.io import iter_jsonl, now_iso, write_json
+from ragrade.robust.data import RGBItem, write_rgb
+from ragrade.robust.match import contains, contains_normalised, has_cjk, normalise, replace_all
+
+BUILD_REPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class QA:
+    """A question with accepted answer aliases and optional same-kind wrong values."""
+
+    id: str
+    question: str
+    answers: tuple[str, ...]
+    distractors: tuple[str, ...] = ()
+    context: str = ""
+    chunk_id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class CorpusBuildOptions:
+    """Retrieval depth, pool sizes, pairing seed and language of the built testbeds."""
+
+    k: int = 30
+    max_positive: int = 5
+    max_negative: int = 10
+    seed: int = 0
+    lang: str = "auto"
+    max_questions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.max_positive < 1 or self.max_negative < 1:
+            raise ConfigError("--k, --max-positive and --max-negative must be at least 1")
+        if self.lang not in ("auto", "en", "zh"):
+            raise ConfigError(f"--lang must be auto, en or zh, got '{self.lang}'")
+
+
+@dataclass
+class CorpusTestbeds:
+    """The three built files' items and the build report."""
+
+    base: list[RGBItem]
+    integration: list[RGBItem]
+    counterfactual: list[RGBItem]
+    report: dict[str, Any]
+
+
+def qa_from_exam(path: str | Path) -> list[QA]:
+    """Questions of an exam file: the correct choice is the answer, the other choices the distractors."""
+    from ragrade.exam.files import read_exam
+
+    _, questions = read_exam(path)
+    out = []
+    for q in questions:
+        answer = q.choices[q.answer].strip()
+        others = tuple(c.strip() for i, c in enumerate(q.choices) if i != q.answer and c.strip())
+        out.append(QA(id=str(q.id), question=q.question, answers=(answer,), distractors=others, context=q.context,
+                      chunk_id=q.chunk_id, meta={"topic": (q.tags or {}).get("topic"), "doc_id": q.doc_id}))
+    return out
+
+
+def _str_list(value: Any, where: str, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
+        raise DataError(f"{where}: '{key}' must be a string or a list of strings")
+    return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+def load_qa_file(path: str | Path) -> list[QA]:
+    """Question/answer JSONL: ``question`` (or ``query``), ``answer`` (string or list of aliases),
+    optional ``id``, ``distractors`` (same-kind wrong values), ``context``."""
+    out: list[QA] = []
+    for lineno, rec in iter_jsonl(path):
+        if lineno == 1 and isinstance(rec.get("ragrade"), dict):
+            continue
+        where = f"{path}:{lineno}"
+        question = rec.get("question", rec.get("query"))
+        if not isinstance(question, str) or not question.strip():
+            raise DataError(f"{where}: missing 'question'")
+        answers = _str_list(rec.get("answer"), where, "answer")
+        if not answers:
+            raise DataError(f"{where}: missing 'answer'")
+        out.append(QA(id=str(rec.get("id", f"q{len(out)}")), question=question.strip(), answers=answers,
+                      distractors=_str_list(rec.get("distractors"), where, "distractors"),
+                      context=str(rec.get("context", "") or "")))
+    if not out:
+        raise DataError(f"{path}: no questions")
+    ids = [q.id for q in out]
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{path}: duplicate question ids")
+    return out
+
+
+def _has_any(text: str, aliases: Sequence[str]) -> bool:
+    norm = normalise(text)
+    return any(contains_normalised(norm, normalise(a)) for a in aliases)
+
+
+@dataclass
+class _Pools:
+    qa: QA
+    positive: list[str]
+    negative: list[str]
+    positive_ids: list[str]
+    negative_ids: list[str]
+
+
+def _pools(qa: QA, hits: Sequence[Any], opts: CorpusBuildOptions) -> _Pools:
+    pos: list[str] = []
+    pos_ids: list[str] = []
+    neg: list[str] = []
+    neg_ids: list[str] = []
+    seen: set[str] = set()
+    if qa.context and _has_any(qa.context, qa.answers):
+        pos.append(qa.context)
+        pos_ids.append(qa.chunk_id or "source")
+        seen.add(qa.context)
+    for h in hits:
+        if h.text in seen:
+            continue
+        seen.add(h.text)
+        if _has_any(h.text, qa.answers):
+            if len(pos) < opts.max_positive:
+                pos.append(h.text)
+                pos_ids.append(h.chunk_id)
+        elif len(neg) < opts.max_negative:
+            neg.append(h.text)
+            neg_ids.append(h.chunk_id)
+    return _Pools(qa, pos, neg, pos_ids, neg_ids)
+
+
+def _pick_fake(qa: QA) -> str | None:
+    norm_answers = [normalise(a) for a in qa.answers]
+    for d in qa.distractors:
+        nd = normalise(d)
+        if not nd or any(nd == a or nd in a or a in nd for a in norm_answers):
+            continue
+        return d
+    return None
+
+
+def _counterfactual(p: _Pools) -> tuple[RGBItem | None, str | None]:
+    fake = _pick_fake(p.qa)
+    if fake is None:
+        return None, "no usable distractor to serve as the counterfactual answer"
+    wrong, right, ids = [], [], []
+    for text, cid in zip(p.positive, p.positive_ids, strict=True):
+        new, count = text, 0
+        for alias in sorted(p.qa.answers, key=len, reverse=True):
+            new, c = replace_all(new, alias, fake)
+            count += c
+        if count and not _has_any(new, p.qa.answers):
+            wrong.append(new)
+            right.append(text)
+            ids.append(cid)
+    if not wrong:
+        return None, "the answer could not be replaced in any positive document"
+    negative = [t for t in p.negative if not contains(t, fake)]
+    meta = {"question_id": p.qa.id, "positive_chunks": ids, "fake_source": "distractor", **_clean(p.qa.meta)}
+    return RGBItem(id=p.qa.id, query=p.qa.question, answer=(p.qa.answers,), kind="counterfactual",
+                   positive=tuple(right), positive_wrong=tuple(wrong), fakeanswer=((fake,),),
+                   negative=tuple(negative), meta=meta), None
+
+
+def _clean(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def _compatible(a: QA, b: QA) -> bool:
+    na = [normalise(x) for x in a.answers]
+    nb = [normalise(x) for x in b.answers]
+    return not any(x in y or y in x for x in na for y in nb) and a.question != b.question
+
+
+def _join(q1: str, q2: str, lang: str) -> str:
+    if lang == "zh":
+        return f"请回答以下两个问题：（1）{q1}（2）{q2}"
+    return f"Answer both questions. (1) {q1} (2) {q2}"
+
+
+def _integration(pools: Sequence[_Pools], opts: CorpusBuildOptions, lang: str) -> tuple[list[RGBItem], int]:
+    order = list(pools)
+    random.Random(opts.seed).shuffle(order)
+    items: list[RGBItem] = []
+    unpaired = 0
+    while len(order) >= 2:
+        a = order.pop(0)
+        partner = next((b for b in order if _compatible(a.qa, b.qa)), None)
+        if partner is None:
+            unpaired += 1
+            continue
+        order.remove(partner)
+        b = partner
+        negatives: list[str] = []
+        for pair in zip(a.negative, b.negative, strict=False):
+            for t in pair:
+                if t not in negatives and not _has_any(t, a.qa.answers) and not _has_any(t, b.qa.answers):
+                    negatives.append(t)
+        items.append(RGBItem(
+            id=f"{a.qa.id}+{b.qa.id}", query=_join(a.qa.question, b.qa.question, lang),
+            answer=(a.qa.answers, b.qa.answers), kind="integration",
+            positive_groups=(tuple(a.positive), tuple(b.positive)), negative=tuple(negatives[: opts.max_negative]),
+            meta={"question_ids": [a.qa.id, b.qa.id]},
+        ))
+    return items, unpaired + len(order)
+
+
+def build_corpus_testbeds(qas: Sequence[QA], retriever: Any, opts: CorpusBuildOptions) -> CorpusTestbeds:
+    """Build the base, integration and counterfactual items from ``qas`` with ``retriever`` (see module doc)."""
+    chosen = list(qas)[: opts.max_questions] if opts.max_questions else list(qas)
+    if not chosen:
+        raise DataError("no questions to build testbeds from")
+    lang = opts.lang
+    if lang == "auto":
+        lang = "zh" if sum(has_cjk(q.question) for q in chosen) * 2 > len(chosen) else "en"
+    hits = retriever.retrieve([q.question for q in chosen], opts.k)
+    dropped: list[dict[str, str]] = []
+    usable: list[_Pools] = []
+    base: list[RGBItem] = []
+    cf: list[RGBItem] = []
+    for qa, qhits in zip(chosen, hits, strict=True):
+        p = _pools(qa, qhits, opts)
+        if not p.positive:
+            dropped.append({"id": qa.id, "testbed": "all", "reason": "the answer is in no retrieved chunk"})
+            continue
+        if not p.negative:
+            dropped.append({"id": qa.id, "testbed": "all", "reason": "every retrieved chunk contains the answer"})
+            continue
+        usable.append(p)
+        base.append(RGBItem(id=qa.id, query=qa.question, answer=(qa.answers,), kind="base",
+                            positive=tuple(p.positive), negative=tuple(p.negative),
+                            meta={"question_id": qa.id, "positive_chunks": p.positive_ids,
+                                  "negative_chunks": p.negative_ids, **_clean(qa.meta)}))
+        item, reason = _counterfactual(p)
+        if item is None:
+            dropped.append({"id": qa.id, "testbed": "counterfactual", "reason": str(reason)})
+        else:
+            cf.append(item)
+    integration, unpaired = _integration(usable, opts, lang)
+    report = {
+        "version": BUILD_REPORT_VERSION, "created": now_iso(), "lang": lang,
+        "options": {"k": opts.k, "max_positive": opts.max_positive, "max_negative": opts.max_negative,
+                    "seed": opts.seed, "max_questions": opts.max_questions},
+        "retriever": _describe(retriever),
+        "questions": len(chosen), "base": len(base), "integration": len(integration),
+        "counterfactual": len(cf), "unpaired_for_integration": unpaired, "dropped": dropped,
+    }
+    return CorpusTestbeds(base, integration, cf, report)
+
+
+def _describe(retriever: Any) -> dict[str, Any]:
+    try:
+        return dict(retriever.describe())
+    except Exception:  # informative only
+        return {"name": str(getattr(retriever, "name", type(retriever).__name__))}
+
+
+def write_corpus_testbeds(built: CorpusTestbeds, out_dir: str | Path, source: Mapping[str, Any]) -> dict[str, str]:
+    """Write base.jsonl, integration.jsonl, counterfactual.jsonl and build_report.json; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, str] = {}
+    meta = {"source": dict(source), "lang": built.report["lang"]}
+    for name, items in (("base", built.base), ("integration", built.integration),
+                        ("counterfactual", built.counterfactual)):
+        target = out / f"{name}.jsonl"
+        if items:
+            write_rgb(target, items, meta=meta)
+            paths[name] = str(target)
+        elif target.exists():  # a stale file from an earlier build must not be mistaken for this one
+            target.unlink()
+    report = {**built.report, "source": dict(source), "files": paths}
+    write_json(out / "build_report.json", report)
+    paths["report"] = str(out / "build_report.json")
+    return paths
+
+
+__all__ = [
+    "QA",
+    "CorpusBuildOptions",
+    "CorpusTestbeds",
+    "build_corpus_testbeds",
+    "load_qa_file",
+    "qa_from_exam",
+    "write_corpus_testbeds",
+]

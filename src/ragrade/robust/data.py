@@ -1,0 +1,235 @@
+"""Loader for robustness data in the RGB JSON Lines shape.
+
+Three record shapes are accepted (one record per line, an optional ragrade
+header line first):
+
+- **base** (noise robustness, negative rejection): ``id``, ``query``,
+  ``answer``, ``positive`` (list of documents that contain the answer),
+  ``negative`` (documents that do not).
+- **integration**: ``positive`` is a list of groups, one group of documents per
+  answer part; ``answer`` lists the parts; ``answer1``/``answer2`` (also the
+  original files' misspelled ``asnwer1``) may give the parts instead.
+- **counterfactual**: also ``fakeanswer`` and ``positive_wrong`` (the positives
+  with the answer replaced by the fake one).
+
+Answers are normalised to a list of parts, each a list of accepted aliases,
+following the original scorer's reading: a plain string is one part with one
+alias; in a list, each string is a required part and each inner list is one
+part with alternative aliases. Numbers are read as strings. Every problem is
+a DataError naming ``file:line``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import DataError
+from ragrade.io import iter_jsonl, write_jsonl
+
+DATA_KIND = "robust_data"
+DATA_VERSION = 1
+ITEM_KINDS = ("base", "integration", "counterfactual")
+
+Answer = tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class RGBItem:
+    """One validated question with its document pools."""
+
+    id: str
+    query: str
+    answer: Answer
+    kind: str
+    positive: tuple[str, ...] = ()
+    positive_groups: tuple[tuple[str, ...], ...] = ()
+    negative: tuple[str, ...] = ()
+    positive_wrong: tuple[str, ...] = ()
+    fakeanswer: Answer = ()
+    where: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_record(self) -> dict[str, Any]:
+        """The RGB-shaped JSONL record of this item (aliases kept as nested lists)."""
+        rec: dict[str, Any] = {"id": self.id, "query": self.query, "answer": [list(p) for p in self.answer]}
+        if self.kind == "integration":
+            rec["positive"] = [list(g) for g in self.positive_groups]
+        else:
+            rec["positive"] = list(self.positive)
+        rec["negative"] = list(self.negative)
+        if self.kind == "counterfactual":
+            rec["fakeanswer"] = [list(p) for p in self.fakeanswer]
+            rec["positive_wrong"] = list(self.positive_wrong)
+        if self.meta:
+            rec["meta"] = self.meta
+        return rec
+
+
+def _alias(value: Any, where: str, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DataError(f"{where}: {what} must be a string or a number, got {type(value).__name__}")
+    text = str(value).strip()
+    if not text:
+        raise DataError(f"{where}: {what} is an empty string")
+    return text
+
+
+def normalise_answer(value: Any, where: str, what: str = "answer") -> Answer:
+    """Parts x aliases from a string, a number, or a list mixing strings and lists of aliases."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return ((_alias(value, where, what),),)
+    if not isinstance(value, list) or not value:
+        raise DataError(f"{where}: {what} must be a non-empty string or list")
+    parts: list[tuple[str, ...]] = []
+    for i, part in enumerate(value):
+        if isinstance(part, list):
+            if not part:
+                raise DataError(f"{where}: {what} part {i + 1} is an empty list")
+            parts.append(tuple(_alias(a, where, f"{what} part {i + 1}") for a in part))
+        else:
+            parts.append((_alias(part, where, f"{what} part {i + 1}"),))
+    return tuple(parts)
+
+
+def _texts(value: Any, where: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+    if value is None:
+        value = []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DataError(f"{where}: '{key}' must be a list of strings")
+    if not allow_empty and not value:
+        raise DataError(f"{where}: '{key}' is empty")
+    return tuple(value)
+
+
+def detect_kind(rec: Mapping[str, Any]) -> str:
+    """The shape of a record: counterfactual, integration or base."""
+    if "positive_wrong" in rec or "fakeanswer" in rec:
+        return "counterfactual"
+    pos = rec.get("positive")
+    if isinstance(pos, list) and pos and any(isinstance(p, list) for p in pos):
+        return "integration"
+    return "base"
+
+
+def _integration_answer(rec: Mapping[str, Any], where: str) -> Answer:
+    if rec.get("answer") is not None:
+        return normalise_answer(rec["answer"], where)
+    parts: list[tuple[str, ...]] = []
+    for n in range(1, 10):
+        value = rec.get(f"answer{n}", rec.get("asnwer1") if n == 1 else None)
+        if value is None:
+            break
+        sub = normalise_answer(value, where, f"answer{n}")
+        parts.append(tuple(a for p in sub for a in p))
+    if not parts:
+        raise DataError(f"{where}: missing 'answer' (or 'answer1', 'answer2', ...)")
+    return tuple(parts)
+
+
+def parse_item(rec: Mapping[str, Any], where: str) -> RGBItem:
+    """Validate one record and build an :class:`RGBItem`."""
+    for key in ("id", "query"):
+        if key not in rec:
+            raise DataError(f"{where}: missing '{key}'")
+    item_id = rec["id"]
+    if isinstance(item_id, bool) or not isinstance(item_id, (str, int)) or str(item_id).strip() == "":
+        raise DataError(f"{where}: 'id' must be a non-empty string or an integer")
+    query = rec["query"]
+    if not isinstance(query, str) or not query.strip():
+        raise DataError(f"{where}: 'query' must be a non-empty string")
+    kind = detect_kind(rec)
+    negative = _texts(rec.get("negative"), where, "negative")
+    meta = dict(rec["meta"]) if isinstance(rec.get("meta"), dict) else {}
+    common: dict[str, Any] = {"id": str(item_id), "query": query.strip(), "kind": kind, "negative": negative,
+                              "where": where, "meta": meta}
+    if kind == "integration":
+        groups_raw = rec.get("positive")
+        if not isinstance(groups_raw, list) or not all(isinstance(g, list) for g in groups_raw):
+            raise DataError(f"{where}: integration 'positive' must be a list of lists of documents")
+        groups = tuple(_texts(g, where, f"positive[{i}]") for i, g in enumerate(groups_raw))
+        answer = _integration_answer(rec, where)
+        if len(answer) != len(groups):
+            raise DataError(f"{where}: {len(answer)} answer parts but {len(groups)} groups of positive documents")
+        return RGBItem(answer=answer, positive_groups=groups, **common)
+    if "answer" not in rec:
+        raise DataError(f"{where}: missing 'answer'")
+    answer = normalise_answer(rec["answer"], where)
+    positive = _texts(rec.get("positive"), where, "positive")
+    if kind == "counterfactual":
+        if "fakeanswer" not in rec or "positive_wrong" not in rec:
+            raise DataError(f"{where}: a counterfactual record needs both 'fakeanswer' and 'positive_wrong'")
+        fake = normalise_answer(rec["fakeanswer"], where, "fakeanswer")
+        wrong = _texts(rec["positive_wrong"], where, "positive_wrong")
+        return RGBItem(answer=answer, positive=positive, positive_wrong=wrong, fakeanswer=fake, **common)
+    return RGBItem(answer=answer, positive=positive, **common)
+
+
+@dataclass(frozen=True)
+class RGBData:
+    """The items of one file, all of one kind."""
+
+    path: str
+    kind: str
+    items: tuple[RGBItem, ...]
+
+
+def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = None) -> RGBData:
+    """Read and validate an RGB-shaped JSONL file; ``kind`` checks the shape when given.
+
+    A file must hold records of one shape and unique ids; an empty file is an error.
+    """
+    path = Path(path)
+    items: list[RGBItem] = []
+    kinds: Counter[str] = Counter()
+    first_where: dict[str, str] = {}
+    for lineno, rec in iter_jsonl(path):
+        if lineno == 1 and len(rec) == 1 and isinstance(rec.get("ragrade"), dict):
+            head_kind = rec["ragrade"].get("kind")
+            if head_kind != DATA_KIND:
+                raise DataError(f"{path}: expected a '{DATA_KIND}' file, found a '{head_kind}' file")
+            continue
+        where = f"{path}:{lineno}"
+        item = parse_item(rec, where)
+        kinds[item.kind] += 1
+        first_where.setdefault(item.kind, where)
+        items.append(item)
+        if limit is not None and len(items) >= limit:
+            break
+    if not items:
+        raise DataError(f"{path}: no records")
+    if len(kinds) > 1:
+        desc = ", ".join(f"{k} (first at {first_where[k]})" for k in kinds)
+        raise DataError(f"{path}: records of different shapes in one file: {desc}")
+    found = next(iter(kinds))
+    if kind is not None and found != kind:
+        raise DataError(f"{path}: expected {kind} records, found {found} records")
+    seen: dict[str, str] = {}
+    for it in items:
+        if it.id in seen:
+            raise DataError(f"{it.where}: duplicate id '{it.id}' (first at {seen[it.id]})")
+        seen[it.id] = it.where
+    return RGBData(path=str(path), kind=found, items=tuple(items))
+
+
+def write_rgb(path: str | Path, items: Sequence[RGBItem], meta: Mapping[str, Any] | None = None) -> int:
+    """Write items as an RGB-shaped JSONL file with a ragrade header; returns the count."""
+    return write_jsonl(path, (it.to_record() for it in items), kind=DATA_KIND, version=DATA_VERSION, meta=meta)
+
+
+__all__ = [
+    "DATA_KIND",
+    "DATA_VERSION",
+    "ITEM_KINDS",
+    "Answer",
+    "RGBData",
+    "RGBItem",
+    "detect_kind",
+    "load_rgb",
+    "normalise_answer",
+    "parse_item",
+    "write_rgb",
+]

@@ -1,0 +1,147 @@
+"""Answer matching for the robustness testbeds: normalised, boundary-aware, CJK-aware.
+
+Both the response and each accepted alias are normalised the same way
+(Unicode NFKC, case folding, dash and quote variants unified, whitespace
+collapsed, and spaces next to CJK characters removed, so that "1 月 3 日"
+equals "1月3日"). An alias then matches only where it is not glued to a
+neighbouring word or number: "70" is not found inside "170" or "70.5",
+"6" is not found inside "6.4%" or "1,600", but "70" is found in "70%" and
+"about 70.". CJK characters need no boundary (Chinese has no spaces), except
+that digits still need one ("1月3日" is not found in "11月3日").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+# code-point ranges treated as CJK (ideographs, kana, hangul, CJK punctuation)
+_CJK_RANGES = (
+    (0x2E80, 0x2FDF), (0x3000, 0x303F), (0x3040, 0x30FF), (0x3100, 0x312F), (0x3190, 0x31FF),
+    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F),
+)
+_CJK_CLASS = "".join(
+    f"{chr(lo)}-{chr(hi)}" if hi <= 0xFFFF else "" for lo, hi in _CJK_RANGES
+) + "\U00020000-\U0002fa1f"
+_SPACE_NEAR_CJK = re.compile(f"(?<=[{_CJK_CLASS}]) | (?=[{_CJK_CLASS}])")
+_WS = re.compile(r"\s+")
+_TRANSLATE = {
+    **dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-"),
+    ord("\u2018"): "'", ord("\u2019"): "'", ord("\u201a"): "'", ord("\u201b"): "'",
+    ord("\u201c"): '"', ord("\u201d"): '"', ord("\u201e"): '"',
+}
+
+
+def is_cjk(ch: str) -> bool:
+    """True when ``ch`` is a CJK ideograph, kana, hangul or CJK punctuation character."""
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` contains at least one CJK character."""
+    return any(is_cjk(ch) for ch in text)
+
+
+def normalise(text: str) -> str:
+    """The comparison form of ``text``: NFKC, case-folded, unified dashes/quotes, CJK-aware whitespace."""
+    t = unicodedata.normalize("NFKC", text).casefold().translate(_TRANSLATE)
+    t = _WS.sub(" ", t).strip()
+    return _SPACE_NEAR_CJK.sub("", t)
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() and not is_cjk(ch)
+
+
+def _left_ok(text: str, i: int, first: str) -> bool:
+    if i == 0:
+        return True
+    before = text[i - 1]
+    if _is_word(first) and _is_word(before):
+        return False
+    # "16.4" or "1,070" must not yield "4" / "070": a digit after a decimal or thousands mark
+    return not (first.isdigit() and before in ".," and i >= 2 and text[i - 2].isdigit())
+
+
+def _right_ok(text: str, j: int, last: str) -> bool:
+    if j >= len(text):
+        return True
+    after = text[j]
+    if _is_word(last) and _is_word(after):
+        return False
+    return not (last.isdigit() and after in ".," and j + 1 < len(text) and text[j + 1].isdigit())
+
+
+def contains_normalised(text: str, alias: str) -> bool:
+    """Whether normalised ``alias`` occurs in normalised ``text`` at a word/number boundary."""
+    if not alias:
+        return False
+    start = text.find(alias)
+    while start != -1:
+        end = start + len(alias)
+        if _left_ok(text, start, alias[0]) and _right_ok(text, end, alias[-1]):
+            return True
+        start = text.find(alias, start + 1)
+    return False
+
+
+def contains(text: str, alias: str) -> bool:
+    """Whether ``alias`` occurs in ``text`` after normalisation, at a boundary (see the module docstring)."""
+    return contains_normalised(normalise(text), normalise(alias))
+
+
+def match_parts(response: str, answer: Sequence[Sequence[str]]) -> list[bool]:
+    """One flag per answer part: True when any alias of that part occurs in ``response``."""
+    norm = normalise(response)
+    return [any(contains_normalised(norm, normalise(a)) for a in aliases) for aliases in answer]
+
+
+def find_spans(text: str, alias: str) -> list[tuple[int, int]]:
+    """Boundary-respecting occurrences of ``alias`` in the raw ``text`` (case-insensitive, exact characters).
+
+    Used to rewrite documents (counterfactual corruption), so offsets refer to
+    ``text`` itself; only case is folded, nothing else is normalised.
+    """
+    if not alias:
+        return []
+    low, needle = text.lower(), alias.lower()
+    if len(low) != len(text) or len(needle) != len(alias):  # case folding changed lengths: fall back
+        low, needle = text, alias
+    spans: list[tuple[int, int]] = []
+    start = low.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        if _left_ok(low, start, needle[0]) and _right_ok(low, end, needle[-1]):
+            spans.append((start, end))
+            start = low.find(needle, end)
+        else:
+            start = low.find(needle, start + 1)
+    return spans
+
+
+def replace_all(text: str, alias: str, replacement: str) -> tuple[str, int]:
+    """``text`` with every boundary-respecting occurrence of ``alias`` replaced; returns (new text, count)."""
+    spans = find_spans(text, alias)
+    if not spans:
+        return text, 0
+    out, pos = [], 0
+    for s, e in spans:
+        out.append(text[pos:s])
+        out.append(replacement)
+        pos = e
+    out.append(text[pos:])
+    return "".join(out), len(spans)
+
+
+__all__ = [
+    "contains",
+    "contains_normalised",
+    "find_spans",
+    "has_cjk",
+    "is_cjk",
+    "match_parts",
+    "normalise",
+    "replace_all",
+]

@@ -1,0 +1,189 @@
+"""Labels and metrics of the robustness testbeds (default scoring), with Wilson 95% intervals.
+
+Default rules (each fixes a defect of the original scorer; ``--scoring rgb``
+keeps the original ones, see :mod:`ragrade.robust.rgb_scoring`):
+
+- **correct**: every answer part has an alias in the response (normalised,
+  boundary-aware: "70" is not found in "170", a one-digit answer is not found
+  inside other numbers) and the response is not a refusal.
+- **partial accuracy** (integration): matched parts / all parts, with a
+  bootstrap interval over items (parts of one item are not independent).
+- **rejection rate**: refusals / items; correct answers are never counted as
+  refusals (they are reported as accuracy).
+- **error detection rate**: responses reporting factual errors / items.
+- **error correction rate**: responses that report the error *and* give the
+  true answer (a refusal is not a correction) / responses that report it;
+  undefined (null), not 0, when nothing was reported.
+- every item whose generation failed stays in the denominators as a failure
+  and is counted under ``failed``; skipped items (pool too small under
+  ``--shortfall skip``) are counted under ``skipped`` and are not items.
+- judged metrics (Rej*, ED*) count the judge's yes verdicts among the
+  responses it could read; replies it could not read are counted under
+  ``judge_failed`` and are in no denominator. Failed generations stay in the
+  judged denominators as non-refusals / non-detections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragrade.robust.detect import Detectors
+from ragrade.robust.match import match_parts
+
+METRIC_KEYS = (
+    "accuracy",
+    "rejection_rate",
+    "error_detection_rate",
+    "error_correction_rate",
+    "partial_accuracy",
+    "accuracy_without_docs",
+    "counterfactual_answer_rate",
+    "rejection_rate_judged",
+    "error_detection_rate_judged",
+    "error_correction_rate_judged",
+)
+
+
+def metric(k: int, n: int) -> dict[str, Any]:
+    """A proportion with its Wilson 95% interval: ``{value, low, high, k, n, method}``; value None when n is 0."""
+    from ragrade.run.stats import wilson_interval
+
+    if n <= 0:
+        return {"value": None, "low": None, "high": None, "k": int(k), "n": 0, "method": "wilson"}
+    low, high = wilson_interval(int(k), int(n))
+    return {"value": k / n, "low": low, "high": high, "k": int(k), "n": int(n), "method": "wilson"}
+
+
+def ratio_metric(matched: Sequence[int], totals: Sequence[int], seed: int = 0) -> dict[str, Any]:
+    """Sum(matched) / sum(totals) with a percentile-bootstrap interval resampling items."""
+    from ragrade.run.stats import bootstrap_ci
+
+    k, n = int(sum(matched)), int(sum(totals))
+    if n <= 0:
+        return {"value": None, "low": None, "high": None, "k": k, "n": 0, "method": "bootstrap"}
+    m = np.asarray(matched, dtype=np.float64)
+    t = np.asarray(totals, dtype=np.float64)
+
+    def stat(idx: np.ndarray) -> float:
+        rows = idx.astype(np.int64)
+        denom = float(t[rows].sum())
+        return float(m[rows].sum()) / denom if denom else 0.0
+
+    low, high = bootstrap_ci(np.arange(len(m), dtype=np.float64), stat, n_boot=2000, seed=seed)
+    return {"value": k / n, "low": low, "high": high, "k": k, "n": n, "method": "bootstrap"}
+
+
+def label_response(response: str | None, answer: Sequence[Sequence[str]], detectors: Detectors,
+                   fakeanswer: Sequence[Sequence[str]] = (), error: str | None = None) -> dict[str, Any]:
+    """The default labels of one response (see the module docstring); a failed call gets ``failed``."""
+    if response is None:
+        return {"failed": True, "error": error or "no response", "correct": False, "matched_parts": [False] * len(
+            answer), "rejected": False, "error_detected": False, "error_corrected": False,
+            "counterfactual_answer": False, "rejection_phrase": None, "error_phrase": None}
+    parts = match_parts(response, answer)
+    rejection_phrase = detectors.rejection.matched(response)
+    error_phrase = detectors.error.matched(response)
+    rejected = rejection_phrase is not None
+    correct = bool(parts) and all(parts) and not rejected
+    fake = bool(fakeanswer) and all(match_parts(response, fakeanswer)) and not all(parts)
+    return {
+        "failed": False,
+        "error": None,
+        "correct": correct,
+        "matched_parts": parts,
+        "rejected": rejected,
+        "error_detected": error_phrase is not None,
+        "error_corrected": error_phrase is not None and correct,
+        "counterfactual_answer": fake and not rejected,
+        "rejection_phrase": rejection_phrase,
+        "error_phrase": error_phrase,
+    }
+
+
+def _count(records: Sequence[Mapping[str, Any]], label: str) -> int:
+    return sum(bool(r["labels"].get(label)) for r in records)
+
+
+def _judged(records: Sequence[Mapping[str, Any]], task: str) -> tuple[list[Mapping[str, Any]], int]:
+    """Records with a usable judge verdict for ``task`` (failed generations included); and judge failures."""
+    usable: list[Mapping[str, Any]] = []
+    failures = 0
+    for r in records:
+        if r["labels"].get("failed"):
+            usable.append(r)
+            continue
+        j = r.get("judge") or {}
+        if j.get("task") != task:
+            continue
+        if j.get("verdict") is None:
+            failures += 1
+        else:
+            usable.append(r)
+    return usable, failures
+
+
+def _verdict(r: Mapping[str, Any]) -> bool:
+    return bool((r.get("judge") or {}).get("verdict")) and not r["labels"].get("failed")
+
+
+def summarise_default(records: Sequence[Mapping[str, Any]], testbed: str, seed: int = 0) -> dict[str, Any]:
+    """Metrics of one group of labelled records (one model, one testbed, one ratio or all ratios)."""
+    active = [r for r in records if not r.get("skipped")]
+    docs = [r for r in active if r["condition"] == "documents"]
+    closed = [r for r in active if r["condition"] == "no_documents"]
+    out: dict[str, Any] = _counts(records, docs, closed)
+    out.update(dict.fromkeys(METRIC_KEYS))
+    n = len(docs)
+    out["accuracy"] = metric(_count(docs, "correct"), n)
+    out["rejection_rate"] = metric(_count(docs, "rejected"), n)
+    if testbed == "integration":
+        matched = [sum(bool(p) for p in r["labels"]["matched_parts"]) for r in docs]
+        totals = [len(r["labels"]["matched_parts"]) for r in docs]
+        out["partial_accuracy"] = ratio_metric(matched, totals, seed=seed)
+    if testbed == "counterfactual":
+        detected = _count(docs, "error_detected")
+        out["error_detection_rate"] = metric(detected, n)
+        out["error_correction_rate"] = metric(_count(docs, "error_corrected"), detected)
+        out["counterfactual_answer_rate"] = metric(_count(docs, "counterfactual_answer"), n)
+        if closed:
+            out["accuracy_without_docs"] = metric(_count(closed, "correct"), len(closed))
+    _judged_metrics(out, docs, testbed, lambda r: bool(r["labels"].get("correct")))
+    return out
+
+
+def _judged_metrics(out: dict[str, Any], docs: Sequence[Mapping[str, Any]], testbed: str,
+                    is_correct: Any) -> None:
+    """Fill the judged metrics (default rules) from the records' judge verdicts, when any exist."""
+    if not any(r.get("judge") for r in docs):
+        return
+    if testbed == "negative":
+        usable, failures = _judged(docs, "rejection")
+        out["rejection_rate_judged"] = metric(sum(_verdict(r) for r in usable), len(usable))
+        out["judge_failed"] = failures
+    elif testbed == "counterfactual":
+        usable, failures = _judged(docs, "error")
+        yes = [r for r in usable if _verdict(r)]
+        out["error_detection_rate_judged"] = metric(len(yes), len(usable))
+        out["error_correction_rate_judged"] = metric(sum(bool(is_correct(r)) for r in yes), len(yes))
+        out["judge_failed"] = failures
+
+
+def _counts(records: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]],
+            closed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    actual = [r["noise_ratio_actual"] for r in docs if r.get("noise_ratio_actual") is not None]
+    return {
+        "n": len(docs),
+        "failed": sum(bool(r["labels"].get("failed")) for r in docs),
+        "skipped": sum(1 for r in records if r.get("skipped") and r["condition"] == "documents"),
+        "flagged": sum(1 for r in docs if r.get("flags")),
+        "n_without_docs": len(closed),
+        "failed_without_docs": sum(bool(r["labels"].get("failed")) for r in closed),
+        "noise_ratio_actual_mean": float(np.mean(actual)) if actual else None,
+        "judge_failed": 0,
+    }
+
+
+__all__ = ["METRIC_KEYS", "label_response", "metric", "ratio_metric", "summarise_default"]

@@ -1,0 +1,137 @@
+"""``--scoring rgb``: the original benchmark scorer's rules, reproduced on purpose, defects included.
+
+Use it only to compare with published numbers. Each rule below is stated in
+our words; the default scoring (:mod:`ragrade.robust.metrics`) fixes them.
+
+1. Chinese runs delete every ASCII space from the response before any check
+   (the answers keep theirs, so an answer with a space can never match).
+2. Refusal: the response contains "insufficient information" or "信息不足",
+   case-sensitively, on the raw (not lower-cased) response. A refusal replaces
+   the per-part labels with the single label -1.
+3. Otherwise each answer part is labelled 1 when one of its aliases, lower-cased,
+   is a raw substring of the lower-cased response ("70" is found in "170";
+   a one-digit answer is found in almost anything), else 0.
+4. Error report: the raw response contains "factual errors" or "事实性错误"
+   (case-sensitive).
+5. Correct: no part labelled 0 and at least one labelled 1.
+6. Accuracy: correct items / items. At noise ratio 1 (negative rejection)
+   the same counter also counts refused items, so the published rejection
+   rate adds correct answers to refusals.
+7. Error detection rate: error reports / items. Error correction rate: error
+   reports with no part labelled 0 / error reports; a refusal (label -1) has
+   no 0, so a refusal counts as a correction; 0 (not undefined) when nothing
+   was reported.
+8. Items whose generation raised an error are dropped from every denominator.
+9. Judged metrics: judged refusals (or detections) / judged items; any judge
+   reply that is not a clear yes counts as a no (the original checked for a
+   phrase in free text); judge errors drop the item. The judged correction
+   rate needs rule 5 (a refusal is not a correction there).
+
+Intervals are still Wilson intervals on the same k and n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragrade.robust.metrics import METRIC_KEYS, metric
+
+RGB_REFUSAL = ("信息不足", "insufficient information")
+RGB_ERROR = ("事实性错误", "factual errors")
+
+
+def rgb_part_labels(prediction: str, answer: Sequence[Sequence[str]]) -> list[int]:
+    """Rule 3: one 0/1 label per part, lower-cased raw substring matching."""
+    pred = prediction.lower()
+    return [int(any(alias.lower() in pred for alias in aliases)) for aliases in answer]
+
+
+def rgb_label_response(response: str | None, answer: Sequence[Sequence[str]], lang: str,
+                       error: str | None = None) -> dict[str, Any]:
+    """Labels of one response under the original rules (1-5)."""
+    if response is None:
+        return {"failed": True, "error": error or "no response", "rgb_labels": [], "factlabel": 0,
+                "correct": False, "rejected": False, "error_detected": False, "error_corrected": False}
+    prediction = response.replace(" ", "") if lang == "zh" else response
+    if any(p in prediction for p in RGB_REFUSAL):
+        labels = [-1]
+    else:
+        labels = rgb_part_labels(prediction, answer)
+    factlabel = int(any(p in prediction for p in RGB_ERROR))
+    correct = 0 not in labels and 1 in labels
+    return {
+        "failed": False,
+        "error": None,
+        "rgb_labels": labels,
+        "factlabel": factlabel,
+        "correct": correct,
+        "rejected": labels == [-1],
+        "error_detected": factlabel == 1,
+        "error_corrected": factlabel == 1 and 0 not in labels,
+    }
+
+
+def summarise_rgb(records: Sequence[Mapping[str, Any]], testbed: str) -> dict[str, Any]:
+    """Metrics of one group under the original rules (6-9); same keys as the default summary."""
+    kept_all = [r for r in records if not r.get("skipped")]
+    docs_all = [r for r in kept_all if r["condition"] == "documents"]
+    closed_all = [r for r in kept_all if r["condition"] == "no_documents"]
+    docs = [r for r in docs_all if not r["labels"].get("failed")]  # rule 8
+    closed = [r for r in closed_all if not r["labels"].get("failed")]
+    actual = [r["noise_ratio_actual"] for r in docs if r.get("noise_ratio_actual") is not None]
+    out: dict[str, Any] = {
+        "n": len(docs),
+        "failed": len(docs_all) - len(docs),
+        "skipped": sum(1 for r in records if r.get("skipped") and r["condition"] == "documents"),
+        "flagged": sum(1 for r in docs if r.get("flags")),
+        "n_without_docs": len(closed),
+        "failed_without_docs": len(closed_all) - len(closed),
+        "noise_ratio_actual_mean": float(np.mean(actual)) if actual else None,
+        "judge_failed": 0,
+        "dropped_failed_items": True,
+    }
+    out.update(dict.fromkeys(METRIC_KEYS))
+    n = len(docs)
+    correct = sum(bool(r["labels"]["correct"]) for r in docs)
+    if testbed == "negative":  # rule 6: refusals and correct answers share one counter
+        tt = sum(bool(r["labels"]["rejected"]) or bool(r["labels"]["correct"]) for r in docs)
+        out["rejection_rate"] = metric(tt, n)
+    else:
+        out["accuracy"] = metric(correct, n)
+    if testbed == "counterfactual":
+        fact_tt = sum(bool(r["labels"]["error_detected"]) for r in docs)
+        correct_tt = sum(bool(r["labels"]["error_corrected"]) for r in docs)
+        out["error_detection_rate"] = metric(fact_tt, n)
+        cr = metric(correct_tt, fact_tt)
+        if fact_tt == 0:  # rule 7: reported as 0 rather than undefined
+            cr["value"] = 0.0
+        out["error_correction_rate"] = cr
+        if closed:
+            out["accuracy_without_docs"] = metric(sum(bool(r["labels"]["correct"]) for r in closed), len(closed))
+    _rgb_judged(out, docs, testbed)
+    return out
+
+
+def _rgb_judged(out: dict[str, Any], docs: Sequence[Mapping[str, Any]], testbed: str) -> None:
+    task = {"negative": "rejection", "counterfactual": "error"}.get(testbed)
+    if task is None:
+        return
+    judged = [r for r in docs if (r.get("judge") or {}).get("task") == task and not r["judge"].get("error")]
+    if not judged:
+        return
+    yes = [r for r in judged if r["judge"].get("verdict") is True]
+    if testbed == "negative":
+        out["rejection_rate_judged"] = metric(len(yes), len(judged))
+    else:
+        out["error_detection_rate_judged"] = metric(len(yes), len(judged))
+        ok = sum(1 for r in yes if 0 not in r["labels"]["rgb_labels"] and 1 in r["labels"]["rgb_labels"])
+        cr = metric(ok, len(yes))
+        if not yes:
+            cr["value"] = 0.0
+        out["error_correction_rate_judged"] = cr
+
+
+__all__ = ["RGB_ERROR", "RGB_REFUSAL", "rgb_label_response", "rgb_part_labels", "summarise_rgb"]

@@ -1,0 +1,109 @@
+"""Paper-shaped tables of robustness results: one row per model, one column per noise ratio (or metric)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import DataError
+from ragrade.io import atomic_write_text, read_json
+
+TABLE_VERSION = 1
+# counterfactual and negative columns, named as in the paper's tables
+_CF_COLUMNS = (("Acc", "accuracy_without_docs"), ("Acc_doc", "accuracy"), ("ED", "error_detection_rate"),
+               ("ED*", "error_detection_rate_judged"), ("CR", "error_correction_rate"))
+_NEG_COLUMNS = (("Rej", "rejection_rate"), ("Rej*", "rejection_rate_judged"))
+
+
+def _pct(m: Mapping[str, Any] | None) -> float | None:
+    if not m or m.get("value") is None:
+        return None
+    return round(100.0 * float(m["value"]), 2)
+
+
+def table_cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """The cells of one run (metrics.json): column label -> percentage (None when not measured)."""
+    testbed = metrics["testbed"]
+    if testbed in ("noise", "integration"):
+        return {f"{g['noise_ratio']:g}": _pct(g.get("accuracy")) for g in metrics["by_noise_ratio"]}
+    if testbed == "negative":
+        return {label: _pct(metrics.get(key)) for label, key in _NEG_COLUMNS}
+    return {label: _pct(metrics.get(key)) for label, key in _CF_COLUMNS}
+
+
+def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rows (one per model) over the union of columns; prefixed by language when several are mixed.
+
+    All runs must be of one testbed (the paper has one table per testbed).
+    """
+    if not runs:
+        raise DataError("no runs to tabulate")
+    testbeds = {r["testbed"] for r in runs}
+    if len(testbeds) > 1:
+        raise DataError(f"runs of different testbeds cannot share a table: {', '.join(sorted(testbeds))}")
+    langs = sorted({r["lang"] for r in runs}, key=lambda x: (x != "en", x))
+    columns: list[str] = []
+    rows: dict[str, dict[str, Any]] = {}
+    for lang in langs:
+        for run in (r for r in runs if r["lang"] == lang):
+            cells = table_cells(run)
+            row = rows.setdefault(run["model"], {"model": run["model"]})
+            for label, value in cells.items():
+                col = f"{lang} {label}" if len(langs) > 1 else label
+                if col not in columns:
+                    columns.append(col)
+                row[col] = value
+    return {"version": TABLE_VERSION, "testbed": next(iter(testbeds)), "unit": "percent",
+            "scoring": sorted({r.get("scoring", "default") for r in runs}), "columns": columns,
+            "rows": list(rows.values())}
+
+
+def table_csv(table: Mapping[str, Any]) -> str:
+    """The table as CSV text (empty cells where a value was not measured)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["model", *table["columns"]])
+    for row in table["rows"]:
+        writer.writerow([row["model"], *("" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"])])
+    return buf.getvalue()
+
+
+def render_table(table: Mapping[str, Any]) -> str:
+    """A plain-text rendering (fixed-width columns) for the terminal."""
+    head = ["model", *table["columns"]]
+    body = [[row["model"], *("-" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"])]
+            for row in table["rows"]]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    lines = [f"{table['testbed']} ({'/'.join(table['scoring'])} scoring, %)"]
+    for r in (head, *body):
+        lines.append("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)
+                               for i, (x, w) in enumerate(zip(r, widths, strict=True))))
+    return "\n".join(lines)
+
+
+def write_table(table: Mapping[str, Any], path: str | Path) -> None:
+    """Write the CSV form of ``table`` atomically."""
+    atomic_write_text(path, table_csv(table))
+
+
+def load_run_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """metrics.json files of a run directory: the file itself, DIR/metrics.json, or DIR/*/metrics.json."""
+    p = Path(path)
+    files = [p] if p.is_file() else ([p / "metrics.json"] if (p / "metrics.json").exists()
+                                     else sorted(p.glob("*/metrics.json")))
+    if not files:
+        raise DataError(f"{p}: no metrics.json found")
+    out = []
+    for f in files:
+        obj = read_json(f)
+        if not isinstance(obj, dict) or obj.get("ragrade", {}).get("kind") != "robust_metrics":
+            raise DataError(f"{f}: not a robustness metrics file")
+        out.append(obj)
+    return out
+
+
+__all__ = ["TABLE_VERSION", "build_table", "load_run_metrics", "render_table", "table_cells", "table_csv",
+           "write_table"]
