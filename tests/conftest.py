@@ -10,3 +10,4 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", "ragrade-cache"))
+pytest_plugins = ["tests.support.fixtures"]

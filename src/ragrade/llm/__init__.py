@@ -1,1 +1,144 @@
-"""The llm stage."""
+"""The LLM layer: one protocol, backends chosen by a ``provider/model`` string.
+
+    from ragrade.llm import create_llm, generate, GenerationRequest, Message
+    llm = create_llm("openai/llama3.1", base_url="http://localhost:11434/v1")
+    [c] = generate(llm, [GenerationRequest(messages=(Message("user", "Hi"),))])
+
+Providers (registry kind ``llm``): ``openai`` (any OpenAI-compatible server),
+``hf`` (a local Hugging Face model path), ``offline`` (``offline/student`` and
+``offline/extractive`` baselines, no model download). Every backend caches
+responses in SQLite (``$RAGRADE_CACHE_DIR``), limits requests in flight and per
+minute, retries transient failures and records the final error per request.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import ConfigError
+from ragrade.llm.base import (
+    LLM,
+    Completion,
+    GenerationRequest,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    Message,
+    Usage,
+    generate,
+    loglikelihood,
+    run_sync,
+)
+from ragrade.llm.cache import ResponseCache, default_cache_path
+from ragrade.llm.limits import LimitConfig
+from ragrade.llm.phrases import ERROR_SENTENCE, REJECTION_SENTENCE
+from ragrade.registry import did_you_mean, lookup, names, register
+
+_caches: dict[str, ResponseCache] = {}
+_caches_lock = threading.Lock()
+
+
+def shared_cache(cache_dir: str | Path | None = None) -> ResponseCache:
+    """The process-wide :class:`ResponseCache` for ``cache_dir`` (default ``$RAGRADE_CACHE_DIR``)."""
+    path = str(default_cache_path(cache_dir).resolve())
+    with _caches_lock:
+        if path not in _caches:
+            _caches[path] = ResponseCache(path)
+        return _caches[path]
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split ``provider/model`` (the model may contain further slashes); ConfigError when malformed."""
+    if not isinstance(spec, str) or "/" not in spec.strip("/"):
+        providers = names("llm")
+        hint = did_you_mean(str(spec), [f"{p}/" for p in providers])
+        raise ConfigError(
+            f"LLM spec '{spec}' must look like PROVIDER/MODEL (providers: {', '.join(providers)}; "
+            f"e.g. openai/gpt-4o-mini, hf/./my-model, offline/student).{hint}"
+        )
+    provider, model = spec.split("/", 1)
+    if not model:
+        raise ConfigError(f"LLM spec '{spec}' has no model after '{provider}/'")
+    return provider, model
+
+
+def create_llm(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    cache: bool = True,
+    cache_dir: str | Path | None = None,
+    concurrency: int = 16,
+    rpm: float | None = None,
+    timeout: float = 60.0,
+    max_retries: int = 5,
+    backoff_s: float = 0.5,
+    dry_run: bool = False,
+    **backend_kwargs: Any,
+) -> LLM:
+    """Build the backend named by ``spec`` (``provider/model``).
+
+    ``cache``: use the SQLite response cache (``--no-cache`` sets False); ``concurrency``: requests in
+    flight; ``rpm``: requests per minute; ``timeout``: seconds per request; ``max_retries``: retries of
+    transient failures; ``backoff_s``: first backoff delay (doubling, with jitter); ``dry_run``: return a
+    :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what
+    would be sent without sending it. Extra keyword arguments go to the backend.
+    """
+    provider, model = parse_spec(spec)
+    factory = lookup("llm", provider)
+    limits = LimitConfig(
+        concurrency=concurrency, rpm=rpm, timeout=timeout, max_retries=max_retries, backoff_base_s=backoff_s
+    )
+    if dry_run:
+        from ragrade.llm.dryrun import DryRunLLM
+
+        return DryRunLLM(spec, base_url=base_url)
+    store = shared_cache(cache_dir) if cache else None
+    llm: LLM = factory(model, base_url=base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
+    return llm
+
+
+@register("llm", "openai")
+def _openai(model: str, **kw: Any) -> LLM:
+    from ragrade.llm.openai import OpenAILLM
+
+    return OpenAILLM(model, **kw)
+
+
+@register("llm", "hf")
+def _hf(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+    from ragrade.llm.hf import HFLLM
+
+    if base_url:
+        raise ConfigError("the hf provider runs a local model; --llm-base-url does not apply (use openai/...)")
+    return HFLLM(model, **kw)
+
+
+@register("llm", "offline")
+def _offline(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+    from ragrade.llm.offline import create_offline
+
+    return create_offline(model, **kw)
+
+
+__all__ = [
+    "ERROR_SENTENCE",
+    "LLM",
+    "REJECTION_SENTENCE",
+    "Completion",
+    "GenerationRequest",
+    "LimitConfig",
+    "LoglikelihoodRequest",
+    "LoglikelihoodResult",
+    "Message",
+    "ResponseCache",
+    "Usage",
+    "create_llm",
+    "generate",
+    "loglikelihood",
+    "parse_spec",
+    "run_sync",
+    "shared_cache",
+]

@@ -94,6 +94,9 @@ class LoglikelihoodResult:
     cached: bool = False
     latency_s: float = 0.0
     attempts: int = 1
+    # how the scores were obtained: "echo-logprobs", "shared-prefix", "per-choice", "chat-logprobs",
+    # "letter-choice" (fallbacks without prompt logprobs), "baseline" (offline similarity scores)
+    method: str | None = None
 
     @property
     def ok(self) -> bool:

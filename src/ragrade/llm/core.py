@@ -1,0 +1,257 @@
+"""The shared machinery of every backend: cache look-up, in-batch de-duplication, limits, usage accounting.
+
+A backend subclasses :class:`BaseLLM` and implements ``_generate_one`` /
+``_loglikelihood_one`` (one network call each, raising
+:class:`~ragrade.llm.limits.TransientError` or
+:class:`~ragrade.llm.limits.PermanentError`), or overrides the ``_batch``
+methods when it computes locally in batches (Hugging Face, offline baselines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any
+
+from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
+from ragrade.llm.cache import ResponseCache, make_key
+from ragrade.llm.limits import LimitConfig, Limiter, Outcome
+
+log = logging.getLogger("ragrade.llm")
+
+
+@dataclass
+class UsageTotals:
+    """Running totals of one backend: requests, cache hits, errors, retries and tokens."""
+
+    requests: int = 0
+    cached: int = 0
+    sent: int = 0
+    errors: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """Plain dict for JSON output."""
+        return asdict(self)
+
+
+def request_params(req: GenerationRequest) -> dict[str, Any]:
+    """Every parameter of ``req`` that changes the answer of a model reading the prompt."""
+    return {
+        "messages": [[m.role, m.content] for m in req.messages] if req.messages is not None else None,
+        "prompt": req.prompt,
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+        "stop": list(req.stop),
+        "seed": req.seed,
+        "json_schema": req.json_schema,
+    }
+
+
+def structured_view(req: GenerationRequest | LoglikelihoodRequest) -> dict[str, Any]:
+    """The structured fields offline baselines read (part of their cache key)."""
+    out: dict[str, Any] = {"question": req.question, "passages": list(req.passages)}
+    if isinstance(req, GenerationRequest):
+        out.update(choices=list(req.choices), task=req.task)
+    return out
+
+
+def _completion_from_cache(value: dict[str, Any]) -> Completion:
+    usage = value.get("usage") or {}
+    return Completion(
+        text=value["text"],
+        finish_reason=value.get("finish_reason"),
+        usage=Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+        cached=True,
+        latency_s=0.0,
+        attempts=0,
+    )
+
+
+def _loglik_from_cache(value: dict[str, Any]) -> LoglikelihoodResult:
+    return LoglikelihoodResult(
+        logprobs=[float(x) for x in value["logprobs"]],
+        token_counts=[int(x) for x in value["token_counts"]],
+        cached=True,
+        latency_s=0.0,
+        attempts=0,
+        method=value.get("method"),
+    )
+
+
+class BaseLLM:
+    """Common behaviour of ragrade's backends (see module docstring)."""
+
+    provider: str = ""
+    is_baseline: bool = False
+    supports_loglikelihood: bool = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        cache: ResponseCache | None = None,
+        limits: LimitConfig | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.model = model
+        self.name = f"{self.provider}/{model}"
+        self.base_url = base_url
+        self.cache = cache
+        self.limits = limits or LimitConfig()
+        self.limiter = Limiter(self.limits, seed=seed)
+        self.usage = UsageTotals()
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _key_extra(self, req: GenerationRequest | LoglikelihoodRequest) -> dict[str, Any]:
+        """Extra cache-key parts (offline baselines add the structured view)."""
+        return {}
+
+    async def _generate_one(self, req: GenerationRequest) -> Completion:
+        raise NotImplementedError
+
+    async def _loglikelihood_one(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
+        raise NotImplementedError
+
+    async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
+        outcomes = await asyncio.gather(*(self.limiter.call(partial(self._generate_one, r)) for r in reqs))
+        return [self._completion(o) for o in outcomes]
+
+    async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        outcomes = await asyncio.gather(*(self.limiter.call(partial(self._loglikelihood_one, r)) for r in reqs))
+        return [self._loglik(o) for o in outcomes]
+
+    @staticmethod
+    def _completion(o: Outcome[Completion]) -> Completion:
+        if o.value is None:
+            return Completion(text=None, error=o.error or "unknown error", attempts=o.attempts, latency_s=o.latency_s)
+        o.value.attempts, o.value.latency_s = o.attempts, o.latency_s
+        return o.value
+
+    @staticmethod
+    def _loglik(o: Outcome[LoglikelihoodResult]) -> LoglikelihoodResult:
+        if o.value is None:
+            return LoglikelihoodResult(
+                logprobs=None, error=o.error or "unknown error", attempts=o.attempts, latency_s=o.latency_s
+            )
+        o.value.attempts, o.value.latency_s = o.attempts, o.latency_s
+        return o.value
+
+    # -- keys ----------------------------------------------------------------------------------
+    def _identity(self) -> dict[str, Any]:
+        return {"provider": self.provider, "model": self.model, "base_url": self.base_url}
+
+    def generation_key(self, req: GenerationRequest) -> str:
+        """The cache key of ``req`` for this backend."""
+        return make_key({**self._identity(), "kind": "generate", **request_params(req), **self._key_extra(req)})
+
+    def loglikelihood_key(self, req: LoglikelihoodRequest) -> str:
+        """The cache key of ``req`` for this backend."""
+        return make_key(
+            {
+                **self._identity(),
+                "kind": "loglikelihood",
+                "context": req.context,
+                "continuations": list(req.continuations),
+                **self._key_extra(req),
+            }
+        )
+
+    # -- the protocol --------------------------------------------------------------------------
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        """One :class:`Completion` per request, in order; errors recorded, never raised."""
+        keys = [self.generation_key(r) for r in requests]
+        hits = self._cache_get(keys)
+        todo: dict[str, GenerationRequest] = {}
+        for key, req in zip(keys, requests, strict=True):
+            if key not in hits and key not in todo:
+                todo[key] = req
+        fresh = dict(zip(todo, await self._generate_batch(list(todo.values())), strict=True)) if todo else {}
+        self._cache_put(
+            [
+                (k, {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)})
+                for k, c in fresh.items()
+                if c.ok
+            ],
+            "generate",
+        )
+        out = [_completion_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
+        self._account(out, len(fresh))
+        return out
+
+    async def aloglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        """One :class:`LoglikelihoodResult` per request, in order; errors recorded, never raised."""
+        keys = [self.loglikelihood_key(r) for r in requests]
+        hits = self._cache_get(keys)
+        todo: dict[str, LoglikelihoodRequest] = {}
+        for key, req in zip(keys, requests, strict=True):
+            if key not in hits and key not in todo:
+                todo[key] = req
+        fresh = dict(zip(todo, await self._loglikelihood_batch(list(todo.values())), strict=True)) if todo else {}
+        self._cache_put(
+            [
+                (k, {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method})
+                for k, r in fresh.items()
+                if r.ok
+            ],
+            "loglikelihood",
+        )
+        out = [_loglik_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
+        self._account(out, len(fresh))
+        return out
+
+    def _cache_get(self, keys: list[str]) -> dict[str, Any]:
+        if self.cache is None or not keys:
+            return {}
+        return self.cache.get_many(keys)
+
+    def _cache_put(self, items: list[tuple[str, Any]], kind: str) -> None:
+        if self.cache is not None and items:
+            self.cache.put_many(items, provider=self.provider, model=self.model, kind=kind)
+
+    def _account(self, results: Sequence[Completion | LoglikelihoodResult], sent: int) -> None:
+        u = self.usage
+        u.requests += len(results)
+        u.sent += sent
+        u.retries = self.limiter.retries
+        for r in results:
+            u.cached += int(r.cached)
+            u.errors += int(not r.ok)
+            if isinstance(r, Completion):
+                u.prompt_tokens += r.usage.prompt_tokens
+                u.completion_tokens += r.usage.completion_tokens
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the run manifest (never an API key)."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "provider": self.provider,
+            "model": self.model,
+            "is_baseline": self.is_baseline,
+            "supports_loglikelihood": self.supports_loglikelihood,
+            "cache": self.cache is not None,
+            "limits": {
+                "concurrency": self.limits.concurrency,
+                "rpm": self.limits.rpm,
+                "timeout": self.limits.timeout,
+                "max_retries": self.limits.max_retries,
+            },
+        }
+        if self.base_url:
+            out["base_url"] = self.base_url
+        if self.is_baseline:
+            out["baseline"] = True
+            out["note"] = "offline baseline, not a language model"
+        return out
+
+    def close(self) -> None:
+        """Release resources (HTTP clients, models). Safe to call twice."""
+
+
+__all__ = ["BaseLLM", "UsageTotals", "log", "request_params", "structured_view"]

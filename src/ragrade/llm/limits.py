@@ -1,0 +1,146 @@
+"""Request limits: requests in flight, requests per minute, per-request timeout, retries with backoff.
+
+A backend wraps each network call in :meth:`Limiter.call`. Transient failures
+(HTTP 429 and 5xx, timeouts, connection errors, unreadable responses) are
+retried with exponential backoff and full jitter, honouring ``Retry-After``;
+permanent failures (4xx other than 408/409/429) are not. The final failure is
+returned as an :class:`Outcome` with the error text, never raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class TransientError(Exception):
+    """A failure worth retrying; ``retry_after`` (seconds) when the server said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(Exception):
+    """A failure that retrying cannot fix (bad request, authentication, unsupported feature)."""
+
+
+@dataclass(frozen=True)
+class LimitConfig:
+    """Limits of one backend."""
+
+    concurrency: int = 16
+    rpm: float | None = None
+    timeout: float = 60.0
+    max_retries: int = 5
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    retry_after_max_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        from ragrade.errors import ConfigError
+
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.rpm is not None and self.rpm <= 0:
+            raise ConfigError(f"rpm must be > 0, got {self.rpm}")
+        if self.timeout <= 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """The end of one call: ``value`` or ``error``, and how many attempts it took."""
+
+    value: T | None
+    error: str | None
+    attempts: int
+    latency_s: float
+
+
+class RateLimiter:
+    """Spaces request starts to at most ``rpm`` per minute (no burst)."""
+
+    def __init__(self, rpm: float) -> None:
+        self.interval = 60.0 / rpm
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        """Wait for the next free slot."""
+        async with self._lock:
+            now = time.monotonic()
+            wait = self._next - now
+            self._next = max(now, self._next) + self.interval
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+
+def backoff_delay(attempt: int, cfg: LimitConfig, retry_after: float | None, rng: random.Random) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): Retry-After when given, else full-jitter backoff."""
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, cfg.retry_after_max_s) + rng.uniform(0, 0.1 * max(retry_after, 0.01))
+    cap = min(cfg.backoff_max_s, cfg.backoff_base_s * (2 ** (attempt - 1)))
+    return rng.uniform(cap / 2, cap)
+
+
+class Limiter:
+    """Applies a :class:`LimitConfig` to async calls; counts retries. One per backend and event loop."""
+
+    def __init__(self, cfg: LimitConfig, seed: int | None = None) -> None:
+        self.cfg = cfg
+        self.retries = 0
+        self.grace_s = 0.0  # added to the timeout of the outer guard when the client enforces its own
+        self.retry_reasons: Counter[str] = Counter()  # first words of each retried error
+        self._rng = random.Random(seed)
+        self._sem: asyncio.Semaphore | None = None
+        self._rate: RateLimiter | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _bind(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._sem is None or self._loop is not loop:  # semaphores belong to one loop
+            self._loop = loop
+            self._sem = asyncio.Semaphore(self.cfg.concurrency)
+            self._rate = RateLimiter(self.cfg.rpm) if self.cfg.rpm else None
+        return self._sem
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> Outcome[T]:
+        """Run ``fn`` under the limits with retries; never raises for transient or permanent errors."""
+        sem = self._bind()
+        start = time.perf_counter()
+        attempts = 0
+        last = "no attempt made"
+        while True:
+            attempts += 1
+            retry_after: float | None = None
+            async with sem:
+                if self._rate is not None:
+                    await self._rate.acquire()
+                try:
+                    value = await asyncio.wait_for(fn(), timeout=self.cfg.timeout + self.grace_s)
+                    return Outcome(value, None, attempts, time.perf_counter() - start)
+                except PermanentError as exc:
+                    return Outcome(None, str(exc), attempts, time.perf_counter() - start)
+                except TransientError as exc:
+                    last, retry_after = str(exc), exc.retry_after
+                except TimeoutError:
+                    last = f"timed out after {self.cfg.timeout:g}s"
+            if attempts > self.cfg.max_retries:
+                msg = f"{last} (gave up after {attempts} attempts)" if attempts > 1 else last
+                return Outcome(None, msg, attempts, time.perf_counter() - start)
+            self.retries += 1
+            self.retry_reasons[" ".join(last.split()[:2])] += 1
+            await asyncio.sleep(backoff_delay(attempts, self.cfg, retry_after, self._rng))
+
+
+__all__ = ["LimitConfig", "Limiter", "Outcome", "PermanentError", "RateLimiter", "TransientError", "backoff_delay"]

@@ -1,0 +1,1 @@
+"""Test helpers shared by every area (local OpenAI-compatible server, fixtures)."""

@@ -1,0 +1,27 @@
+"""Pytest fixtures shared by every test area (enable with ``pytest_plugins = ["tests.support.fixtures"]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.support.openai_server import OpenAIServer
+
+
+@pytest.fixture
+def openai_server() -> Iterator[OpenAIServer]:
+    """A started local OpenAI-compatible server (default deterministic replies); stopped after the test.
+
+    Script replies by setting ``openai_server.responder = lambda body: "..."`` (or build your own
+    ``OpenAIServer(responder=..., faults=...)`` as a context manager).
+    """
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm_cache_dir(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A fresh, empty LLM cache directory (``RAGRADE_CACHE_DIR`` points at it for the test)."""
+    path = tmp_path / "ragrade-cache"
+    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(path))
+    return path
