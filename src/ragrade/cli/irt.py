@@ -1,9 +1,141 @@
-"""CLI verbs of the irt stage (filled in by its issue)."""
+"""CLI verbs of the irt stage: ``ragrade irt fit`` and ``ragrade irt improve``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from ragrade.cli.common import echo_json, split_list
+
+irt_app = typer.Typer(
+    help="Item response theory: abilities, item parameters, information, exam improvement.", no_args_is_help=True
+)
+
+_INPUT = typer.Argument(..., help="A run directory (responses.parquet + manifest.json) or a Parquet/CSV file.")
+_MODEL = typer.Option("3pl", "--model", help="1pl, 2pl or 3pl.")
+_FACTORS = typer.Option(None, "--factors", help="Comma-separated factor columns for the hierarchical model.")
+_PRIOR = typer.Option("weak", "--prior", help="weak (MAP, the default) or none (joint maximum likelihood).")
+_BOUNDS = typer.Option(None, "--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
+_SE = typer.Option("observed", "--se", help="observed, bootstrap (over items) or none.")
+_BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
+_EXAM = typer.Option(None, "--exam", help="Exam file for tags and improvement (default: the run manifest's).")
+_JSON = typer.Option(False, "--json", help="Print a JSON summary instead of text.")
+
+
+def _config(
+    model: str, factors: str | None, prior: str, bounds: str | None, se: str, backend: str, max_iter: int, n_boot: int
+) -> Any:
+    from ragrade.irt.fit import FitConfig
+    from ragrade.irt.model import Bounds, Priors
+
+    return FitConfig(
+        model=model,
+        factors=tuple(split_list(factors, "--factors") or ()),
+        bounds=Bounds.parse(bounds),
+        priors=Priors.named(prior),
+        se=se,
+        backend=backend,
+        max_iter=max_iter,
+        n_boot=n_boot,
+    )
+
+
+def _summary_lines(res: Any) -> list[str]:
+    fit = res.fit
+    lines = [
+        f"{res.model} on {len(res.pipelines)} pipelines x {len(res.items)} items "
+        f"({fit['n_observed']} responses, {res.counts.get('n_missing_correct', 0)} missing answers)",
+        f"converged: {fit['converged']} after {fit['iterations']} iterations ({fit['time_s']} s, {fit['backend']})",
+        f"log-likelihood {fit['log_likelihood']:.2f}  AIC {fit['aic']:.1f}  BIC {fit['bic']:.1f}  "
+        f"RMSE {fit['rmse']:.4f} (mean baseline {fit['rmse_baseline']:.4f})",
+    ]
+    for f, levels in res.effects.items():
+        parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}" for lvl, (e, s) in levels.items())
+        lines.append(f"effect {f}: {parts}")
+    order = sorted(range(len(res.pipelines)), key=lambda m: -res.theta[m])
+    for m in order[:10]:
+        lines.append(f"  {res.pipelines[m]:<40} theta {res.theta[m]:+.3f} ± {res.theta_se[m]:.3f}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's verbs to ``app``."""
+    app.add_typer(irt_app, name="irt")
+
+
+@irt_app.command("fit")
+def fit_cmd(
+    source: Path = _INPUT,
+    model: str = _MODEL,
+    factors: str | None = _FACTORS,
+    out: Path | None = typer.Option(None, "--out", help="irt.json to write (default: next to the input)."),
+    prior: str = _PRIOR,
+    bounds: str | None = _BOUNDS,
+    se: str = _SE,
+    n_boot: int = typer.Option(50, "--n-boot", help="Bootstrap replicates for --se bootstrap."),
+    backend: str = _BACKEND,
+    max_iter: int = typer.Option(3000, "--max-iter", help="L-BFGS-B iteration cap."),
+    exam: Path | None = _EXAM,
+    as_json: bool = _JSON,
+) -> None:
+    """Fit abilities and item parameters; write irt.json and per-item/pipeline/effect CSV tables."""
+    from ragrade.irt.fit import fit_irt
+
+    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot)
+    if out is None:
+        out = (source if source.is_dir() else source.parent) / "irt.json"
+    res = fit_irt(source, config=cfg, out=out, exam=exam)
+    if as_json:
+        echo_json({"out": str(out), "fit": res.fit, "counts": res.counts, "se_method": res.se_method})
+        return
+    for line in _summary_lines(res):
+        typer.echo(line)
+    typer.echo(f"wrote {out}")
+
+
+@irt_app.command("improve")
+def improve_cmd(
+    source: Path = _INPUT,
+    steps: int = typer.Option(4, "--steps", help="Drop-and-refit rounds after the first fit."),
+    drop: float = typer.Option(0.1, "--drop", help="Fraction of items dropped per round (0.1 = 10%)."),
+    out: Path | None = typer.Option(None, "--out", help="Output directory (default: <run>/irt_improve)."),
+    model: str = _MODEL,
+    factors: str | None = _FACTORS,
+    prior: str = _PRIOR,
+    bounds: str | None = _BOUNDS,
+    backend: str = _BACKEND,
+    max_iter: int = typer.Option(3000, "--max-iter", help="L-BFGS-B iteration cap."),
+    exam: Path | None = _EXAM,
+    as_json: bool = _JSON,
+) -> None:
+    """Iteratively drop the least discriminative items; write the improved exam and the evolution."""
+    from ragrade.irt.improve import check_drop, improve, write_improvement
+    from ragrade.irt.io import exam_tags, load_responses
+
+    check_drop(drop, steps)
+    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50)
+    data = load_responses(source, cfg.factors)
+    exam_path = str(exam) if exam else data.exam_path
+    if exam_path and not Path(exam_path).exists():
+        from ragrade.errors import DataError
+
+        raise DataError(f"exam file {exam_path} not found (pass --exam PATH)")
+    imp = improve(data, cfg, steps=steps, drop=drop, tags=exam_tags(exam_path))
+    if out is None:
+        out = (source if source.is_dir() else source.parent) / "irt_improve"
+    summary = write_improvement(imp, out, exam_path, data)
+    if as_json:
+        echo_json(summary)
+        return
+    for rec in imp.steps:
+        mean_info = max(rec["information_mean"])
+        typer.echo(
+            f"step {rec['step']}: {rec['n_items']} items, mean discrimination "
+            f"{rec['discrimination']['mean']:.3f}, peak mean information {mean_info:.4f}, "
+            f"converged {rec['fit']['converged']}"
+        )
+    if not exam_path:
+        typer.echo("no exam file known (no manifest exam path, no --exam): wrote the evolution only")
+    typer.echo(f"wrote {out}")
