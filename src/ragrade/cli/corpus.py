@@ -1,9 +1,246 @@
-"""CLI verbs of the corpus stage (filled in by its issue)."""
+"""CLI verbs of the corpus stage: ``ragrade corpus`` and ``ragrade chunk``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.errors import ConfigError, DataError
+
+MINILM_MAX_TOKENS = 256
+
+CORPUS_HELP = (
+    "Load documents from files and folders (or the built-in demo corpus) into a documents JSONL file.\n\n"
+    "Folders are read recursively: .txt/.md/.rst, .html/.htm (main text only), .json/.jsonl records and .pdf. "
+    "Text is cleaned: Unicode NFC, control characters removed, whitespace normalised, --drop-pattern lines "
+    "removed.\n\n"
+    "Unusable files (binary, not decodable, empty, too large, unsupported) are skipped with one warning each "
+    "and counted; the command fails (exit 2) when no document is usable."
+)
+
+CHUNK_HELP = (
+    "Split a documents file into chunks.\n\n"
+    "Sizes are in TOKENS of the bundled all-MiniLM-L6-v2 word-piece tokenizer (or --tokenizer), for every "
+    "strategy: --size is the most tokens per chunk, --overlap the most tokens two consecutive chunks share. "
+    "MiniLM embeds at most 256 tokens, so --size 200 --overlap 20 keeps every chunk whole for the default "
+    "embedder.\n\n"
+    "Strategies: token (windows cut between words); recursive (paragraph, line, sentence, word splits until "
+    "pieces fit, then merged up to --size); sentence (whole sentences packed up to --size, CJK sentence ends "
+    "included); semantic (breakpoints where the embedding similarity of consecutive sentences drops; "
+    "--threshold, --buffer, --embedder).\n\n"
+    "Chunks keep exact character offsets into the document; only whitespace between chunks is left out. "
+    "A single word longer than --size becomes an 'oversize' chunk and is counted."
+)
+
+
+def _read_config_section(path: Path | None, section: str) -> dict[str, Any]:
+    if path is None:
+        return {}
+    from ragrade.config import load_toml
+
+    data = load_toml(path)
+    value = data.get(section, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [{section}] must be a table")
+    return value
+
+
+def _meta_fields(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    out: list[str] = []
+    for value in values:
+        out.extend(split_list(value, "--meta-field") or [])
+    return out
+
+
+def corpus_cmd(
+    paths: list[Path] = typer.Argument(
+        None, help="Files or folders to load (folders recursively).", show_default=False
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Documents JSONL file to write."),
+    demo: bool = typer.Option(
+        False, "--demo", help="Build the demo corpus from the Python standard library's docstrings (no download)."
+    ),
+    demo_limit: int | None = typer.Option(
+        None, "--demo-limit", min=1, help="Keep N demo documents, spread over topics."
+    ),
+    text_field: str | None = typer.Option(
+        None,
+        "--text-field",
+        help="JSON field with the text (default: first of text, content, contents, body, page_content, ...).",
+    ),
+    id_field: str | None = typer.Option(
+        None,
+        "--id-field",
+        help="JSON field with the document id (default: first of id, doc_id, docid, _id, uuid, key; else derived).",
+    ),
+    meta_field: list[str] | None = typer.Option(
+        None,
+        "--meta-field",
+        help="JSON field(s) kept as metadata; repeat or comma-separate (default: all other fields).",
+    ),
+    drop_pattern: list[str] | None = typer.Option(
+        None, "--drop-pattern", help="Regular expression; lines matching it are removed (repeatable)."
+    ),
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", min=1, help="Skip files larger than this (default 64 MiB)."
+    ),
+    min_chars: int | None = typer.Option(
+        None, "--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."
+    ),
+    no_dedupe: bool = typer.Option(False, "--no-dedupe", help="Keep documents whose text repeats an earlier one."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file with a [corpus] table of these options."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Load documents into a documents JSONL file."""
+    from ragrade.config import build_config
+    from ragrade.corpus.files import write_documents
+    from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus
+
+    if demo and paths:
+        raise ConfigError("give PATH arguments or --demo, not both")
+    if not demo and not paths:
+        raise ConfigError("give at least one PATH (file or folder) or --demo")
+    if demo_limit is not None and not demo:
+        raise ConfigError("--demo-limit needs --demo")
+    flags = {
+        "text_field": text_field,
+        "id_field": id_field,
+        "meta_fields": _meta_fields(meta_field),
+        "drop_patterns": list(drop_pattern) if drop_pattern else None,
+        "max_bytes": max_bytes,
+        "min_chars": min_chars,
+        "dedupe": False if no_dedupe else None,
+    }
+    cfg = build_config(CorpusConfig, _read_config_section(config, "corpus"), flags, source="corpus options")
+    header: dict[str, Any] = {"config": cfg.model_dump()}
+    if demo:
+        from ragrade.corpus.demo import DemoStats, build_demo_corpus
+
+        stats = DemoStats()
+        report = LoadReport(documents=build_demo_corpus(demo_limit, stats=stats))
+        report.formats["docstring"] = len(report.documents)
+        if stats.import_failures:
+            names = ", ".join(name for name, _ in stats.import_failures[:6])
+            more = "" if len(stats.import_failures) <= 6 else ", ..."
+            report.warnings.append(
+                (
+                    "demo",
+                    f"{len(stats.import_failures)} standard-library modules could not "
+                    f"be imported on this platform and were left out ({names}{more})",
+                )
+            )
+        header["demo"] = {"modules": stats.modules, "import_failures": len(stats.import_failures), "limit": demo_limit}
+    else:
+        report = load_corpus([str(p) for p in paths], cfg)
+    for where, reason in report.skipped:
+        typer.echo(f"ragrade: warning: skipped {where}: {reason}", err=True)
+    for where, note in report.warnings:
+        typer.echo(f"ragrade: warning: {where}: {note}", err=True)
+    summary = report.summary()
+    if not report.documents:
+        why = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "nothing found"
+        raise DataError(f"no usable document in {', '.join(str(p) for p in paths)} ({why})")
+    header["summary"] = summary
+    write_documents(out, report.documents, meta=header)
+    summary["out"] = str(out)
+    if as_json:
+        echo_json(summary)
+        return
+    _print_corpus_summary(summary, out)
+
+
+def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
+    formats = ", ".join(f"{k} {v}" for k, v in summary["by_format"].items())
+    typer.echo(f"loaded {summary['documents']:,} documents ({summary['characters']:,} characters; {formats}) -> {out}")
+    reasons = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items())
+    typer.echo(f"skipped {summary['skipped']:,}: {reasons}" if summary["skipped"] else "skipped 0")
+    if summary["hidden_ignored"]:
+        typer.echo(f"ignored {summary['hidden_ignored']:,} hidden files or folders")
+    if summary["lines_dropped"]:
+        typer.echo(f"dropped {summary['lines_dropped']:,} lines matching --drop-pattern")
+
+
+def chunk_cmd(
+    docs: Path = typer.Argument(..., help="Documents JSONL file (from `ragrade corpus`)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Chunks JSONL file to write."),
+    strategy: str = typer.Option("recursive", "--strategy", "-s", help="token, recursive, sentence or semantic."),
+    size: int = typer.Option(200, "--size", help="Most tokens per chunk."),
+    overlap: int = typer.Option(20, "--overlap", help="Most tokens shared by consecutive chunks (< --size)."),
+    tokenizer: str = typer.Option(
+        "minilm", "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
+    ),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="semantic: percentile of sentence distances above which a chunk ends (default 95)."
+    ),
+    buffer: int | None = typer.Option(
+        None, "--buffer", help="semantic: neighbouring sentences embedded with each sentence on each side (default 1)."
+    ),
+    embedder: str | None = typer.Option(
+        None, "--embedder", help="semantic: embedder spec (default: the bundled MiniLM)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Split documents into chunks."""
+    from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
+    from ragrade.corpus.files import read_documents, write_chunks
+
+    extra: dict[str, Any] = {
+        k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
+    }
+    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, **extra)
+    documents = read_documents(docs)
+    if not documents:
+        raise DataError(f"{docs}: no documents to chunk")
+    if size > MINILM_MAX_TOKENS and tokenizer == "minilm" and not as_json:
+        typer.echo(
+            f"ragrade: note: the MiniLM embedder reads at most {MINILM_MAX_TOKENS} tokens; longer "
+            "chunks are truncated when embedded",
+            err=True,
+        )
+    chunks = _chunk_with_progress(documents, chunker, chunk_documents)
+    description = chunker.describe()
+    summary = {
+        "strategy": chunker.strategy,
+        "params": description,
+        **summarize_chunks(chunks, n_docs=len(documents)),
+        "out": str(out),
+    }
+    write_chunks(out, chunks, chunker=chunker, meta={"documents": str(docs), "summary": summary})
+    if as_json:
+        echo_json(summary)
+        return
+    tok, chars = summary["tokens"], summary["chars"]
+    typer.echo(
+        f"{summary['chunks']:,} chunks from {len(documents):,} documents ({chunker.strategy}, size "
+        f"{chunker.size} tokens, overlap {chunker.overlap}) -> {out}"
+    )
+    typer.echo(
+        f"tokens per chunk: mean {tok['mean']:.1f}, min {tok['min']}, max {tok['max']}; characters: "
+        f"mean {chars['mean']:.1f}, min {chars['min']}, max {chars['max']}"
+    )
+    typer.echo(f"oversize chunks (one word longer than --size): {summary['oversize']}")
+    if summary.get("documents_without_chunks"):
+        typer.echo(f"documents without chunks (blank text): {summary['documents_without_chunks']}")
+
+
+def _chunk_with_progress(documents: list[Any], chunker: Any, chunk_documents: Any) -> list[Any]:
+    if not is_tty():
+        result: list[Any] = chunk_documents(documents, chunker)
+        return result
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("chunking", total=len(documents))
+        result = chunk_documents(documents, chunker, progress=lambda n: progress.advance(task, n))
+    return result
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's verbs to ``app``."""
+    app.command("corpus", help=CORPUS_HELP)(corpus_cmd)
+    app.command("chunk", help=CHUNK_HELP)(chunk_cmd)

@@ -1,1 +1,10 @@
-"""The corpus stage."""
+"""The corpus stage: files -> cleaned documents -> chunks.
+
+* :mod:`ragrade.corpus.load` — ``load_corpus(paths, cfg) -> LoadReport`` (txt, md, html, json/jsonl, pdf);
+* :mod:`ragrade.corpus.demo` — ``build_demo_corpus(limit)`` from the standard library's docstrings;
+* :mod:`ragrade.corpus.chunk` — ``create_chunker(strategy, size, overlap)`` (token, recursive, sentence,
+  semantic) and ``chunk_documents(docs, chunker)``;
+* :mod:`ragrade.corpus.files` — ``read/write_documents``, ``read/write_chunks``.
+
+Submodules are imported on demand so that importing the package stays cheap.
+"""

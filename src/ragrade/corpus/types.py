@@ -37,6 +37,9 @@ class Chunk:
 
     ``metadata`` carries the document's metadata (topic, title, ...) so later
     stages can stratify or group without reading the documents again.
+    ``tokens`` is the chunk's size in the chunker's unit (tokens of its
+    tokenizer); ``oversize`` marks a chunk larger than the chunker's size
+    because one unsplittable unit (a single tokenizer word) exceeds it.
     """
 
     id: str
@@ -48,6 +51,8 @@ class Chunk:
     params: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    tokens: int = 0
+    oversize: bool = False
 
     def to_record(self) -> dict[str, Any]:
         """The JSONL record of this chunk."""
@@ -61,6 +66,7 @@ class Chunk:
             start=int(rec["start"]), end=int(rec["end"]), strategy=str(rec.get("strategy", "")),
             params=dict(rec.get("params") or {}), source=str(rec.get("source", "")),
             metadata=dict(rec.get("metadata") or {}),
+            tokens=int(rec.get("tokens") or 0), oversize=bool(rec.get("oversize", False)),
         )
 
 

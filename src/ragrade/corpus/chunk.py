@@ -1,0 +1,324 @@
+"""Chunkers: token, recursive, sentence and semantic.
+
+Sizes are counted in **tokens of one tokenizer**, by default the word-piece
+tokenizer of the bundled all-MiniLM-L6-v2 model, for all four strategies
+(see :mod:`ragrade.corpus.tokens`). ``size`` is the most tokens a chunk may
+hold; ``overlap`` the most tokens two consecutive chunks share.
+
+Guarantees of every chunker, for every document:
+
+* ``doc.text[chunk.start:chunk.end] == chunk.text`` and the text is non-empty
+  and has no leading or trailing whitespace;
+* chunks come in document order (starts and ends strictly increase) and
+  together cover every non-whitespace character (only whitespace between
+  chunks is left out);
+* a chunk holds at most ``size`` tokens, except a chunk made of a single
+  tokenizer word longer than ``size``, which is marked ``oversize``.
+
+Strategies:
+
+* ``token``: windows of up to ``size`` tokens, cut between tokenizer words;
+* ``recursive``: split on paragraphs, then lines, sentences, words until the
+  pieces fit, then merge neighbouring pieces up to ``size``;
+* ``sentence``: whole sentences (rule-based segmenter, CJK ends included)
+  packed up to ``size``; a sentence is cut only when it alone exceeds ``size``;
+* ``semantic``: breakpoints where the embedding distance between consecutive
+  sentences exceeds a percentile of the document's distances; groups larger
+  than ``size`` are packed by sentences (see :mod:`ragrade.corpus.semantic`).
+
+Chunk ids are ``<doc id>#<strategy>-<hash of strategy and parameters>-<n>``,
+so they are stable for equal input and unique across strategies and parameters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ragrade.corpus.spans import Span, merge, pieces_at, recursive_spans, split_to_fit, trimmed
+from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenCounter, TokenIndex, get_counter
+from ragrade.corpus.types import Chunk, Document
+from ragrade.errors import ConfigError, DataError
+from ragrade.registry import create, names, register
+
+DEFAULT_SIZE = 200
+DEFAULT_OVERLAP = 20
+STRATEGIES = ("token", "recursive", "sentence", "semantic")
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    """Splits documents into chunks."""
+
+    strategy: str
+    size: int
+    overlap: int
+
+    def chunk(self, doc: Document) -> list[Chunk]:
+        """The chunks of ``doc`` in document order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Strategy and parameters, for file headers and run manifests."""
+        ...
+
+
+def params_hash(strategy: str, params: dict[str, Any]) -> str:
+    """A short hash of a strategy and its parameters (part of every chunk id)."""
+    blob = json.dumps({"strategy": strategy, **params}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:8]
+
+
+class BaseChunker:
+    """Common parts: validation, tokenisation, chunk records. Subclasses implement :meth:`spans`."""
+
+    strategy: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ("size", "overlap", "tokenizer")
+
+    def __init__(
+        self, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER
+    ) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"chunk size must be a positive whole number of tokens, got {size!r}")
+        if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 0:
+            raise ConfigError(f"chunk overlap must be zero or a positive whole number, got {overlap!r}")
+        if overlap >= size:
+            raise ConfigError(f"the overlap ({overlap}) must be smaller than the size ({size})")
+        self.size = size
+        self.overlap = overlap
+        self.tokenizer = tokenizer
+        self._counter: TokenCounter | None = None
+        self._params_cache: tuple[dict[str, Any], str] | None = None
+
+    @property
+    def counter(self) -> TokenCounter:
+        """The token counter (loaded on first use)."""
+        if self._counter is None:
+            self._counter = get_counter(self.tokenizer)
+        return self._counter
+
+    def params(self) -> dict[str, Any]:
+        """Parameters recorded on every chunk."""
+        return {"size": self.size, "overlap": self.overlap, "unit": "tokens", "tokenizer": self.tokenizer}
+
+    def describe(self) -> dict[str, Any]:
+        """Strategy and parameters."""
+        params = self.params()
+        return {"strategy": self.strategy, **params, "params_hash": params_hash(self.strategy, params)}
+
+    def spans(self, index: TokenIndex) -> list[Span]:
+        """Chunk spans ``(start, end, tokens)`` of one tokenised document."""
+        raise NotImplementedError
+
+    def chunk(self, doc: Document) -> list[Chunk]:
+        """The chunks of ``doc``."""
+        return self.chunk_many([doc])[0]
+
+    def chunk_many(self, docs: Sequence[Document]) -> list[list[Chunk]]:
+        """The chunks of each of ``docs`` (tokenised as one batch)."""
+        indexes = self.counter.index_many([d.text for d in docs])
+        return [self._records(doc, self.spans(ix)) for doc, ix in zip(docs, indexes, strict=True)]
+
+    def _records(self, doc: Document, spans: list[Span]) -> list[Chunk]:
+        if self._params_cache is None:
+            params = self.params()
+            self._params_cache = (params, params_hash(self.strategy, params))
+        params, phash = self._params_cache
+        prefix = f"{doc.id}#{self.strategy}-{phash}"
+        return [
+            Chunk(
+                id=f"{prefix}-{i}",
+                doc_id=doc.id,
+                text=doc.text[s:e],
+                start=s,
+                end=e,
+                strategy=self.strategy,
+                params=dict(params),
+                source=doc.source,
+                metadata=dict(doc.metadata),
+                tokens=n,
+                oversize=n > self.size,
+            )
+            for i, (s, e, n) in enumerate(spans)
+        ]
+
+
+class TokenChunker(BaseChunker):
+    """Windows of up to ``size`` tokens with up to ``overlap`` tokens shared, cut between words."""
+
+    strategy = "token"
+
+    def spans(self, index: TokenIndex) -> list[Span]:
+        """Token windows."""
+        whole = trimmed(index.text)
+        if whole is None:
+            return []
+        return merge(pieces_at(index, whole[0], whole[1], "token"), index, self.size, self.overlap)
+
+
+class RecursiveChunker(BaseChunker):
+    """Separator hierarchy paragraph > line > sentence > word > token, then merge up to size."""
+
+    strategy = "recursive"
+
+    def spans(self, index: TokenIndex) -> list[Span]:
+        """Recursive splits."""
+        whole = trimmed(index.text)
+        if whole is None:
+            return []
+        n = index.count(*whole)
+        if n <= self.size:
+            return [(whole[0], whole[1], n)]
+        return recursive_spans(index, whole[0], whole[1], self.size, self.overlap)
+
+
+class SentenceChunker(BaseChunker):
+    """Whole sentences packed up to ``size``; overlap repeats trailing whole sentences."""
+
+    strategy = "sentence"
+
+    def spans(self, index: TokenIndex) -> list[Span]:
+        """Sentence packs."""
+        whole = trimmed(index.text)
+        if whole is None:
+            return []
+        return merge(sentence_pieces(index, whole[0], whole[1], self.size), index, self.size, self.overlap)
+
+
+def sentence_pieces(index: TokenIndex, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """Sentences of ``[start, end)``; a sentence over ``size`` tokens is split at words (then tokens)."""
+    out: list[tuple[int, int]] = []
+    for s, e in pieces_at(index, start, end, "sentence"):
+        if index.count(s, e) <= size:
+            out.append((s, e))
+        else:
+            out.extend(split_to_fit(index, s, e, size, level=3))
+    return out
+
+
+def _checked(cls_name: str, options: Iterable[str], extra: dict[str, Any]) -> None:
+    if extra:
+        raise ConfigError(
+            f"the {cls_name} chunker does not take {', '.join(sorted(extra))}; it takes: {', '.join(options)}"
+        )
+
+
+@register("chunker", "token")
+def _make_token(
+    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+) -> TokenChunker:
+    _checked("token", TokenChunker.options, extra)
+    return TokenChunker(size, overlap, tokenizer)
+
+
+@register("chunker", "recursive")
+def _make_recursive(
+    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+) -> RecursiveChunker:
+    _checked("recursive", RecursiveChunker.options, extra)
+    return RecursiveChunker(size, overlap, tokenizer)
+
+
+@register("chunker", "sentence")
+def _make_sentence(
+    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+) -> SentenceChunker:
+    _checked("sentence", SentenceChunker.options, extra)
+    return SentenceChunker(size, overlap, tokenizer)
+
+
+@register("chunker", "semantic")
+def _make_semantic(
+    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+) -> BaseChunker:
+    from ragrade.corpus.semantic import SemanticChunker
+
+    _checked("semantic", SemanticChunker.options, {k: v for k, v in extra.items() if k not in SemanticChunker.options})
+    return SemanticChunker(size, overlap, tokenizer, **extra)
+
+
+def create_chunker(strategy: str, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, **kw: Any) -> Chunker:
+    """Build the chunker registered as ``strategy`` (token, recursive, sentence, semantic).
+
+    ``kw`` are strategy options: ``tokenizer`` for all; ``embedder``, ``threshold``
+    and ``buffer`` for semantic. Unknown strategies and options raise ConfigError.
+    """
+    chunker: Chunker = create("chunker", strategy, size=size, overlap=overlap, **kw)
+    return chunker
+
+
+def strategies() -> list[str]:
+    """Names of the registered chunkers."""
+    return names("chunker")
+
+
+def chunk_documents(
+    docs: Sequence[Document], chunker: Chunker, *, batch_size: int = 256, progress: Callable[[int], None] | None = None
+) -> list[Chunk]:
+    """Chunk ``docs`` in order; ``progress`` is called with the number of documents done per batch."""
+    out: list[Chunk] = []
+    many = getattr(chunker, "chunk_many", None)
+    for lo in range(0, len(docs), batch_size):
+        batch = docs[lo : lo + batch_size]
+        if many is not None:
+            for chunks in many(batch):
+                out.extend(chunks)
+        else:
+            for doc in batch:
+                out.extend(chunker.chunk(doc))
+        if progress is not None:
+            progress(len(batch))
+    ids = {c.id for c in out}
+    if len(ids) != len(out):
+        raise DataError("chunk ids are not unique: two input documents share an id")
+    return out
+
+
+def summarize_chunks(chunks: Sequence[Chunk], n_docs: int | None = None) -> dict[str, Any]:
+    """Counts and length statistics (tokens and characters) of ``chunks``."""
+    toks = [c.tokens for c in chunks]
+    chars = [len(c.text) for c in chunks]
+    with_chunks = len({c.doc_id for c in chunks})
+
+    def _stats(values: list[int]) -> dict[str, float | int]:
+        if not values:
+            return {"mean": 0.0, "median": 0.0, "min": 0, "max": 0}
+        return {
+            "mean": round(statistics.fmean(values), 2),
+            "median": float(statistics.median(values)),
+            "min": min(values),
+            "max": max(values),
+        }
+
+    summary: dict[str, Any] = {
+        "chunks": len(chunks),
+        "documents_with_chunks": with_chunks,
+        "tokens": _stats(toks),
+        "chars": _stats(chars),
+        "oversize": sum(1 for c in chunks if c.oversize),
+    }
+    if n_docs is not None:
+        summary["documents"] = n_docs
+        summary["documents_without_chunks"] = n_docs - with_chunks
+    return summary
+
+
+__all__ = [
+    "DEFAULT_OVERLAP",
+    "DEFAULT_SIZE",
+    "STRATEGIES",
+    "BaseChunker",
+    "Chunker",
+    "RecursiveChunker",
+    "SentenceChunker",
+    "TokenChunker",
+    "chunk_documents",
+    "create_chunker",
+    "params_hash",
+    "sentence_pieces",
+    "strategies",
+    "summarize_chunks",
+]

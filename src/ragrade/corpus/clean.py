@@ -1,0 +1,113 @@
+"""Text cleaning shared by every corpus reader.
+
+:func:`clean_text` turns extracted text into the canonical form that chunk
+offsets refer to:
+
+1. line ends unified to ``\\n`` (``\\r\\n``, ``\\r``, form feeds, vertical tabs,
+   Unicode line/paragraph separators);
+2. Unicode NFC normalisation;
+3. control characters removed (C0/C1 controls except newline and tab, lone
+   surrogates, byte-order marks, zero-width spaces, soft hyphens);
+4. user line filters: every line matching one of the ``drop_patterns``
+   regular expressions (``re.search``) is removed;
+5. whitespace normalised: tabs and runs of horizontal space (including
+   no-break and other Unicode spaces) become one space, lines are stripped,
+   runs of blank lines collapse into one blank line (a paragraph break), and
+   the text is stripped.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from ragrade.errors import ConfigError
+
+# format characters that carry no text and break tokenisation or search
+_INVISIBLE = "\ufeff\u200b\u00ad\u2060\u180e"
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\ud800-\udfff" + _INVISIBLE + "]")
+_NEWLINES_RE = re.compile("\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# horizontal whitespace: everything str.isspace() accepts except the newline
+_HSPACE_RE = re.compile(r"[^\S\n]+")
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
+
+
+def compile_patterns(patterns: Iterable[str] | None) -> list[re.Pattern[str]]:
+    """Compile line-filter regexes, with a ConfigError naming a bad one."""
+    compiled: list[re.Pattern[str]] = []
+    for pat in patterns or []:
+        try:
+            compiled.append(re.compile(pat))
+        except re.error as exc:
+            raise ConfigError(f"--drop-pattern {pat!r} is not a valid regular expression ({exc})") from exc
+    return compiled
+
+
+def drop_lines(text: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, int]:
+    """Remove lines matching any of ``patterns``; returns the text and the number of lines dropped."""
+    if not patterns:
+        return text, 0
+    kept: list[str] = []
+    dropped = 0
+    for line in text.split("\n"):
+        if any(p.search(line) for p in patterns):
+            dropped += 1
+        else:
+            kept.append(line)
+    return "\n".join(kept), dropped
+
+
+def normalize_whitespace(text: str) -> str:
+    """Collapse horizontal whitespace, strip lines, keep at most one blank line between paragraphs."""
+    text = _HSPACE_RE.sub(" ", text)
+    text = "\n".join(line.strip() for line in text.split("\n"))
+    text = _BLANK_LINES_RE.sub("\n\n", text)
+    return text.strip()
+
+
+def clean_text(text: str, drop_patterns: Sequence[re.Pattern[str]] | None = None) -> str:
+    """The cleaned form of ``text`` (see the module docstring for the steps)."""
+    return clean_text_counted(text, drop_patterns)[0]
+
+
+def clean_text_counted(text: str, drop_patterns: Sequence[re.Pattern[str]] | None = None) -> tuple[str, int]:
+    """Like :func:`clean_text`, also returning how many lines the drop patterns removed."""
+    text = _NEWLINES_RE.sub("\n", text)
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL_RE.sub("", text)
+    dropped = 0
+    if drop_patterns:
+        text, dropped = drop_lines(text, drop_patterns)
+    return normalize_whitespace(text), dropped
+
+
+def looks_binary(data: bytes, sample: int = 8192) -> bool:
+    """True when ``data`` looks like a binary file (NUL bytes or many control bytes)."""
+    head = data[:sample]
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    controls = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13))
+    return controls / len(head) > 0.05
+
+
+def implausible_text(text: str) -> bool:
+    """True when decoded text is mostly symbols, as happens when a binary file decodes by accident."""
+    if not text:
+        return False
+    sample = text[:20000]
+    letters = sum(1 for ch in sample if ch.isalnum() or ch.isspace())
+    return letters / len(sample) < 0.6
+
+
+__all__ = [
+    "clean_text",
+    "clean_text_counted",
+    "compile_patterns",
+    "drop_lines",
+    "implausible_text",
+    "looks_binary",
+    "normalize_whitespace",
+]

@@ -1,0 +1,365 @@
+"""Readers for the corpus file formats: text, Markdown, HTML, JSON/JSONL, PDF.
+
+Readers get the raw bytes of one file and return extracted records (text not
+yet cleaned, metadata). A file they cannot use raises :class:`Skip`; a bad
+record inside a JSON/JSONL file is returned as a :class:`BadRecord` so that
+the rest of the file still loads.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragrade.corpus.clean import implausible_text, looks_binary
+
+TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "txt", ".md": "md", ".markdown": "md"}
+HTML_EXTS = {".html": "html", ".htm": "html", ".xhtml": "html"}
+JSON_EXTS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+PDF_EXTS = {".pdf": "pdf"}
+FORMATS: dict[str, str] = {**TEXT_EXTS, **HTML_EXTS, **JSON_EXTS, **PDF_EXTS}
+
+TEXT_FIELDS = ("text", "content", "contents", "body", "page_content", "document", "passage", "article")
+ID_FIELDS = ("id", "doc_id", "docid", "_id", "uuid", "key")
+_RESERVED = {"metadata", "source"}
+
+
+class Skip(Exception):
+    """A file that cannot be used; ``kind`` groups reasons in summaries."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+@dataclass
+class Extracted:
+    """One record of text taken from a file, before cleaning."""
+
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    key: str = ""  # "" for a whole file, ":<line>" or "#<index>" for a record
+    doc_id: str | None = None  # an id given by the record itself
+    source: str | None = None
+
+
+@dataclass
+class BadRecord:
+    """A record of a JSON/JSONL file that was skipped."""
+
+    key: str
+    kind: str
+    reason: str
+
+
+@dataclass
+class FieldMap:
+    """Which JSON fields hold the text, the id and the metadata (None: automatic)."""
+
+    text_field: str | None = None
+    id_field: str | None = None
+    meta_fields: Sequence[str] | None = None
+
+
+# --------------------------------------------------------------------------- decoding
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_bytes(data: bytes, fallbacks: Sequence[str]) -> tuple[str, str | None]:
+    """Decode ``data``: BOM, then UTF-8, then each fallback; returns the text and the fallback used.
+
+    Raises :class:`Skip` for binary data or bytes no encoding fits.
+    """
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(enc), None
+            except UnicodeDecodeError as exc:
+                raise Skip("encoding", f"has a {enc} byte-order mark but is not valid {enc} ({exc.reason})") from exc
+    if looks_binary(data):
+        raise Skip("binary", "binary file (NUL or control bytes), not text")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        first = f"invalid UTF-8 byte 0x{data[exc.start]:02x} at offset {exc.start}"
+    for enc in fallbacks:
+        try:
+            text = data.decode(enc)
+        except (UnicodeDecodeError, LookupError):
+            continue
+        if not implausible_text(text):
+            return text, enc
+    tried = ", ".join(fallbacks) or "none"
+    raise Skip("encoding", f"not valid UTF-8 ({first}) and no fallback encoding fits (tried: {tried})")
+
+
+# --------------------------------------------------------------------------- text and markdown
+
+_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+_MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_MD_REFDEF_RE = re.compile(r"^[ ]{0,3}\[[^\]]+\]:\s+\S+.*$", re.M)
+_MD_HEADING_RE = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
+_MD_STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+
+
+def read_text(text: str) -> Extracted:
+    """A plain-text file: the text itself; the title is the first line when it is short."""
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    meta = {"title": first} if 0 < len(first) <= 120 else {}
+    return Extracted(text=text, metadata=meta)
+
+
+def read_markdown(text: str) -> Extracted:
+    """Markdown: front matter to metadata, link/image/heading/emphasis markup removed, text kept."""
+    meta: dict[str, Any] = {}
+    m = _FRONT_MATTER_RE.match(text)
+    if m:
+        for line in m.group(1).splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() and not key.startswith((" ", "\t", "-")):
+                meta[key.strip()] = value.strip().strip("\"'")
+        text = text[m.end() :]
+    text = _HTML_COMMENT_RE.sub("", text)
+    text = _MD_REFDEF_RE.sub("", text)
+    text = _MD_IMAGE_RE.sub(r"\1", text)
+    text = _MD_LINK_RE.sub(r"\1", text)
+    heading = _MD_HEADING_RE.search(text)
+    if "title" not in meta and heading:
+        meta["title"] = heading.group(1).strip()
+    text = _MD_HEADING_RE.sub(r"\1", text)
+    text = _MD_STRONG_RE.sub(r"\2", text)
+    return Extracted(text=text, metadata=meta)
+
+
+# --------------------------------------------------------------------------- html
+
+_DROP_TAGS = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "svg",
+    "canvas",
+    "iframe",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "form",
+    "button",
+    "input",
+    "select",
+    "textarea",
+    "head",
+    "meta",
+    "link",
+    "object",
+    "embed",
+)
+_DROP_ROLES = ("navigation", "banner", "contentinfo", "search", "complementary", "menu")
+_BLOCK_TAGS = (
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "tr",
+    "blockquote",
+    "pre",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "hr",
+    "caption",
+)
+
+
+def read_html(data: bytes) -> Extracted:
+    """HTML: the main content's text (``<main>``, ``<article>`` or ``<body>``), boilerplate dropped."""
+    from bs4 import BeautifulSoup
+
+    soup: Any
+    try:
+        soup = BeautifulSoup(data, "lxml")
+    except Exception:  # lxml missing or failing: the pure-Python parser
+        soup = BeautifulSoup(data, "html.parser")
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else ""
+    for tag in soup.find_all(_DROP_TAGS):
+        tag.decompose()
+    for tag in soup.find_all(attrs={"role": True}):
+        if not getattr(tag, "decomposed", False) and str(tag.get("role")) in _DROP_ROLES:
+            tag.decompose()
+    for tag in soup.find_all(attrs={"hidden": True}):
+        if not getattr(tag, "decomposed", False):
+            tag.decompose()
+    root: Any = soup.find("main") or soup.find("article") or soup.find(attrs={"role": "main"}) or soup.body or soup
+    for br in root.find_all("br"):
+        br.replace_with("\n")
+    for block in root.find_all(_BLOCK_TAGS):
+        if block.name == "li":
+            block.insert(0, "- ")
+        block.insert_before("\n\n")
+        block.insert_after("\n\n")
+    for cell in root.find_all(("td", "th")):
+        cell.insert_after(" ")
+    text = root.get_text()
+    if not title:
+        h1 = root.find("h1")
+        title = h1.get_text(" ", strip=True) if h1 else ""
+    return Extracted(text=text, metadata={"title": title} if title else {})
+
+
+# --------------------------------------------------------------------------- pdf
+
+
+def read_pdf(data: bytes) -> Extracted:
+    """PDF text with pypdf, pages separated by blank lines."""
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise Skip("unreadable", "encrypted PDF (no password support)")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info = reader.metadata
+    except Skip:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
+        raise Skip("unreadable", f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
+    meta: dict[str, Any] = {"pages": len(pages)}
+    title = getattr(info, "title", None) if info is not None else None
+    if title:
+        meta["title"] = str(title)
+    return Extracted(text="\n\n".join(pages), metadata=meta)
+
+
+# --------------------------------------------------------------------------- json
+
+
+def _pick(record: dict[str, Any], wanted: str | None, defaults: Sequence[str]) -> str | None:
+    if wanted is not None:
+        return wanted if wanted in record else None
+    return next((f for f in defaults if f in record), None)
+
+
+def record_to_extracted(rec: Any, key: str, fields: FieldMap) -> Extracted | BadRecord:
+    """One JSON record as :class:`Extracted`, or a :class:`BadRecord` saying what is wrong."""
+    if not isinstance(rec, dict):
+        return BadRecord(key, "invalid-record", f"expected a JSON object, got {type(rec).__name__}")
+    tf = _pick(rec, fields.text_field, TEXT_FIELDS)
+    if tf is None:
+        want = fields.text_field or " / ".join(TEXT_FIELDS)
+        have = ", ".join(sorted(rec)[:8]) or "none"
+        return BadRecord(key, "invalid-record", f"no text field ({want}); fields: {have} (set --text-field)")
+    value = rec[tf]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = "\n\n".join(value)
+    if not isinstance(value, str):
+        return BadRecord(key, "invalid-record", f"field '{tf}' is {type(value).__name__}, not text")
+    idf = _pick(rec, fields.id_field, ID_FIELDS)
+    if fields.id_field is not None and idf is None:
+        return BadRecord(key, "invalid-record", f"no id field '{fields.id_field}'")
+    doc_id = None
+    if idf is not None and rec[idf] is not None and str(rec[idf]).strip():
+        doc_id = str(rec[idf]).strip()
+    meta: dict[str, Any] = {}
+    nested = rec.get("metadata")
+    if isinstance(nested, dict) and tf != "metadata":
+        meta.update(nested)
+    if fields.meta_fields is not None:
+        missing = [f for f in fields.meta_fields if f not in rec and f not in meta]
+        if missing:
+            return BadRecord(key, "invalid-record", f"no metadata field(s) {', '.join(missing)}")
+        meta.update({f: rec[f] for f in fields.meta_fields if f in rec})
+    else:
+        meta.update({k: v for k, v in rec.items() if k not in (tf, idf, *_RESERVED)})
+    source = rec.get("source") if isinstance(rec.get("source"), str) and rec.get("source") else None
+    return Extracted(text=value, metadata=meta, key=key, doc_id=doc_id, source=source)
+
+
+def read_jsonl(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
+    """JSON Lines: one record per line; a ragrade header line is ignored."""
+    out: list[Extracted | BadRecord] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            out.append(BadRecord(f":{lineno}", "invalid-record", f"not valid JSON ({exc.msg})"))
+            continue
+        if isinstance(rec, dict) and len(rec) == 1 and isinstance(rec.get("ragrade"), dict):
+            continue
+        out.append(record_to_extracted(rec, f":{lineno}", fields))
+    return out
+
+
+def read_json(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
+    """A JSON file: a list of records, one record, or an object holding a list of records."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Skip("invalid-record", f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    if isinstance(obj, dict):
+        if _pick(obj, fields.text_field, TEXT_FIELDS) is not None:
+            return [record_to_extracted(obj, "", fields)]
+        lists = [v for v in obj.values() if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)]
+        if not lists:
+            raise Skip("invalid-record", "no records: expected a list of objects or an object with a text field")
+        obj = lists[0]
+    if not isinstance(obj, list):
+        raise Skip("invalid-record", f"expected a list of records, got {type(obj).__name__}")
+    return [record_to_extracted(rec, f"#{i}", fields) for i, rec in enumerate(obj)]
+
+
+__all__ = [
+    "FORMATS",
+    "ID_FIELDS",
+    "TEXT_FIELDS",
+    "BadRecord",
+    "Extracted",
+    "FieldMap",
+    "Skip",
+    "decode_bytes",
+    "read_html",
+    "read_json",
+    "read_jsonl",
+    "read_markdown",
+    "read_pdf",
+    "read_text",
+    "record_to_extracted",
+]

@@ -1,0 +1,228 @@
+"""Load a corpus from files and folders into cleaned :class:`~ragrade.corpus.types.Document` records.
+
+``load_corpus(paths, cfg)`` walks each path (folders recursively, in sorted
+order), reads every supported file (see :mod:`ragrade.corpus.formats`),
+cleans the text (:func:`ragrade.corpus.clean.clean_text`) and returns a
+:class:`LoadReport`: the documents plus every skipped file or record with
+its reason. Nothing is dropped silently: hidden files and folders (names
+starting with ``.``) inside a folder are not read but are counted.
+
+Document ids are ``<slug of the relative path>-<10 hex digits of
+sha1(relative path, text)>``, stable for the same file content under the same
+relative path; JSON records that carry an id field keep that id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ragrade.corpus import formats as fmt
+from ragrade.corpus.clean import clean_text_counted, compile_patterns, looks_binary
+from ragrade.corpus.types import Document
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class CorpusConfig(BaseModel):
+    """Options of corpus loading (``[corpus]`` in a config file; CLI flags override)."""
+
+    text_field: str | None = Field(default=None, description="JSON field with the text (default: text, ...)")
+    id_field: str | None = Field(default=None, description="JSON field with the id (default: id, ...)")
+    meta_fields: list[str] | None = Field(default=None, description="JSON fields kept as metadata (default: all)")
+    drop_patterns: list[str] = Field(default_factory=list, description="regexes; matching lines are removed")
+    max_bytes: int = Field(default=DEFAULT_MAX_BYTES, gt=0, description="files larger than this are skipped")
+    min_chars: int = Field(default=1, ge=1, description="documents shorter than this after cleaning are skipped")
+    fallback_encodings: list[str] = Field(
+        default_factory=lambda: ["cp1252"], description="tried in order when a file is not valid UTF-8"
+    )
+    dedupe: bool = Field(default=True, description="skip documents whose cleaned text equals an earlier one")
+
+
+@dataclass
+class LoadReport:
+    """Result of :func:`load_corpus`."""
+
+    documents: list[Document] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skip_kinds: Counter[str] = field(default_factory=Counter)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    formats: Counter[str] = field(default_factory=Counter)
+    files_read: int = 0
+    hidden_ignored: int = 0
+    lines_dropped: int = 0
+
+    def skip(self, path: str, kind: str, reason: str) -> None:
+        """Record one skipped file or record."""
+        self.skipped.append((path, reason))
+        self.skip_kinds[kind] += 1
+
+    def summary(self) -> dict[str, Any]:
+        """Counts for printing and for file headers."""
+        return {
+            "documents": len(self.documents),
+            "characters": sum(len(d.text) for d in self.documents),
+            "by_format": dict(sorted(self.formats.items())),
+            "files_read": self.files_read,
+            "skipped": len(self.skipped),
+            "skipped_by_reason": dict(sorted(self.skip_kinds.items())),
+            "warnings": len(self.warnings),
+            "hidden_ignored": self.hidden_ignored,
+            "lines_dropped": self.lines_dropped,
+        }
+
+
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+def make_doc_id(key: str, text: str) -> str:
+    """A stable id from a path-like key and the document text."""
+    slug = _SLUG_RE.sub("-", key.lower()).strip("-")[-60:].strip("-") or "doc"
+    digest = hashlib.sha1(f"{key}\0{text}".encode()).hexdigest()[:10]
+    return f"{slug}-{digest}"
+
+
+def iter_files(root: Path, report: LoadReport) -> Iterator[tuple[Path, str]]:
+    """Files under ``root`` in sorted order with their path relative to ``root`` (posix)."""
+    if root.is_file():
+        yield root, root.name
+        return
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(folder.iterdir(), key=lambda p: p.name)
+        except OSError as exc:
+            report.skip(str(folder), "unreadable", f"cannot list folder ({exc.strerror or exc})")
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                report.hidden_ignored += 1
+            elif entry.is_dir():
+                subdirs.append(entry)
+            elif entry.is_file():
+                yield entry, entry.relative_to(root).as_posix()
+        stack.extend(reversed(subdirs))
+
+
+class _Loader:
+    def __init__(self, cfg: CorpusConfig, report: LoadReport) -> None:
+        self.cfg = cfg
+        self.report = report
+        self.patterns = compile_patterns(cfg.drop_patterns)
+        self.fields = fmt.FieldMap(cfg.text_field, cfg.id_field, cfg.meta_fields)
+        self.seen_ids: dict[str, str] = {}
+        self.seen_text: dict[str, str] = {}
+
+    def load_file(self, path: Path, rel: str, topic: str | None) -> None:
+        ext = path.suffix.lower()
+        kind = fmt.FORMATS.get(ext)
+        if kind is None:
+            self.report.skip(
+                str(path),
+                "unsupported",
+                f"unsupported file type '{ext or path.name}' (supported: {', '.join(sorted(fmt.FORMATS))})",
+            )
+            return
+        try:
+            extracted = self._extract(path, kind)
+        except fmt.Skip as exc:
+            self.report.skip(str(path), exc.kind, exc.reason)
+            return
+        self.report.files_read += 1
+        for item in extracted:
+            if isinstance(item, fmt.BadRecord):
+                self.report.skip(f"{path}{item.key}", item.kind, item.reason)
+            else:
+                self._add(path, rel, kind, topic, item)
+
+    def _extract(self, path: Path, kind: str) -> list[fmt.Extracted | fmt.BadRecord]:
+        try:
+            size = path.stat().st_size
+            if size > self.cfg.max_bytes:
+                raise fmt.Skip("too-large", f"too large ({size:,} bytes > max {self.cfg.max_bytes:,})")
+            if size == 0:
+                raise fmt.Skip("empty", "empty file")
+            data = path.read_bytes()
+        except OSError as exc:
+            raise fmt.Skip("unreadable", f"cannot read ({exc.strerror or exc})") from exc
+        if kind == "pdf":
+            return [fmt.read_pdf(data)]
+        if kind == "html":
+            if looks_binary(data) and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                raise fmt.Skip("binary", "binary file (NUL or control bytes), not HTML")
+            return [fmt.read_html(data)]
+        text, used = fmt.decode_bytes(data, self.cfg.fallback_encodings)
+        if used:
+            self.report.warnings.append((str(path), f"not valid UTF-8; decoded as {used}"))
+        if kind == "md":
+            return [fmt.read_markdown(text)]
+        if kind == "jsonl":
+            return fmt.read_jsonl(text, self.fields)
+        if kind == "json":
+            return fmt.read_json(text, self.fields)
+        return [fmt.read_text(text)]
+
+    def _add(self, path: Path, rel: str, kind: str, topic: str | None, item: fmt.Extracted) -> None:
+        where = f"{path}{item.key}"
+        text, dropped = clean_text_counted(item.text, self.patterns)
+        self.report.lines_dropped += dropped
+        if len(text) < self.cfg.min_chars:
+            self.report.skip(
+                where,
+                "empty",
+                "empty after text extraction and cleaning"
+                if not text
+                else f"shorter than {self.cfg.min_chars} characters after cleaning",
+            )
+            return
+        doc_id = item.doc_id or make_doc_id(rel + item.key, text)
+        if doc_id in self.seen_ids:
+            self.report.skip(where, "duplicate", f"duplicate id '{doc_id}' (first in {self.seen_ids[doc_id]})")
+            return
+        if self.cfg.dedupe:
+            digest = hashlib.sha1(text.encode()).hexdigest()
+            if digest in self.seen_text:
+                self.report.skip(where, "duplicate", f"same text as {self.seen_text[digest]}")
+                return
+            self.seen_text[digest] = where
+        self.seen_ids[doc_id] = where
+        meta: dict[str, Any] = {"format": kind, "path": rel + item.key}
+        if topic:
+            meta["topic"] = topic
+        meta.update(item.metadata)
+        meta.setdefault("title", Path(rel).stem)
+        self.report.documents.append(Document(id=doc_id, text=text, source=item.source or where, metadata=meta))
+        self.report.formats[kind] += 1
+
+
+def load_corpus(
+    paths: Iterable[str | Path], cfg: CorpusConfig | None = None, *, progress: Callable[[str], None] | None = None
+) -> LoadReport:
+    """Load every supported file under ``paths`` into cleaned documents (see the module docstring)."""
+    cfg = cfg or CorpusConfig()
+    report = LoadReport()
+    loader = _Loader(cfg, report)
+    for raw_path in paths:
+        root = Path(raw_path)
+        if not root.exists():
+            report.skip(str(root), "not-found", "no such file or folder")
+            continue
+        for path, rel in iter_files(root, report):
+            parts = rel.split("/")
+            topic = parts[0] if len(parts) > 1 else None
+            loader.load_file(path, rel, topic)
+            if progress is not None:
+                progress(rel)
+    return report
+
+
+__all__ = ["DEFAULT_MAX_BYTES", "CorpusConfig", "LoadReport", "iter_files", "load_corpus", "make_doc_id"]

@@ -1,0 +1,121 @@
+"""Span arithmetic shared by the chunkers: split into pieces, merge pieces up to a size.
+
+A *piece* is a whitespace-trimmed ``(start, end)`` span of a document whose
+edges fall between tokenizer words (see :mod:`ragrade.corpus.tokens`). A
+*span* is a finished chunk: ``(start, end, tokens)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ragrade.corpus.segment import line_cuts, paragraph_cuts, sentence_cuts, spans_from_cuts, word_cuts
+from ragrade.corpus.tokens import TokenIndex
+
+Piece = tuple[int, int]
+Span = tuple[int, int, int]
+CutFn = Callable[[str, int, int], list[int]]
+
+# the separator hierarchy, coarsest first; "token" splits between tokenizer words
+LEVELS: tuple[str, ...] = ("paragraph", "line", "sentence", "word", "token")
+_CUTS: dict[str, CutFn] = {
+    "paragraph": paragraph_cuts,
+    "line": line_cuts,
+    "sentence": sentence_cuts,
+    "word": word_cuts,
+}
+
+
+def pieces_at(index: TokenIndex, start: int, end: int, level: str) -> list[Piece]:
+    """Split ``text[start:end]`` at the separators of ``level`` into safe, trimmed pieces."""
+    text = index.text
+    if level == "token":
+        i, j = index.words_in(start, end)
+        cuts = [int(c) for c in index.starts[i + 1 : j]]
+        return spans_from_cuts(text, start, end, cuts)
+    raw = _CUTS[level](text, start, end)
+    if not raw:
+        return spans_from_cuts(text, start, end, [])
+    snapped = sorted({int(c) for c in index.snap(raw) if start < c < end})
+    return spans_from_cuts(text, start, end, snapped)
+
+
+def trimmed(text: str) -> Piece | None:
+    """The whole text as one trimmed piece, or None when it is blank."""
+    spans = spans_from_cuts(text, 0, len(text), [])
+    return spans[0] if spans else None
+
+
+def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -> list[Span]:
+    """Pack consecutive pieces into spans of at most ``size`` tokens.
+
+    Consecutive spans share trailing pieces of at most ``overlap`` tokens (only
+    whole pieces, never more than fits, and never a whole previous span). A
+    single piece larger than ``size`` becomes a span of its own.
+    """
+    n = len(pieces)
+    if n == 0:
+        return []
+    arr = np.asarray(pieces, dtype=np.int64)
+    cum = index.cum
+    cs = cum[np.searchsorted(index.starts, arr[:, 0], side="left")].tolist()
+    ce = cum[np.searchsorted(index.starts, arr[:, 1], side="left")].tolist()
+    out: list[Span] = []
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and ce[j + 1] - cs[i] <= size:
+            j += 1
+        out.append((pieces[i][0], pieces[j][1], ce[j] - cs[i]))
+        if j == n - 1:
+            break
+        k = j + 1
+        if overlap > 0:
+            while k - 1 > i and ce[j] - cs[k - 1] <= overlap and ce[j + 1] - cs[k - 1] <= size:
+                k -= 1
+        i = k
+    return out
+
+
+def split_to_fit(index: TokenIndex, start: int, end: int, size: int, level: int) -> list[Piece]:
+    """Pieces of ``[start, end)`` no larger than ``size``, splitting at ``LEVELS[level:]`` as needed.
+
+    Pieces that cannot be split further (one tokenizer word) are returned as they are.
+    """
+    out: list[Piece] = []
+    for s, e in pieces_at(index, start, end, LEVELS[level]):
+        if index.count(s, e) <= size or level + 1 >= len(LEVELS):
+            out.append((s, e))
+        else:
+            out.extend(split_to_fit(index, s, e, size, level + 1))
+    return out
+
+
+def recursive_spans(index: TokenIndex, start: int, end: int, size: int, overlap: int, level: int = 0) -> list[Span]:
+    """Recursive character splitting: whole pieces of the coarsest separator that fit, merged.
+
+    Pieces larger than ``size`` are split with the next separator of
+    :data:`LEVELS`; merged spans never cross the edge of such an oversized piece.
+    """
+    out: list[Span] = []
+    good: list[Piece] = []
+    for s, e in pieces_at(index, start, end, LEVELS[level]):
+        n = index.count(s, e)
+        if n <= size:
+            good.append((s, e))
+            continue
+        if good:
+            out.extend(merge(good, index, size, overlap))
+            good = []
+        if level + 1 < len(LEVELS):
+            out.extend(recursive_spans(index, s, e, size, overlap, level + 1))
+        else:
+            out.append((s, e, n))
+    if good:
+        out.extend(merge(good, index, size, overlap))
+    return out
+
+
+__all__ = ["LEVELS", "Piece", "Span", "merge", "pieces_at", "recursive_spans", "split_to_fit", "trimmed"]
