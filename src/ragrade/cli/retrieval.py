@@ -1,9 +1,288 @@
-"""CLI verbs of the retrieval stage (filled in by its issue)."""
+"""CLI verbs of the retrieval stage: ``index``, ``search``, ``ask``, ``retrieval-eval``.
+
+Heavy modules (torch, bm25s, onnxruntime) are imported inside the commands so
+that ``ragrade --help`` stays light.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.errors import ConfigError
+
+RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
+
+
+def _check_k(k: int) -> None:
+    if k <= 0:
+        raise ConfigError(f"-k must be a positive integer, got {k}")
+
+
+def _retriever_options(
+    spec: str, embedder: str | None, store: str | None, reranker: str | None, fusion: str | None, rrf_k: float | None
+) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    name = spec.split("(", 1)[0].strip()
+    if name in ("dense", "hybrid", "rerank"):
+        if embedder:
+            kw["embedder"] = embedder
+        if store:
+            kw["store"] = store
+    if name == "rerank" and reranker:
+        kw["model"] = reranker
+    if name == "hybrid":
+        if fusion:
+            kw["fusion"] = fusion
+        if rrf_k is not None:
+            kw["rrf_k"] = rrf_k
+    elif fusion or rrf_k is not None:
+        raise ConfigError("--fusion and --rrf-k apply to the hybrid retriever only")
+    return kw
+
+
+def _open(index_dir: Path, spec: str, **opts: Any) -> Any:
+    from ragrade.retrieval.index import load_index
+
+    idx = load_index(index_dir)
+    return idx, idx.retriever(spec, **_retriever_options(spec, **opts))
+
+
+class _Bar:
+    """A rich progress bar on a TTY, silence otherwise."""
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Bar:
+        if is_tty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self._progress is None:
+            return
+        if stage not in self._tasks:
+            self._tasks[stage] = self._progress.add_task(stage, total=total)
+        self._progress.update(self._tasks[stage], completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)
+
+
+def index_cmd(
+    input_path: Path = typer.Argument(..., metavar="DOCS_OR_CHUNKS", help="documents.jsonl or chunks.jsonl."),
+    out: Path = typer.Option(..., "--out", "-o", help="Index directory to create or rebuild."),
+    strategy: str = typer.Option(None, "--strategy", help="Chunker for documents input (token, recursive, ...)."),
+    size: int = typer.Option(None, "--size", help="Chunk size (tokens)."),
+    overlap: int = typer.Option(None, "--overlap", help="Chunk overlap (tokens)."),
+    embedder: str = typer.Option(None, "--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ..."),
+    store: str = typer.Option(None, "--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector."),
+    no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
+    stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
+    stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
+    config: Path = typer.Option(None, "--config", help="TOML file with an [index] table."),
+    as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
+) -> None:
+    """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
+    from ragrade.config import build_config, load_toml
+    from ragrade.retrieval.index import IndexConfig, build_index
+
+    file_layer = (load_toml(config).get("index") or {}) if config else {}
+    bm25_flags = {"stemmer": stemmer, "stopwords": stopwords}
+    flags = {
+        "strategy": strategy,
+        "size": size,
+        "overlap": overlap,
+        "embedder": embedder,
+        "store": store,
+        "dense": False if no_dense else None,
+        "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
+    }
+    cfg = build_config(IndexConfig, file_layer, flags, source="index options")
+    with _Bar() as bar:
+        stats = build_index(input_path, out, cfg, progress=bar)
+    if as_json:
+        echo_json(stats.to_dict())
+        return
+    dense = (
+        f"embedded: {stats.embedded}, cached: {stats.cached} ({stats.embedder}, store {stats.store})"
+        if stats.embedder
+        else "no dense vectors"
+    )
+    typer.echo(
+        f"indexed {stats.chunks} chunks from {stats.documents} documents into {stats.out}; {dense}; "
+        f"{stats.seconds:.1f}s"
+    )
+
+
+def search_cmd(
+    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
+    query: str = typer.Argument(..., help="The search query."),
+    retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
+    k: int = typer.Option(5, "-k", "--k", help="Number of hits."),
+    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
+    store: str = typer.Option(None, "--store", help="Vector store backend to search (built on first use)."),
+    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
+    fusion: str = typer.Option(None, "--fusion", help="Hybrid fusion: rrf (default) or weighted."),
+    rrf_k: float = typer.Option(None, "--rrf-k", help="RRF constant (default 60)."),
+    as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
+) -> None:
+    """Search an index and print the top-k chunks."""
+    _check_k(k)
+    if not query.strip():
+        raise ConfigError("the query is empty")
+    _, ret = _open(index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k)
+    hits = ret.retrieve([query], k)[0]
+    if as_json:
+        echo_json(
+            {
+                "query": query,
+                "retriever": ret.name,
+                "k": k,
+                "hits": [
+                    {
+                        "rank": h.rank,
+                        "chunk_id": h.chunk_id,
+                        "doc_id": h.doc_id,
+                        "score": h.score,
+                        "source": h.source,
+                        "text": h.text,
+                    }
+                    for h in hits
+                ],
+            }
+        )
+        return
+    if not hits:
+        typer.echo("no hits")
+    for h in hits:
+        text = " ".join(h.text.split())
+        typer.echo(f"{h.rank:>2}. {h.score:8.4f}  {h.chunk_id}  {h.source or h.doc_id}")
+        typer.echo(f"    {text[:300] + ('...' if len(text) > 300 else '')}")
+
+
+def ask_cmd(
+    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
+    question: str = typer.Argument(None, help="The question; omit it for an interactive session."),
+    retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
+    k: int = typer.Option(5, "-k", "--k", help="Passages given to the LLM."),
+    llm: str = typer.Option(None, "--llm", help="PROVIDER/MODEL; default: the offline extractive baseline."),
+    base_url: str = typer.Option(None, "--base-url", help="Base URL of an OpenAI-compatible server."),
+    prompt_file: Path = typer.Option(None, "--prompt-file", help="Prompt template with {question} and {passages}."),
+    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
+    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
+    as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
+) -> None:
+    """Answer questions from an index, citing chunk ids and source files."""
+    import json
+
+    from ragrade.llm import create_llm
+    from ragrade.retrieval.ask import Assistant, load_prompt, render
+
+    _check_k(k)
+    if question is not None and not question.strip():
+        raise ConfigError("the question is empty")
+    prompt = load_prompt(prompt_file)
+    _, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
+    model = create_llm(llm or "offline/extractive", base_url=base_url)
+    assistant = Assistant(ret, model, k=k, prompt=prompt)
+
+    def answer(q: str) -> None:
+        ans = assistant.ask(q)
+        typer.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else render(ans))
+
+    if question is not None:
+        answer(question)
+        return
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            typer.echo("question> ", nl=False, err=True)
+        line = sys.stdin.readline()
+        if not line or not line.strip():
+            break
+        answer(line.strip())
+        if not as_json:
+            typer.echo("")
+
+
+def eval_cmd(
+    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
+    qrels: Path = typer.Argument(..., metavar="QRELS", help="Qrels JSONL (query + relevant ids) or an exam file."),
+    retriever: str = typer.Option("bm25,dense,hybrid", "--retriever", "-r", help="Comma-separated retrievers."),
+    k: int = typer.Option(10, "-k", "--k", help="Cut-off."),
+    level: str = typer.Option("chunk", "--level", help="Relevance of chunk ids or doc ids."),
+    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
+    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
+    n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples for the intervals."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    out: Path = typer.Option(None, "--out", help="Also write the results (with per-query rows) as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals for each retriever."""
+    from ragrade.io import write_json
+    from ragrade.retrieval.index import load_index
+    from ragrade.retrieval.metrics import METRICS, evaluate_run, hits_to_ids, read_qrels
+
+    _check_k(k)
+    if level not in ("chunk", "doc"):
+        raise ConfigError(f"--level must be chunk or doc, got '{level}'")
+    specs = split_list(retriever, "--retriever") or []
+    gold = read_qrels(qrels, level=level)  # type: ignore[arg-type]
+    idx = load_index(index_dir)
+    queries = list(gold)
+    reports = []
+    for spec in specs:
+        kw = _retriever_options(spec, embedder, None, reranker, None, None)
+        if spec.strip() == "oracle":
+            kw["gold"] = {q: list(g) for q, g in gold.items()} if level == "chunk" else None
+            if kw["gold"] is None:
+                raise ConfigError("the oracle retriever needs --level chunk")
+        ret = idx.retriever(spec, **kw)
+        hits = ret.retrieve(queries, k)
+        run = {q: hits_to_ids(h, level) for q, h in zip(queries, hits, strict=True)}  # type: ignore[arg-type]
+        reports.append(evaluate_run(run, gold, k, retriever=ret.name, level=level, n_boot=n_boot, seed=seed))
+    if out is not None:
+        write_json(
+            out,
+            {
+                "format": "ragrade-retrieval-eval",
+                "version": 1,
+                "index": str(index_dir),
+                "qrels": str(qrels),
+                "results": [r.to_dict(with_queries=True) for r in reports],
+            },
+        )
+    if as_json:
+        echo_json({"k": k, "level": level, "n_queries": len(queries), "results": [r.to_dict() for r in reports]})
+        return
+    typer.echo(f"{len(queries)} queries, k={k}, {level}-level relevance, 95% bootstrap intervals")
+    header = f"{'retriever':<22}" + "".join(f"{m + '@' + str(k):>24}" for m in METRICS)
+    typer.echo(header)
+    for r in reports:
+        cells = "".join(f"{r.metrics[m].mean:>8.3f} [{r.metrics[m].low:.3f},{r.metrics[m].high:.3f}]" for m in METRICS)
+        typer.echo(f"{r.retriever:<22}{cells}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's verbs to ``app``."""
+    app.command("index")(index_cmd)
+    app.command("search")(search_cmd)
+    app.command("ask")(ask_cmd)
+    app.command("retrieval-eval")(eval_cmd)

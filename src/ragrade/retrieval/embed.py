@@ -1,9 +1,29 @@
-"""Embedders. (First version: sentence-transformers fp32; the retrieval issue extends it.)"""
+"""Embedders: the bundled MiniLM (fast ONNX or bf16 path, plain sentence-transformers fallback),
+any sentence-transformers model by path, and OpenAI-compatible ``/v1/embeddings`` endpoints.
+
+Specs accepted by :func:`create_embedder` (the same strings as ``--embedder``):
+
+* ``minilm`` - the bundled all-MiniLM-L6-v2 on the fastest exact-enough path of this
+  machine (bf16 where the CPU has native bf16 matrix units, otherwise ONNX fp32;
+  plain sentence-transformers when neither works);
+* ``minilm-onnx``, ``minilm-bf16``, ``minilm-st`` (pure sentence-transformers fp32),
+  ``minilm-int8`` (ONNX dynamic int8: faster, cosines move by ~0.02; explicit only);
+* ``st:/path/to/model`` or ``st:org/name`` (offline HF cache) - any sentence-transformers model;
+  ``onnx:/path/to/model`` - the ONNX path for any BERT-style sentence-transformers folder;
+* ``openai:<model>@<base_url>`` - an OpenAI-compatible embeddings endpoint (key from
+  ``OPENAI_API_KEY``; vectors are L2-normalised here).
+
+Every embedder has a ``name`` (its canonical spec), a ``space`` (which vectors it is
+comparable with: ``minilm`` for all MiniLM paths) and a ``cache_key`` (the exact
+numerics, used to key the embedding cache).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -11,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.deps import require
+from ragrade.errors import BackendError, ConfigError
+from ragrade.registry import register
 
 DEFAULT_EMBEDDER = "minilm"
 
@@ -21,35 +43,344 @@ def minilm_path() -> str:
     return str(mod.get_model_path())
 
 
-class SentenceTransformerEmbedder:
-    """A sentence-transformers model by path or name, loaded offline, on CPU."""
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
 
-    def __init__(self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+
+
+def _check_model_path(model: str) -> None:
+    if model.startswith((".", "/", "~")) and not os.path.isdir(os.path.expanduser(model)):
+        raise ConfigError(f"model folder '{model}' not found")
+
+
+def _normalise(vecs: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    arr = np.asarray(vecs, dtype=np.float32)
+    if arr.ndim != 2:
+        raise BackendError(f"embedder returned an array of shape {arr.shape}, expected (n, dim)")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return np.asarray(arr / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model by path or name, loaded offline, on CPU, fp32 (or bf16 autocast)."""
+
+    def __init__(
+        self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64, *, bf16: bool = False, name: str | None = None
+    ) -> None:
+        _offline()
         st = require("sentence_transformers", package="sentence-transformers", purpose="dense embeddings")
         path = minilm_path() if model == DEFAULT_EMBEDDER else model
+        _check_model_path(path)
         self.model_spec = model
-        self._model = st.SentenceTransformer(path, device="cpu")
+        try:
+            self._model = st.SentenceTransformer(path, device="cpu")
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load sentence-transformers model '{model}' offline: {exc}") from exc
         self.batch_size = batch_size
-        self.name = f"st:{model}"
-        dim = self._model.get_sentence_embedding_dimension()
+        self.bf16 = bf16
+        self.name = name or f"st:{model}"
+        self.space = "minilm" if model == DEFAULT_EMBEDDER else f"st:{model}"
+        self.cache_key = _st_key(self.space, bf16)
+        self._lock = threading.Lock()
+        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = getter()
         self.dim = int(dim) if dim is not None else int(self.embed(["x"]).shape[1])
+
+    @contextlib.contextmanager
+    def _precision(self) -> Iterator[None]:
+        if not self.bf16:
+            yield
+            return
+        torch = require("torch", purpose="bf16 embeddings")
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.inference_mode():
+            yield
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Normalised float32 embeddings of ``texts``."""
         if not texts:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
-        vecs = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                  convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vecs, dtype=np.float32)
+        with self._lock, self._precision():
+            vecs = self._model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return _normalise(np.asarray(vecs, dtype=np.float32))
 
     def describe(self) -> dict[str, Any]:
         """Arguments for the manifest."""
-        return {"kind": "sentence-transformers", "model": self.model_spec, "batch_size": self.batch_size}
+        return {
+            "kind": "sentence-transformers",
+            "name": self.name,
+            "model": self.model_spec,
+            "batch_size": self.batch_size,
+            "precision": "bf16" if self.bf16 else "fp32",
+        }
 
 
-@lru_cache(maxsize=4)
-def default_embedder() -> SentenceTransformerEmbedder:
-    """The process-wide default embedder (bundled MiniLM), loaded once."""
-    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER)
+class OnnxSentenceEmbedder:
+    """The ONNX path (:class:`~ragrade.retrieval.onnx_embed.OnnxEmbedder`) with name, space and cache key."""
+
+    def __init__(
+        self, model_dir: str, *, name: str, space: str, quantize: str | None = None, batch_size: int = 16
+    ) -> None:
+        from ragrade.retrieval.onnx_embed import OnnxEmbedder
+
+        _check_model_path(model_dir)
+        self._inner = OnnxEmbedder(model_dir, name=name, quantize=quantize, batch_size=batch_size)
+        self._lock = threading.Lock()
+        self.name = name
+        self.space = space
+        self.dim = self._inner.dim
+        self.cache_key = _onnx_key(space, quantize, model_dir)
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Normalised float32 embeddings of ``texts``."""
+        with self._lock:
+            return self._inner.embed(texts)
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the manifest."""
+        return self._inner.describe()
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible ``/v1/embeddings`` endpoint, batched, with retries on transient errors."""
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+    ) -> None:
+        httpx = require("httpx", purpose="OpenAI-compatible embeddings")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.name = f"openai:{model}@{self.base_url}"
+        self.space = f"openai:{model}"
+        self.cache_key = self.name
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:
+        """The vector size (asked from the endpoint once)."""
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def _url(self) -> str:
+        return self.base_url + ("/embeddings" if self.base_url.endswith("/v1") else "/v1/embeddings")
+
+    def _post(self, batch: list[str]) -> list[list[float]]:
+        httpx = require("httpx")
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.post(self._url(), json={"model": self.model, "input": batch})
+            except httpx.HTTPError as exc:
+                last = exc
+                continue
+            if resp.status_code in (429, 500, 502, 503, 504) and attempt < self.max_retries:
+                last = BackendError(f"HTTP {resp.status_code}")
+                continue
+            if resp.status_code != 200:
+                raise BackendError(
+                    f"embeddings endpoint {self._url()} answered HTTP {resp.status_code}: {resp.text[:200]}"
+                )
+            try:
+                data = sorted(resp.json().get("data", []), key=lambda d: int(d.get("index", 0)))
+            except (ValueError, AttributeError, TypeError) as exc:  # malformed body: retry
+                last = exc
+                continue
+            if len(data) != len(batch):
+                raise BackendError(f"embeddings endpoint returned {len(data)} vectors for {len(batch)} texts")
+            return [d["embedding"] for d in data]
+        raise BackendError(f"embeddings endpoint {self._url()} failed after {self.max_retries + 1} attempts: {last}")
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Normalised float32 embeddings of ``texts``."""
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            rows.extend(self._post(list(texts[start : start + self.batch_size])))
+        out = _normalise(rows)
+        self._dim = int(out.shape[1])
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the manifest (no key)."""
+        return {
+            "kind": "openai",
+            "name": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "batch_size": self.batch_size,
+        }
+
+
+def _st_key(space: str, bf16: bool) -> str:
+    return f"{space}|st-{'bf16' if bf16 else 'fp32'}"
+
+
+def _onnx_key(space: str, quantize: str | None, model_dir: str) -> str:
+    from ragrade.retrieval.onnx_embed import model_hash
+
+    return f"{space}|onnx-{quantize or 'fp32'}|{model_hash(model_dir)}"
+
+
+def minilm_backend() -> str:
+    """The backend ``minilm`` uses here: ``RAGRADE_MINILM_BACKEND`` or bf16 (native bf16 CPUs) or onnx."""
+    choice = os.environ.get("RAGRADE_MINILM_BACKEND") or ("bf16" if cpu_has_bf16() else "onnx")
+    if choice not in ("st", "bf16", "onnx"):
+        raise ConfigError(f"RAGRADE_MINILM_BACKEND must be st, bf16 or onnx, got '{choice}'")
+    return choice
+
+
+def plan_embedder(spec: str) -> tuple[str, str, str]:
+    """``(name, space, cache_key)`` that :func:`create_embedder` would give ``spec``, without loading a model.
+
+    The index builder uses it to serve a fully cached corpus without loading the model at all.
+    """
+    spec = spec.strip()
+    head, rest = _split_spec(spec)
+    if head == "st" and rest:
+        return spec, f"st:{rest}", _st_key(f"st:{rest}", False)
+    if head == "onnx" and rest:
+        return spec, f"st:{rest}", _onnx_key(f"st:{rest}", None, rest)
+    if head == "openai":
+        model, _, base = rest.partition("@")
+        name = f"openai:{model}@{base.rstrip('/')}"
+        return name, f"openai:{model}", name
+    fixed = {
+        "minilm-st": ("st", None),
+        "minilm-bf16": ("bf16", None),
+        "minilm-onnx": ("onnx", None),
+        "minilm-int8": ("onnx", "int8"),
+    }
+    if spec == DEFAULT_EMBEDDER:
+        backend, quant = minilm_backend(), None
+    elif spec in fixed:
+        backend, quant = fixed[spec]
+    else:
+        raise ConfigError(f"unknown embedder '{spec}'")
+    key = _onnx_key("minilm", quant, minilm_path()) if backend == "onnx" else _st_key("minilm", backend == "bf16")
+    return spec, "minilm", key
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU advertises native bf16 matrix instructions (AMX or AVX512-BF16)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            flags = fh.read()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+@register("embedder", "minilm-st")
+def _minilm_st() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, name="minilm-st")
+
+
+@register("embedder", "minilm-bf16")
+def _minilm_bf16() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, bf16=True, name="minilm-bf16")
+
+
+@register("embedder", "minilm-onnx")
+def _minilm_onnx() -> OnnxSentenceEmbedder:
+    return OnnxSentenceEmbedder(minilm_path(), name="minilm-onnx", space="minilm")
+
+
+@register("embedder", "minilm-int8")
+def _minilm_int8() -> OnnxSentenceEmbedder:
+    return OnnxSentenceEmbedder(minilm_path(), name="minilm-int8", space="minilm", quantize="int8")
+
+
+@register("embedder", "minilm")
+def _minilm_fast() -> Any:
+    """The fastest near-exact MiniLM path of this machine, falling back to plain sentence-transformers."""
+    choice = minilm_backend()
+    emb: Any
+    try:
+        if choice == "st":
+            emb = _minilm_st()
+        elif choice == "bf16":
+            emb = _minilm_bf16()
+        else:
+            emb = _minilm_onnx()
+    except (BackendError, ImportError, RuntimeError, OSError):
+        emb = _minilm_st()
+    emb.name = "minilm"
+    return emb
+
+
+def _split_spec(spec: str) -> tuple[str, str]:
+    if ":" not in spec:
+        return spec, ""
+    head, rest = spec.split(":", 1)
+    return head, rest
+
+
+def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
+    """Build an embedder from its spec string (see the module docstring)."""
+    spec = spec.strip()
+    if not spec:
+        raise ConfigError("empty embedder spec")
+    head, rest = _split_spec(spec)
+    if head == "st" and rest:
+        return SentenceTransformerEmbedder(rest, name=spec)
+    if head == "onnx" and rest:
+        return OnnxSentenceEmbedder(rest, name=spec, space=f"st:{rest}")
+    if head == "openai":
+        model, sep, base = rest.partition("@")
+        if not model or not sep or not base:
+            raise ConfigError(f"embedder '{spec}': expected openai:<model>@<base_url>")
+        return OpenAIEmbedder(model, base)
+    from ragrade.registry import create
+
+    return create("embedder", spec)
+
+
+@lru_cache(maxsize=8)
+def cached_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
+    """One shared instance per spec in this process (models are loaded once)."""
+    return create_embedder(spec)
+
+
+def default_embedder() -> Any:
+    """The process-wide default embedder (bundled MiniLM on its fast path), loaded once."""
+    return cached_embedder(DEFAULT_EMBEDDER)
+
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "OnnxSentenceEmbedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "cached_embedder",
+    "cpu_has_bf16",
+    "create_embedder",
+    "default_embedder",
+    "minilm_backend",
+    "minilm_path",
+    "plan_embedder",
+]

@@ -1,0 +1,179 @@
+"""The question-answering assistant behind ``ragrade ask``: retrieve, then answer with citations.
+
+With an LLM the answer is generated from the numbered passages and cites them as
+``[n]``; the reply lists which chunk id and source file each number stands for.
+Without one, the ``offline/extractive`` reader picks the best sentence of the
+passages (or refuses), and the output says it is an extractive baseline.
+The prompt is a template with ``{question}`` and ``{passages}``; ``--prompt-file``
+replaces it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import ConfigError
+from ragrade.retrieval.base import Hit
+
+DEFAULT_PROMPT = """You answer questions using only the numbered passages below, which come from the user's documents.
+
+Rules:
+- Base every statement on the passages; do not add outside knowledge.
+- After each statement, cite the passage numbers that support it in square brackets, e.g. [1] or [2][3].
+- If the passages do not contain the answer, say that the documents do not cover it, and nothing else.
+- Be brief: a few sentences at most.
+
+Passages:
+{passages}
+
+Question: {question}
+Answer:"""
+
+
+def load_prompt(path: str | Path | None) -> str:
+    """The prompt template: the default, or a file that must contain ``{question}`` and ``{passages}``."""
+    if path is None:
+        return DEFAULT_PROMPT
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: prompt file not found")
+    text = p.read_text(encoding="utf-8")
+    missing = [f for f in ("{question}", "{passages}") if f not in text]
+    if missing:
+        raise ConfigError(f"{p}: the prompt template needs the placeholders {' and '.join(missing)}")
+    return text
+
+
+def format_passages(hits: list[Hit]) -> str:
+    """Numbered passages with their source, one block each."""
+    blocks = []
+    for n, h in enumerate(hits, start=1):
+        src = f" (source: {h.source})" if h.source else ""
+        blocks.append(f"[{n}]{src}\n{h.text.strip()}")
+    return "\n\n".join(blocks)
+
+
+@dataclass
+class Answer:
+    """One answered question."""
+
+    question: str
+    answer: str
+    hits: list[Hit]
+    llm: str
+    extractive: bool
+    cited: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    def citations(self) -> list[dict[str, Any]]:
+        """The passages the answer cites (all passages when it cites none explicitly)."""
+        numbers = self.cited or list(range(1, len(self.hits) + 1))
+        return [
+            {
+                "n": n,
+                "chunk_id": self.hits[n - 1].chunk_id,
+                "doc_id": self.hits[n - 1].doc_id,
+                "source": self.hits[n - 1].source,
+            }
+            for n in numbers
+            if 1 <= n <= len(self.hits)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "llm": self.llm,
+            "mode": "extractive-baseline" if self.extractive else "generated",
+            "error": self.error,
+            "citations": self.citations(),
+            "passages": [
+                {
+                    "rank": h.rank,
+                    "chunk_id": h.chunk_id,
+                    "doc_id": h.doc_id,
+                    "source": h.source,
+                    "score": h.score,
+                    "text": h.text,
+                }
+                for h in self.hits
+            ],
+        }
+
+
+_CITE = re.compile(r"\[(\d{1,3})\]")
+
+
+class Assistant:
+    """Retriever + LLM answering questions from an index."""
+
+    def __init__(
+        self, retriever: Any, llm: Any, *, k: int = 5, prompt: str = DEFAULT_PROMPT, max_tokens: int = 400
+    ) -> None:
+        if k <= 0:
+            raise ConfigError(f"k must be a positive integer, got {k}")
+        self.retriever = retriever
+        self.llm = llm
+        self.k = k
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.extractive = bool(getattr(llm, "is_baseline", False))
+
+    def ask(self, question: str) -> Answer:
+        """Retrieve passages for ``question`` and answer from them."""
+        from ragrade.llm.base import GenerationRequest, Message, generate
+
+        question = question.strip()
+        if not question:
+            raise ConfigError("the question is empty")
+        hits = self.retriever.retrieve([question], self.k)[0]
+        text = self.prompt.replace("{passages}", format_passages(hits) or "(no passages)")
+        text = text.replace("{question}", question)
+        req = GenerationRequest(
+            messages=(Message("user", text),),
+            temperature=0.0,
+            max_tokens=self.max_tokens,
+            question=question,
+            passages=tuple(h.text for h in hits),
+            task="answer",
+        )
+        comp = generate(self.llm, [req])[0]
+        name = str(getattr(self.llm, "name", "llm"))
+        if not comp.ok:
+            return Answer(question, "", hits, name, self.extractive, error=comp.error)
+        answer = (comp.text or "").strip()
+        cited = [int(m) for m in dict.fromkeys(_CITE.findall(answer))]
+        if self.extractive:  # the reader quotes a passage sentence: cite the passage it came from
+            cited = [n for n, h in enumerate(hits, start=1) if answer and answer in h.text][:1]
+        return Answer(question, answer, hits, name, self.extractive, cited=cited)
+
+
+def render(ans: Answer) -> str:
+    """Human-readable output of one answer."""
+    lines: list[str] = []
+    if ans.extractive:
+        lines.append("Extractive baseline (no LLM configured; pass --llm PROVIDER/MODEL for generated answers)")
+    if ans.error:
+        lines.append(f"Answer failed: {ans.error}")
+    else:
+        lines.append(f"Answer: {ans.answer}")
+    cites = ans.citations() if ans.cited else []
+    if cites:
+        lines.append("Cited:")
+        lines.extend(f"  [{c['n']}] {c['chunk_id']}  ({c['source'] or c['doc_id']})" for c in cites)
+    lines.append("Passages:")
+    for n, h in enumerate(ans.hits, start=1):
+        snippet = " ".join(h.text.split())
+        snippet = snippet if len(snippet) <= 240 else snippet[:237] + "..."
+        lines.append(f"  [{n}] {h.chunk_id}  {h.source or h.doc_id}  score={h.score:.4f}")
+        lines.append(f"      {snippet}")
+    if not ans.hits:
+        lines.append("  (none)")
+    return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_PROMPT", "Answer", "Assistant", "format_passages", "load_prompt", "render"]

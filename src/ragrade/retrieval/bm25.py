@@ -1,0 +1,119 @@
+"""BM25 with bm25s: configurable tokenisation (stemmer, stopwords, lowercasing) and scoring
+variant, saved as JSON + ``.npy`` arrays (no pickle)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ragrade.deps import require
+from ragrade.errors import ConfigError, DataError
+
+Results = list[list[tuple[int, float]]]
+
+
+class BM25Config(BaseModel):
+    """How BM25 tokenises and scores (recorded in the index manifest)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    k1: float = 1.5
+    b: float = 0.75
+    delta: float = 0.5
+    stemmer: str | None = "english"
+    stopwords: str | list[str] | None = "en"
+    lower: bool = True
+
+
+def _stemmer(name: str | None) -> Any:
+    if not name or name == "none":
+        return None
+    stemmer_mod = require("Stemmer", package="PyStemmer", purpose="BM25 stemming")
+    try:
+        return stemmer_mod.Stemmer(name)
+    except KeyError as exc:
+        raise ConfigError(
+            f"unknown stemmer language '{name}'; valid choices: {', '.join(stemmer_mod.algorithms())}, none"
+        ) from exc
+
+
+def _tokenizer(cfg: BM25Config) -> Any:
+    tok_mod = require("bm25s.tokenization", package="bm25s", purpose="BM25 retrieval")
+    stop: Any = cfg.stopwords if cfg.stopwords not in (None, "none") else None
+    return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
+
+
+class BM25Index:
+    """A bm25s index over chunk texts (position = chunk order)."""
+
+    def __init__(self, retriever: Any, tokenizer: Any, cfg: BM25Config, n_docs: int) -> None:
+        self._retriever = retriever
+        self._tokenizer = tokenizer
+        self.cfg = cfg
+        self.n_docs = n_docs
+        self._lock = threading.Lock()
+
+    @classmethod
+    def build(cls, texts: Sequence[str], cfg: BM25Config) -> BM25Index:
+        """Tokenise ``texts`` and index them."""
+        bm25s = require("bm25s", purpose="BM25 retrieval")
+        tokenizer = _tokenizer(cfg)
+        tokens = tokenizer.tokenize(list(texts), return_as="tuple", show_progress=False)
+        retriever = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b, delta=cfg.delta)
+        retriever.index(tokens, show_progress=False)
+        return cls(retriever, tokenizer, cfg, len(texts))
+
+    def save(self, folder: str | Path) -> None:
+        """Write the index, the tokenizer vocabulary and the config to ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._retriever.save(str(folder), show_progress=False)
+        self._tokenizer.save_vocab(str(folder))
+        self._tokenizer.save_stopwords(str(folder))
+        (folder / "bm25_config.json").write_text(
+            json.dumps({"version": 1, "n_docs": self.n_docs, **self.cfg.model_dump()}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+
+    @classmethod
+    def load(cls, folder: str | Path) -> BM25Index:
+        """Read an index written by :meth:`save`."""
+        bm25s = require("bm25s", purpose="BM25 retrieval")
+        folder = Path(folder)
+        cfg_path = folder / "bm25_config.json"
+        if not cfg_path.is_file():
+            raise DataError(f"{folder}: no BM25 index here (bm25_config.json missing)")
+        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+        n_docs = int(raw.pop("n_docs", 0))
+        raw.pop("version", None)
+        cfg = BM25Config.model_validate(raw)
+        retriever = bm25s.BM25.load(str(folder), mmap=False, show_progress=False)
+        tokenizer = _tokenizer(cfg)
+        tokenizer.load_vocab(str(folder))
+        tokenizer.load_stopwords(str(folder))
+        return cls(retriever, tokenizer, cfg, n_docs)
+
+    def search(self, queries: Sequence[str], k: int) -> Results:
+        """Top-k positions with positive BM25 scores, best first (ties by position)."""
+        k = min(k, self.n_docs)
+        if k <= 0:
+            return [[] for _ in queries]
+        with self._lock:
+            ids = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
+            docs, scores = self._retriever.retrieve(ids, k=k, show_progress=False, n_threads=1)
+        out: Results = []
+        for row_d, row_s in zip(np.asarray(docs), np.asarray(scores), strict=True):
+            pairs = [(int(d), float(s)) for d, s in zip(row_d, row_s, strict=True) if s > 0]
+            pairs.sort(key=lambda p: (-p[1], p[0]))
+            out.append(pairs)
+        return out
+
+
+__all__ = ["BM25Config", "BM25Index"]

@@ -1,0 +1,158 @@
+"""Retrieval metrics with bootstrap confidence intervals: hit rate@k, recall@k, MRR@k, nDCG@k.
+
+Definitions (per query, then averaged over queries; the CI is a percentile
+bootstrap over queries via :func:`ragrade.run.stats.bootstrap_ci`):
+
+* hit rate@k: 1 when at least one relevant id is in the top k;
+* recall@k: relevant ids in the top k / all relevant ids of the query;
+* MRR@k: 1 / rank of the first relevant id in the top k (0 when none);
+* nDCG@k: sum of ``grade / log2(rank + 1)`` over the top k, divided by the same sum
+  for the ideal ordering (linear gains, as trec_eval and ranx compute it).
+
+Qrels files are JSONL, one query per line: ``{"query": ..., "relevant": [ids]}`` or
+``{"query": ..., "relevant": {id: grade}}`` (also accepted: ``chunk_id``/``chunk_ids``/
+``doc_id``/``doc_ids``), or a ragrade exam file (its questions with their source chunk
+and document). Queries with no relevant id are an error, not a silent zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ragrade.errors import DataError
+from ragrade.io import read_jsonl
+
+METRICS = ("hit_rate", "recall", "mrr", "ndcg")
+Level = Literal["chunk", "doc"]
+
+
+def per_query(ranked: Sequence[str], relevant: Mapping[str, float], k: int) -> dict[str, float]:
+    """The four metrics of one ranked id list against graded relevance (grades > 0 are relevant)."""
+    rel = {i: float(g) for i, g in relevant.items() if g > 0}
+    if not rel:
+        raise DataError("a query has no relevant ids")
+    top = list(dict.fromkeys(ranked))[:k]
+    found = [i for i in top if i in rel]
+    first = next((r for r, i in enumerate(top, start=1) if i in rel), None)
+    dcg = sum(rel.get(i, 0.0) / math.log2(r + 1) for r, i in enumerate(top, start=1))
+    ideal = sorted(rel.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(r + 1) for r, g in enumerate(ideal, start=1))
+    return {
+        "hit_rate": 1.0 if found else 0.0,
+        "recall": len(found) / len(rel),
+        "mrr": 1.0 / first if first else 0.0,
+        "ndcg": dcg / idcg if idcg > 0 else 0.0,
+    }
+
+
+@dataclass
+class MetricSummary:
+    """Mean of one metric over queries with its bootstrap interval."""
+
+    mean: float
+    low: float
+    high: float
+
+
+@dataclass
+class RetrievalReport:
+    """Metrics of one retriever over a qrels set."""
+
+    retriever: str
+    k: int
+    n_queries: int
+    level: str
+    metrics: dict[str, MetricSummary]
+    per_query: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, with_queries: bool = False) -> dict[str, Any]:
+        """A JSON-ready dict (per-query rows only when asked)."""
+        out: dict[str, Any] = {
+            "retriever": self.retriever,
+            "k": self.k,
+            "n_queries": self.n_queries,
+            "level": self.level,
+            "metrics": {m: {"mean": s.mean, "ci_low": s.low, "ci_high": s.high} for m, s in self.metrics.items()},
+        }
+        if with_queries:
+            out["per_query"] = self.per_query
+        return out
+
+
+def evaluate_run(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, float]],
+    k: int,
+    *,
+    retriever: str = "",
+    level: str = "chunk",
+    n_boot: int = 2000,
+    seed: int = 0,
+    level_ci: float = 0.95,
+) -> RetrievalReport:
+    """Score ``run`` (query -> ranked ids) against ``qrels``; every qrels query must be in the run."""
+    from ragrade.run.stats import bootstrap_ci
+
+    if k <= 0:
+        raise DataError(f"k must be positive, got {k}")
+    missing = [q for q in qrels if q not in run]
+    if missing:
+        raise DataError(f"{len(missing)} qrels queries have no ranking, e.g. '{missing[0][:80]}'")
+    rows: list[dict[str, Any]] = []
+    for q, rel in qrels.items():
+        rows.append({"query": q, **per_query(run[q], rel, k)})
+    metrics: dict[str, MetricSummary] = {}
+    for m in METRICS:
+        vals = np.array([r[m] for r in rows], dtype=np.float64)
+        lo, hi = bootstrap_ci(vals, n_boot=n_boot, level=level_ci, seed=seed)
+        metrics[m] = MetricSummary(mean=float(vals.mean()) if len(vals) else float("nan"), low=lo, high=hi)
+    return RetrievalReport(retriever=retriever, k=k, n_queries=len(rows), level=level, metrics=metrics, per_query=rows)
+
+
+def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float]:
+    rel = rec.get("relevant")
+    if isinstance(rel, Mapping):
+        return {str(i): float(g) for i, g in rel.items()}
+    if isinstance(rel, list):
+        return {str(i): 1.0 for i in rel}
+    keys = ("chunk_ids", "chunk_id") if level == "chunk" else ("doc_ids", "doc_id")
+    for key in keys:
+        val = rec.get(key)
+        if isinstance(val, list):
+            return {str(i): 1.0 for i in val}
+        if isinstance(val, str) and val:
+            return {val: 1.0}
+    raise DataError(f"{where}: no relevant ids (expected 'relevant' or '{keys[1]}')")
+
+
+def read_qrels(path: str | Path, level: Level = "chunk") -> dict[str, dict[str, float]]:
+    """Query -> {relevant id: grade} from a qrels JSONL or an exam file (duplicate queries merge)."""
+    _header, records = read_jsonl(path)
+    if not records:
+        raise DataError(f"{path}: no qrels records")
+    qrels: dict[str, dict[str, float]] = {}
+    for n, rec in enumerate(records, start=1):
+        where = f"{path}: record {n}"
+        query = rec.get("query", rec.get("question"))
+        if not isinstance(query, str) or not query.strip():
+            raise DataError(f"{where}: missing 'query' text")
+        grades = _grades(rec, level, where)
+        if not any(g > 0 for g in grades.values()):
+            raise DataError(f"{where}: no relevant id with a positive grade")
+        qrels.setdefault(query, {}).update(grades)
+    return qrels
+
+
+def hits_to_ids(hits: Sequence[Any], level: Level) -> list[str]:
+    """Ranked chunk ids, or doc ids (first occurrence kept) for ``level='doc'``."""
+    ids = [h.chunk_id if level == "chunk" else h.doc_id for h in hits]
+    return list(dict.fromkeys(ids))
+
+
+__all__ = ["METRICS", "MetricSummary", "RetrievalReport", "evaluate_run", "hits_to_ids", "per_query", "read_qrels"]
