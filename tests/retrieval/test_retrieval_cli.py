@@ -191,3 +191,24 @@ def test_errors_are_one_line_exit_2(
     lines = [line for line in err.splitlines() if line.startswith("ragrade: error:")]
     assert len(lines) == 1 and message in lines[0], err
     assert "Traceback" not in err
+
+
+def test_ask_llm_failure_exits_2(cli_index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.openai_server import Faults, OpenAIServer
+
+    with OpenAIServer(faults=Faults(rate=1.0, seed=0, kinds=("400",))) as srv:
+        rc, out, err = _run(
+            capsys,
+            "ask",
+            str(cli_index),
+            FACTS[0][1],
+            "-r",
+            "bm25",
+            "--llm",
+            "openai/test-model",
+            "--llm-base-url",
+            srv.base_url,
+        )
+    assert rc == 2
+    assert "Answer failed" in out
+    assert "got no answer from the LLM" in err and "Traceback" not in err

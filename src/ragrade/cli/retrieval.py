@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from ragrade.cli.common import echo_json, is_tty, split_list
-from ragrade.errors import ConfigError
+from ragrade.errors import BackendError, ConfigError
 
 RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
 
@@ -183,7 +183,9 @@ def ask_cmd(
     retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
     k: int = typer.Option(5, "-k", "--k", help="Passages given to the LLM."),
     llm: str = typer.Option(None, "--llm", help="PROVIDER/MODEL; default: the offline extractive baseline."),
-    base_url: str = typer.Option(None, "--base-url", help="Base URL of an OpenAI-compatible server."),
+    base_url: str = typer.Option(
+        None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
+    ),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="Prompt template with {question} and {passages}."),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
@@ -203,12 +205,17 @@ def ask_cmd(
     model = create_llm(llm or "offline/extractive", base_url=base_url)
     assistant = Assistant(ret, model, k=k, prompt=prompt)
 
+    failed = 0
+
     def answer(q: str) -> None:
+        nonlocal failed
         ans = assistant.ask(q)
+        failed += ans.error is not None
         typer.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else render(ans))
 
     if question is not None:
         answer(question)
+        _raise_if_failed(failed)
         return
     interactive = sys.stdin.isatty()
     while True:
@@ -220,6 +227,12 @@ def ask_cmd(
         answer(line.strip())
         if not as_json:
             typer.echo("")
+    _raise_if_failed(failed)
+
+
+def _raise_if_failed(failed: int) -> None:
+    if failed:
+        raise BackendError(f"{failed} question(s) got no answer from the LLM (the error is printed above)")
 
 
 def eval_cmd(

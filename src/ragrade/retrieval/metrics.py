@@ -10,7 +10,8 @@ bootstrap over queries via :func:`ragrade.run.stats.bootstrap_ci`):
   for the ideal ordering (linear gains, as trec_eval and ranx compute it).
 
 Qrels files are JSONL, one query per line: ``{"query": ..., "relevant": [ids]}`` or
-``{"query": ..., "relevant": {id: grade}}`` (also accepted: ``chunk_id``/``chunk_ids``/
+``{"query": ..., "relevant": {id: grade}}`` (also accepted: ``relevant_chunk_ids``/
+``relevant_doc_ids`` as ``ragrade qa generate --qrels`` writes them, ``chunk_id``/``chunk_ids``/
 ``doc_id``/``doc_ids``), or a ragrade exam file (its questions with their source chunk
 and document). Queries with no relevant id are an error, not a silent zero.
 """
@@ -121,14 +122,18 @@ def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float
         return {str(i): float(g) for i, g in rel.items()}
     if isinstance(rel, list):
         return {str(i): 1.0 for i in rel}
-    keys = ("chunk_ids", "chunk_id") if level == "chunk" else ("doc_ids", "doc_id")
+    keys = (
+        ("relevant_chunk_ids", "chunk_ids", "chunk_id")
+        if level == "chunk"
+        else ("relevant_doc_ids", "doc_ids", "doc_id")
+    )
     for key in keys:
         val = rec.get(key)
         if isinstance(val, list):
             return {str(i): 1.0 for i in val}
         if isinstance(val, str) and val:
             return {val: 1.0}
-    raise DataError(f"{where}: no relevant ids (expected 'relevant' or '{keys[1]}')")
+    raise DataError(f"{where}: no relevant ids (expected 'relevant' or '{keys[0]}')")
 
 
 def read_qrels(path: str | Path, level: Level = "chunk") -> dict[str, dict[str, float]]:
