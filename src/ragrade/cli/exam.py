@@ -2,9 +2,176 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
 
+from ragrade.cli.common import echo_json, is_tty
+
 exam_app = typer.Typer(help="Generate, inspect and take multiple-choice exams.", no_args_is_help=True)
+
+
+def _file_layer(config: Path | None) -> dict[str, Any]:
+    if config is None:
+        return {}
+    from ragrade.config import load_toml
+
+    data = load_toml(config)
+    section = data.get("exam", data)
+    return dict(section) if isinstance(section, dict) else {}
+
+
+def _filter_layer(share: float | None, intra: float | None, extra: float | None, dup: float | None) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    if share is not None:
+        for name in ("intra_candidate", "extra_candidate"):
+            layer[name] = {"mode": "quantile", "share": share}
+    if intra is not None:
+        layer["intra_candidate"] = {"mode": "fixed", "cosine": intra}
+    if extra is not None:
+        layer["extra_candidate"] = {"mode": "fixed", "cosine": extra}
+    if dup is not None:
+        layer["near_duplicate"] = {"mode": "fixed", "cosine": dup}
+    return layer
+
+
+@exam_app.command("generate")
+def generate_cmd(
+    chunks: Path = typer.Argument(..., help="A chunks JSONL file or an index folder."),
+    n: int | None = typer.Option(None, "--n", "-n", help="Questions wanted (default 100)."),
+    llm: str = typer.Option(
+        "offline",
+        "--llm",
+        help="PROVIDER/MODEL that writes the questions, or 'offline' "
+        "(offline/cloze: fact-based cloze questions, no LLM).",
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="The exam file to write (JSONL)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of sampling and shuffling (default 0)."),
+    topic_field: str | None = typer.Option(
+        None,
+        "--topic-field",
+        help="Stratify sampling by this chunk metadata field "
+        "(e.g. topic, source, doc_id); also the field of the topic tag.",
+    ),
+    prompt: Path | None = typer.Option(
+        None, "--prompt", help="A file with the user prompt template ({document}, {domain}, {title})."
+    ),
+    system_prompt: Path | None = typer.Option(None, "--system-prompt", help="A file with the system prompt template."),
+    domain: str | None = typer.Option(None, "--domain", help="A few words naming the corpus, for the prompt."),
+    base_url: str | None = typer.Option(
+        None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
+    ),
+    concurrency: int = typer.Option(16, "--concurrency", help="LLM requests in flight."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
+    no_json: bool = typer.Option(False, "--no-json", help="Do not ask for structured JSON output."),
+    oversample: float | None = typer.Option(None, "--oversample", help="Candidates per wanted question (default 1.3)."),
+    filter_share: float | None = typer.Option(
+        None, "--filter-share", help="Share removed by each similarity filter (quantile thresholds; default 0.05)."
+    ),
+    intra_cosine: float | None = typer.Option(
+        None, "--intra-cosine", help="Fixed cosine threshold of the intra-candidate filter (instead of a quantile)."
+    ),
+    extra_cosine: float | None = typer.Option(
+        None,
+        "--extra-cosine",
+        help="Fixed threshold of the extra-candidate filter on cosine(chunk, distractor) - cosine(chunk, answer).",
+    ),
+    dup_cosine: float | None = typer.Option(
+        None, "--dup-cosine", help="Near-duplicate cosine threshold (default 0.95)."
+    ),
+    shuffle: str | None = typer.Option(None, "--shuffle", help="balanced (each letter equally often) or random."),
+    absurd: bool = typer.Option(False, "--absurd", help="Write a sanity exam whose distractors are unrelated."),
+    embedder: str | None = typer.Option(None, "--embedder", help="Embedder spec for the filters (default minilm)."),
+    config: Path | None = typer.Option(None, "--config", help="A TOML file; its [exam] table sets defaults."),
+    json_out: bool = typer.Option(False, "--json", help="Print the funnel and analytics as JSON."),
+) -> None:
+    """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""
+    from ragrade.config import build_config
+    from ragrade.errors import DataError
+    from ragrade.exam.analytics import exam_analytics, format_analytics
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.funnel import sidecar_paths, write_sidecars
+    from ragrade.exam.generate import write_exam_result
+    from ragrade.exam.inputs import load_chunks, resolve_generator_llm
+
+    cli: dict[str, Any] = {
+        "n": n,
+        "seed": seed,
+        "topic_field": topic_field,
+        "prompt_file": str(prompt) if prompt else None,
+        "system_prompt_file": str(system_prompt) if system_prompt else None,
+        "domain": domain,
+        "temperature": temperature,
+        "json_output": False if no_json else None,
+        "oversample": oversample,
+        "shuffle": shuffle,
+        "absurd": True if absurd else None,
+        **_filter_layer(filter_share, intra_cosine, extra_cosine, dup_cosine),
+    }
+    cfg = build_config(ExamConfig, _file_layer(config), cli, source="exam options")
+    data = load_chunks(chunks)
+    model = resolve_generator_llm(llm, base_url=base_url, concurrency=concurrency, cache=not no_cache)
+    emb = None
+    if embedder is not None:
+        from ragrade.retrieval.embed import create_embedder
+
+        emb = create_embedder(embedder)
+    result = _run_with_progress(data, model, cfg, emb)
+    if not result.questions:
+        write_sidecars(out, result.funnel, result.rejected)
+        raise DataError(
+            f"no question survived generation and filtering ({result.funnel['generated']} "
+            f"generated); see {sidecar_paths(out)[1]}"
+        )
+    write_exam_result(out, result, cfg, input_path=str(chunks))
+    stats = exam_analytics(result.questions)
+    if json_out:
+        echo_json({"exam": str(out), "funnel": result.funnel, "analytics": stats})
+    else:
+        typer.echo(f"wrote {len(result.questions)} questions to {out}")
+        typer.echo(format_analytics(stats, result.funnel))
+
+
+def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
+    from ragrade.exam.generate import generate_exam_full
+
+    if not is_tty():
+        return generate_exam_full(data, model, cfg, embedder=emb)
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} generated, {task.fields[valid]} valid"),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("writing questions", total=None, valid=0)
+
+        def update(done: int, target: int, valid: int) -> None:
+            bar.update(task, completed=done, total=target, valid=valid)
+
+        return generate_exam_full(data, model, cfg, embedder=emb, progress=update)
+
+
+@exam_app.command("stats")
+def stats_cmd(
+    exam: Path = typer.Argument(..., help="An exam JSONL file."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Print an exam's analytics (letter balance, guessing baselines, taxonomy) and its generation funnel."""
+    from ragrade.exam.analytics import exam_analytics, format_analytics
+    from ragrade.exam.files import read_exam
+    from ragrade.exam.funnel import read_funnel
+
+    header, questions = read_exam(exam)
+    stats = exam_analytics(questions)
+    funnel = read_funnel(exam, header.meta if header else None)
+    if json_out:
+        echo_json({"exam": str(exam), "analytics": stats, "funnel": funnel})
+    else:
+        typer.echo(format_analytics(stats, funnel))
 
 
 def register(app: typer.Typer) -> None:

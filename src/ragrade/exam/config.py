@@ -1,0 +1,69 @@
+"""Configuration of exam generation (merged defaults < file ``[exam]`` table < CLI flags)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class FilterConfig(BaseModel):
+    """Thresholds of one similarity filter.
+
+    ``quantile``: thresholds are set on the candidate pool so that about
+    ``share`` of the questions reaching the filter are removed (as in the
+    method's paper). ``fixed``: the given ``jaccard``/``cosine`` thresholds are
+    used as they are (a missing one disables that metric). ``off``: the filter
+    removes nothing. The chosen thresholds are recorded in the funnel.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["quantile", "fixed", "off"] = "quantile"
+    share: float = Field(default=0.05, ge=0.0, le=0.5)
+    jaccard: float | None = None
+    cosine: float | None = None
+
+
+class ExamConfig(BaseModel):
+    """Everything that shapes a generated exam; recorded in the exam header."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(default=100, ge=1, description="questions wanted in the exam")
+    seed: int = 0
+    topic_field: str | None = Field(default=None, description="stratify sampling by this chunk metadata field")
+    oversample: float = Field(default=1.3, ge=1.0, le=10.0, description="candidates generated per wanted question")
+    max_rounds: int = Field(default=3, ge=1, le=10, description="generation rounds to top up a short exam")
+    min_chunk_chars: int = Field(default=200, ge=0, description="chunks shorter than this are not asked about")
+    min_question_chars: int = Field(default=20, ge=1)
+    # LLM generator
+    prompt_file: str | None = None
+    system_prompt_file: str | None = None
+    domain: str | None = Field(default=None, description="a few words naming the corpus, used in the prompt")
+    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=800, ge=64)
+    json_output: bool = Field(default=True, description="ask the model for structured JSON (text layout still parsed)")
+    batch_size: int = Field(default=32, ge=1)
+    # offline generator
+    distractor_pool: int = Field(default=3000, ge=10, description="most chunks embedded as distractor sources")
+    # post-processing
+    shuffle: Literal["balanced", "random"] = "balanced"
+    absurd: bool = False
+    # filters
+    self_containment: bool = True
+    extra_patterns: list[str] = Field(default_factory=list, description="more regexes a question must not match")
+    intra_candidate: FilterConfig = Field(default_factory=lambda: FilterConfig())
+    extra_candidate: FilterConfig = Field(default_factory=lambda: FilterConfig())
+    near_duplicate: FilterConfig = Field(default_factory=lambda: FilterConfig(mode="fixed", cosine=0.95))
+
+    @model_validator(mode="after")
+    def _check_fixed(self) -> ExamConfig:
+        for name in ("intra_candidate", "extra_candidate", "near_duplicate"):
+            f: FilterConfig = getattr(self, name)
+            if f.mode == "fixed" and f.jaccard is None and f.cosine is None:
+                raise ValueError(f"{name}: mode 'fixed' needs a jaccard and/or cosine threshold")
+        return self
+
+
+__all__ = ["ExamConfig", "FilterConfig"]

@@ -1,0 +1,70 @@
+"""A memo around any embedder: each distinct text is embedded once per process (and, for embedders
+with a ``cache_key``, once per machine through the on-disk embedding cache)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragrade.errors import DataError
+from ragrade.retrieval.base import Embedder
+
+
+class MemoEmbedder:
+    """Wraps an :class:`~ragrade.retrieval.base.Embedder`; repeated texts are served from memory."""
+
+    def __init__(self, inner: Embedder, max_items: int = 500_000, persistent: bool = True) -> None:
+        self.inner = inner
+        key = getattr(inner, "cache_key", None)
+        # embedders with a cache key also use the on-disk embedding cache ($RAGRADE_CACHE_DIR)
+        self._disk_key: str | None = key if persistent and isinstance(key, str) and key else None
+        self._disk: Any = None
+        self.name = inner.name
+        self.dim = int(inner.dim)
+        self.max_items = max_items
+        self._memo: dict[str, npt.NDArray[np.float32]] = {}
+        self.calls = 0  # texts actually sent to the inner embedder
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """L2-normalised float32 vectors of ``texts`` (shape ``(len(texts), dim)``)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            vecs = self._compute(missing)
+            if vecs.shape != (len(missing), self.dim):
+                raise ValueError(f"embedder returned shape {vecs.shape}, expected {(len(missing), self.dim)}")
+            self.calls += len(missing)
+            if len(self._memo) + len(missing) > self.max_items:
+                self._memo.clear()
+            for t, v in zip(missing, vecs, strict=True):
+                self._memo[t] = v
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts]).astype(np.float32, copy=False)
+
+    def _compute(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        if self._disk_key is not None:
+            try:
+                if self._disk is None:
+                    from ragrade.retrieval.cache import EmbeddingCache
+
+                    self._disk = EmbeddingCache()
+                vecs, _ = self._disk.embed(self._disk_key, texts, self.inner.embed)
+                return np.asarray(vecs, dtype=np.float32)
+            except (ImportError, OSError, DataError):  # no usable disk cache: compute directly
+                self._disk_key = None
+        return np.asarray(self.inner.embed(texts), dtype=np.float32)
+
+    def describe(self) -> dict[str, Any]:
+        """The wrapped embedder's description."""
+        return self.inner.describe()
+
+
+def memoised(embedder: Embedder) -> MemoEmbedder:
+    """``embedder`` wrapped in a :class:`MemoEmbedder` (returned as is when it already is one)."""
+    return embedder if isinstance(embedder, MemoEmbedder) else MemoEmbedder(embedder)
+
+
+__all__ = ["MemoEmbedder", "memoised"]

@@ -1,0 +1,379 @@
+"""Exam generation: sample chunks, write candidates, filter them, shuffle, tag, and count every loss.
+
+``generate_exam(chunks, llm, cfg)`` returns ``(questions, funnel)``; ``llm`` is
+an :class:`~ragrade.llm.base.LLM` or ``None`` for the offline cloze generator.
+Candidates are generated in rounds until enough survive the filters (or the
+chunks run out); the filters then run once over the whole candidate pool, so
+quantile thresholds see every candidate. Each candidate ends kept or with
+exactly one reason.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragrade.corpus.types import Chunk
+from ragrade.errors import ConfigError, DataError
+from ragrade.exam.analytics import exam_analytics
+from ragrade.exam.config import ExamConfig
+from ragrade.exam.embedding import memoised
+from ragrade.exam.files import Question, write_exam
+from ragrade.exam.filters import FilterItem, SelfContainment, extra_candidate, intra_candidate, near_duplicates
+from ragrade.exam.funnel import build_funnel, write_sidecars
+from ragrade.exam.offline import ClozeGenerator
+from ragrade.exam.taxonomy import tag_question
+from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, stable_hash
+from ragrade.exam.writers import ClozeWriter, LLMWriter, QuestionWriter, Raw
+from ragrade.llm.base import LLM
+from ragrade.retrieval.base import Embedder
+
+ProgressFn = Callable[[int, int, int], None]  # (generated, target, valid so far)
+
+
+@dataclass
+class ExamResult:
+    """Kept questions, the funnel, and every rejected candidate with its reason."""
+
+    questions: list[Question]
+    funnel: dict[str, Any]
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    generator: dict[str, Any] = field(default_factory=dict)
+
+
+def stratum_of(chunk: Chunk, field_name: str) -> str:
+    """The stratum of ``chunk`` for ``field_name`` (``source``/``doc_id`` or a metadata key)."""
+    if field_name in ("source", "doc_id"):
+        return str(getattr(chunk, field_name))
+    val = chunk.metadata.get(field_name)
+    return "(none)" if val is None else str(val)
+
+
+def sample_order(chunks: Sequence[Chunk], seed: int, topic_field: str | None = None) -> list[Chunk]:
+    """All ``chunks`` in the order they will be asked about (seeded).
+
+    Uniform: a seeded shuffle. Stratified: strata take turns (round robin, in a
+    seeded order) and documents take turns within a stratum, so no stratum or
+    file dominates a prefix of the order.
+    """
+    rng = random.Random(derived_seed(seed, "sample", topic_field or ""))
+    if not topic_field:
+        order = sorted(chunks, key=lambda c: c.id)
+        rng.shuffle(order)
+        return order
+    strata: dict[str, dict[str, list[Chunk]]] = defaultdict(lambda: defaultdict(list))
+    for c in sorted(chunks, key=lambda c: c.id):
+        strata[stratum_of(c, topic_field)][c.doc_id].append(c)
+    queues: list[list[Chunk]] = []
+    for name in sorted(strata):
+        docs = strata[name]
+        doc_ids = sorted(docs)
+        rng.shuffle(doc_ids)
+        for d in doc_ids:
+            rng.shuffle(docs[d])
+        inner: list[Chunk] = []
+        while any(docs[d] for d in doc_ids):
+            inner.extend(docs[d].pop() for d in doc_ids if docs[d])
+        queues.append(inner)
+    rng.shuffle(queues)
+    out: list[Chunk] = []
+    while any(queues):
+        out.extend(q.pop(0) for q in queues if q)
+    return out
+
+
+def _items(raws: Sequence[Raw]) -> list[FilterItem]:
+    out = []
+    for r in raws:
+        if r.parsed is None:
+            raise ValueError("filter items need parsed candidates")
+        out.append(FilterItem(r.parsed.question, r.parsed.choices, r.parsed.answer, r.chunk.text))
+    return out
+
+
+def run_filters(
+    raws: Sequence[Raw], cfg: ExamConfig, embedder: Embedder
+) -> tuple[list[str | None], dict[str, dict[str, Any]]]:
+    """One reason (``"stage:why"``) or None per parsed candidate, and each filter's threshold record."""
+    reasons: list[str | None] = [None] * len(raws)
+    records: dict[str, dict[str, Any]] = {}
+    alive = list(range(len(raws)))
+    items = _items(raws)
+    stages: list[tuple[str, Callable[[list[FilterItem]], Any]]] = []
+    if cfg.self_containment:
+        sc = SelfContainment(cfg.extra_patterns)
+        stages.append(("self_containment", sc))
+    stages.append(("intra_candidate", lambda its: intra_candidate(its, embedder, cfg.intra_candidate)))
+    stages.append(("extra_candidate", lambda its: extra_candidate(its, embedder, cfg.extra_candidate)))
+    stages.append(("near_duplicate", lambda its: near_duplicates(its, embedder, cfg.near_duplicate)))
+    for name, fn in stages:
+        res = fn([items[i] for i in alive])
+        records[name] = {**res.thresholds, "in": len(alive), "removed": res.removed}
+        survivors = []
+        for i, why in zip(alive, res.reasons, strict=True):
+            if why is None:
+                survivors.append(i)
+            else:
+                reasons[i] = why
+        alive = survivors
+    return reasons, records
+
+
+def _positions(m: int, cfg: ExamConfig) -> list[int]:
+    rng = random.Random(derived_seed(cfg.seed, "positions", cfg.shuffle))
+    if cfg.shuffle == "balanced":
+        pos = [i % 4 for i in range(m)]
+        rng.shuffle(pos)
+        return pos
+    return [rng.randrange(4) for _ in range(m)]
+
+
+def _absurd(
+    raws: Sequence[Raw], pool: Sequence[Raw], writer: QuestionWriter, embedder: Embedder, seed: int
+) -> list[list[str]]:
+    """Unrelated distractors for each kept candidate (terms of another kind / answers to unrelated questions)."""
+    out: list[list[str]] = []
+    if isinstance(writer, ClozeWriter):
+        for r in raws:
+            assert r.parsed is not None
+            got = writer.generator.absurd_distractors(
+                r.chunk, str(r.generator.get("kind")), r.parsed.choices[r.parsed.answer], r.parsed.question
+            )
+            out.append(got)
+        return out
+    answers = [(p.chunk.id, p.parsed.choices[p.parsed.answer]) for p in pool if p.parsed is not None]
+    sentences = [
+        (c.id, c.text[a:b])
+        for c in {p.chunk.id: p.chunk for p in pool}.values()
+        for a, b in split_sentences(c.text)[:3]
+    ]
+    texts = [t for _, t in answers + sentences]
+    vecs = np.asarray(embedder.embed(texts), dtype=np.float64) if texts else np.zeros((0, 1))
+    for r in raws:
+        assert r.parsed is not None
+        correct = r.parsed.choices[r.parsed.answer]
+        q = np.asarray(embedder.embed([f"{r.parsed.question}\n{correct}"]), dtype=np.float64)[0]
+        sims = vecs @ q if len(texts) else np.zeros(0)
+        rng = random.Random(derived_seed(seed, "absurd", r.chunk.id))
+        order = sorted(range(len(texts)), key=lambda i: (float(sims[i]), rng.random()))
+        picked: list[str] = []
+        for i in order:
+            cid = (answers + sentences)[i][0]
+            t = texts[i]
+            if cid == r.chunk.id or normalise_choice(t) in {normalise_choice(x) for x in [correct, *picked]}:
+                continue
+            picked.append(t)
+            if len(picked) == 3:
+                break
+        out.append(picked)
+    return out
+
+
+def _to_questions(kept: Sequence[Raw], cfg: ExamConfig, absurd: list[list[str]] | None) -> list[Question]:
+    positions = _positions(len(kept), cfg)
+    questions: list[Question] = []
+    for k, (r, pos) in enumerate(zip(kept, positions, strict=True)):
+        p = r.parsed
+        assert p is not None
+        correct = p.choices[p.answer]
+        distractors = [c for i, c in enumerate(p.choices) if i != p.answer]
+        if absurd is not None and len(absurd[k]) == 3:
+            distractors = list(absurd[k])
+        qid = "q" + stable_hash(r.chunk.id, p.question, correct)
+        random.Random(derived_seed(cfg.seed, "shuffle", qid)).shuffle(distractors)
+        choices = [*distractors[:pos], correct, *distractors[pos:]]
+        tags = tag_question(p.question)
+        tags["topic"] = r.chunk.metadata.get(cfg.topic_field or "topic")
+        gen = {**r.generator, "raw_answer": "ABCD"[p.answer], "seed": cfg.seed}
+        if absurd is not None:
+            gen["absurd"] = len(absurd[k]) == 3
+        questions.append(
+            Question(
+                id=qid,
+                question=p.question,
+                choices=choices,
+                answer=pos,
+                doc_id=r.chunk.doc_id,
+                chunk_id=r.chunk.id,
+                source=r.chunk.source,
+                tags=tags,
+                generator=gen,
+                context=r.chunk.text,
+                span=(r.chunk.start, r.chunk.end),
+            )
+        )
+    return questions
+
+
+def _rejected_record(r: Raw, reason: str, detail: str = "") -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "chunk_id": r.chunk.id,
+        "doc_id": r.chunk.doc_id,
+        "source": r.chunk.source,
+        "stage": reason.partition(":")[0],
+        "reason": reason,
+        "detail": detail,
+    }
+    if r.parsed is not None:
+        rec.update(question=r.parsed.question, choices=list(r.parsed.choices), answer=r.parsed.answer)
+    if r.text is not None:
+        rec["raw"] = r.text[:4000]
+    return rec
+
+
+def make_writer(
+    chunks: Sequence[Chunk], order: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig, embedder: Embedder
+) -> QuestionWriter:
+    """The LLM writer, or the offline cloze writer (``llm`` None) with a bounded distractor pool."""
+    if llm is not None:
+        return LLMWriter(llm, cfg)
+    pool = list(order[: cfg.distractor_pool])
+    return ClozeWriter(ClozeGenerator(pool, embedder, seed=cfg.seed, topic_field=cfg.topic_field), cfg)
+
+
+def generate_exam_full(
+    chunks: Sequence[Chunk],
+    llm: LLM | None,
+    cfg: ExamConfig,
+    *,
+    embedder: Embedder | None = None,
+    progress: ProgressFn | None = None,
+) -> ExamResult:
+    """Generate an exam of up to ``cfg.n`` questions; see the module docstring."""
+    if not chunks:
+        raise DataError("no chunks to generate questions from")
+    if llm is not None and getattr(llm, "is_baseline", False) and not hasattr(llm, "agenerate"):
+        raise ConfigError(f"{llm.name} cannot write questions")
+    eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
+    if not eligible:
+        raise DataError(
+            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters (lower min_chunk_chars)"
+        )
+    if embedder is None:
+        from ragrade.retrieval.embed import default_embedder
+
+        embedder = default_embedder()
+    emb = memoised(embedder)
+    order = sample_order(eligible, cfg.seed, cfg.topic_field)
+    writer = make_writer(chunks, order, llm, cfg, emb)
+    raws: list[Raw] = []
+    cursor, rounds = 0, 0
+    want = min(len(order), math.ceil(cfg.n * cfg.oversample))
+    reasons: list[str | None] = []
+    records: dict[str, dict[str, Any]] = {}
+    while True:
+        rounds += 1
+        batch = order[cursor : cursor + want]
+        cursor += len(batch)
+        done_before = len(raws)
+        valid_before = sum(r.ok for r in raws)
+
+        def report(
+            done: int, valid: int, base: int = done_before, vbase: int = valid_before, target: int = cursor
+        ) -> None:
+            if progress is not None:
+                progress(base + done, target, vbase + valid)
+
+        raws.extend(writer.write(batch, report))
+        parsed = [r for r in raws if r.ok]
+        reasons, records = run_filters(parsed, cfg, emb)
+        survivors = sum(r is None for r in reasons)
+        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds:
+            break
+        rate = max(survivors / max(1, len(raws)), 0.1)
+        want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
+    parsed = [r for r in raws if r.ok]
+    kept = [r for r, why in zip(parsed, reasons, strict=True) if why is None]
+    surplus = kept[cfg.n :]
+    kept = kept[: cfg.n]
+    absurd = _absurd(kept, raws, writer, emb, cfg.seed) if cfg.absurd else None
+    questions = _to_questions(kept, cfg, absurd)
+    reason_of = {id(r): why for r, why in zip(parsed, reasons, strict=True)}
+    rejected: list[dict[str, Any]] = []
+    all_reasons: list[str] = []
+    for r in raws:
+        if not r.ok:
+            why = f"{r.stage}:{r.reason}"
+            detail = r.detail
+        elif (w := reason_of.get(id(r))) is not None:
+            why, detail = w, ""
+        elif any(r is s for s in surplus):
+            why, detail = "surplus", "more candidates survived than requested"
+        else:
+            continue
+        all_reasons.append(why)
+        rejected.append(_rejected_record(r, why, detail))
+    raw_letters = {
+        letter: sum(1 for r in parsed if r.parsed and "ABCD"[r.parsed.answer] == letter) for letter in "ABCD"
+    }
+    extra = {
+        "generator": writer.name,
+        "requested": cfg.n,
+        "seed": cfg.seed,
+        "rounds": rounds,
+        "chunks": {
+            "total": len(chunks),
+            "too_short": len(chunks) - len(eligible),
+            "eligible": len(eligible),
+            "asked": len(raws),
+        },
+        "formats": dict(
+            sorted(
+                {
+                    f: sum(1 for r in parsed if r.parsed and r.parsed.format == f)
+                    for f in {r.parsed.format for r in parsed if r.parsed}
+                }.items()
+            )
+        ),
+        "raw_answer_letters": raw_letters,
+        "shortfall": max(0, cfg.n - len(questions)),
+        "absurd": cfg.absurd,
+    }
+    funnel = build_funnel(len(raws), all_reasons, len(questions), thresholds=records, extra=extra)
+    return ExamResult(questions, funnel, rejected, writer.describe())
+
+
+def generate_exam(
+    chunks: Sequence[Chunk],
+    llm: LLM | None,
+    cfg: ExamConfig,
+    *,
+    embedder: Embedder | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[list[Question], dict[str, Any]]:
+    """``(questions, funnel)`` for ``chunks``; ``llm`` None selects the offline cloze generator."""
+    res = generate_exam_full(chunks, llm, cfg, embedder=embedder, progress=progress)
+    return res.questions, res.funnel
+
+
+def write_exam_result(path: str | Path, result: ExamResult, cfg: ExamConfig, input_path: str | None = None) -> int:
+    """Write the exam (header: config, generator, funnel, analytics) and its funnel/rejected sidecars."""
+    meta = {
+        "generator": result.generator,
+        "config": cfg.model_dump(mode="json"),
+        "input": input_path,
+        "funnel": result.funnel,
+        "analytics": exam_analytics(result.questions),
+    }
+    n = write_exam(path, result.questions, meta=meta)
+    write_sidecars(path, result.funnel, result.rejected)
+    return n
+
+
+__all__ = [
+    "ExamResult",
+    "generate_exam",
+    "generate_exam_full",
+    "make_writer",
+    "run_filters",
+    "sample_order",
+    "stratum_of",
+    "write_exam_result",
+]

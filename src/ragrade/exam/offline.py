@@ -1,0 +1,578 @@
+"""The offline generator: fact-based cloze questions, no LLM.
+
+From one sentence of a chunk a key term is removed (a number, a date, a
+capitalised name or a code identifier) and replaced by one blank ``____``.
+Three distractors of the same kind come from *other* chunks; they are ranked
+by the embedding similarity of their chunk to the blanked sentence, by shared
+words around the term, by format (a year for a year, a percentage for a
+percentage) and by length, so they are plausible and the correct answer does
+not stand out. A term that also occurs in the source chunk or the question is
+never a distractor, so exactly one candidate is supported by the source.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragrade.corpus.types import Chunk
+from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, words
+from ragrade.retrieval.base import Embedder
+
+BLANK = "____"
+KINDS = ("date", "number", "name", "code")
+_MONTHS = (
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
+    r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
+)
+_MONTH_WORDS = {
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+}
+_PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
+    ("code", "backtick", re.compile(r"`([^`\n]{2,40})`")),
+    ("code", "call", re.compile(r"(?<![\w.])[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\(\)")),
+    ("code", "dotted", re.compile(r"(?<![\w.])[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+(?![\w(])")),
+    ("code", "snake", re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+(?![\w.])")),
+    ("code", "camel", re.compile(r"(?<![\w.])[a-z]+[A-Z][A-Za-z0-9]*(?![\w.])")),
+    ("code", "flag", re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")),
+    (
+        "date",
+        "full_date",
+        re.compile(
+            rf"\b{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|\b\d{{1,2}}\s+{_MONTHS}\.?,?\s+\d{{4}}\b"
+            r"|\b\d{4}-\d{2}-\d{2}\b"
+        ),
+    ),
+    ("date", "month_year", re.compile(rf"\b{_MONTHS}\s+\d{{4}}\b")),
+    (
+        "number",
+        "number",
+        re.compile(
+            r"(?<![\w.$€£/-])[$€£]?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?(?![\w]|[.,]\d)"
+            r"|(?<![\w.$€£/-])[$€£]?\d+(?:\.\d+)?%?(?![\w]|[.,]\d)"
+        ),
+    ),
+]
+_YEAR_CUES = {
+    "in",
+    "since",
+    "by",
+    "from",
+    "until",
+    "till",
+    "of",
+    "during",
+    "before",
+    "after",
+    "around",
+    "circa",
+    "year",
+    "early",
+    "late",
+    "mid",
+    "between",
+    "and",
+    "to",
+    "as",
+    "spring",
+    "summer",
+    "autumn",
+    "fall",
+    "winter",
+}
+_STARTERS = {
+    "the",
+    "a",
+    "an",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "its",
+    "in",
+    "on",
+    "at",
+    "for",
+    "if",
+    "when",
+    "while",
+    "to",
+    "by",
+    "as",
+    "with",
+    "you",
+    "we",
+    "they",
+    "he",
+    "she",
+    "our",
+    "your",
+    "each",
+    "every",
+    "all",
+    "some",
+    "many",
+    "most",
+    "after",
+    "before",
+    "since",
+    "because",
+    "however",
+    "also",
+    "then",
+    "there",
+    "here",
+    "use",
+    "note",
+    "see",
+    "i",
+    "one",
+    "both",
+    "no",
+    "not",
+    "what",
+    "which",
+    "how",
+    "why",
+    "where",
+    "who",
+    "do",
+    "does",
+    "is",
+    "are",
+    "can",
+    "will",
+    "should",
+    "first",
+    "finally",
+    "other",
+    "such",
+    "unlike",
+    "like",
+    "although",
+    "once",
+    "during",
+    "from",
+    "of",
+    "or",
+    "and",
+    "but",
+    "so",
+    "yes",
+    "let",
+}
+_WEAK_START = {"it", "this", "that", "these", "those", "they", "he", "she", "its", "their", "such", "his", "her"}
+_NAME_TOKEN = re.compile(r"(?!(?:True|False|None|NaN|TODO|NOTE)\b)[A-Z][A-Za-z0-9&'’+-]*")
+_SIGNATURE = re.compile(r"^\s*(?:(?:class|module|def)\s+)?[\w.]+\s*\(|^\s*(?:class|module)\s+[\w.]+\s*$")
+_CONNECTORS = {"of", "de", "for", "and", "&", "von", "van", "du", "la"}
+_NOUN = {"date": "date", "number": "number", "name": "name", "code": "identifier"}
+
+
+@dataclass(frozen=True)
+class KeyTerm:
+    """A candidate key term in a chunk: ``text`` at ``chunk.text[start:end]`` inside ``sentence``."""
+
+    text: str
+    kind: str
+    fmt: str
+    start: int
+    end: int
+    sentence: tuple[int, int]
+
+
+def _number_fmt(term: str) -> str:
+    if term.endswith("%"):
+        return "percent"
+    if term[0] in "$€£":
+        return "money"
+    if "." in term:
+        return "decimal"
+    digits = len(term.replace(",", ""))
+    return "integer_small" if digits == 1 else f"integer_{min(digits, 5)}"
+
+
+def _prev_word(text: str, pos: int) -> str:
+    m = re.search(r"(\w+)\W*$", text[max(0, pos - 30) : pos])
+    return m.group(1).lower() if m else ""
+
+
+def _spaces(gap: str) -> bool:
+    return bool(gap) and not gap.strip() and "\n" not in gap
+
+
+def _names(text: str, s0: int, s1: int) -> list[tuple[int, int]]:
+    """Spans of runs of capitalised tokens in ``text[s0:s1]`` (a single sentence-initial word is skipped)."""
+    toks = [(m.start() + s0, m.end() + s0, m.group(0)) for m in re.finditer(r"[\w&'’+-]+", text[s0:s1])]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(toks):
+        start_tok = i
+        if _NAME_TOKEN.fullmatch(toks[i][2]) and toks[i][2].lower() not in _MONTH_WORDS:
+            j = i
+            while j + 1 < len(toks) and _spaces(text[toks[j][1] : toks[j + 1][0]]):
+                nxt = toks[j + 1][2]
+                if _NAME_TOKEN.fullmatch(nxt) and nxt.lower() not in _MONTH_WORDS:
+                    j += 1
+                elif (
+                    nxt.lower() in _CONNECTORS
+                    and j + 2 < len(toks)
+                    and _NAME_TOKEN.fullmatch(toks[j + 2][2])
+                    and _spaces(text[toks[j][1] : toks[j + 1][0]])
+                    and _spaces(text[toks[j + 1][1] : toks[j + 2][0]])
+                    and toks[j + 2][2].lower() not in _MONTH_WORDS
+                ):
+                    j += 2
+                else:
+                    break
+            first = toks[start_tok][2]
+            at_start = start_tok == 0
+            if at_start and first.lower() in _STARTERS:
+                start_tok += 1
+                while start_tok <= j and toks[start_tok][2].lower() in _CONNECTORS:
+                    start_tok += 1
+            if start_tok <= j:
+                single = start_tok == j
+                word = toks[start_tok][2]
+                acronym = word.isupper() and len(word) >= 2
+                if (
+                    not (single and start_tok == 0 and not acronym)
+                    and not (single and len(word) < 2)
+                    and (word.lower() not in _STARTERS or not single)
+                ):
+                    spans.append((toks[start_tok][0], toks[j][1]))
+            i = j + 1
+        else:
+            i += 1
+    return spans
+
+
+def extract_terms(text: str) -> list[KeyTerm]:
+    """Key-term candidates of ``text``, one per span (code > date > number > name when they overlap)."""
+    out: list[KeyTerm] = []
+    for s0, s1 in split_sentences(text):
+        taken: list[tuple[int, int]] = []
+
+        def free(a: int, b: int, taken: list[tuple[int, int]] = taken) -> bool:
+            return all(b <= x or a >= y for x, y in taken)
+
+        found: list[KeyTerm] = []
+        for kind, fmt, pat in _PATTERNS:
+            for m in pat.finditer(text, s0, s1):
+                a, b = (m.start(1), m.end(1)) if fmt == "backtick" else (m.start(), m.end())
+                if not free(a, b):
+                    continue
+                term = text[a:b]
+                k, f = kind, fmt
+                if kind == "number":
+                    plain = term.replace(",", "")
+                    if (
+                        re.fullmatch(r"1[6-9]\d\d|20\d\d", plain)
+                        and "," not in term
+                        and (_prev_word(text, a) in _YEAR_CUES or text[b : b + 1] in ")")
+                    ):
+                        k, f = "date", "year"
+                    else:
+                        f = _number_fmt(term)
+                    if a == s0 and re.match(r"\d+[.)]\s", text[a : a + 4]):
+                        continue  # a list marker, not a fact
+                taken.append((a, b))
+                found.append(KeyTerm(term, k, f, a, b, (s0, s1)))
+        for a, b in _names(text, s0, s1):
+            if free(a, b):
+                term = text[a:b]
+                fmt = "acronym" if term.isupper() else ("multi" if " " in term else "single")
+                taken.append((a, b))
+                found.append(KeyTerm(term, "name", fmt, a, b, (s0, s1)))
+        out.extend(sorted(found, key=lambda t: t.start))
+    return out
+
+
+def _occurs(term: str, text: str) -> bool:
+    """Whether ``term`` occurs in ``text`` as a whole token sequence (case-insensitive)."""
+    return re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text, re.IGNORECASE) is not None
+
+
+def _count(term: str, text: str) -> int:
+    return len(re.findall(rf"(?<![\w]){re.escape(term)}(?![\w])", text, re.IGNORECASE))
+
+
+def _numeric_key(term: str) -> str:
+    return re.sub(r"[,$€£%]", "", term).lstrip("0") or "0"
+
+
+def subject_of(chunk: Chunk, topic_field: str | None = None) -> str:
+    """A short subject for the question: the chunk's title, else its topic (empty when neither is known)."""
+    for key in ("title", topic_field or "topic", "topic"):
+        val = chunk.metadata.get(key)
+        if isinstance(val, str) and val.strip():
+            return re.sub(r"\s+", " ", val).strip()[:80]
+    return ""
+
+
+def _term_score(chunk_text: str, t: KeyTerm, subject: str) -> float:
+    """How good ``t`` is as the asked-for fact (0 = unusable)."""
+    sentence = chunk_text[t.sentence[0] : t.sentence[1]]
+    n_words = len(words(sentence))
+    if n_words < 7 or n_words > 60 or len(sentence) > 420 or BLANK in sentence or len(t.text) > 40:
+        return 0.0
+    if _count(t.text, sentence) != 1 or (subject and (_occurs(t.text, subject) or _occurs(subject, t.text))):
+        return 0.0
+    if sum(ch in "{}[];=<>|" for ch in sentence) > 3 or _SIGNATURE.match(sentence):
+        return 0.0  # code, tables, markup: not a statement
+    score = {"date": 1.0, "number": 0.9, "name": 0.8, "code": 1.0}[t.kind]
+    if t.fmt == "integer_small":
+        score *= 0.4
+    first = (words(sentence) or [""])[0]
+    if first in _WEAK_START:
+        score *= 0.5
+    if 10 <= n_words <= 35:
+        score *= 1.2
+    return score
+
+
+@dataclass(frozen=True)
+class _PoolEntry:
+    text: str
+    kind: str
+    fmt: str
+    chunk: int
+    window: frozenset[str]
+
+
+def _window(text: str, t: KeyTerm, width: int = 6) -> frozenset[str]:
+    before = words(text[max(t.sentence[0], t.start - 80) : t.start])[-width:]
+    after = words(text[t.end : min(t.sentence[1], t.end + 80)])[:width]
+    return frozenset(before + after)
+
+
+class _CaseStats:
+    """How often each word is written capitalised vs lower-case in a corpus (a truecasing cue)."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.lower: Counter[str] = Counter()
+        self.upper: Counter[str] = Counter()
+        for text in texts:
+            for w in re.findall(r"(?<![\w.])[A-Za-z][a-z]+(?![\w])", text):
+                (self.upper if w[0].isupper() else self.lower)[w.lower()] += 1
+
+    def plausible(self, t: KeyTerm) -> bool:
+        """False for a single capitalised word that is mostly written in lower case (``Return``, ``Either``)."""
+        if t.kind != "name" or t.fmt == "acronym":
+            return True
+        for word in t.text.split():
+            if word.lower() in _CONNECTORS or re.search(r"[A-Z0-9]", word[1:]) or not word.isalpha():
+                continue  # CamelCase, digits, acronyms: identifier-like names (TarInfo, OSError, IMAP4)
+            key = word.lower()
+            if self.lower[key] * 4 > self.upper[key]:
+                return False
+        return True
+
+
+class ClozeGenerator:
+    """Writes one cloze question per chunk; distractors are drawn from ``pool_chunks``."""
+
+    def __init__(
+        self, pool_chunks: Sequence[Chunk], embedder: Embedder, *, seed: int = 0, topic_field: str | None = None
+    ) -> None:
+        self.chunks = list(pool_chunks)
+        self.embedder = embedder
+        self.seed = seed
+        self.topic_field = topic_field
+        self._index = {c.id: i for i, c in enumerate(self.chunks)}
+        self._case = _CaseStats(c.text for c in self.chunks)
+        self.terms: list[list[KeyTerm]] = [
+            [t for t in extract_terms(c.text) if self._case.plausible(t)] for c in self.chunks
+        ]
+        pool: dict[str, dict[str, _PoolEntry]] = defaultdict(dict)
+        for ci, (chunk, terms) in enumerate(zip(self.chunks, self.terms, strict=True)):
+            for t in terms:
+                key = _numeric_key(t.text) if t.kind == "number" else normalise_choice(t.text)
+                pool[t.kind].setdefault(key, _PoolEntry(t.text, t.kind, t.fmt, ci, _window(chunk.text, t)))
+        self.pool = {k: list(v.values()) for k, v in pool.items()}
+        self._chunk_vecs: np.ndarray | None = None
+
+    def _vecs(self) -> np.ndarray:
+        if self._chunk_vecs is None:
+            self._chunk_vecs = np.asarray(self.embedder.embed([c.text for c in self.chunks]), dtype=np.float64)
+        return self._chunk_vecs
+
+    def _candidates(self, chunk: Chunk, t: KeyTerm, question: str) -> list[_PoolEntry]:
+        akey = _numeric_key(t.text) if t.kind == "number" else normalise_choice(t.text)
+        out = []
+        chunk_low, q_low = chunk.text.lower(), question.lower()
+        for e in self.pool.get(t.kind, []):
+            ekey = _numeric_key(e.text) if e.kind == "number" else normalise_choice(e.text)
+            if ekey == akey or self.chunks[e.chunk].id == chunk.id:
+                continue
+            low = e.text.lower()
+            if (low in chunk_low and _occurs(e.text, chunk.text)) or (low in q_low and _occurs(e.text, question)):
+                continue
+            if normalise_choice(e.text) in normalise_choice(t.text) or normalise_choice(t.text) in normalise_choice(
+                e.text
+            ):
+                continue
+            out.append(e)
+        return out
+
+    def _plan(self, chunk: Chunk) -> dict[str, Any]:
+        """Pick the key term (seeded, weighted by quality) among those with enough same-kind distractors."""
+        rng = random.Random(derived_seed(self.seed, "cloze", chunk.id))
+        subject = subject_of(chunk, self.topic_field)
+        terms = (
+            self.terms[self._index[chunk.id]]
+            if chunk.id in self._index
+            else [t for t in extract_terms(chunk.text) if self._case.plausible(t)]
+        )
+        order = [(s, t) for t in terms if (s := _term_score(chunk.text, t, subject)) > 0]
+        if not order:
+            return {"failure": "no_key_term"}
+        while order:
+            pick = rng.choices(range(len(order)), weights=[s * s for s, _ in order], k=1)[0]
+            _, t = order.pop(pick)
+            q = self._question(chunk, t, subject)
+            cands = self._candidates(chunk, t, q)
+            if len(cands) >= 3:
+                return {"chunk": chunk, "term": t, "question": q, "cands": cands}
+        return {"failure": "no_distractors"}
+
+    def generate_many(self, chunks: Sequence[Chunk]) -> list[dict[str, Any]]:
+        """Raw questions ``{"question", "choices", "answer", "generator"}`` or ``{"failure": reason}``, in order.
+
+        The blanked sentences of all chunks are embedded in one call.
+        """
+        plans = [self._plan(c) for c in chunks]
+        todo = [p for p in plans if "failure" not in p]
+        if todo:
+            qvecs = np.asarray(self.embedder.embed([p["question"].split("? ", 1)[-1] for p in todo]), dtype=np.float64)
+            for p, qv in zip(todo, qvecs, strict=True):
+                p["chosen"] = self._rank(p["chunk"].text, p["term"], qv, p["cands"])
+        out: list[dict[str, Any]] = []
+        for p in plans:
+            if "failure" in p:
+                out.append({"failure": p["failure"]})
+                continue
+            chosen, t = p["chosen"], p["term"]
+            if len(chosen) < 3:
+                out.append({"failure": "no_distractors"})
+                continue
+            out.append(
+                {
+                    "question": p["question"],
+                    "choices": [t.text, *[e.text for e in chosen]],
+                    "answer": 0,
+                    "generator": {
+                        "name": "offline/cloze",
+                        "kind": t.kind,
+                        "format": t.fmt,
+                        "seed": self.seed,
+                        "distractor_chunks": [self.chunks[e.chunk].id for e in chosen],
+                    },
+                }
+            )
+        return out
+
+    def generate(self, chunk: Chunk) -> dict[str, Any]:
+        """The raw question for one chunk (see :meth:`generate_many`)."""
+        return self.generate_many([chunk])[0]
+
+    def _question(self, chunk: Chunk, t: KeyTerm, subject: str) -> str:
+        s0, s1 = t.sentence
+        sentence = chunk.text[s0 : t.start] + BLANK + chunk.text[t.end : s1]
+        sentence = re.sub(r"\s+", " ", sentence).strip()
+        noun = _NOUN[t.kind]
+        if t.fmt == "percent":
+            noun = "percentage"
+        elif t.fmt == "money":
+            noun = "amount"
+        elif t.fmt == "year":
+            noun = "year"
+        lead = (
+            f"About {subject}, which {noun} correctly fills the blank?"
+            if subject
+            else (f"Which {noun} correctly fills the blank?")
+        )
+        return f"{lead} {sentence}"
+
+    def _rank(self, chunk_text: str, t: KeyTerm, qv: np.ndarray, cands: list[_PoolEntry]) -> list[_PoolEntry]:
+        """The three most plausible distinct distractors (``qv``: embedding of the blanked sentence)."""
+        window = _window(chunk_text, t)
+        cheap = []
+        for e in cands:
+            fmt = 1.0 if e.fmt == t.fmt else 0.0
+            overlap = len(window & e.window) / max(1, len(window | e.window))
+            length = abs(len(e.text) - len(t.text)) / max(len(e.text), len(t.text))
+            cheap.append(0.6 * fmt + 0.6 * overlap - 0.5 * length)
+        top = np.argsort(-np.asarray(cheap), kind="stable")[:60]
+        vecs = self._vecs()
+        scored = []
+        for i in top:
+            e = cands[int(i)]
+            scored.append((cheap[int(i)] + float(vecs[e.chunk] @ qv), int(i)))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        chosen: list[_PoolEntry] = []
+        for _, i in scored:
+            e = cands[i]
+            key = normalise_choice(e.text)
+            if any(key in normalise_choice(c.text) or normalise_choice(c.text) in key for c in chosen):
+                continue
+            chosen.append(e)
+            if len(chosen) == 3:
+                break
+        return chosen
+
+    def absurd_distractors(self, chunk: Chunk, kind: str, answer: str, question: str, k: int = 3) -> list[str]:
+        """``k`` terms of other kinds from the chunks least similar to ``chunk`` (an unrelated-text sanity check)."""
+        rng = random.Random(derived_seed(self.seed, "absurd", chunk.id))
+        others = [
+            e
+            for kd, entries in self.pool.items()
+            if kd != kind
+            for e in entries
+            if not _occurs(e.text, chunk.text)
+            and not _occurs(e.text, question)
+            and normalise_choice(e.text) != normalise_choice(answer)
+        ]
+        if not others:
+            return []
+        vecs = self._vecs()
+        src = self._index.get(chunk.id)
+        if src is not None:
+            sims = vecs @ vecs[src]
+            others.sort(key=lambda e: (float(sims[e.chunk]), e.text))
+            others = others[: max(k * 10, 30)]
+        rng.shuffle(others)
+        out: list[str] = []
+        for e in others:
+            if normalise_choice(e.text) not in {normalise_choice(x) for x in out}:
+                out.append(e.text)
+            if len(out) == k:
+                break
+        return out
+
+
+__all__ = ["BLANK", "KINDS", "ClozeGenerator", "KeyTerm", "extract_terms", "subject_of"]

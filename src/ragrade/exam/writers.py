@@ -1,0 +1,186 @@
+"""Question writers: one raw candidate question per chunk, from an LLM or from the offline cloze generator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ragrade.corpus.types import Chunk
+from ragrade.exam.config import ExamConfig
+from ragrade.exam.offline import ClozeGenerator, subject_of
+from ragrade.exam.parse import ParsedQuestion, check_question_text, parse_question, validate
+from ragrade.exam.prompts import QUESTION_SCHEMA, SYSTEM_PROMPT, USER_PROMPT, load_template, render
+from ragrade.exam.text import derived_seed, stable_hash
+from ragrade.llm.base import LLM, GenerationRequest, Message, generate
+from ragrade.registry import register
+
+#: reasons a chunk yields no candidate at all (stage "generation")
+GENERATION_REASONS = ("llm_error", "no_key_term", "no_distractors")
+
+Progress = Callable[[int, int], None]  # (chunks done, valid candidates so far)
+
+
+@dataclass
+class Raw:
+    """One chunk's outcome: a parsed candidate or a failure (stage, reason, detail), never both."""
+
+    chunk: Chunk
+    parsed: ParsedQuestion | None = None
+    stage: str | None = None
+    reason: str | None = None
+    detail: str = ""
+    text: str | None = None  # the raw model output, when there is one
+    generator: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when this chunk produced a valid candidate."""
+        return self.parsed is not None
+
+
+class QuestionWriter(Protocol):
+    """Writes one candidate question per chunk."""
+
+    name: str
+
+    def write(self, chunks: Sequence[Chunk], progress: Progress | None = None) -> list[Raw]:
+        """One :class:`Raw` per chunk, in order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Generator name and parameters for the exam header."""
+        ...
+
+
+class LLMWriter:
+    """Asks an LLM for a question per chunk and parses the reply (JSON first, then the text layout)."""
+
+    def __init__(self, llm: LLM, cfg: ExamConfig) -> None:
+        self.llm = llm
+        self.cfg = cfg
+        self.name = llm.name
+        self.user_template = load_template(cfg.prompt_file, USER_PROMPT, require_document=True)
+        self.system_template = load_template(cfg.system_prompt_file, SYSTEM_PROMPT, require_document=False)
+        self.prompt_id = stable_hash(self.system_template, self.user_template)
+
+    def request(self, chunk: Chunk) -> GenerationRequest:
+        """The generation request for ``chunk``."""
+        domain = self.cfg.domain or str(chunk.metadata.get(self.cfg.topic_field or "topic") or "technical")
+        title = subject_of(chunk, self.cfg.topic_field) or chunk.source or "the corpus"
+        system = render(self.system_template, document=chunk.text, domain=domain, title=title)
+        user = render(self.user_template, document=chunk.text, domain=domain, title=title)
+        return GenerationRequest(
+            messages=(Message("system", system), Message("user", user)),
+            temperature=self.cfg.temperature,
+            max_tokens=self.cfg.max_tokens,
+            seed=derived_seed(self.cfg.seed, "generate", chunk.id),
+            json_schema=QUESTION_SCHEMA if self.cfg.json_output else None,
+            passages=(chunk.text,),
+            task="generate_question",
+            meta={"chunk_id": chunk.id},
+        )
+
+    def write(self, chunks: Sequence[Chunk], progress: Progress | None = None) -> list[Raw]:
+        """Generate in batches (the LLM layer handles concurrency, cache and retries) and parse."""
+        out: list[Raw] = []
+        valid = 0
+        step = self.cfg.batch_size
+        for b in range(0, len(chunks), step):
+            batch = chunks[b : b + step]
+            completions = generate(self.llm, [self.request(c) for c in batch])
+            if len(completions) != len(batch):
+                raise RuntimeError(f"{self.llm.name} returned {len(completions)} results for {len(batch)} requests")
+            for chunk, comp in zip(batch, completions, strict=True):
+                gen = {
+                    "name": "llm",
+                    "llm": self.llm.name,
+                    "prompt": self.prompt_id,
+                    "temperature": self.cfg.temperature,
+                    "cached": comp.cached,
+                }
+                if not comp.ok:
+                    out.append(
+                        Raw(chunk, stage="generation", reason="llm_error", detail=str(comp.error)[:300], generator=gen)
+                    )
+                    continue
+                res = parse_question(comp.text, self.cfg.min_question_chars)
+                if isinstance(res, ParsedQuestion):
+                    valid += 1
+                    out.append(Raw(chunk, parsed=res, text=comp.text, generator={**gen, "format": res.format}))
+                else:
+                    out.append(
+                        Raw(chunk, stage="parse", reason=res.reason, detail=res.detail, text=comp.text, generator=gen)
+                    )
+            if progress is not None:
+                progress(len(out), valid)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The LLM, prompt fingerprint and sampling parameters."""
+        return {
+            "name": "llm",
+            "llm": self.llm.describe(),
+            "prompt": self.prompt_id,
+            "prompt_file": self.cfg.prompt_file,
+            "temperature": self.cfg.temperature,
+            "max_tokens": self.cfg.max_tokens,
+            "json_output": self.cfg.json_output,
+        }
+
+
+class ClozeWriter:
+    """Adapter of :class:`~ragrade.exam.offline.ClozeGenerator` to the writer interface."""
+
+    name = "offline/cloze"
+
+    def __init__(self, generator: ClozeGenerator, cfg: ExamConfig) -> None:
+        self.generator = generator
+        self.cfg = cfg
+
+    def write(self, chunks: Sequence[Chunk], progress: Progress | None = None) -> list[Raw]:
+        """One cloze candidate (or a failure reason) per chunk, generated in batches."""
+        out: list[Raw] = []
+        valid = 0
+        step = max(self.cfg.batch_size, 64)
+        for b in range(0, len(chunks), step):
+            batch = chunks[b : b + step]
+            for chunk, raw in zip(batch, self.generator.generate_many(batch), strict=True):
+                if "failure" in raw:
+                    out.append(Raw(chunk, stage="generation", reason=raw["failure"], generator={"name": self.name}))
+                    continue
+                res = validate(raw["question"], list(raw["choices"]), raw["answer"], "cloze")
+                if isinstance(res, ParsedQuestion):
+                    res = check_question_text(raw["question"], self.cfg.min_question_chars) or res
+                if isinstance(res, ParsedQuestion):
+                    valid += 1
+                    out.append(Raw(chunk, parsed=res, generator=raw["generator"]))
+                else:
+                    out.append(
+                        Raw(chunk, stage="parse", reason=res.reason, detail=res.detail, generator=raw["generator"])
+                    )
+            if progress is not None:
+                progress(len(out), valid)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Generator name, seed and embedder."""
+        return {
+            "name": self.name,
+            "seed": self.generator.seed,
+            "embedder": self.generator.embedder.describe(),
+            "pool_chunks": len(self.generator.chunks),
+        }
+
+
+@register("exam_generator", "llm")
+def _llm_writer(llm: LLM, cfg: ExamConfig) -> LLMWriter:
+    return LLMWriter(llm, cfg)
+
+
+@register("exam_generator", "offline/cloze")
+def _cloze_writer(generator: ClozeGenerator, cfg: ExamConfig) -> ClozeWriter:
+    return ClozeWriter(generator, cfg)
+
+
+__all__ = ["GENERATION_REASONS", "ClozeWriter", "LLMWriter", "QuestionWriter", "Raw"]
