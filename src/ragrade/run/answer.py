@@ -1,0 +1,303 @@
+"""Answering multiple-choice questions: log-likelihood scoring or letter generation, one row per question.
+
+:func:`exam_shard` is the worker of the exam sweep (``"ragrade.run.answer:exam_shard"``):
+it takes a context, a pipeline spec and question ids, fetches passages,
+builds prompts with few-shot examples and answers:
+
+- by **log-likelihood** when the LLM supports it: every candidate is scored;
+  the raw sum, per-token and per-character normalisations are all recorded
+  and ``answer.score`` picks the one that decides ``chosen`` (``auto``: per
+  character for token log-probabilities, the raw score for baselines whose
+  scores are already normalised over the candidates);
+- else by **generating a letter** and parsing it; an unparseable reply is a
+  parse failure (``chosen = -1``, counted wrong, flagged ``parse_failed``).
+
+Failed requests give ``chosen = -1``, ``correct = 0`` and an ``error``;
+they are counted, never dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragrade.errors import ConfigError
+from ragrade.exam.files import LETTERS, Question
+from ragrade.run.pipeline import Contexts, Resources, resources_for
+from ragrade.run.prompts import render_prompt
+from ragrade.run.spec import AnswerConfig, PipelineSpec
+
+EXAM_WORKER = "ragrade.run.answer:exam_shard"
+
+_LEAD = re.compile(r"^\s*[\(\[\*]*\s*([A-Da-d])\s*[\)\]\.\:,\*]*(?:\s|$)")
+_STATED = re.compile(r"(?:answer|option|choice)\s*(?:is|:)?\s*[\(\[\*]*\s*([A-D])\b", re.IGNORECASE)
+_HEDGE = re.compile(r"^\s*(?:or|and|/)\s*\(?[A-Da-d]\b", re.IGNORECASE)
+_LONE = re.compile(r"(?<![A-Za-z])([A-D])(?![A-Za-z])")
+
+
+def parse_letter(text: str | None, choices: Sequence[str]) -> int | None:
+    """The choice index a free-text reply names, or None when it names none or several.
+
+    Accepts a leading letter (``B``, ``(B)``, ``B.``, ``b)``), a stated answer
+    (``the answer is C``), a single standalone capital letter, or the exact text
+    of exactly one choice.
+    """
+    if not text:
+        return None
+    n = len(choices)
+    m = _LEAD.match(text)
+    if m and _HEDGE.match(text[m.end() :]):  # "A or B": names two options
+        return None
+    if m and LETTERS.index(m.group(1).upper()) < n:
+        return LETTERS.index(m.group(1).upper())
+    m = _STATED.search(text)
+    if m and LETTERS.index(m.group(1).upper()) < n:
+        return LETTERS.index(m.group(1).upper())
+    lone = {x for x in _LONE.findall(text) if LETTERS.index(x) < n}
+    if len(lone) == 1:
+        return LETTERS.index(lone.pop())
+    low = text.strip().lower()
+    hits = [i for i, c in enumerate(choices) if c.strip() and c.strip().lower() in low]
+    if len(hits) == 1:
+        return hits[0]
+    return None
+
+
+def normalise_scores(
+    logprobs: Sequence[float], token_counts: Sequence[int] | None, choices: Sequence[str]
+) -> dict[str, list[float]]:
+    """Raw sums, per-token and per-character normalised log-likelihoods of each candidate."""
+    tcs = list(token_counts) if token_counts else [0] * len(logprobs)
+    return {
+        "sum": [float(x) for x in logprobs],
+        "per_token": [float(x) / t if t > 0 else float("nan") for x, t in zip(logprobs, tcs, strict=True)],
+        "per_char": [float(x) / max(1, len(c.strip())) for x, c in zip(logprobs, choices, strict=True)],
+    }
+
+
+def argmax(values: Sequence[float]) -> int:
+    """Index of the largest finite value (lowest index on ties); -1 when none is finite."""
+    best, best_i = -math.inf, -1
+    for i, v in enumerate(values):
+        if not math.isnan(v) and v > best:
+            best, best_i = v, i
+    return best_i
+
+
+def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
+    """The columns every row has, filled with 'no answer' values."""
+    tags = q.tags or {}
+    bloom = tags.get("bloom") or []
+    return {
+        "item_id": q.id,
+        "question_id": q.id,
+        "pipeline": spec.id,
+        **spec.factors(),
+        "method": None,
+        "chosen": -1,
+        "answer": q.answer,
+        "correct": 0,
+        "score_norm": None,
+        "ll_source": None,
+        "scores": None,
+        "ll_sum": None,
+        "ll_per_token": None,
+        "ll_per_char": None,
+        "retrieved": list(ctx.chunk_ids),
+        "retrieved_docs": list(ctx.doc_ids),
+        "gold_doc_retrieved": (q.doc_id in ctx.doc_ids) if spec.retriever != "closed" else None,
+        "output": None,
+        "parse_failed": False,
+        "error": ctx.error,
+        "latency_s": 0.0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached": False,
+        "topic": None if tags.get("topic") is None else str(tags.get("topic")),
+        "bloom": ",".join(str(b) for b in bloom) if isinstance(bloom, list) else str(bloom),
+        "qword": None if tags.get("qword") is None else str(tags.get("qword")),
+    }
+
+
+def _decide(row: dict[str, Any], chosen: int, q: Question) -> None:
+    row["chosen"] = chosen
+    row["correct"] = int(chosen == q.answer)
+
+
+async def _by_loglikelihood(
+    res: Resources,
+    llm: Any,
+    spec: PipelineSpec,
+    cfg: AnswerConfig,
+    qs: Sequence[Question],
+    ctxs: Sequence[Contexts],
+    rows: list[dict[str, Any]],
+) -> None:
+    from ragrade.llm.base import LoglikelihoodRequest
+
+    todo = [i for i, r in enumerate(rows) if r["error"] is None]
+    tpl = res.template(spec.prompt)
+    reqs = []
+    for i in todo:
+        q = qs[i]
+        system, user = render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl))
+        conts = (
+            tuple(f" {LETTERS[j]}" for j in range(len(q.choices)))
+            if cfg.target == "letter"
+            else tuple(f" {c}" for c in q.choices)
+        )
+        reqs.append(
+            LoglikelihoodRequest(
+                context=f"{system}\n\n{user}",
+                continuations=conts,
+                question=q.question,
+                passages=tuple(ctxs[i].passages),
+                meta={"question_id": q.id},
+            )
+        )
+    t0 = time.perf_counter()
+    results = await llm.aloglikelihood(reqs) if reqs else []
+    wall = time.perf_counter() - t0
+    for i, out in zip(todo, results, strict=True):
+        row, q = rows[i], qs[i]
+        row["method"] = "loglikelihood"
+        row["ll_source"] = getattr(out, "method", None)
+        row["latency_s"] = float(out.latency_s or wall / max(1, len(reqs)))
+        row["cached"] = bool(out.cached)
+        if not out.ok or out.logprobs is None or len(out.logprobs) != len(q.choices):
+            row["error"] = out.error or "the backend returned no scores for every candidate"
+            continue
+        targets = [LETTERS[j] for j in range(len(q.choices))] if cfg.target == "letter" else q.choices
+        norms = normalise_scores(out.logprobs, out.token_counts, targets)
+        row["ll_sum"], row["ll_per_token"], row["ll_per_char"] = norms["sum"], norms["per_token"], norms["per_char"]
+        norm = cfg.score
+        if norm == "auto":
+            norm = "sum" if getattr(out, "method", None) == "baseline" else "per_char"
+        row["score_norm"] = norm
+        row["scores"] = norms[norm]
+        row["completion_tokens"] = int(sum(out.token_counts or []))
+        _decide(row, argmax(norms[norm]), q)
+
+
+async def _by_generation(
+    res: Resources,
+    llm: Any,
+    spec: PipelineSpec,
+    cfg: AnswerConfig,
+    qs: Sequence[Question],
+    ctxs: Sequence[Contexts],
+    rows: list[dict[str, Any]],
+) -> None:
+    from ragrade.llm.base import GenerationRequest, Message
+
+    todo = [i for i, r in enumerate(rows) if r["error"] is None]
+    tpl = res.template(spec.prompt)
+    reqs = []
+    for i in todo:
+        q = qs[i]
+        system, user = render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl), for_generation=True)
+        reqs.append(
+            GenerationRequest(
+                messages=(Message("system", system), Message("user", user)),
+                temperature=cfg.temperature,
+                max_tokens=cfg.max_tokens,
+                seed=res.seed,
+                question=q.question,
+                passages=tuple(ctxs[i].passages),
+                choices=tuple(q.choices),
+                task="mcq",
+                meta={"question_id": q.id},
+            )
+        )
+    results = await llm.agenerate(reqs) if reqs else []
+    for i, out in zip(todo, results, strict=True):
+        row, q = rows[i], qs[i]
+        row["method"] = "generate"
+        row["latency_s"] = float(out.latency_s)
+        row["cached"] = bool(out.cached)
+        row["prompt_tokens"] = int(out.usage.prompt_tokens)
+        row["completion_tokens"] = int(out.usage.completion_tokens)
+        if not out.ok:
+            row["error"] = out.error or "the backend returned no text"
+            continue
+        row["output"] = out.text
+        chosen = parse_letter(out.text, q.choices)
+        if chosen is None:
+            row["parse_failed"] = True
+        else:
+            _decide(row, chosen, q)
+
+
+def _apply_external(rows: list[dict[str, Any]], qs: Sequence[Question], ctxs: Sequence[Contexts]) -> list[int]:
+    """Fill rows the external system answered itself; returns the indices still to answer with the LLM."""
+    rest = []
+    for i, (row, q, ctx) in enumerate(zip(rows, qs, ctxs, strict=True)):
+        ext = ctx.external
+        if ext is None or ext.error is not None:
+            rest.append(i)
+            continue
+        row["latency_s"] = float(ext.latency_s)
+        if ext.answer is None:
+            rest.append(i)
+            continue
+        row["method"] = "external"
+        row["output"] = ext.answer_raw
+        if ext.scores is not None:
+            row["scores"], row["score_norm"] = ext.scores, "external"
+        _decide(row, ext.answer, q)
+    return rest
+
+
+async def answer_questions(
+    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question]
+) -> list[dict[str, Any]]:
+    """Rows for ``qs`` answered by ``spec`` (one per question, in order)."""
+    ctxs = await res.contexts(spec, qs)
+    rows = [base_row(q, spec, c) for q, c in zip(qs, ctxs, strict=True)]
+    pending = _apply_external(rows, qs, ctxs) if spec.is_external else list(range(len(qs)))
+    if not pending:
+        return rows
+    if spec.llm in ("none", "-"):
+        for i in pending:
+            if rows[i]["error"] is None:
+                rows[i]["error"] = "the external system gave no answer and the pipeline has no LLM"
+        return rows
+    llm = res.llm(spec.llm)
+    method = spec.method
+    if method == "auto":
+        method = "loglikelihood" if getattr(llm, "supports_loglikelihood", False) else "generate"
+    elif method == "loglikelihood" and not getattr(llm, "supports_loglikelihood", False):
+        raise ConfigError(f"LLM '{spec.llm}' cannot score log-likelihoods; use method 'generate' or 'auto'")
+    sub_q = [qs[i] for i in pending]
+    sub_c = [ctxs[i] for i in pending]
+    sub_r = [rows[i] for i in pending]
+    if method == "loglikelihood":
+        await _by_loglikelihood(res, llm, spec, cfg, sub_q, sub_c, sub_r)
+    else:
+        await _by_generation(res, llm, spec, cfg, sub_q, sub_c, sub_r)
+    return rows
+
+
+async def exam_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: Sequence[str]) -> list[dict[str, Any]]:
+    """The sweep worker: answer ``items`` (question ids) with pipeline ``spec`` under ``context``."""
+    res = resources_for(context)
+    pipe = PipelineSpec.model_validate(spec)
+    cfg = AnswerConfig.model_validate(context.get("answer", {}))
+    unknown = [i for i in items if i not in res.questions]
+    if unknown:
+        raise ConfigError(f"question ids not in the exam: {unknown[:3]}")
+    return await answer_questions(res, pipe, cfg, [res.questions[i] for i in items])
+
+
+__all__ = [
+    "EXAM_WORKER",
+    "answer_questions",
+    "argmax",
+    "base_row",
+    "exam_shard",
+    "normalise_scores",
+    "parse_letter",
+]

@@ -1,0 +1,188 @@
+"""Paired comparisons of pipelines on the same questions: accuracy difference, bootstrap CI, McNemar.
+
+Two pipelines of one run answered the same questions, so their difference is
+judged on paired outcomes: the paired bootstrap resamples questions (keeping
+each question's two outcomes together) and McNemar's exact test looks only at
+the discordant questions (one right, the other wrong). Comparing many pairs
+adjusts the p-values (Holm by default) so that "significant" keeps its meaning.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.io import now_iso, write_json
+from ragrade.run.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
+from ragrade.run.summary import read_responses
+
+COMPARISONS_FILE = "comparisons.json"
+COMPARISONS_VERSION = 1
+
+
+@dataclass
+class Comparison:
+    """The paired comparison of pipelines ``a`` and ``b``."""
+
+    a: str
+    b: str
+    n: int
+    accuracy_a: float
+    accuracy_b: float
+    difference: float  # accuracy_a - accuracy_b
+    ci_low: float
+    ci_high: float
+    a_only: int  # questions only a answered correctly
+    b_only: int
+    p_value: float  # McNemar exact, two-sided
+    p_adjusted: float
+    correction: str
+    verdict: str  # "a better", "b better" or "no significant difference"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def resolve_pipeline(name: str, pipelines: Sequence[str]) -> str:
+    """The pipeline id equal to ``name``, or the only one containing it; ConfigError otherwise."""
+    if name in pipelines:
+        return name
+    matches = [p for p in pipelines if name in p]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ConfigError(f"no pipeline matches '{name}'; pipelines: {', '.join(pipelines)}")
+    raise ConfigError(f"'{name}' matches {len(matches)} pipelines ({', '.join(matches[:4])}); be more specific")
+
+
+def _paired(df: pd.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    wide = df[df["pipeline"].isin([a, b])].pivot_table(
+        index="question_id", columns="pipeline", values="correct", aggfunc="first"
+    )
+    wide = wide.dropna()
+    if wide.empty or a not in wide or b not in wide:
+        raise DataError(f"pipelines '{a}' and '{b}' share no questions")
+    return wide[a].to_numpy(dtype=np.float64), wide[b].to_numpy(dtype=np.float64)
+
+
+def _verdict(diff: float, p_adj: float, alpha: float) -> str:
+    if p_adj < alpha and diff > 0:
+        return "a better"
+    if p_adj < alpha and diff < 0:
+        return "b better"
+    return "no significant difference"
+
+
+def compare_pair(
+    df: pd.DataFrame, a: str, b: str, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0, alpha: float = 0.05
+) -> Comparison:
+    """Compare pipelines ``a`` and ``b`` (ids) of a response matrix ``df``."""
+    x, y = _paired(df, a, b)
+    lo, hi = paired_bootstrap_ci(x, y, n_boot=n_boot, level=level, seed=seed)
+    a_only = int(((x == 1) & (y == 0)).sum())
+    b_only = int(((x == 0) & (y == 1)).sum())
+    p = mcnemar_exact(a_only, b_only)
+    diff = float(x.mean() - y.mean())
+    return Comparison(
+        a,
+        b,
+        int(x.size),
+        float(x.mean()),
+        float(y.mean()),
+        diff,
+        lo,
+        hi,
+        a_only,
+        b_only,
+        p,
+        p,
+        "none",
+        _verdict(diff, p, alpha),
+    )
+
+
+def compare_many(
+    df: pd.DataFrame,
+    pipelines: Sequence[str],
+    *,
+    correction: str = "holm",
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> list[Comparison]:
+    """All pairs of ``pipelines`` (first listed is ``a``), p-values adjusted together by ``correction``."""
+    pairs = list(itertools.combinations(pipelines, 2))
+    out = [compare_pair(df, a, b, n_boot=n_boot, level=level, seed=seed, alpha=alpha) for a, b in pairs]
+    adjusted = adjust_pvalues([c.p_value for c in out], correction)
+    for c, p_adj in zip(out, adjusted, strict=True):
+        c.p_adjusted = p_adj
+        c.correction = correction
+        c.verdict = _verdict(c.difference, p_adj, alpha)
+    return out
+
+
+def top_pipelines(df: pd.DataFrame, top: int) -> list[str]:
+    """The ``top`` pipelines by accuracy (ties broken by id)."""
+    acc = df.groupby("pipeline")["correct"].mean().reset_index()
+    acc = acc.sort_values(["correct", "pipeline"], ascending=[False, True])
+    return [str(p) for p in acc["pipeline"].head(top)]
+
+
+def verdicts(
+    run_dir: str | Path,
+    *,
+    top: int = 5,
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Pairwise verdicts among the ``top`` pipelines of a run dir (what the report shows).
+
+    Returns ``{"version", "created", "pipelines", "correction", "alpha", "comparisons": [...]}``;
+    ``a`` is always the pipeline with the higher accuracy.
+    """
+    df = read_responses(run_dir)
+    best = top_pipelines(df, top)
+    comps = (
+        compare_many(df, best, correction=correction, n_boot=n_boot, seed=seed, alpha=alpha) if len(best) > 1 else []
+    )
+    return {
+        "version": COMPARISONS_VERSION,
+        "created": now_iso(),
+        "pipelines": best,
+        "correction": correction,
+        "alpha": alpha,
+        "n_boot": n_boot,
+        "seed": seed,
+        "comparisons": [c.to_dict() for c in comps],
+    }
+
+
+def write_comparisons(path: str | Path, result: dict[str, Any]) -> Path:
+    """Write a :func:`verdicts`-shaped result as JSON (atomically)."""
+    p = Path(path)
+    write_json(p, result)
+    return p
+
+
+__all__ = [
+    "COMPARISONS_FILE",
+    "COMPARISONS_VERSION",
+    "Comparison",
+    "compare_many",
+    "compare_pair",
+    "resolve_pipeline",
+    "top_pipelines",
+    "verdicts",
+    "write_comparisons",
+]

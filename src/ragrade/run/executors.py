@@ -1,0 +1,287 @@
+"""The generic resumable runner and its executors (local asyncio, Ray).
+
+The unit of work is a :class:`Shard`: one pipeline and a list of item ids. A
+*worker* is a function named ``"module:function"`` with the signature::
+
+    worker(context: dict, spec: dict, items: list[str]) -> list[dict]   # or an async def
+
+that returns exactly one row per item, each with an ``item_id`` key. Workers
+receive only JSON data (file paths and settings), so the same worker runs in
+this process or on a Ray cluster; they cache loaded resources themselves.
+
+:func:`run_shards` skips items already in the :class:`~ragrade.run.store.Journal`,
+runs the rest on an executor and commits every finished shard durably.
+The exam sweep (:mod:`ragrade.run.sweep`) and free-text QA reuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ragrade.errors import BackendError, ConfigError
+from ragrade.run.store import Journal
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One pipeline's batch of items."""
+
+    pipeline: str
+    spec: dict[str, Any]
+    items: tuple[str, ...]
+
+
+ResultCallback = Callable[[Shard, list[dict[str, Any]]], None]
+
+
+class Executor(Protocol):
+    """Runs shards and reports each shard's rows through ``on_result`` in the calling thread."""
+
+    name: str
+
+    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+        """Run every shard; call ``on_result(shard, rows)`` as each finishes."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the run manifest."""
+        ...
+
+
+def resolve_callable(target: str) -> Callable[..., Any]:
+    """Import ``"package.module:function"`` (dotted attribute paths allowed after the colon)."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"expected 'module:function', got '{target}'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import '{module_name}' for '{target}' ({exc})") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise ConfigError(f"'{module_name}' has no attribute '{attr}'") from exc
+    if not callable(obj):
+        raise ConfigError(f"'{target}' is not callable")
+    return obj
+
+
+def call_worker(worker: str, context: Mapping[str, Any], spec: Mapping[str, Any], items: Sequence[str]) -> Any:
+    """Call ``worker`` synchronously (running it to completion when it is async)."""
+    fn = resolve_callable(worker)
+    out = fn(dict(context), dict(spec), list(items))
+    if inspect.isawaitable(out):
+        from ragrade.llm.base import run_sync
+
+        out = run_sync(_await(out))
+    return out
+
+
+async def _await(aw: Any) -> Any:
+    return await aw
+
+
+def plan_shards(
+    journal: Journal, pipelines: Mapping[str, Mapping[str, Any]], items: Sequence[str], shard_size: int
+) -> list[Shard]:
+    """Shards covering every (pipeline, item) not yet in ``journal``, pipeline by pipeline, items in order."""
+    shards: list[Shard] = []
+    for pid, spec in pipelines.items():
+        done = journal.done_items(pid)
+        pending = [i for i in items if i not in done]
+        for start in range(0, len(pending), shard_size):
+            shards.append(Shard(pid, dict(spec), tuple(pending[start : start + shard_size])))
+    return shards
+
+
+def run_shards(
+    journal: Journal,
+    shards: Sequence[Shard],
+    worker: str,
+    context: Mapping[str, Any],
+    executor: Executor,
+    on_progress: Callable[[Shard, int], None] | None = None,
+) -> int:
+    """Run ``shards`` on ``executor``, committing each shard's rows to ``journal``; returns the rows added.
+
+    A worker that returns rows for other items than it was given, or misses
+    some, is a bug in the worker: BackendError names it.
+    """
+    added = 0
+
+    def on_result(shard: Shard, rows: list[dict[str, Any]]) -> None:
+        nonlocal added
+        got = [str(r.get("item_id")) for r in rows]
+        if sorted(got) != sorted(shard.items):
+            missing = sorted(set(shard.items) - set(got))[:3]
+            raise BackendError(
+                f"worker {worker} returned {len(rows)} rows for {len(shard.items)} items "
+                f"of '{shard.pipeline}' (missing e.g. {missing})"
+            )
+        added += journal.add(shard.pipeline, rows)
+        if on_progress is not None:
+            on_progress(shard, len(rows))
+
+    if shards:
+        executor.run(worker, context, shards, on_result)
+    return added
+
+
+class LocalExecutor:
+    """Runs shards in this process; async workers run up to ``parallel`` shards concurrently on one loop."""
+
+    name = "local"
+
+    def __init__(self, parallel: int = 2) -> None:
+        self.parallel = max(1, parallel)
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the manifest."""
+        return {"executor": self.name, "parallel": self.parallel}
+
+    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+        """Run every shard here."""
+        fn = resolve_callable(worker)
+        if inspect.iscoroutinefunction(fn) and self.parallel > 1:
+            from ragrade.llm.base import run_sync
+
+            run_sync(self._run_async(fn, context, shards, on_result))
+            return
+        for shard in shards:
+            on_result(shard, call_worker(worker, context, shard.spec, shard.items))
+
+    async def _run_async(
+        self, fn: Callable[..., Any], context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback
+    ) -> None:
+        sem = asyncio.Semaphore(self.parallel)
+
+        async def one(shard: Shard) -> tuple[Shard, list[dict[str, Any]]]:
+            async with sem:
+                return shard, await fn(dict(context), dict(shard.spec), list(shard.items))
+
+        tasks = [asyncio.ensure_future(one(s)) for s in shards]
+        try:
+            for fut in asyncio.as_completed(tasks):
+                shard, rows = await fut
+                on_result(shard, rows)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+
+class _RayWorkerImpl:
+    """Body of the Ray actor: keeps the worker's caches alive across shards."""
+
+    def run(self, worker: str, context: dict[str, Any], spec: dict[str, Any], items: list[str]) -> Any:
+        return call_worker(worker, context, spec, items)
+
+
+class RayExecutor:
+    """Distributes shards (pipelines x question shards) over Ray actors; only paths and settings travel.
+
+    Connects to ``address`` when given (an existing cluster), else starts a
+    local instance with ``workers`` CPUs. Actors keep loaded indexes and models
+    between shards.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+        self.address = address
+        self.workers = workers
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the manifest."""
+        return {"executor": self.name, "address": self.address, "workers": self.workers}
+
+    def _init(self) -> Any:
+        from ragrade.deps import require
+
+        ray = require("ray", package="ray", extra="ray", purpose="the Ray executor")
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+            if self.address:
+                kwargs["address"] = self.address
+            else:
+                kwargs["num_cpus"] = self.workers or min(4, os.cpu_count() or 1)
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                if k.startswith(("RAGRADE_", "HF_", "TRANSFORMERS_", "RAY_AUTH", "TOKENIZERS_"))
+            }
+            if not self.address:  # a local instance sees this interpreter's import path (user modules, tests)
+                import sys
+
+                env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+            kwargs["runtime_env"] = {"env_vars": env}
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise BackendError(f"cannot start or reach Ray ({exc})") from exc
+        return ray
+
+    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+        """Run every shard on the actor pool."""
+        ray = self._init()
+        n_cpus = int(ray.available_resources().get("CPU", 1)) or 1
+        n_actors = max(1, min(self.workers or n_cpus, len(shards), n_cpus))
+        actor_cls = ray.remote(num_cpus=1)(_RayWorkerImpl)
+        actors = [actor_cls.remote() for _ in range(n_actors)]
+        ctx = dict(context)
+        queue = list(shards)
+        running: dict[Any, tuple[Shard, Any]] = {}
+        try:
+            for actor in actors:
+                if queue:
+                    s = queue.pop(0)
+                    running[actor.run.remote(worker, ctx, s.spec, list(s.items))] = (s, actor)
+            while running:
+                ready, _ = ray.wait(list(running), num_returns=1)
+                ref = ready[0]
+                shard, actor = running.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except Exception as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, Exception) and not isinstance(cause, BackendError):
+                        raise cause from exc
+                    raise BackendError(f"Ray worker failed on '{shard.pipeline}': {exc}") from exc
+                if queue:
+                    s = queue.pop(0)
+                    running[actor.run.remote(worker, ctx, s.spec, list(s.items))] = (s, actor)
+                on_result(shard, rows)
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+
+
+def create_executor(
+    name: str, *, parallel: int = 2, address: str | None = None, workers: int | None = None
+) -> Executor:
+    """``local`` or ``ray``."""
+    if name == "local":
+        return LocalExecutor(parallel=parallel)
+    if name == "ray":
+        return RayExecutor(address=address, workers=workers)
+    raise ConfigError(f"unknown executor '{name}'; valid choices: local, ray")
+
+
+__all__ = [
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "Shard",
+    "call_worker",
+    "create_executor",
+    "plan_shards",
+    "resolve_callable",
+    "run_shards",
+]

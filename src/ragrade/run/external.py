@@ -1,0 +1,190 @@
+"""External pipelines: evaluate a RAG system you already have, as a Python callable or an HTTP endpoint.
+
+Each question is sent as one JSON object::
+
+    {"id": "q-001", "question": "...", "choices": ["...", "...", "...", "..."], "k": 3}
+
+and the system answers with a JSON object holding retrieved contexts and/or an answer::
+
+    {"contexts": ["passage text", {"text": "...", "id": "chunk-7", "doc_id": "doc-2"}],
+     "answer": 2 | "C" | "the option's text" | null,
+     "scores": [float, float, float, float]}          # optional, one per choice
+
+When ``answer`` is missing or null, the pipeline's LLM answers from the
+returned contexts (the external system acts as a retriever). A target is
+``"package.module:function"`` (sync or async function of the request dict) or
+an ``http(s)://`` URL receiving the request as a POST body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragrade.errors import ConfigError
+from ragrade.exam.files import LETTERS, Question
+
+
+@dataclass
+class ExternalResult:
+    """What an external system returned for one question (or the error it caused)."""
+
+    contexts: list[str] = field(default_factory=list)
+    context_ids: list[str] = field(default_factory=list)
+    context_docs: list[str] = field(default_factory=list)
+    answer: int | None = None  # choice index, when the system answered
+    answer_raw: str | None = None
+    scores: list[float] | None = None
+    error: str | None = None
+    latency_s: float = 0.0
+
+
+def _parse_answer(value: Any, choices: Sequence[str]) -> tuple[int | None, str | None]:
+    """(index, error) from an int index, a letter or a choice's exact text."""
+    if value is None:
+        return None, None
+    if isinstance(value, bool):
+        return None, f"answer must be an index, a letter or a choice text, got {value!r}"
+    if isinstance(value, int):
+        return (value, None) if 0 <= value < len(choices) else (None, f"answer index {value} out of range")
+    text = str(value).strip()
+    if len(text) == 1 and text.upper() in LETTERS[: len(choices)]:
+        return LETTERS.index(text.upper()), None
+    lowered = [c.strip().lower() for c in choices]
+    if text.lower() in lowered:
+        return lowered.index(text.lower()), None
+    return None, f"answer {text[:60]!r} is neither a letter nor one of the choices"
+
+
+def parse_response(payload: Any, question: Question) -> ExternalResult:
+    """Validate one external response; problems become ``error`` (never an exception)."""
+    if not isinstance(payload, dict):
+        return ExternalResult(error=f"expected a JSON object, got {type(payload).__name__}")
+    res = ExternalResult()
+    raw_ctx = payload.get("contexts") or []
+    if not isinstance(raw_ctx, list):
+        return ExternalResult(error="'contexts' must be a list")
+    for i, c in enumerate(raw_ctx):
+        if isinstance(c, str):
+            res.contexts.append(c)
+            res.context_ids.append(f"external-{i}")
+            res.context_docs.append("")
+        elif isinstance(c, dict) and isinstance(c.get("text"), str):
+            res.contexts.append(c["text"])
+            res.context_ids.append(str(c.get("id", f"external-{i}")))
+            res.context_docs.append(str(c.get("doc_id", "")))
+        else:
+            return ExternalResult(error=f"context {i} must be a string or an object with 'text'")
+    res.answer, err = _parse_answer(payload.get("answer"), question.choices)
+    if payload.get("answer") is not None:
+        res.answer_raw = str(payload.get("answer"))
+    if err:
+        res.error = err
+    scores = payload.get("scores")
+    if scores is not None:
+        try:
+            res.scores = [float(s) for s in scores]
+        except (TypeError, ValueError):
+            res.error = res.error or "'scores' must be a list of numbers"
+        else:
+            if len(res.scores) != len(question.choices):
+                res.error = res.error or f"'scores' has {len(res.scores)} values for {len(question.choices)} choices"
+    return res
+
+
+def request_payload(question: Question, k: int) -> dict[str, Any]:
+    """The JSON object sent for ``question``."""
+    return {"id": question.id, "question": question.question, "choices": list(question.choices), "k": k}
+
+
+class ExternalSystem:
+    """A user's RAG system behind a callable or an HTTP endpoint."""
+
+    def __init__(
+        self, name: str, target: str, *, timeout: float = 60.0, concurrency: int = 8, max_retries: int = 2
+    ) -> None:
+        self.name = name
+        self.target = target
+        self.timeout = timeout
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.is_http = target.startswith(("http://", "https://"))
+        self._fn: Any = None
+        if not self.is_http:
+            from ragrade.run.executors import resolve_callable
+
+            self._fn = resolve_callable(target)
+
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the manifest."""
+        return {
+            "kind": "http" if self.is_http else "callable",
+            "name": self.name,
+            "target": self.target,
+            "timeout": self.timeout,
+            "concurrency": self.concurrency,
+        }
+
+    async def aquery(self, questions: Sequence[Question], k: int) -> list[ExternalResult]:
+        """One result per question, in order; failures are recorded on the result."""
+        sem = asyncio.Semaphore(self.concurrency)
+        if self.is_http:
+            import httpx
+
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                return list(await asyncio.gather(*(self._one(q, k, sem, client) for q in questions)))
+        return list(await asyncio.gather(*(self._one(q, k, sem, None) for q in questions)))
+
+    async def _one(self, q: Question, k: int, sem: asyncio.Semaphore, client: Any) -> ExternalResult:
+        async with sem:
+            t0 = time.perf_counter()
+            try:
+                payload = await (self._post(client, q, k) if client is not None else self._call(q, k))
+            except Exception as exc:  # the user's system failed: record, never drop
+                res = ExternalResult(error=f"{type(exc).__name__}: {exc}"[:500])
+            else:
+                res = parse_response(payload, q)
+            res.latency_s = time.perf_counter() - t0
+            return res
+
+    async def _call(self, q: Question, k: int) -> Any:
+        out = self._fn(request_payload(q, k))
+        if inspect.isawaitable(out):
+            out = await out
+        return out
+
+    async def _post(self, client: Any, q: Question, k: int) -> Any:
+        import httpx
+
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = await client.post(self.target, json=request_payload(q, k))
+            except httpx.TransportError as exc:
+                last = exc
+            else:
+                if resp.status_code >= 500 and attempt < self.max_retries:
+                    last = RuntimeError(f"HTTP {resp.status_code}")
+                elif resp.status_code >= 400:
+                    raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                else:
+                    try:
+                        return resp.json()
+                    except ValueError as exc:
+                        raise RuntimeError(f"response is not JSON: {resp.text[:200]!r}") from exc
+            await asyncio.sleep(0.2 * (2**attempt))
+        raise RuntimeError(f"no answer after {self.max_retries + 1} attempts ({last})")
+
+
+def create_external(name: str, target: str) -> ExternalSystem:
+    """An :class:`ExternalSystem`; ConfigError on a malformed target."""
+    if not target.startswith(("http://", "https://")) and ":" not in target:
+        raise ConfigError(f"external '{name}': expected 'module:function' or an http(s) URL, got '{target}'")
+    return ExternalSystem(name, target)
+
+
+__all__ = ["ExternalResult", "ExternalSystem", "create_external", "parse_response", "request_payload"]

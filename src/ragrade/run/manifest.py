@@ -1,0 +1,256 @@
+"""Run manifests: what was run, with which components, seeds, inputs and software.
+
+Every stage that writes a run directory (exam sweeps, free-text QA, robustness
+testbeds, IRT fits, reports) records a ``manifest.json`` built by
+:func:`build_manifest` and closed by :func:`finish_manifest`. The layout is::
+
+    {
+      "version": 1,
+      "kind": "exam-sweep",
+      "config": {...},                 # the full, merged configuration
+      "components": {"llm:offline/student": {...describe()...}, ...},
+      "seeds": {"icl": 0, ...},
+      "inputs": {...},                 # every input path with its size and sha256
+      "exam": {"path": "...", ...},    # when an exam was taken
+      "indexes": {"recursive-200": "path/to/index", ...},
+      "software": {"python": ..., "platform": ..., "packages": {...}, "git": {...}},
+      "started": "2025-...Z", "finished": "2025-...Z" | null, "status": "running" | "complete" | ...
+    }
+
+Nothing here fails because of the environment: a missing package, no git
+checkout or no ``git`` binary all just leave the field ``null``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ragrade.io import now_iso, read_json, write_json
+
+MANIFEST_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+
+# distributions reported when installed; torch & co. only when already imported (importing them is slow)
+_ALWAYS = ("ragrade", "numpy", "scipy", "pandas", "pyarrow", "pydantic", "typer")
+_IF_IMPORTED = {
+    "torch": "torch",
+    "transformers": "transformers",
+    "sentence_transformers": "sentence-transformers",
+    "bm25s": "bm25s",
+    "faiss": "faiss-cpu",
+    "onnxruntime": "onnxruntime",
+    "openai": "openai",
+    "httpx": "httpx",
+    "ray": "ray",
+    "girth": "girth",
+    "bert_score": "bert-score",
+    "usearch": "usearch",
+    "chromadb": "chromadb",
+}
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of ragrade's main dependencies (heavy ones only when imported in this process)."""
+    out: dict[str, str | None] = {}
+    names = list(_ALWAYS) + [dist for mod, dist in _IF_IMPORTED.items() if mod in sys.modules]
+    for dist in names:
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = None
+    if out.get("ragrade") is None:
+        from ragrade import __version__
+
+        out["ragrade"] = __version__
+    return out
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return proc.stdout.strip()
+
+
+def git_info(path: str | Path | None = None) -> dict[str, Any] | None:
+    """Revision and dirty flag of the git checkout holding ``path`` (or the cwd, then the package); None if none."""
+    candidates: list[Path] = []
+    if path is not None:
+        candidates.append(Path(path))
+    candidates.append(Path.cwd())
+    candidates.append(Path(__file__).resolve().parent)
+    for where in candidates:
+        if not where.is_dir():
+            continue
+        rev = _git(["rev-parse", "HEAD"], where)
+        if not rev:
+            continue
+        root = _git(["rev-parse", "--show-toplevel"], where)
+        status = _git(["status", "--porcelain", "--untracked-files=no"], where)
+        return {"revision": rev, "root": root, "dirty": bool(status) if status is not None else None}
+    return None
+
+
+def software_info() -> dict[str, Any]:
+    """Python, platform, package versions and git revision."""
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "packages": package_versions(),
+        "git": git_info(),
+    }
+
+
+def file_fingerprint(path: str | Path, *, max_hash_bytes: int = 256 * 1024 * 1024) -> dict[str, Any]:
+    """Path, size and sha256 of a file (or of a directory's file list, sizes and hashes)."""
+    p = Path(path)
+    info: dict[str, Any] = {"path": str(p)}
+    if p.is_file():
+        info["bytes"] = p.stat().st_size
+        if info["bytes"] <= max_hash_bytes:
+            h = hashlib.sha256()
+            with p.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+            info["sha256"] = h.hexdigest()
+    elif p.is_dir():
+        h = hashlib.sha256()
+        total = 0
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            size = f.stat().st_size
+            total += size
+            h.update(f"{f.relative_to(p)}\0{size}\0{int(f.stat().st_mtime)}\n".encode())
+        info["bytes"] = total
+        info["listing_sha256"] = h.hexdigest()
+    else:
+        info["missing"] = True
+    return info
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "model_dump"):
+        return _jsonable(value.model_dump(mode="json"))
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return repr(value)
+
+
+def build_manifest(
+    kind: str,
+    config: Any,
+    components: Mapping[str, Any] | None = None,
+    seeds: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    exam: str | Path | Mapping[str, Any] | None = None,
+    indexes: Mapping[str, str | Path] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A new manifest for a run of ``kind`` (status ``running``; call :func:`finish_manifest` at the end).
+
+    ``config`` may be a pydantic model or a mapping; ``components`` maps a
+    component label to its ``describe()`` output; ``inputs`` maps a label to a
+    path (fingerprinted when it exists) or any JSON value. ``exam`` is the exam
+    path (or a mapping with ``path``), recorded under ``manifest["exam"]``;
+    ``indexes`` maps a chunker/index label to its directory, recorded under
+    ``manifest["indexes"]``. Both are also taken from ``inputs["exam"]`` /
+    ``inputs["indexes"]`` when not given explicitly.
+    """
+    inputs = dict(inputs or {})
+    if exam is None and "exam" in inputs:
+        exam = inputs["exam"]
+    if indexes is None and isinstance(inputs.get("indexes"), Mapping):
+        indexes = inputs["indexes"]
+    fingerprints: dict[str, Any] = {}
+    for label, value in inputs.items():
+        if isinstance(value, (str, Path)) and Path(value).exists():
+            fingerprints[label] = file_fingerprint(value)
+        else:
+            fingerprints[label] = _jsonable(value)
+    manifest: dict[str, Any] = {
+        "version": MANIFEST_VERSION,
+        "kind": kind,
+        "config": _jsonable(config) if config is not None else {},
+        "components": _jsonable(components or {}),
+        "seeds": _jsonable(seeds or {}),
+        "inputs": fingerprints,
+        "software": software_info(),
+        "started": now_iso(),
+        "finished": None,
+        "status": "running",
+    }
+    if exam is not None:
+        exam_info: dict[str, Any] = dict(exam) if isinstance(exam, Mapping) else {"path": str(exam)}
+        exam_info["path"] = str(Path(str(exam_info["path"])).resolve()) if exam_info.get("path") else None
+        if exam_info["path"] and Path(exam_info["path"]).is_file():
+            exam_info.setdefault("sha256", file_fingerprint(exam_info["path"]).get("sha256"))
+        manifest["exam"] = _jsonable(exam_info)
+    if indexes is not None:
+        manifest["indexes"] = {str(k): str(Path(v).resolve()) for k, v in indexes.items()}
+    if extra:
+        manifest.update(_jsonable(dict(extra)))
+    return manifest
+
+
+def finish_manifest(manifest: dict[str, Any], *, status: str = "complete", **counts: Any) -> dict[str, Any]:
+    """Stamp the end time and status (plus any ``counts``, e.g. ``n_errors=3``) on ``manifest``; returns it."""
+    manifest["finished"] = now_iso()
+    manifest["status"] = status
+    if counts:
+        manifest.setdefault("counts", {}).update(_jsonable(counts))
+    return manifest
+
+
+def write_manifest(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
+    """Write ``manifest.json`` in ``run_dir`` atomically; returns its path."""
+    path = Path(run_dir) / MANIFEST_FILE
+    write_json(path, manifest)
+    return path
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """Read ``manifest.json`` from ``run_dir`` (or a manifest file path); DataError when missing or malformed."""
+    p = Path(run_dir)
+    path = p if p.is_file() else p / MANIFEST_FILE
+    data = read_json(path)
+    if not isinstance(data, dict):
+        from ragrade.errors import DataError
+
+        raise DataError(f"{path}: a manifest must be a JSON object")
+    return data
+
+
+__all__ = [
+    "MANIFEST_FILE",
+    "MANIFEST_VERSION",
+    "build_manifest",
+    "file_fingerprint",
+    "finish_manifest",
+    "git_info",
+    "package_versions",
+    "read_manifest",
+    "software_info",
+    "write_manifest",
+]

@@ -1,0 +1,193 @@
+"""Worker-side pipeline resources: the exam, indexes, retrievers, LLMs, prompts, external systems.
+
+A worker receives a JSON *context* (file paths and settings, see
+:func:`ragrade.run.sweep.worker_context`) and builds what it needs lazily,
+once per process: :func:`resources_for` caches one :class:`Resources` per
+context. :meth:`Resources.contexts` fetches the passages of a batch of
+questions for one pipeline (closed book, oracle, an index retriever or an
+external system), retrieval batched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragrade.errors import ConfigError, MissingDependency
+from ragrade.exam.files import Question, read_exam
+from ragrade.run.external import ExternalResult, ExternalSystem, create_external
+from ragrade.run.prompts import PromptTemplate, resolve_template
+from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec
+
+PY_PREFIX = "py:"  # LLM specs naming a factory: "py:package.module:function" returns an LLM object
+_FATAL = (ConfigError, MissingDependency)  # a worker stops on these; other failures become error rows
+
+
+@dataclass
+class Contexts:
+    """Passages for one question under one pipeline (or why there are none)."""
+
+    passages: list[str] = field(default_factory=list)
+    chunk_ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    error: str | None = None
+    external: ExternalResult | None = None
+
+
+def icl_examples(question_id: str, pool: Sequence[Question], n: int, seed: int) -> list[Question]:
+    """``n`` few-shot examples for ``question_id`` from the held-out ``pool`` (never the question itself).
+
+    The choice depends only on the seed and the question id (a per-question
+    permutation of the pool), so ICL@1's example is ICL@2's first one.
+    """
+    if n <= 0:
+        return []
+    candidates = [q for q in pool if q.id != question_id]
+    digest = hashlib.sha256(f"{seed}\0{question_id}".encode()).hexdigest()
+    rng = random.Random(int(digest[:16], 16))
+    order = list(range(len(candidates)))
+    rng.shuffle(order)
+    return [candidates[i] for i in order[:n]]
+
+
+class Resources:
+    """Everything a worker loads for a context, built on first use."""
+
+    def __init__(self, context: Mapping[str, Any]) -> None:
+        self.context = dict(context)
+        _, questions = read_exam(context["exam"])
+        self.questions: dict[str, Question] = {q.id: q for q in questions}
+        self.pool = [self.questions[i] for i in context.get("icl_pool", [])]
+        self.seed = int(context.get("seed", 0))
+        self._indexes: dict[str, Any] = {}
+        self._retrievers: dict[tuple[str, str], Any] = {}
+        self._llms: dict[str, Any] = {}
+        self._templates: dict[str, PromptTemplate] = {}
+        self._external: dict[str, ExternalSystem] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ components
+    def llm(self, spec: str) -> Any:
+        """The LLM for ``spec`` (created once)."""
+        with self._lock:
+            if spec not in self._llms:
+                if spec.startswith(PY_PREFIX):  # a user's own LLM object: "py:package.module:factory"
+                    from ragrade.run.executors import resolve_callable
+
+                    self._llms[spec] = resolve_callable(spec[len(PY_PREFIX) :])()
+                else:
+                    from ragrade.llm import create_llm
+
+                    self._llms[spec] = create_llm(spec, **self.context.get("llm_options", {}))
+            return self._llms[spec]
+
+    def index(self, label: str) -> Any:
+        """The loaded index called ``label``."""
+        with self._lock:
+            if label not in self._indexes:
+                dirs = self.context.get("indexes", {})
+                if label not in dirs:
+                    raise ConfigError(f"no index called '{label}'; known: {', '.join(dirs) or '(none)'}")
+                from ragrade.retrieval.index import load_index  # type: ignore[import-not-found,unused-ignore]
+
+                self._indexes[label] = load_index(dirs[label])
+            return self._indexes[label]
+
+    def retriever(self, chunker: str, spec: str) -> Any:
+        """The retriever ``spec`` over index ``chunker``."""
+        key = (chunker, spec)
+        if key not in self._retrievers:
+            idx = self.index(chunker)
+            self._retrievers[key] = idx.retriever(spec, **self.context.get("retriever_options", {}))
+        return self._retrievers[key]
+
+    def template(self, name: str) -> PromptTemplate:
+        """The prompt template called ``name``."""
+        if name not in self._templates:
+            self._templates[name] = resolve_template(name, self.context.get("prompts", {}))
+        return self._templates[name]
+
+    def external(self, name: str) -> ExternalSystem:
+        """The external system called ``name``."""
+        if name not in self._external:
+            targets = self.context.get("external", {})
+            if name not in targets:
+                raise ConfigError(f"external pipeline '{name}' is not defined")
+            self._external[name] = create_external(name, targets[name])
+        return self._external[name]
+
+    def examples(self, question_id: str, n: int) -> list[Question]:
+        """Few-shot examples for a question."""
+        return icl_examples(question_id, self.pool, n, self.seed)
+
+    # ------------------------------------------------------------ contexts
+    async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        """Passages for each question under ``spec`` (errors recorded per question, config errors raised)."""
+        if spec.retriever == "closed":
+            return [Contexts() for _ in questions]
+        if spec.retriever == "oracle":
+            return [self._oracle(q) for q in questions]
+        if spec.is_external:
+            system = self.external(spec.retriever[len(EXTERNAL_PREFIX) :])
+            results = await system.aquery(questions, spec.k)
+            return [
+                Contexts(
+                    passages=r.contexts[: spec.k] if spec.k else r.contexts,
+                    chunk_ids=r.context_ids[: spec.k] if spec.k else r.context_ids,
+                    doc_ids=r.context_docs[: spec.k] if spec.k else r.context_docs,
+                    error=r.error,
+                    external=r,
+                )
+                for r in results
+            ]
+        retriever = self.retriever(spec.chunker, spec.retriever)
+        try:
+            hits = retriever.retrieve([q.question for q in questions], spec.k)
+        except _FATAL:
+            raise
+        except Exception as exc:  # recorded on every row of the batch, never dropped
+            msg = f"retrieval failed: {type(exc).__name__}: {exc}"[:500]
+            return [Contexts(error=msg) for _ in questions]
+        if len(hits) != len(questions):
+            msg = f"retriever returned {len(hits)} hit lists for {len(questions)} queries"
+            return [Contexts(error=msg) for _ in questions]
+        return [
+            Contexts(passages=[h.text for h in hl], chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
+            for hl in hits
+        ]
+
+    def _oracle(self, q: Question) -> Contexts:
+        if q.context:
+            return Contexts(passages=[q.context], chunk_ids=[q.chunk_id], doc_ids=[q.doc_id])
+        return Contexts(error="the question has no source context for the oracle")
+
+
+_CACHE: dict[str, Resources] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def resources_for(context: Mapping[str, Any]) -> Resources:
+    """The process-wide :class:`Resources` for ``context`` (one per distinct context, at most 4 kept)."""
+    key = json.dumps(context, sort_keys=True, default=str)
+    with _CACHE_LOCK:
+        res = _CACHE.get(key)
+        if res is None:
+            if len(_CACHE) >= 4:
+                _CACHE.pop(next(iter(_CACHE)))
+            res = Resources(context)
+            _CACHE[key] = res
+        return res
+
+
+def clear_resources() -> None:
+    """Forget cached resources (tests, long-lived processes)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+__all__ = ["Contexts", "Resources", "clear_resources", "icl_examples", "resources_for"]

@@ -1,0 +1,264 @@
+"""Pipeline specs and sweep configuration: typed data, grid expansion, stable ids.
+
+A pipeline is one combination of chunking (an index label), retriever, top-k,
+LLM, in-context examples (ICL@n), prompt template and answer method. Its id is
+readable and stable, e.g. ``llm=offline/student|retriever=bm25|k=3|icl=1|chunker=recursive-200``;
+factors that do not apply are normalised (closed book: ``k=0``, ``chunker=none``;
+oracle: ``k=1``, ``chunker=none``) so a grid never holds two identical pipelines.
+
+Configuration layers merge as defaults < ``sweep.toml`` < command-line flags
+(:func:`ragrade.config.build_config`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ragrade.config import build_config, load_toml
+from ragrade.errors import ConfigError
+
+NO_INDEX = "none"
+# retrievers that need no index: closed book (no context) and oracle (the question's source chunk)
+INDEX_FREE = ("closed", "oracle")
+EXTERNAL_PREFIX = "external:"
+
+AnswerMethod = Literal["auto", "loglikelihood", "generate"]
+ScoreNorm = Literal["auto", "per_char", "per_token", "sum"]
+
+
+class PipelineSpec(BaseModel):
+    """One RAG pipeline variant (immutable; build with :meth:`normalised` to fill implied factors)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm: str = "offline/student"
+    retriever: str = "bm25"
+    k: int = Field(default=3, ge=0, le=1000)
+    icl: int = Field(default=0, ge=0, le=16)
+    chunker: str = NO_INDEX
+    prompt: str = "default"
+    method: AnswerMethod = "auto"
+
+    @field_validator("llm", "retriever", "chunker", "prompt")
+    @classmethod
+    def _no_separators(cls, v: str) -> str:
+        v = v.strip()
+        if not v or "|" in v or "=" in v:
+            raise ValueError(f"'{v}' must be non-empty and contain neither '|' nor '='")
+        return v
+
+    @property
+    def is_external(self) -> bool:
+        """True when the retriever is an external system (``external:NAME``)."""
+        return self.retriever.startswith(EXTERNAL_PREFIX)
+
+    @property
+    def needs_index(self) -> bool:
+        """True when the retriever searches an index."""
+        return self.retriever not in INDEX_FREE and not self.is_external
+
+    def normalised(self) -> PipelineSpec:
+        """The same pipeline with factors that do not apply set to their canonical values."""
+        upd: dict[str, Any] = {}
+        if self.retriever == "closed":
+            upd = {"k": 0, "chunker": NO_INDEX}
+        elif self.retriever == "oracle":
+            upd = {"k": 1, "chunker": NO_INDEX}
+        elif self.is_external:
+            upd = {"chunker": NO_INDEX}
+        elif self.k == 0:
+            raise ConfigError(f"retriever '{self.retriever}' needs k >= 1")
+        return self.model_copy(update=upd) if upd else self
+
+    @property
+    def id(self) -> str:
+        """The readable, stable pipeline id."""
+        parts = [
+            f"llm={self.llm}",
+            f"retriever={self.retriever}",
+            f"k={self.k}",
+            f"icl={self.icl}",
+            f"chunker={self.chunker}",
+        ]
+        if self.prompt != "default":
+            parts.append(f"prompt={self.prompt}")
+        if self.method != "auto":
+            parts.append(f"method={self.method}")
+        return "|".join(parts)
+
+    def factors(self) -> dict[str, Any]:
+        """The factor columns of this pipeline (one column each in responses.parquet)."""
+        return {
+            "llm": self.llm,
+            "retriever": self.retriever,
+            "k": self.k,
+            "icl": self.icl,
+            "chunker": self.chunker,
+            "prompt": self.prompt,
+        }
+
+    @classmethod
+    def from_id(cls, pid: str) -> PipelineSpec:
+        """Parse an id written by :attr:`id`."""
+        fields: dict[str, Any] = {}
+        for part in pid.split("|"):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise ConfigError(f"malformed pipeline id '{pid}'")
+            fields[key] = value
+        try:
+            return cls.model_validate(fields)
+        except ValueError as exc:
+            raise ConfigError(f"malformed pipeline id '{pid}': {exc}") from exc
+
+
+class GridConfig(BaseModel):
+    """Axes of the pipeline grid; every combination becomes a pipeline."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm: list[str] = Field(default_factory=lambda: ["offline/student"])
+    retriever: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
+    k: list[int] = Field(default_factory=lambda: [3])
+    icl: list[int] = Field(default_factory=lambda: [0])
+    chunker: list[str] | None = None  # index labels; default: every index
+    prompt: list[str] = Field(default_factory=lambda: ["default"])
+    method: list[AnswerMethod] = Field(default_factory=lambda: list[AnswerMethod](["auto"]))
+
+
+class AnswerConfig(BaseModel):
+    """How answers are chosen and scored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # which log-likelihood normalisation decides `correct`; "auto": per_char for token log-probabilities
+    # (length-penalised, as in the exam paper), sum for baselines whose scores are already per candidate
+    score: ScoreNorm = "auto"
+    target: Literal["text", "letter"] = "text"  # score the candidate text, or its letter after listing choices
+    max_tokens: int = Field(default=16, ge=1, le=4096)  # generation budget for the letter
+    temperature: float = 0.0
+
+
+class SweepConfig(BaseModel):
+    """Everything ``ragrade exam take`` needs besides the exam itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grid: GridConfig = Field(default_factory=GridConfig)
+    pipelines: list[PipelineSpec] | None = None  # explicit list; replaces the grid when given
+    indexes: dict[str, str] = Field(default_factory=dict)  # chunker label -> index dir
+    external: dict[str, str] = Field(default_factory=dict)  # name -> "module:function" or http(s) URL
+    prompts: dict[str, str] = Field(default_factory=dict)  # prompt name -> template file
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    llm_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of create_llm
+    retriever_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of Index.retriever
+    seed: int = 0
+    icl_pool: int = Field(default=5, ge=1)  # questions held out as few-shot examples when any ICL > 0
+    limit: int | None = Field(default=None, ge=1)  # take only the first N questions (after the hold-out)
+    shard_size: int = Field(default=32, ge=1)
+    parallel_shards: int = Field(default=2, ge=1)
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    ray_workers: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepConfig:
+        for name, target in self.external.items():
+            if not target.startswith(("http://", "https://")) and ":" not in target:
+                raise ValueError(f"external '{name}': expected 'module:function' or an http(s) URL, got '{target}'")
+        return self
+
+
+def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
+    """The pipelines of ``cfg`` (explicit list or grid), normalised, deduplicated, validated, in order."""
+    labels = list(cfg.indexes)
+    if cfg.pipelines is not None:
+        raw = [
+            p
+            if p.chunker != NO_INDEX or not p.needs_index or len(labels) != 1
+            else p.model_copy(update={"chunker": labels[0]})
+            for p in cfg.pipelines
+        ]
+    else:
+        g = cfg.grid
+        chunkers = g.chunker if g.chunker is not None else (labels or [NO_INDEX])
+        raw = []
+        for llm, ret, k, icl, chunker, prompt, method in itertools.product(
+            g.llm, g.retriever, g.k, g.icl, chunkers, g.prompt, g.method
+        ):
+            raw.append(
+                PipelineSpec(llm=llm, retriever=ret, k=k, icl=icl, chunker=chunker, prompt=prompt, method=method)
+            )
+    out: list[PipelineSpec] = []
+    seen: set[str] = set()
+    for spec in raw:
+        spec = spec.normalised()
+        if spec.id in seen:
+            continue
+        seen.add(spec.id)
+        _validate_spec(spec, cfg)
+        out.append(spec)
+    if not out:
+        raise ConfigError("the sweep has no pipelines")
+    return out
+
+
+def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
+    if spec.needs_index:
+        if not cfg.indexes:
+            raise ConfigError(f"retriever '{spec.retriever}' needs an index; pass --index DIR")
+        if spec.chunker not in cfg.indexes:
+            raise ConfigError(
+                f"pipeline '{spec.id}' names index '{spec.chunker}', but the indexes are: {', '.join(cfg.indexes)}"
+            )
+    if spec.is_external:
+        name = spec.retriever[len(EXTERNAL_PREFIX) :]
+        if name not in cfg.external:
+            raise ConfigError(f"external pipeline '{name}' is not defined; pass --external {name}=TARGET")
+    if spec.prompt != "default" and spec.prompt not in cfg.prompts:
+        raise ConfigError(f"prompt '{spec.prompt}' is not defined; pass --prompt FILE or a [prompts] table")
+
+
+def load_sweep_file(path: str | Path) -> dict[str, Any]:
+    """Read ``sweep.toml`` into a config layer (relative paths resolved against the file's folder)."""
+    path = Path(path)
+    data = load_toml(path)
+    base = path.resolve().parent
+    for table in ("indexes", "prompts"):
+        entries = data.get(table)
+        if isinstance(entries, dict):
+            data[table] = {k: str((base / v).resolve()) if isinstance(v, str) else v for k, v in entries.items()}
+    return data
+
+
+def build_sweep_config(*layers: Mapping[str, Any] | None) -> SweepConfig:
+    """Merge layers (defaults < file < flags) into a validated :class:`SweepConfig`."""
+    return build_config(SweepConfig, *layers, source="sweep config")
+
+
+def fingerprint(obj: Any) -> str:
+    """A short sha256 of ``obj``'s canonical JSON."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+__all__ = [
+    "EXTERNAL_PREFIX",
+    "INDEX_FREE",
+    "NO_INDEX",
+    "AnswerConfig",
+    "GridConfig",
+    "PipelineSpec",
+    "SweepConfig",
+    "build_sweep_config",
+    "expand_pipelines",
+    "fingerprint",
+    "load_sweep_file",
+]

@@ -1,0 +1,195 @@
+"""The response matrix on disk (responses.parquet) and its summaries (summary.csv, summary_by_tag.csv)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ragrade.errors import DataError
+from ragrade.io import atomic_write_bytes, atomic_write_text
+from ragrade.run.stats import wilson_interval
+
+RESPONSES_FILE = "responses.parquet"
+SUMMARY_FILE = "summary.csv"
+SUMMARY_BY_TAG_FILE = "summary_by_tag.csv"
+RESPONSES_VERSION = 1
+FACTORS = ("llm", "retriever", "k", "icl", "chunker", "prompt")
+# columns that legitimately differ between two runs of the same sweep
+VOLATILE_COLUMNS = ("latency_s", "cached")
+
+_LIST_F = pa.list_(pa.float64())
+_LIST_S = pa.list_(pa.string())
+RESPONSES_SCHEMA = pa.schema(
+    [
+        ("pipeline", pa.string()),
+        ("llm", pa.string()),
+        ("retriever", pa.string()),
+        ("k", pa.int64()),
+        ("icl", pa.int64()),
+        ("chunker", pa.string()),
+        ("prompt", pa.string()),
+        ("question_id", pa.string()),
+        ("method", pa.string()),
+        ("chosen", pa.int64()),
+        ("answer", pa.int64()),
+        ("correct", pa.int64()),
+        ("score_norm", pa.string()),
+        ("ll_source", pa.string()),
+        ("scores", _LIST_F),
+        ("ll_sum", _LIST_F),
+        ("ll_per_token", _LIST_F),
+        ("ll_per_char", _LIST_F),
+        ("retrieved", _LIST_S),
+        ("retrieved_docs", _LIST_S),
+        ("gold_doc_retrieved", pa.bool_()),
+        ("output", pa.string()),
+        ("parse_failed", pa.bool_()),
+        ("error", pa.string()),
+        ("latency_s", pa.float64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("cached", pa.bool_()),
+        ("topic", pa.string()),
+        ("bloom", pa.string()),
+        ("qword", pa.string()),
+    ]
+)
+
+
+def write_responses(path: str | Path, rows: Sequence[dict[str, Any]], *, kind: str = "responses") -> None:
+    """Write rows as Parquet atomically, with the column types of :data:`RESPONSES_SCHEMA`.
+
+    Extra keys in rows (e.g. from a QA worker) are kept as inferred columns.
+    """
+    known = [f.name for f in RESPONSES_SCHEMA]
+    extra = sorted({k for r in rows for k in r} - set(known) - {"item_id"})
+    schema_fields = [f for f in RESPONSES_SCHEMA if any(f.name in r for r in rows)] if rows else list(RESPONSES_SCHEMA)
+    arrays: dict[str, pa.Array] = {}
+    for f in schema_fields:
+        arrays[f.name] = pa.array([r.get(f.name) for r in rows], type=f.type)
+    for name in extra:
+        arrays[name] = pa.array([r.get(name) for r in rows])
+    table = pa.table(arrays)
+    table = table.replace_schema_metadata({"ragrade": f'{{"kind": "{kind}", "version": {RESPONSES_VERSION}}}'})
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_responses(run_dir: str | Path) -> pd.DataFrame:
+    """responses.parquet of a run dir (or a parquet path); DataError when missing or unreadable."""
+    p = Path(run_dir)
+    path = p if p.suffix == ".parquet" else p / RESPONSES_FILE
+    if not path.is_file():
+        raise DataError(f"{path}: no responses file (has the run finished?)")
+    try:
+        return pq.read_table(path).to_pandas()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path}: unreadable Parquet ({exc})") from exc
+
+
+def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:
+    n = len(group)
+    k = int(group["correct"].sum())
+    lo, hi = wilson_interval(k, n)
+    errors = int(group["error"].notna().sum()) if "error" in group else 0
+    parse = int(group["parse_failed"].fillna(False).astype(bool).sum()) if "parse_failed" in group else 0
+    return {
+        "n": n,
+        "n_correct": k,
+        "accuracy": k / n if n else float("nan"),
+        "ci_low": lo,
+        "ci_high": hi,
+        "n_errors": errors,
+        "n_parse_failures": parse,
+    }
+
+
+def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Accuracy with a Wilson 95% CI per pipeline, plus error and parse-failure counts."""
+    out = []
+    pipelines = list(order) if order is not None else list(dict.fromkeys(df["pipeline"]))
+    for pid in pipelines:
+        g = df[df["pipeline"] == pid]
+        if g.empty:
+            continue
+        first = g.iloc[0]
+        row: dict[str, Any] = {"pipeline": pid, **{f: first[f] for f in FACTORS if f in g}}
+        row.update(_accuracy_row(g))
+        methods = sorted(str(m) for m in g["method"].dropna().unique()) if "method" in g else []
+        row["method"] = "+".join(methods) if methods else "none"
+        if "latency_s" in g:
+            row["mean_latency_s"] = float(g["latency_s"].mean())
+        for col in ("prompt_tokens", "completion_tokens"):
+            if col in g:
+                row[col] = int(g[col].sum())
+        if "gold_doc_retrieved" in g and g["gold_doc_retrieved"].notna().any():
+            row["gold_doc_hit_rate"] = float(g["gold_doc_retrieved"].dropna().astype(float).mean())
+        else:
+            row["gold_doc_hit_rate"] = float("nan")
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def summarise_by_tag(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Long format: accuracy with a Wilson 95% CI per pipeline x tag (topic, bloom, qword) x value.
+
+    A question with several Bloom levels counts once under each level.
+    """
+    out = []
+    pipelines = list(order) if order is not None else list(dict.fromkeys(df["pipeline"]))
+    for tag in ("topic", "bloom", "qword"):
+        if tag not in df:
+            continue
+        col = df[["pipeline", "correct", "error", "parse_failed", tag]].copy()
+        col[tag] = col[tag].fillna("")
+        if tag == "bloom":
+            col[tag] = col[tag].astype(str).str.split(",")
+            col = col.explode(tag)
+        col = col[col[tag].astype(str) != ""]
+        for pid in pipelines:
+            g = col[col["pipeline"] == pid]
+            for value in sorted(g[tag].astype(str).unique()):
+                row: dict[str, Any] = {"pipeline": pid, "tag": tag, "value": value}
+                row.update(_accuracy_row(g[g[tag].astype(str) == value]))
+                out.append(row)
+    cols = [
+        "pipeline",
+        "tag",
+        "value",
+        "n",
+        "n_correct",
+        "accuracy",
+        "ci_low",
+        "ci_high",
+        "n_errors",
+        "n_parse_failures",
+    ]
+    return pd.DataFrame(out, columns=cols)
+
+
+def write_csv(path: str | Path, df: pd.DataFrame) -> None:
+    """Write a CSV atomically (floats with 6 significant digits)."""
+    atomic_write_text(path, df.to_csv(index=False, float_format="%.6g"))
+
+
+__all__ = [
+    "FACTORS",
+    "RESPONSES_FILE",
+    "RESPONSES_SCHEMA",
+    "RESPONSES_VERSION",
+    "SUMMARY_BY_TAG_FILE",
+    "SUMMARY_FILE",
+    "VOLATILE_COLUMNS",
+    "read_responses",
+    "summarise",
+    "summarise_by_tag",
+    "write_csv",
+    "write_responses",
+]

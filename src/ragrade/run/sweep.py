@@ -1,0 +1,324 @@
+"""The exam sweep: every pipeline takes the exam; resumable; results in a run directory.
+
+Run directory layout::
+
+    manifest.json          full config, components, seeds, inputs, software, times, counts
+    journal.sqlite         durable journal of finished (pipeline, question) rows (resume state)
+    responses.parquet      one row per pipeline x question (written atomically at the end)
+    summary.csv            accuracy + Wilson 95% CI per pipeline, error / parse-failure counts
+    summary_by_tag.csv     the same per pipeline x topic / Bloom level / question word
+
+Rerunning the same command on the same directory resumes: finished rows are
+kept, only missing ones are computed, and the final files equal those of an
+uninterrupted run (up to the volatile ``latency_s`` and ``cached`` columns).
+
+:func:`run_resumable` is the generic part (journal + executor + progress),
+reused by free-text QA with its own worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.exam.files import Question, read_exam
+from ragrade.io import now_iso
+from ragrade.run.answer import EXAM_WORKER
+from ragrade.run.executors import Executor, Shard, create_executor, plan_shards, run_shards
+from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
+from ragrade.run.prompts import resolve_template
+from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint
+from ragrade.run.store import JOURNAL_FILE, Journal
+from ragrade.run.summary import (
+    RESPONSES_FILE,
+    SUMMARY_BY_TAG_FILE,
+    SUMMARY_FILE,
+    summarise,
+    summarise_by_tag,
+    write_csv,
+    write_responses,
+)
+
+_THROUGHPUT_OPTIONS = ("concurrency", "cache", "cache_dir", "timeout", "max_retries", "rpm", "backoff_s")
+ProgressFn = Callable[[str, int, int], None]  # (pipeline id, rows just finished, rows of that pipeline in total)
+OUTPUT_FILES = (
+    "manifest.json",
+    JOURNAL_FILE,
+    f"{JOURNAL_FILE}-wal",
+    f"{JOURNAL_FILE}-shm",
+    RESPONSES_FILE,
+    SUMMARY_FILE,
+    SUMMARY_BY_TAG_FILE,
+    "comparisons.json",
+)
+
+
+@dataclass
+class SweepResult:
+    """What a finished sweep produced."""
+
+    run_dir: Path
+    pipelines: list[str]
+    n_questions: int
+    n_new_rows: int
+    responses: pd.DataFrame
+    summary: pd.DataFrame
+
+
+def split_icl_pool(
+    questions: Sequence[Question], pool_size: int, max_icl: int, seed: int
+) -> tuple[list[str], list[str]]:
+    """``(pool ids, evaluated ids)``: a seeded hold-out of few-shot examples when ``max_icl > 0``.
+
+    Every pipeline is scored on the same evaluated questions (also ICL@0 ones),
+    so paired comparisons and IRT see one response matrix.
+    """
+    ids = [q.id for q in questions]
+    if max_icl <= 0:
+        return [], ids
+    size = max(pool_size, max_icl)
+    if size >= len(ids):
+        raise ConfigError(f"ICL@{max_icl} needs a hold-out of {size} questions, but the exam has only {len(ids)}")
+    rng = random.Random(int(hashlib.sha256(f"icl-pool\0{seed}".encode()).hexdigest()[:16], 16))
+    pool = set(rng.sample(ids, size))
+    return [i for i in ids if i in pool], [i for i in ids if i not in pool]
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove the files a sweep writes (only those) from ``run_dir``."""
+    for name in OUTPUT_FILES:
+        p = run_dir / name
+        if p.is_file():
+            p.unlink()
+
+
+def run_resumable(
+    run_dir: str | Path,
+    *,
+    worker: str,
+    context: Mapping[str, Any],
+    pipelines: Mapping[str, Mapping[str, Any]],
+    items: Sequence[str],
+    fingerprint_data: Any,
+    executor: Executor,
+    shard_size: int = 32,
+    progress: ProgressFn | None = None,
+    journal_specs: Mapping[str, Mapping[str, Any]] | None = None,
+    before_run: Callable[[Journal], None] | None = None,
+) -> tuple[Journal, int]:
+    """Generic resumable runner: journal every (pipeline, item) row that ``worker`` produces.
+
+    ``pipelines`` maps a pipeline id to the JSON spec handed to the worker;
+    ``items`` are the item ids every pipeline answers; ``journal_specs`` (default:
+    ``pipelines``) is what the journal records per id to detect changed settings
+    (e.g. the spec plus a prompt-template digest). ``before_run(journal)`` is
+    called once the journal accepted the run (e.g. to write the manifest). Returns the open journal
+    (close it when done) and the number of rows added in this call. Rows
+    already journaled are never recomputed; a rerun with another
+    ``fingerprint_data`` or another spec under the same id is refused.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    journal = Journal(run_dir / JOURNAL_FILE)
+    try:
+        journal.check_fingerprint(fingerprint(fingerprint_data))
+        journal.register_pipelines(journal_specs if journal_specs is not None else pipelines)
+        if before_run is not None:
+            before_run(journal)
+        shards = plan_shards(journal, pipelines, items, shard_size)
+        if progress is not None:
+            for pid in pipelines:
+                progress(pid, journal.count(pid), len(items))
+
+        def on_progress(shard: Shard, n: int) -> None:
+            if progress is not None:
+                progress(shard.pipeline, n, len(items))
+
+        added = run_shards(journal, shards, worker, context, executor, on_progress)
+    except BaseException:
+        journal.close()
+        raise
+    return journal, added
+
+
+def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
+    """The JSON context the exam worker receives: only paths and settings."""
+    return {
+        "exam": str(exam_path.resolve()),
+        "indexes": {k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
+        "external": dict(cfg.external),
+        "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
+        "answer": cfg.answer.model_dump(mode="json"),
+        "llm_options": dict(cfg.llm_options),
+        "retriever_options": dict(cfg.retriever_options),
+        "seed": cfg.seed,
+        "icl_pool": list(pool),
+    }
+
+
+def _components(context: Mapping[str, Any], specs: Sequence[PipelineSpec], local: bool) -> dict[str, Any]:
+    """describe() of every component (from this process's cached resources when the run was local)."""
+    from ragrade.run.pipeline import resources_for
+
+    out: dict[str, Any] = {}
+    res = resources_for(context) if local else None
+    for spec in specs:
+        out.setdefault(f"prompt:{spec.prompt}", {"digest": resolve_template(spec.prompt, context["prompts"]).digest})
+        if spec.is_external:
+            name = spec.retriever[len(EXTERNAL_PREFIX) :]
+            out.setdefault(f"external:{name}", {"target": context["external"].get(name)})
+        if spec.llm not in ("none", "-") and f"llm:{spec.llm}" not in out:
+            out[f"llm:{spec.llm}"] = (
+                _describe(res.llm, spec.llm) if res else {"spec": spec.llm, "options": context["llm_options"]}
+            )
+        key = f"retriever:{spec.chunker}:{spec.retriever}"
+        if spec.needs_index and key not in out:
+            out[key] = _describe(res.retriever, spec.chunker, spec.retriever) if res else {"spec": spec.retriever}
+    return out
+
+
+def _describe(get: Callable[..., Any], *args: Any) -> Any:
+    try:
+        obj = get(*args)
+        return obj.describe() if hasattr(obj, "describe") else {"repr": repr(obj)}
+    except Exception as exc:  # the manifest must not fail the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_sweep(
+    exam_path: str | Path,
+    cfg: SweepConfig,
+    out_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    progress: ProgressFn | None = None,
+    executor: Executor | None = None,
+    config_files: Sequence[str] = (),
+) -> SweepResult:
+    """Run (or resume) the sweep of ``cfg`` on the exam at ``exam_path``; write the run directory."""
+    exam_path = Path(exam_path)
+    run_dir = Path(out_dir)
+    _, questions = read_exam(exam_path)
+    specs = expand_pipelines(cfg)
+    max_icl = max(s.icl for s in specs)
+    pool, items = split_icl_pool(questions, cfg.icl_pool, max_icl, cfg.seed)
+    if cfg.limit is not None:
+        items = items[: cfg.limit]
+    if overwrite:
+        clear_run_dir(run_dir)
+    context = worker_context(exam_path, cfg, pool)
+    exe = executor or create_executor(
+        cfg.executor, parallel=cfg.parallel_shards, address=cfg.ray_address, workers=cfg.ray_workers
+    )
+    digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
+    pipelines = {s.id: {**s.model_dump(mode="json"), "_prompt_digest": digests[s.prompt]} for s in specs}
+    worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
+    manifest = build_manifest(
+        "exam-sweep",
+        cfg,
+        {},
+        {"seed": cfg.seed, "icl_pool": pool},
+        {"exam": str(exam_path), **{f"config:{i}": f for i, f in enumerate(config_files)}},
+        exam={"path": str(exam_path), "n_questions": len(questions), "n_evaluated": len(items), "icl_pool": pool},
+        indexes=cfg.indexes,
+        extra={
+            "pipelines": [s.id for s in specs],
+            "executor": exe.describe(),
+            "outputs": {
+                RESPONSES_FILE: {"version": 1},
+                SUMMARY_FILE: {"version": 1},
+                SUMMARY_BY_TAG_FILE: {"version": 1},
+            },
+        },
+    )
+    fp = {
+        "exam": manifest["exam"].get("sha256"),
+        "items": items,
+        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options")},
+        # options that change answers (not throughput knobs such as concurrency, cache or timeouts)
+        "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
+    }
+
+    def before_run(journal: Journal) -> None:
+        _carry_over(run_dir, manifest)
+        write_manifest(run_dir, manifest)
+
+    journal, added = run_resumable(
+        run_dir,
+        worker=EXAM_WORKER,
+        context=context,
+        pipelines=worker_specs,
+        journal_specs=pipelines,
+        items=items,
+        fingerprint_data=fp,
+        executor=exe,
+        shard_size=cfg.shard_size,
+        progress=progress,
+        before_run=before_run,
+    )
+    try:
+        rows = [r for s in specs for r in journal.rows(s.id, items)]
+    finally:
+        journal.close()
+    return _finalise(run_dir, manifest, specs, items, rows, added, context, exe)
+
+
+def _carry_over(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """On a resume, keep the first start time and list the restarts."""
+    path = run_dir / MANIFEST_FILE
+    if not path.is_file():
+        return
+    try:
+        old = read_manifest(run_dir)
+    except DataError:
+        return
+    manifest["started"] = old.get("started", manifest["started"])
+    manifest["resumed"] = [*old.get("resumed", []), now_iso()]
+
+
+def _finalise(
+    run_dir: Path,
+    manifest: dict[str, Any],
+    specs: Sequence[PipelineSpec],
+    items: Sequence[str],
+    rows: list[dict[str, Any]],
+    added: int,
+    context: Mapping[str, Any],
+    exe: Executor,
+) -> SweepResult:
+    write_responses(run_dir / RESPONSES_FILE, rows)
+    df = pd.DataFrame(rows)
+    order = [s.id for s in specs]
+    summary = summarise(df, order)
+    write_csv(run_dir / SUMMARY_FILE, summary)
+    write_csv(run_dir / SUMMARY_BY_TAG_FILE, summarise_by_tag(df, order))
+    manifest["components"] = _components(context, specs, exe.name == "local")
+    finish_manifest(
+        manifest,
+        n_pipelines=len(specs),
+        n_questions=len(items),
+        n_rows=len(rows),
+        n_new_rows=added,
+        n_errors=int(df["error"].notna().sum()),
+        n_parse_failures=int(df["parse_failed"].sum()),
+    )
+    write_manifest(run_dir, manifest)
+    return SweepResult(run_dir, order, len(items), added, df, summary)
+
+
+__all__ = [
+    "OUTPUT_FILES",
+    "SweepResult",
+    "clear_run_dir",
+    "run_resumable",
+    "run_sweep",
+    "split_icl_pool",
+    "worker_context",
+]
