@@ -24,8 +24,9 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     for key, value in override.items():
         if value is None:
             continue
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], value)
+        if isinstance(value, Mapping):
+            current = out.get(key)
+            out[key] = deep_merge(current if isinstance(current, Mapping) else {}, value)
         else:
             out[key] = value
     return out

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from ragrade.config import build_config, deep_merge
+from ragrade.errors import ConfigError, DataError
+from ragrade.io import read_jsonl, write_jsonl
+
+
+def test_deep_merge_none_means_not_given_at_every_level():
+    base = {"a": 1, "sub": {"x": 1, "y": 2}}
+    over = {"a": None, "sub": {"x": None, "y": 0}, "new": {"p": None, "q": False}}
+    assert deep_merge(base, over) == {"a": 1, "sub": {"x": 1, "y": 0}, "new": {"q": False}}
+
+
+class _Cfg(BaseModel):
+    n: int = 3
+    name: str = "x"
+
+
+def test_build_config_layers_and_errors():
+    cfg = build_config(_Cfg, {"n": 5}, {"name": "file"}, {"n": 0, "name": None})
+    assert cfg.n == 0 and cfg.name == "file"
+    with pytest.raises(ConfigError, match="n:"):
+        build_config(_Cfg, {"n": "many"})
+
+
+def test_jsonl_header_roundtrip_and_line_errors(tmp_path):
+    path = tmp_path / "f.jsonl"
+    assert write_jsonl(path, [{"a": 1}, {"a": 2}], kind="things", version=3) == 2
+    header, recs = read_jsonl(path, kind="things")
+    assert header is not None and header.kind == "things" and header.version == 3
+    assert recs == [{"a": 1}, {"a": 2}]
+    with pytest.raises(DataError, match="expected a 'other' file"):
+        read_jsonl(path, kind="other")
+    path.write_text(json.dumps({"a": 1}) + "\n{broken\n")
+    with pytest.raises(DataError, match=r"f\.jsonl:2"):
+        read_jsonl(path)
