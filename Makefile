@@ -25,8 +25,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ragrade corpus --demo --out $(OUT)/docs.jsonl
-	$(BIN)/ragrade chunk $(OUT)/docs.jsonl --strategy recursive --size 512 --overlap 64 --out $(OUT)/chunks.jsonl
+	$(BIN)/ragrade demo --out $(OUT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

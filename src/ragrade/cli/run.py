@@ -1,9 +1,94 @@
-"""CLI verbs of the run stage (filled in by its issue)."""
+"""CLI verbs of the main job: ``ragrade run CONFIG``, ``ragrade demo`` and ``ragrade report RUN_DIR``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from ragrade.cli.common import echo_json
+
+RUN_HELP = (
+    "Run every stage of a job config (TOML) into one run directory: corpus, chunkers, indexes, exam, sweep, "
+    "IRT, robustness testbeds, judges, report.\n\n"
+    "Rerunning reuses every stage whose configuration is unchanged (stages.json) and resumes an interrupted "
+    "sweep, robustness run or judging where it stopped. timings.json records the wall time per stage."
+)
+DEMO_HELP = (
+    "Run the whole method offline on the Python standard library's docstrings (no LLM, no network) and write "
+    "an HTML report. Takes a few minutes on 2 cores; a rerun reuses the finished stages."
+)
+REPORT_HELP = "Render the self-contained HTML report of a run directory (from its files only; works offline)."
+
+
+def _finish(result: Any, as_json: bool) -> None:
+    if as_json:
+        echo_json(
+            {
+                "run_dir": str(result.run_dir),
+                "report": str(result.report) if result.report else None,
+                "stages": result.stages,
+                "timings": result.timings,
+            }
+        )
+        return
+    total = result.timings.get("total_seconds")
+    typer.echo(
+        f"run directory: {result.run_dir} ({total:.0f}s)" if total is not None else f"run directory: {result.run_dir}"
+    )
+    if result.report is not None:
+        typer.echo(f"report: {result.report}")
+
+
+def run_cmd(
+    config: Path = typer.Argument(..., help="Job config (TOML) with [corpus], [[chunkers]], [exam], [sweep], ..."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
+    force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
+    no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
+) -> None:
+    """Run a job config end to end."""
+    from ragrade.job.config import load_job_config
+    from ragrade.job.runner import run_job
+
+    overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
+    cfg = load_job_config(config, overrides)
+    result = run_job(cfg, out or Path(cfg.out), force=force)
+    _finish(result, as_json)
+
+
+def demo_cmd(
+    out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default runs/demo)."),
+    small: bool = typer.Option(False, "--small", help="A reduced demo (fewer documents and questions)."),
+    force: bool = typer.Option(False, "--force", help="Rerun every stage."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
+) -> None:
+    """Run the built-in offline demo and print where its report is."""
+    from ragrade.job.demo import default_out, demo_config
+    from ragrade.job.runner import run_job
+
+    result = run_job(demo_config(small=small), out or default_out(), force=force)
+    _finish(result, as_json)
+    if not as_json and result.report is not None:
+        typer.echo(f"open it in a browser: file://{Path(result.report).resolve()}")
+
+
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="Run directory of `ragrade run` / `ragrade demo` (or its parts)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/report.html)."),
+    top: int = typer.Option(5, "--top", min=2, help="Pipelines whose paired verdicts are shown."),
+    title: str | None = typer.Option(None, "--title", help="Title of the report."),
+) -> None:
+    """Render the HTML report of a run directory."""
+    from ragrade.report.render import write_report
+
+    path = write_report(run_dir, out or run_dir / "report.html", top=top, title=title)
+    typer.echo(f"report: {path}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's verbs to ``app``."""
+    """Add ``run``, ``demo`` and ``report`` to ``app``."""
+    app.command("run", help=RUN_HELP)(run_cmd)
+    app.command("demo", help=DEMO_HELP)(demo_cmd)
+    app.command("report", help=REPORT_HELP)(report_cmd)

@@ -76,6 +76,7 @@ class ExamSection(_Section):
     seed: int = 0
     chunker: str | None = None  # which chunking to generate from (default: the first)
     topic_field: str | None = "topic"
+    options: dict[str, Any] = Field(default_factory=dict)  # more ExamConfig fields (filters, oversample, ...)
 
 
 class SweepSection(_Section):
@@ -89,6 +90,9 @@ class SweepSection(_Section):
     chunkers: list[str] | None = None  # default: every chunking
     executor: str = "local"
     seed: int = 0
+    icl_pool: int = Field(default=5, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
 
 
 class IRTSection(_Section):
@@ -99,6 +103,7 @@ class IRTSection(_Section):
     factors: list[str] = Field(default_factory=lambda: ["retriever", "chunker", "icl"])
     improve_steps: int = Field(default=3, ge=0)
     drop: float = Field(default=0.1, gt=0, lt=1)
+    prior: str = "weak"
 
 
 class RobustSection(_Section):
@@ -113,6 +118,9 @@ class RobustSection(_Section):
     n: int = Field(default=60, ge=1)
     lang: str = "en"
     seed: int = 0
+    chunker: str | None = None  # which index finds the hard negatives (default: the first)
+    retriever: str = "bm25"
+    k: int = Field(default=30, ge=1)
 
 
 class JudgeSection(_Section):
@@ -125,6 +133,14 @@ class JudgeSection(_Section):
     retrievers: list[str] = Field(default_factory=lambda: ["bm25"])
     metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
     judge_llm: str | None = None
+
+
+class ReportSection(_Section):
+    """The HTML report."""
+
+    enabled: bool = True
+    top: int = Field(default=5, ge=2)  # pipelines whose pairwise verdicts are shown
+    title: str | None = None
 
 
 class JobConfig(_Section):
@@ -141,6 +157,7 @@ class JobConfig(_Section):
     irt: IRTSection = Field(default_factory=IRTSection)
     robust: RobustSection = Field(default_factory=RobustSection)
     judge: JudgeSection = Field(default_factory=JudgeSection)
+    report: ReportSection = Field(default_factory=ReportSection)
 
     @model_validator(mode="after")
     def _check(self) -> JobConfig:
@@ -151,7 +168,7 @@ class JobConfig(_Section):
             raise ValueError("chunkers: at least one chunker is needed")
         if len(set(labels)) != len(labels):
             raise ValueError(f"chunkers: names must be unique, got {labels}")
-        for name in [self.exam.chunker, *(self.sweep.chunkers or [])]:
+        for name in [self.exam.chunker, self.robust.chunker, *(self.sweep.chunkers or [])]:
             if name is not None and name not in labels:
                 raise ValueError(f"unknown chunker '{name}'; defined: {', '.join(labels)}")
         return self
@@ -169,23 +186,42 @@ class JobConfig(_Section):
 DEMO_CONFIG: dict[str, Any] = {
     "name": "ragrade demo (offline baselines on the Python standard library's documentation)",
     "out": "runs/demo",
-    "corpus": {"demo": True, "demo_limit": 600},
+    "corpus": {"demo": True, "demo_limit": 300},
     "chunkers": [
         {"strategy": "recursive", "size": 200, "overlap": 20},
         {"strategy": "sentence", "size": 120, "overlap": 0},
     ],
-    "exam": {"llm": "offline", "n": 150, "seed": 0},
+    "exam": {"llm": "offline", "n": 100, "seed": 0},
     "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [3]},
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
     "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
 }
 
 
-def load_job_config(path: str | Path | None, overrides: dict[str, Any] | None = None,
-                    base: dict[str, Any] | None = None) -> JobConfig:
-    """Merge defaults < ``base`` (e.g. the demo) < the file at ``path`` < ``overrides``."""
-    file_layer = load_toml(path) if path is not None else None
+def load_job_config(
+    path: str | Path | None, overrides: dict[str, Any] | None = None, base: dict[str, Any] | None = None
+) -> JobConfig:
+    """Merge defaults < ``base`` (e.g. the demo) < the file at ``path`` < ``overrides``.
+
+    Relative paths in the file (corpus paths, an exam, robustness data) are read
+    relative to the file's folder.
+    """
+    file_layer = _resolve_paths(load_toml(path), Path(path).resolve().parent) if path is not None else None
     return build_config(JobConfig, base, file_layer, overrides, source=str(path or "config"))
 
 
-__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "load_job_config"]
+def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    def fix(value: Any) -> Any:
+        return str(base / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+
+    corpus = data.get("corpus")
+    if isinstance(corpus, dict) and isinstance(corpus.get("paths"), list):
+        corpus["paths"] = [fix(p) for p in corpus["paths"]]
+    for section, key in (("exam", "path"), ("robust", "data")):
+        table = data.get(section)
+        if isinstance(table, dict) and table.get(key):
+            table[key] = fix(table[key])
+    return data
+
+
+__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "ReportSection", "load_job_config"]

@@ -1,1 +1,1 @@
-"""The report stage."""
+"""The report stage: a self-contained HTML report rendered from a run directory (``ragrade report``)."""

@@ -39,9 +39,7 @@ class Table:
     def to_html(self) -> str:
         """The table as escaped HTML."""
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in self.rows
-        )
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row) + "</tr>" for row in self.rows)
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         src = f'<p class="src">from <code>{html.escape(self.source)}</code></p>' if self.source else ""
         return f'<table class="data">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{src}'
@@ -107,9 +105,10 @@ class Section:
     parts: list[str] = field(default_factory=list)
     note: str = ""
 
-    def add_text(self, text: str) -> None:
-        """Append a paragraph of plain text (escaped)."""
-        self.parts.append(f"<p>{html.escape(text)}</p>")
+    def add_text(self, text: str, source: str = "") -> None:
+        """Append a paragraph of plain text (escaped), naming the file its numbers come from."""
+        src = f' <span class="src">(from <code>{html.escape(source)}</code>)</span>' if source else ""
+        self.parts.append(f"<p>{html.escape(text)}{src}</p>")
 
     def add(self, item: Table | Figure | str) -> None:
         """Append a table, a figure, or a trusted HTML fragment built by this package."""
@@ -147,7 +146,7 @@ def _markup(fragment: str) -> Any:
     """Mark a fragment built by this module (already escaped) as safe for the template."""
     import markupsafe
 
-    return markupsafe.Markup(fragment)  # noqa: S704 - fragments are escaped when built
+    return markupsafe.Markup(fragment)
 
 
 __all__ = ["Figure", "Section", "Table", "fmt", "plotly_js", "render_page", "slug"]

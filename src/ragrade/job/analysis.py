@@ -1,0 +1,308 @@
+"""The scoring stages of ``ragrade run``: IRT (with improvement), robustness testbeds, judged free-text answers.
+
+IRT factors. A hierarchical model needs factors whose levels vary separately.
+Index-free pipelines (closed book, oracle) have chunker ``none``, so the
+chunker factor is collinear with the retriever factor over the whole grid. The
+job then fits the largest identifiable set of factors on every pipeline
+(``irt/irt.json``) and, for each factor left out, one more fit restricted to the
+pipelines where that factor applies (e.g. ``irt/by_chunker/irt.json``: the
+indexed pipelines, with the chunker effect). The plan is written to
+``irt/plan.json`` so the report can say which fit each effect comes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragrade.errors import DataError
+from ragrade.io import write_json
+from ragrade.job.config import JobConfig
+from ragrade.job.stages import StageContext, sweep_config
+
+NOT_APPLICABLE = ("none", "")
+PLAN_FILE = "plan.json"
+
+
+# --------------------------------------------------------------------------- IRT
+
+
+def design_rank_ok(df: pd.DataFrame, factors: Sequence[str]) -> bool:
+    """True when the additive model over ``factors`` is identifiable on the pipelines of ``df``."""
+    pipes = df.drop_duplicates("pipeline")
+    cols = [np.ones((len(pipes), 1))]
+    k = 0
+    for f in factors:
+        dummies = pd.get_dummies(pipes[f].astype(str), dtype=float).to_numpy()
+        cols.append(dummies[:, 1:])
+        k += dummies.shape[1] - 1
+    rank = int(np.linalg.matrix_rank(np.hstack(cols)))
+    return rank == k + 1
+
+
+def _varying(df: pd.DataFrame, factors: Sequence[str]) -> list[str]:
+    pipes = df.drop_duplicates("pipeline")
+    return [f for f in factors if f in pipes and pipes[f].astype(str).nunique() > 1]
+
+
+def _greedy(df: pd.DataFrame, factors: Sequence[str], first: str | None = None) -> list[str]:
+    keep: list[str] = [first] if first else []
+    for f in factors:
+        if f != first and design_rank_ok(df, [*keep, f]):
+            keep.append(f)
+    return keep
+
+
+def plan_irt(df: pd.DataFrame, factors: Sequence[str]) -> dict[str, Any]:
+    """The fits to run: the main one on all pipelines and one per factor that had to be left out."""
+    missing = [f for f in factors if f not in df.columns]
+    if missing:
+        raise DataError(f"IRT factors not in the responses: {', '.join(missing)}")
+    varying = _varying(df, factors)
+    constant = [f for f in factors if f not in varying]
+    main = _greedy(df, varying)
+    fits: list[dict[str, Any]] = [
+        {
+            "name": "main",
+            "path": "irt.json",
+            "factors": main,
+            "subset": None,
+            "pipelines": int(df["pipeline"].nunique()),
+        }
+    ]
+    for f in (f for f in varying if f not in main):
+        sub = df[~df[f].astype(str).isin(NOT_APPLICABLE)]
+        sub_factors = _varying(sub, varying)
+        if f not in sub_factors:
+            continue
+        chosen = _greedy(sub, sub_factors, first=f)
+        if not design_rank_ok(sub, chosen):
+            continue
+        fits.append(
+            {
+                "name": f"by_{f}",
+                "factor": f,
+                "path": f"by_{f}/irt.json",
+                "factors": chosen,
+                "subset": f"pipelines where {f} applies (not {'/'.join(n for n in NOT_APPLICABLE if n)})",
+                "pipelines": int(sub["pipeline"].nunique()),
+            }
+        )
+    return {
+        "version": 1,
+        "requested": list(factors),
+        "constant": constant,
+        "fits": fits,
+        "note": "a factor collinear with others on all pipelines is estimated on the pipelines where it applies",
+    }
+
+
+def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> Any:
+    from ragrade.irt.fit import FitConfig
+    from ragrade.irt.model import Priors
+
+    return FitConfig(model=cfg.irt.model, factors=tuple(factors), priors=Priors.named(cfg.irt.prior))
+
+
+def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
+    """Fit the (hierarchical) IRT model(s) and the iterative improvement; files under ``irt/``."""
+    from ragrade.irt.fit import fit_irt
+    from ragrade.irt.improve import improve, write_improvement
+    from ragrade.irt.io import exam_tags, load_responses
+    from ragrade.run.summary import read_responses
+
+    out = ctx.layout.irt
+    out.mkdir(parents=True, exist_ok=True)
+    df = read_responses(ctx.layout.sweep)
+    plan = plan_irt(df, ctx.cfg.irt.factors)
+    write_json(out / PLAN_FILE, plan)
+    exam = ctx.layout.exam if ctx.layout.exam.is_file() else None
+    summary: dict[str, Any] = {"fits": {}}
+    for i, fit in enumerate(plan["fits"]):
+        ctx.progress(f"irt fit {fit['name']}", i, len(plan["fits"]) + 1)
+        part = df if fit["subset"] is None else df[~df[fit["factor"]].astype(str).isin(NOT_APPLICABLE)]
+        res = fit_irt(
+            part.reset_index(drop=True), config=_fit_config(ctx.cfg, fit["factors"]), out=out / fit["path"], exam=exam
+        )
+        summary["fits"][fit["name"]] = {
+            "factors": fit["factors"],
+            "converged": res.converged,
+            "items": len(res.items),
+            "pipelines": len(res.pipelines),
+        }
+    steps = ctx.cfg.irt.improve_steps
+    if steps > 0:
+        ctx.progress("irt improve", len(plan["fits"]), len(plan["fits"]) + 1)
+        main = plan["fits"][0]["factors"]
+        data = load_responses(df, main)
+        imp = improve(
+            data, _fit_config(ctx.cfg, main), steps=steps, drop=ctx.cfg.irt.drop, tags=exam_tags(exam) if exam else {}
+        )
+        write_improvement(imp, out / "improve", exam, data)
+        summary["improve"] = {
+            "steps": len(imp.steps) - 1,
+            "items_start": imp.steps[0]["n_items"],
+            "items_end": len(imp.kept),
+        }
+    return summary
+
+
+# --------------------------------------------------------------------------- robustness
+
+DATA_OF_TESTBED = {
+    "noise": "base",
+    "negative": "base",
+    "integration": "integration",
+    "counterfactual": "counterfactual",
+}
+
+
+def run_robust_build(ctx: StageContext) -> dict[str, Any]:
+    """Build RGB-style testbeds from the exam and an index into ``robust/testbeds/``."""
+    from ragrade.retrieval.index import load_index
+    from ragrade.robust.corpus import CorpusBuildOptions, build_corpus_testbeds, qa_from_exam, write_corpus_testbeds
+
+    r = ctx.cfg.robust
+    label = ctx.cfg.chunker(r.chunker).label
+    opts = CorpusBuildOptions(k=r.k, seed=r.seed, lang=r.lang, max_questions=r.n)
+    index_dir = ctx.layout.index(label)
+    ret = load_index(index_dir).retriever(r.retriever)
+    built = build_corpus_testbeds(qa_from_exam(ctx.layout.exam), ret, opts)
+    write_corpus_testbeds(
+        built, ctx.layout.testbeds, {"exam": str(ctx.layout.exam), "index": str(index_dir), "retriever": r.retriever}
+    )
+    rep = built.report
+    return {k: rep[k] for k in ("questions", "base", "integration", "counterfactual")}
+
+
+def testbed_data(ctx: StageContext, testbed: str) -> Path:
+    """The data file a testbed reads: the user's RGB file, or the one built from the corpus."""
+    r = ctx.cfg.robust
+    if r.data is not None:
+        return Path(r.data)
+    return ctx.layout.testbeds / f"{DATA_OF_TESTBED.get(testbed, 'base')}.jsonl"
+
+
+def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
+    """Run one testbed with every robustness LLM into ``robust/<testbed>/`` (resumes through results.jsonl)."""
+    from ragrade.robust.run import RobustRunConfig, run_robust
+    from ragrade.robust.testbeds import get_testbed
+
+    r = ctx.cfg.robust
+    data = testbed_data(ctx, testbed)
+    out = ctx.layout.robust / testbed
+    if not data.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        why = f"no {DATA_OF_TESTBED.get(testbed)} items could be built from this corpus"
+        write_json(out / "skipped.json", {"version": 1, "testbed": testbed, "reason": why})
+        return {"skipped": why}
+    tb = get_testbed(testbed)
+    ratios = None if tb.ratios_fixed else [x for x in r.noise_ratios if x < 1.0]
+    if testbed == "integration" and ratios:
+        ratios = [x for x in ratios if x <= 0.4] or None
+    cfg = RobustRunConfig.model_validate(
+        {
+            "data": data,
+            "testbed": testbed,
+            "llm": list(r.llms),
+            "out": out,
+            "base_url": ctx.cfg.llm.base_url,
+            "noise_ratios": ratios,
+            "docs": r.docs,
+            "lang": r.lang,
+            "seed": r.seed,
+            "limit": r.n,
+            "concurrency": ctx.cfg.llm.concurrency,
+            "cache": ctx.cfg.llm.cache,
+        }
+    )
+    stale = out / "skipped.json"
+    if stale.exists():
+        stale.unlink()
+
+    def progress(what: str, done: int, total: int) -> None:
+        ctx.progress(f"robust {testbed}: {what}", done, total)
+
+    runs, table = run_robust(cfg, progress=progress)
+    return {
+        "models": [m.model for m in runs],
+        "n": [m.metrics.get("n") for m in runs],
+        "rows": len(table.get("rows", [])),
+    }
+
+
+# --------------------------------------------------------------------------- judged free-text answers
+
+
+def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
+    """QA triplets from the chunks, free-text answers by the pipelines, then the judges; under ``judge/``."""
+    from ragrade.corpus.files import read_chunks
+    from ragrade.judge.run import JudgeRunConfig, run_judging
+    from ragrade.qa.files import write_qa
+    from ragrade.qa.generate import OFFLINE, QAGenConfig, generate_qa
+    from ragrade.qa.run import run_qa_answers
+
+    j = ctx.cfg.judge
+    out = ctx.layout.judge
+    label = ctx.cfg.chunker(ctx.cfg.exam.chunker).label
+    qa_path = out / "qa.jsonl"
+    if not qa_path.is_file():
+        llm = None if j.qa_llm == OFFLINE else _llm(ctx, j.qa_llm)
+        items, funnel = generate_qa(read_chunks(ctx.layout.chunks(label)), llm, QAGenConfig(n=j.n))
+        if not items:
+            raise DataError("no question/answer triplet could be generated for the judges")
+        write_qa(qa_path, items, meta={"generator": j.qa_llm, "funnel": funnel.to_dict()})
+    base = sweep_config(ctx.cfg, ctx.layout)
+    scfg = base.model_copy(
+        update={
+            "grid": base.grid.model_copy(
+                update={
+                    "llm": list(j.answer_llms),
+                    "retriever": list(j.retrievers),
+                    "icl": [0],
+                    "k": [ctx.cfg.sweep.k[0]],
+                }
+            )
+        }
+    )
+
+    def progress(pipeline: str, n: int, total: int) -> None:
+        ctx.progress(f"judge answers: {pipeline[:40]}", n, total)
+
+    run_qa_answers(qa_path, scfg, out / "answers", progress=progress)
+    jcfg = JudgeRunConfig.model_validate(
+        {
+            "metrics": list(j.metrics),
+            "llm": j.judge_llm,
+            "base_url": ctx.cfg.llm.base_url,
+            "cache": ctx.cfg.llm.cache,
+            "concurrency": ctx.cfg.llm.concurrency,
+        }
+    )
+    summary = run_judging(
+        out / "answers", out / "scores", jcfg, progress=lambda m, d, t: ctx.progress(f"judge {m}", d, t)
+    )
+    return {"answers": summary["n_answers"], "configs": len(summary["configs"]), "metrics": list(j.metrics)}
+
+
+def _llm(ctx: StageContext, spec: str) -> Any:
+    from ragrade.llm import create_llm
+
+    return create_llm(spec, **ctx.llm_kwargs())
+
+
+__all__ = [
+    "DATA_OF_TESTBED",
+    "PLAN_FILE",
+    "design_rank_ok",
+    "plan_irt",
+    "run_irt_stage",
+    "run_judge_stage",
+    "run_robust_build",
+    "run_robust_testbed",
+    "testbed_data",
+]

@@ -1,0 +1,113 @@
+"""One progress display for a whole job: rich bars on a terminal, one line per stage otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from ragrade.cli.common import is_tty
+
+
+def _brief(summary: dict[str, Any]) -> str:
+    parts = []
+    for key, value in list(summary.items())[:4]:
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            text = f"{value:.3f}" if isinstance(value, float) else str(value)
+            parts.append(f"{key}={text[:60]}")
+    return ", ".join(parts)
+
+
+class Display:
+    """Plain display: one line per finished or reused stage on ``stream`` (stderr by default)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def __enter__(self) -> Display:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def stage_start(self, i: int, n: int, name: str) -> None:
+        """A stage begins."""
+
+    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
+        """A stage finished."""
+        brief = _brief(summary)
+        self._line(f"[{i + 1:>2}/{n}] {name:<28} done in {seconds:7.1f}s" + (f"  ({brief})" if brief else ""))
+
+    def stage_reused(self, i: int, n: int, name: str, seconds: float | None) -> None:
+        """A stage was reused from an earlier run."""
+        self._line(f"[{i + 1:>2}/{n}] {name:<28} reused (unchanged config)")
+
+    def sub_progress(self, what: str, done: int, total: int) -> None:
+        """Progress inside the running stage (ignored by the plain display)."""
+
+
+class RichDisplay(Display):
+    """A rich display: the job's stages as one bar, the running stage's work as another."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = Console(file=self.stream)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self.job_task: Any = None
+        self.sub_task: Any = None
+        self._last = 0.0
+
+    def __enter__(self) -> RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _line(self, text: str) -> None:
+        self.progress.console.print(text, highlight=False, markup=False)
+
+    def stage_start(self, i: int, n: int, name: str) -> None:
+        """Show the stage on the job bar and reset the work bar."""
+        if self.job_task is None:
+            self.job_task = self.progress.add_task("job", total=n)
+        self.progress.update(self.job_task, completed=i, description=f"job: {name}")
+        if self.sub_task is not None:
+            self.progress.remove_task(self.sub_task)
+        self.sub_task = self.progress.add_task(name, total=None)
+
+    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
+        """Print the stage's line and advance the job bar."""
+        super().stage_done(i, n, name, seconds, summary)
+        if self.job_task is not None:
+            self.progress.update(self.job_task, completed=i + 1)
+
+    def sub_progress(self, what: str, done: int, total: int) -> None:
+        """Update the work bar (at most ten times a second)."""
+        now = time.monotonic()
+        if self.sub_task is None or (now - self._last < 0.1 and done < total):
+            return
+        self._last = now
+        self.progress.update(self.sub_task, description=what[:60], completed=done, total=total)
+
+
+def make_display() -> Display:
+    """Rich on a terminal (stderr), plain lines otherwise."""
+    return RichDisplay() if is_tty() else Display()
+
+
+__all__ = ["Display", "RichDisplay", "make_display"]

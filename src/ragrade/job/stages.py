@@ -1,0 +1,252 @@
+"""The stages of ``ragrade run``: each reads earlier stages' files and writes its own (paths in :mod:`.layout`).
+
+A stage is a name, the part of the config its outputs depend on (hashed, with
+the hashes of the stages it reads), the files that must exist to reuse it, and
+a function. Stages call the public Python APIs of the other areas (corpus,
+retrieval, exam, run, irt, robust, qa/judge); nothing is passed in memory
+between stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.job.config import JobConfig
+from ragrade.job.layout import RunLayout
+
+Progress = Callable[[str, int, int], None]  # (what, done, total)
+
+
+@dataclass
+class StageContext:
+    """What a stage function gets: the config, the run layout and a progress callback."""
+
+    cfg: JobConfig
+    layout: RunLayout
+    progress: Progress
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``create_llm`` shared by every LLM of the job."""
+        opts = self.cfg.llm
+        return {
+            "base_url": opts.base_url,
+            "concurrency": opts.concurrency,
+            "timeout": opts.timeout,
+            "cache": opts.cache,
+        }
+
+
+@dataclass
+class Stage:
+    """One step of the job."""
+
+    name: str
+    key: dict[str, Any]
+    needs: list[str]
+    outputs: list[Path]
+    run: Callable[[StageContext], dict[str, Any]]
+    resumable: bool = False  # keeps its own journal (a rerun after a kill continues where it stopped)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- corpus and chunks
+
+
+def run_corpus(ctx: StageContext) -> dict[str, Any]:
+    """Load or build the documents into ``corpus/docs.jsonl``."""
+    from ragrade.corpus.files import write_documents
+    from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus
+
+    c = ctx.cfg.corpus
+    meta: dict[str, Any] = {}
+    if c.demo:
+        from ragrade.corpus.demo import DemoStats, build_demo_corpus
+
+        stats = DemoStats()
+        report = LoadReport(documents=build_demo_corpus(c.demo_limit, stats=stats))
+        meta["demo"] = {"modules": stats.modules, "import_failures": len(stats.import_failures), "limit": c.demo_limit}
+    else:
+        cc = CorpusConfig(text_field=c.text_field, id_field=c.id_field, drop_patterns=list(c.drop_patterns))
+        report = load_corpus(c.paths, cc)
+    summary = report.summary()
+    if not report.documents:
+        raise DataError(f"no usable document in {', '.join(c.paths) or 'the demo corpus'}")
+    write_documents(ctx.layout.docs, report.documents, meta={**meta, "summary": summary})
+    topics = {str(d.metadata.get("topic")) for d in report.documents if d.metadata.get("topic") is not None}
+    return {
+        "documents": len(report.documents),
+        "characters": summary["characters"],
+        "skipped": len(report.skipped),
+        "topics": len(topics),
+    }
+
+
+def run_chunk(ctx: StageContext, label: str) -> dict[str, Any]:
+    """Chunk the documents with chunker ``label`` into ``chunks/<label>.jsonl``."""
+    from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
+    from ragrade.corpus.files import read_documents, write_chunks
+
+    section = ctx.cfg.chunker(label)
+    chunker = create_chunker(section.strategy, size=section.size, overlap=section.overlap)
+    docs = read_documents(ctx.layout.docs)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        ctx.progress(f"chunk {label}", done[0], len(docs))
+
+    chunks = chunk_documents(docs, chunker, progress=tick)
+    if not chunks:
+        raise DataError(f"chunker {label} produced no chunks")
+    summary = summarize_chunks(chunks, n_docs=len(docs))
+    write_chunks(ctx.layout.chunks(label), chunks, chunker=chunker, meta={"label": label, "summary": summary})
+    return {"chunks": len(chunks), "tokens_mean": summary["tokens"]["mean"]}
+
+
+def run_index(ctx: StageContext, label: str) -> dict[str, Any]:
+    """Index ``chunks/<label>.jsonl`` (BM25 + dense vectors, embeddings cached) into ``index/<label>/``."""
+    from ragrade.retrieval.index import IndexConfig, build_index
+
+    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=_needs_dense(ctx.cfg))
+
+    def progress(what: str, done: int, total: int) -> None:
+        ctx.progress(f"index {label}: {what}", done, total)
+
+    stats = build_index(ctx.layout.chunks(label), ctx.layout.index(label), cfg, progress=progress)
+    return {"chunks": stats.chunks, "embedded": stats.embedded, "cached": stats.cached, "seconds": stats.seconds}
+
+
+def _needs_dense(cfg: JobConfig) -> bool:
+    dense = ("dense", "hybrid", "rerank")
+    return any(r.split("(", 1)[0].strip() in dense or "(" in r for r in cfg.sweep.retrievers) or (
+        cfg.judge.enabled and any(r.split("(", 1)[0].strip() in dense for r in cfg.judge.retrievers)
+    )
+
+
+# --------------------------------------------------------------------------- exam
+
+
+def _create_llm(ctx: StageContext, spec: str) -> Any:
+    from ragrade.llm import create_llm
+
+    return create_llm(spec, **ctx.llm_kwargs())
+
+
+def run_exam(ctx: StageContext) -> dict[str, Any]:
+    """Generate the exam from one chunking into ``exam/exam.jsonl`` (or copy a given exam)."""
+    from ragrade.corpus.files import read_chunks
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.files import read_exam, write_exam
+    from ragrade.exam.generate import generate_exam_full, write_exam_result
+
+    e = ctx.cfg.exam
+    if e.path is not None:
+        header, questions = read_exam(e.path)
+        write_exam(ctx.layout.exam, questions, meta={**(header.meta if header else {}), "copied_from": e.path})
+        return {"questions": len(questions), "source": e.path}
+    label = ctx.cfg.chunker(e.chunker).label
+    chunks = read_chunks(ctx.layout.chunks(label))
+    try:
+        cfg = ExamConfig(n=e.n, seed=e.seed, topic_field=e.topic_field, **e.options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"exam.options: {exc}") from exc
+    llm = None if e.llm == "offline" else _create_llm(ctx, e.llm)
+
+    def progress(done: int, target: int, valid: int) -> None:
+        ctx.progress(f"exam ({valid} valid)", done, max(target, 1))
+
+    result = generate_exam_full(chunks, llm, cfg, progress=progress)
+    if not result.questions:
+        raise DataError(f"the exam generator kept no question out of {result.funnel.get('generated', 0)} candidates")
+    write_exam_result(ctx.layout.exam, result, cfg, input_path=str(ctx.layout.chunks(label)))
+    return {"questions": len(result.questions), "generated": result.funnel.get("generated"), "chunker": label}
+
+
+# --------------------------------------------------------------------------- sweep
+
+
+def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
+    """The :class:`~ragrade.run.spec.SweepConfig` of the job."""
+    from ragrade.run.spec import build_sweep_config
+
+    s = cfg.sweep
+    labels = s.chunkers or [c.label for c in cfg.chunkers]
+    opts = cfg.llm
+    layer = {
+        "grid": {"llm": s.llms, "retriever": s.retrievers, "k": s.k, "icl": s.icl, "chunker": labels},
+        "indexes": {label: str(layout.index(label).resolve()) for label in labels},
+        "llm_options": {
+            "base_url": opts.base_url,
+            "concurrency": opts.concurrency,
+            "timeout": opts.timeout,
+            "cache": opts.cache,
+        },
+        "seed": s.seed,
+        "icl_pool": s.icl_pool,
+        "limit": s.limit,
+        "executor": s.executor,
+    }
+    return build_sweep_config(layer)
+
+
+def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
+    """Every pipeline takes the exam (resumable through the sweep's journal); then the paired verdicts."""
+    from ragrade.run.compare import COMPARISONS_FILE, verdicts, write_comparisons
+    from ragrade.run.sweep import run_sweep
+
+    cfg = sweep_config(ctx.cfg, ctx.layout)
+    totals: dict[str, int] = {}
+    done: dict[str, int] = {}
+
+    def progress(pipeline: str, n: int, total: int) -> None:
+        totals.setdefault(pipeline, total)
+        done[pipeline] = done.get(pipeline, 0) + n
+        ctx.progress("sweep", sum(done.values()), sum(totals.values()))
+
+    try:
+        result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress)
+    except ConfigError as exc:  # the sweep's journal holds answers to another exam or other settings
+        if "--overwrite" not in str(exc):
+            raise
+        totals.clear()
+        done.clear()
+        result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress, overwrite=True)
+    comps = verdicts(ctx.layout.sweep, top=ctx.cfg.sweep.top, seed=ctx.cfg.sweep.seed)
+    write_comparisons(ctx.layout.sweep / COMPARISONS_FILE, comps)
+    best = result.summary.sort_values("accuracy", ascending=False).iloc[0]
+    return {
+        "pipelines": len(result.pipelines),
+        "questions": result.n_questions,
+        "new_rows": result.n_new_rows,
+        "best": str(best["pipeline"]),
+        "best_accuracy": round(float(best["accuracy"]), 4),
+    }
+
+
+# --------------------------------------------------------------------------- report
+
+
+def run_report(ctx: StageContext) -> dict[str, Any]:
+    """Render ``report.html`` from the run directory's files."""
+    from ragrade.report.render import write_report
+
+    path = write_report(ctx.layout.root, ctx.layout.report, top=ctx.cfg.report.top, title=ctx.cfg.report.title)
+    return {"report": str(path), "bytes": path.stat().st_size}
+
+
+__all__ = [
+    "Progress",
+    "Stage",
+    "StageContext",
+    "run_chunk",
+    "run_corpus",
+    "run_exam",
+    "run_index",
+    "run_report",
+    "run_sweep_stage",
+    "sweep_config",
+]

@@ -1,0 +1,66 @@
+"""``ragrade report``: one self-contained HTML file rendered from a run directory's files only.
+
+The report never takes in-memory results: every section reads the files a
+stage wrote (paths in :mod:`ragrade.job.layout`), names the file each number
+comes from, and says so when a file is absent. Text from corpora and model
+outputs is escaped (see :mod:`ragrade.report.html`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import DataError
+from ragrade.io import atomic_write_text, now_iso
+from ragrade.report.html import Section, render_page
+from ragrade.report.sections_core import exam_section, leaderboard, topics
+from ragrade.report.sections_irt import irt_section
+from ragrade.report.sections_more import judges, robustness, run_info
+from ragrade.report.sources import RunFiles
+
+KNOWN = ("manifest.json", "stages.json", "sweep", "exam", "irt", "robust", "judge")
+
+
+def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
+    """Every section of the report for ``run_dir``."""
+    files = RunFiles(Path(run_dir))
+    return [
+        leaderboard(files, top),
+        irt_section(files),
+        topics(files),
+        exam_section(files),
+        robustness(files),
+        judges(files),
+        run_info(files),
+    ]
+
+
+def render_report(run_dir: str | Path, *, top: int = 5, title: str | None = None, inline_js: bool = True) -> str:
+    """The report's HTML for ``run_dir`` (DataError when it is not a run directory)."""
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise DataError(f"{root}: no such run directory")
+    if not any((root / k).exists() for k in KNOWN):
+        raise DataError(f"{root}: not a ragrade run directory (none of {', '.join(KNOWN)} found)")
+    files = RunFiles(root)
+    manifest: dict[str, Any] = files.json("manifest.json") or {}
+    sections = build_sections(root, top=top)
+    meta = {
+        "run directory": str(root.resolve()),
+        "rendered": now_iso(),
+        "job": manifest.get("name") or manifest.get("kind") or "(no manifest.json)",
+        "status": manifest.get("status", "unknown"),
+    }
+    return render_page(title or "ragrade report", sections, meta, inline_js=inline_js)
+
+
+def write_report(run_dir: str | Path, out: str | Path, *, top: int = 5, title: str | None = None) -> Path:
+    """Render and write the report atomically; returns its path."""
+    text = render_report(run_dir, top=top, title=title)
+    path = Path(out)
+    atomic_write_text(path, text)
+    return path
+
+
+__all__ = ["build_sections", "render_report", "write_report"]

@@ -1,0 +1,285 @@
+"""Report sections about the exam and the sweep: leaderboard, paired verdicts, topics, exam funnel and baselines."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+from ragrade.report import charts
+from ragrade.report.html import Section, Table, fmt
+from ragrade.report.sources import RunFiles
+
+SUMMARY = "sweep/summary.csv"
+BY_TAG = "sweep/summary_by_tag.csv"
+COMPARISONS = "sweep/comparisons.json"
+EXAM = "exam/exam.jsonl"
+FUNNEL = "exam/exam.funnel.json"
+MAX_TOPICS = 14
+SAMPLE_QUESTIONS = 8
+
+
+def absent(section: Section, *paths: str) -> Section:
+    """Mark ``section`` as empty because its files are absent."""
+    section.note = "not in this run: " + ", ".join(paths) + " (the stage did not run or was disabled)"
+    return section
+
+
+def short_pipeline(pid: str) -> str:
+    """A compact label for a pipeline id (``llm=x|retriever=y|...`` -> ``y k=3 icl=1 chunker``)."""
+    parts = dict(p.partition("=")[::2] for p in str(pid).split("|"))
+    bits = [parts.get("retriever", "?")]
+    if parts.get("k") not in (None, "0", "1") or parts.get("retriever") not in ("closed", "oracle"):
+        bits.append(f"k={parts.get('k')}")
+    bits.append(f"icl={parts.get('icl', '0')}")
+    if parts.get("chunker") not in (None, "none"):
+        bits.append(str(parts["chunker"]))
+    llm = parts.get("llm")
+    if llm:
+        bits.insert(0, llm)
+    for extra in ("prompt", "method"):
+        if extra in parts:
+            bits.append(f"{extra}={parts[extra]}")
+    return " · ".join(bits)
+
+
+def leaderboard(files: RunFiles, top: int) -> Section:
+    """Pipelines ranked by accuracy with Wilson 95% intervals, and the paired verdicts of the top ones."""
+    sec = Section("leaderboard", "Leaderboard")
+    df = files.csv(SUMMARY)
+    if df is None or df.empty:
+        return absent(sec, SUMMARY)
+    df = df.sort_values(["accuracy", "pipeline"], ascending=[False, True]).reset_index(drop=True)
+    best = df.iloc[0]
+    sec.add_text(
+        f"{len(df)} pipelines took the same {int(best['n'])} questions. Best: {short_pipeline(best['pipeline'])} "
+        f"with accuracy {best['accuracy']:.3f} (95% interval {best['ci_low']:.3f} to {best['ci_high']:.3f}).",
+        SUMMARY,
+    )
+    labels = [short_pipeline(p) for p in df["pipeline"]]
+    cols = ["pipeline", "n", "n_correct", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
+    if "gold_doc_hit_rate" in df:
+        cols.append("gold_doc_hit_rate")
+    table = Table(
+        ["rank", *cols],
+        [[i + 1, *(row[c] for c in cols)] for i, (_, row) in enumerate(df.iterrows())],
+        caption="Accuracy per pipeline with Wilson 95% intervals",
+        source=SUMMARY,
+    )
+    retr = df["retriever"].astype(str).tolist() if "retriever" in df else ["" for _ in labels]
+    palette = {r: charts.PALETTE[i % len(charts.PALETTE)] for i, r in enumerate(dict.fromkeys(retr))}
+    sec.add(
+        charts.bar_with_errors(
+            "leaderboard",
+            "Accuracy per pipeline (95% Wilson interval)",
+            labels,
+            df["accuracy"].tolist(),
+            df["ci_low"].tolist(),
+            df["ci_high"].tolist(),
+            source=SUMMARY,
+            axis_title="accuracy",
+            colors=[palette[r] for r in retr],
+        )
+    )
+    sec.add(table)
+    sec.add(_verdicts(files, top))
+    _baselines(sec, files)
+    return sec
+
+
+def _verdicts(files: RunFiles, top: int) -> str:
+    comps = files.json(COMPARISONS)
+    if not comps:
+        return f'<p class="note">No paired comparisons ({html.escape(COMPARISONS)} is absent).</p>'
+    rows = []
+    for c in comps.get("comparisons", [])[: top * (top - 1) // 2]:
+        verdict = str(c["verdict"])
+        rows.append(
+            [
+                short_pipeline(c["a"]),
+                short_pipeline(c["b"]),
+                c["difference"],
+                c["ci_low"],
+                c["ci_high"],
+                f"{c['a_only']}/{c['b_only']}",
+                c["p_value"],
+                c["p_adjusted"],
+                verdict,
+            ]
+        )
+    table = Table(
+        [
+            "A",
+            "B",
+            "A-B",
+            "CI low",
+            "CI high",
+            "discordant A/B",
+            "McNemar p",
+            f"p ({comps.get('correction', 'none')})",
+            "verdict",
+        ],
+        rows,
+        caption=f"Paired comparisons of the top {len(comps.get('pipelines', []))} pipelines "
+        f"(paired bootstrap 95% CI, exact McNemar test, alpha {comps.get('alpha')})",
+        source=COMPARISONS,
+    )
+    return "<h3>Which of the top pipelines is really better?</h3>" + table.to_html()
+
+
+def _baselines(sec: Section, files: RunFiles) -> None:
+    exam = files.jsonl(EXAM)
+    if exam is None:
+        return
+    analytics = exam[0].get("analytics") or {}
+    base = analytics.get("baselines")
+    if not base:
+        return
+    rows = [["chance (1 of 4)", base.get("chance"), None, None]]
+    for key, label in (
+        ("fixed_letter", "always the most frequent letter"),
+        ("longest_answer", "longest choice"),
+        ("shortest_answer", "shortest choice"),
+    ):
+        b = base.get(key) or {}
+        ci = b.get("ci95") or [None, None]
+        name = label + (f" ({b.get('letter')})" if key == "fixed_letter" else "")
+        rows.append([name, b.get("accuracy"), ci[0], ci[1]])
+    sec.add("<h3>Baselines that read no document</h3>")
+    sec.add(
+        Table(
+            ["baseline", "accuracy", "CI low", "CI high"],
+            rows,
+            caption="A pipeline near these numbers has learned nothing from the corpus",
+            source=f"{EXAM} (header: analytics.baselines)",
+        )
+    )
+
+
+def topics(files: RunFiles) -> Section:
+    """Accuracy per topic and retriever (grouped bars + radar): where each retrieval approach fails."""
+    sec = Section("topics", "Accuracy per topic")
+    by_tag = files.csv(BY_TAG)
+    summary = files.csv(SUMMARY)
+    if by_tag is None or summary is None:
+        return absent(sec, BY_TAG)
+    t = by_tag[by_tag["tag"] == "topic"]
+    if t.empty:
+        sec.note = f"the questions carry no topic tag ({BY_TAG} has no topic rows)"
+        return sec
+    factor = summary.set_index("pipeline")["retriever"].astype(str) if "retriever" in summary else None
+    t = t.assign(group=t["pipeline"].map(factor) if factor is not None else t["pipeline"])
+    agg = t.groupby(["group", "value"], sort=False)[["n", "n_correct"]].sum().reset_index()
+    agg["accuracy"] = agg["n_correct"] / agg["n"]
+    sizes = t.drop_duplicates(["value", "pipeline"]).groupby("value")["n"].max().sort_values(ascending=False)
+    chosen = [str(v) for v in sizes.index[:MAX_TOPICS]]
+    groups = list(dict.fromkeys(agg["group"].astype(str)))
+    series: list[tuple[str, list[float | None]]] = []
+    rows: list[list[Any]] = []
+    for g in groups:
+        sub = agg[agg["group"].astype(str) == g]
+        acc = {str(k): float(a) for k, a in zip(sub["value"], sub["accuracy"], strict=True)}
+        vals = [acc.get(v) for v in chosen]
+        series.append((g, vals))
+        rows.append([g, *vals])
+    table = Table(
+        ["retriever", *chosen],
+        rows,
+        caption="Accuracy per topic (pooled over the retriever's pipelines)",
+        source=BY_TAG,
+    )
+    sec.add_text(
+        f"The {len(chosen)} topics with the most questions (of {len(sizes)}); each retriever's accuracy is "
+        "pooled over its pipelines (chunkers, ICL). Questions per topic are few, so single bars are noisy.",
+        BY_TAG,
+    )
+    sec.add(
+        charts.grouped_bars(
+            "topic-bars",
+            "Accuracy per topic and retriever",
+            chosen,
+            series,
+            source=BY_TAG,
+            y_title="accuracy",
+            table=table,
+        )
+    )
+    if len(chosen) >= 3:
+        sec.add(charts.radar("topic-radar", "Accuracy per topic (radar)", chosen, series, source=BY_TAG))
+    return sec
+
+
+def exam_section(files: RunFiles) -> Section:
+    """The exam: the generation funnel, what the questions look like, taxonomy counts."""
+    sec = Section("exam", "Exam")
+    exam = files.jsonl(EXAM)
+    if exam is None:
+        return absent(sec, EXAM)
+    meta, records = exam
+    funnel = files.json(FUNNEL) or meta.get("funnel")
+    fsrc = FUNNEL if files.has(FUNNEL) else f"{EXAM} (header: funnel)"
+    gen = meta.get("generator") or {}
+    sec.add_text(f"{len(records)} questions, generator {gen.get('name', '?')}.", EXAM)
+    if funnel:
+        names, counts, rows = ["generated"], [int(funnel["generated"])], []
+        for st in funnel.get("stages", []):
+            rows.append(
+                [
+                    st["stage"],
+                    st["in"],
+                    st["removed"],
+                    st["out"],
+                    ", ".join(f"{k} {v}" for k, v in (st.get("reasons") or {}).items()),
+                ]
+            )
+            if st["removed"]:
+                names.append(f"after {st['stage']}")
+                counts.append(int(st["out"]))
+        table = Table(["stage", "in", "removed", "out", "reasons"], rows, caption="Generation funnel", source=fsrc)
+        sec.add(charts.funnel("exam-funnel", "Candidates surviving each filter", names, counts, source=fsrc))
+        sec.add(table)
+    analytics = meta.get("analytics") or {}
+    for key, label in (("bloom", "Bloom level"), ("qword", "question word")):
+        counts_map = analytics.get(key) or {}
+        if counts_map:
+            sec.add(
+                Table(
+                    [label, "questions"],
+                    [[k, v] for k, v in counts_map.items()],
+                    caption=f"Questions per {label}",
+                    source=f"{EXAM} (header: analytics.{key})",
+                )
+            )
+    sample = [
+        [
+            r.get("id"),
+            r.get("question"),
+            " | ".join(map(str, r.get("choices", []))),
+            _letter(r.get("answer")),
+            r.get("source"),
+        ]
+        for r in records[:SAMPLE_QUESTIONS]
+    ]
+    sec.add(
+        Table(
+            ["id", "question", "choices", "answer", "source"],
+            sample,
+            caption=f"The first {len(sample)} questions (text from the corpus, shown as text)",
+            source=EXAM,
+        )
+    )
+    return sec
+
+
+def _letter(answer: Any) -> Any:
+    return "ABCD"[answer] if isinstance(answer, int) and 0 <= answer < 4 else answer
+
+
+def accuracy_by_factor(summary: pd.DataFrame, factor: str) -> dict[str, float]:
+    """Marginal accuracy per level of ``factor`` (pooled correct / pooled answered)."""
+    g = summary.groupby(summary[factor].astype(str))[["n", "n_correct"]].sum()
+    return {str(k): float(r["n_correct"] / r["n"]) for k, r in g.iterrows() if r["n"]}
+
+
+__all__ = ["absent", "accuracy_by_factor", "exam_section", "fmt", "leaderboard", "short_pipeline", "topics"]

@@ -1,0 +1,255 @@
+"""Report section on Item Response Theory: component effects, item curves, information, improvement."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pandas as pd
+
+from ragrade.report import charts
+from ragrade.report.html import Section, Table
+from ragrade.report.sections_core import SUMMARY, absent, accuracy_by_factor
+from ragrade.report.sources import RunFiles
+
+IRT = "irt/irt.json"
+PLAN = "irt/plan.json"
+IMPROVE = "irt/improve/irt_improve.json"
+MAX_CURVES = 30
+TIE = 0.02  # accuracy differences below this are ties for the sign check
+
+
+def _fits(files: RunFiles) -> list[dict[str, Any]]:
+    plan = files.json(PLAN)
+    if plan and plan.get("fits"):
+        return [dict(f, file=f"irt/{f['path']}") for f in plan["fits"] if files.has(f"irt/{f['path']}")]
+    return [{"name": "main", "file": IRT, "subset": None, "factor": None}] if files.has(IRT) else []
+
+
+def _subset(summary: pd.DataFrame, fit: dict[str, Any]) -> pd.DataFrame:
+    factor = fit.get("factor")
+    if fit.get("subset") and factor and factor in summary:
+        return summary[~summary[factor].astype(str).isin(["none", ""])]
+    return summary
+
+
+def effect_agreement(
+    effects: dict[str, dict[str, dict[str, Any]]], summary: pd.DataFrame, tie: float = TIE
+) -> list[dict[str, Any]]:
+    """For every factor and pair of levels: do the IRT effect and the pooled accuracy differ in the same direction?
+
+    ``summary`` must hold the pipelines the fit used (columns n, n_correct and the factor). Pairs whose accuracy
+    differs by less than ``tie`` are reported with ``agree`` None (a tie says nothing about the direction).
+    """
+    out = []
+    for factor, levels in effects.items():
+        if factor not in summary:
+            continue
+        acc = accuracy_by_factor(summary, factor)
+        for a, b in itertools.combinations(sorted(levels), 2):
+            ea, eb = levels[a].get("estimate"), levels[b].get("estimate")
+            if ea is None or eb is None or a not in acc or b not in acc:
+                continue
+            d_acc, d_eff = acc[a] - acc[b], float(ea) - float(eb)
+            agree = None if abs(d_acc) < tie else (d_acc > 0) == (d_eff > 0)
+            out.append({"factor": factor, "a": a, "b": b, "accuracy_diff": d_acc, "effect_diff": d_eff, "agree": agree})
+    return out
+
+
+def irt_section(files: RunFiles) -> Section:
+    """The IRT section: effects with error bars, sign check, ICCs, information curves, improvement."""
+    sec = Section("irt", "Item response theory")
+    fits = _fits(files)
+    if not fits:
+        return absent(sec, IRT)
+    main = files.json(fits[0]["file"])
+    fit = main.get("fit", {})
+    sec.add_text(
+        f"{main.get('model', '?').upper()} model on {main.get('counts', {}).get('n_pipelines', '?')} "
+        f"pipelines x {main.get('counts', {}).get('n_items', '?')} questions; converged: "
+        f"{fit.get('converged')}; RMSE {fit.get('rmse', float('nan')):.3f} against "
+        f"{fit.get('rmse_baseline', float('nan')):.3f} for predicting the mean.",
+        fits[0]["file"],
+    )
+    summary = files.csv(SUMMARY)
+    for f in fits:
+        _effects(sec, files, f, summary)
+    _curves(sec, main, fits[0]["file"])
+    _information(sec, main, fits[0]["file"])
+    _improvement(sec, files)
+    return sec
+
+
+def _effects(sec: Section, files: RunFiles, fit: dict[str, Any], summary: pd.DataFrame | None) -> None:
+    doc = files.json(fit["file"])
+    effects = doc.get("effects") or {}
+    src = fit["file"]
+    if not effects:
+        sec.add(f'<p class="note">{fit["name"]}: flat model (no factors), abilities only.</p>')
+        return
+    labels, vals, lows, highs, rows = [], [], [], [], []
+    for factor, levels in effects.items():
+        for level, e in levels.items():
+            est, se = e.get("estimate"), e.get("se")
+            labels.append(f"{factor}={level}")
+            vals.append(est)
+            lows.append(None if est is None or se is None else est - 1.96 * se)
+            highs.append(None if est is None or se is None else est + 1.96 * se)
+            rows.append([factor, level, est, se])
+    scope = fit.get("subset") or "all pipelines"
+    sec.add(f"<h3>Component effects ({fit['name']}: {scope})</h3>")
+    sec.add(
+        charts.bar_with_errors(
+            f"effects-{fit['name']}",
+            f"Ability effect per component level ({scope}, ±1.96 SE)",
+            labels,
+            vals,
+            lows,
+            highs,
+            source=src,
+            axis_title="effect on ability (theta)",
+            table=Table(["factor", "level", "estimate", "se"], rows, source=src),
+        )
+    )
+    if summary is not None:
+        checks = effect_agreement(effects, _subset(summary, fit))
+        decided = [c for c in checks if c["agree"] is not None]
+        n_ok = sum(bool(c["agree"]) for c in decided)
+        sec.add_text(
+            f"Sign check: {n_ok} of {len(decided)} level pairs whose pooled accuracy differs by at least "
+            f"{TIE:g} have IRT effects in the same direction ({len(checks) - len(decided)} ties).",
+            f"{src} + {SUMMARY}",
+        )
+        sec.add(
+            Table(
+                ["factor", "A", "B", "accuracy A-B", "effect A-B", "same direction"],
+                [
+                    [
+                        c["factor"],
+                        c["a"],
+                        c["b"],
+                        c["accuracy_diff"],
+                        c["effect_diff"],
+                        "tie" if c["agree"] is None else c["agree"],
+                    ]
+                    for c in checks
+                ],
+                caption="IRT effects against pooled accuracy",
+                source=f"{src} + {SUMMARY}",
+            )
+        )
+
+
+def _spread(items: list[str], difficulty: dict[str, float], n: int) -> list[str]:
+    ordered = sorted(items, key=lambda i: (difficulty.get(i, 0.0), i))
+    if len(ordered) <= n:
+        return ordered
+    step = (len(ordered) - 1) / (n - 1)
+    return [ordered[round(k * step)] for k in range(n)]
+
+
+def _curves(sec: Section, doc: dict[str, Any], src: str) -> None:
+    info = doc.get("information") or {}
+    icc = info.get("item_characteristic")
+    grid = info.get("theta_grid")
+    if not icc or not grid:
+        return
+    difficulty = {k: v.get("difficulty") for k, v in (doc.get("items") or {}).items()}
+    chosen = _spread(list(icc), difficulty, MAX_CURVES)
+    abilities = doc.get("abilities") or {}
+    marks = {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "pipelines (ability)",
+        "x": [a.get("theta") for a in abilities.values()],
+        "y": [0.0] * len(abilities),
+        "text": list(abilities),
+        "marker": {"symbol": "x", "size": 8, "color": "#222"},
+        "hovertemplate": "%{text}: theta %{x:.2f}<extra></extra>",
+    }
+    series = [(q, grid, icc[q]) for q in chosen]
+    rows = [[q, *(doc["items"][q].get(k) for k in ("discrimination", "difficulty", "guessing"))] for q in chosen]
+    sec.add("<h3>Item characteristic curves</h3>")
+    sec.add(
+        charts.lines(
+            "icc",
+            f"Probability of a correct answer against ability ({len(chosen)} of {len(icc)} items, "
+            "spread over difficulty)",
+            series,
+            source=f"{src} (information.item_characteristic)",
+            x_title="ability theta",
+            y_title="P(correct)",
+            extra=[marks],
+            legend=False,
+            table=Table(["item", "discrimination", "difficulty", "guessing"], rows, source=src),
+        )
+    )
+
+
+def _information(sec: Section, doc: dict[str, Any], src: str) -> None:
+    info = doc.get("information") or {}
+    grid = info.get("theta_grid")
+    groups = info.get("groups") or {}
+    if not grid:
+        return
+    sec.add("<h3>Information</h3>")
+    base = [("all items (mean)", grid, info.get("mean", []))]
+    for key, label in (("bloom", "Bloom level"), ("qword", "question word")):
+        levels = groups.get(key) or {}
+        if not levels:
+            sec.add(f'<p class="note">No {label} tags: information per {label} is not available.</p>')
+            continue
+        series = base + [(f"{lvl} (n={v['n_items']})", grid, v["mean"]) for lvl, v in levels.items()]
+        rows = [[lvl, v["n_items"], max(v["mean"]), grid[v["mean"].index(max(v["mean"]))]] for lvl, v in levels.items()]
+        sec.add(
+            charts.lines(
+                f"info-{key}",
+                f"Mean item information by {label}",
+                series,
+                source=f"{src} (information.groups.{key})",
+                x_title="ability theta",
+                y_title="mean information",
+                table=Table([label, "items", "peak information", "at theta"], rows, source=src),
+            )
+        )
+
+
+def _improvement(sec: Section, files: RunFiles) -> None:
+    doc = files.json(IMPROVE)
+    sec.add("<h3>Iterative exam improvement</h3>")
+    if not doc:
+        sec.add(f'<p class="note">not in this run: {IMPROVE}</p>')
+        return
+    grid = doc["theta_grid"]
+    series = [(f"step {s['step']} ({s['n_items']} items)", grid, s["information_mean"]) for s in doc["steps"]]
+    rows = [
+        [
+            s["step"],
+            s["n_items"],
+            len(s.get("dropped", [])),
+            s["discrimination"]["mean"],
+            max(s["information_mean"]),
+            s["fit"].get("rmse"),
+            s["fit"].get("converged"),
+        ]
+        for s in doc["steps"]
+    ]
+    sec.add_text(f"Each step drops the {doc.get('drop', 0):.0%} least discriminative questions and refits.", IMPROVE)
+    sec.add(
+        charts.lines(
+            "improve",
+            "Mean information per step of the improvement",
+            series,
+            source=IMPROVE,
+            x_title="ability theta",
+            y_title="mean information",
+            table=Table(
+                ["step", "items", "dropped", "mean discrimination", "peak mean information", "RMSE", "converged"],
+                rows,
+                source=IMPROVE,
+            ),
+        )
+    )
+
+
+__all__ = ["effect_agreement", "irt_section"]

@@ -1,0 +1,129 @@
+"""Job config validation, stage hashing, the IRT factor plan, and the CLI's bad-input paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ragrade.cli.main import main
+from ragrade.errors import ConfigError
+from ragrade.job.analysis import design_rank_ok, plan_irt
+from ragrade.job.config import DEMO_CONFIG, load_job_config
+from ragrade.job.layout import RunLayout
+from ragrade.job.runner import build_stages, stage_hashes
+
+
+def _grid() -> pd.DataFrame:
+    rows = []
+    for ret in ("closed", "bm25", "dense", "oracle"):
+        for icl in (0, 1):
+            for ch in ["none"] if ret in ("closed", "oracle") else ["rec", "sent"]:
+                rows.append(
+                    {
+                        "pipeline": f"{ret}|{icl}|{ch}",
+                        "retriever": ret,
+                        "icl": icl,
+                        "chunker": ch,
+                        "llm": "offline/student",
+                        "question_id": "q1",
+                        "correct": 1,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def test_plan_separates_collinear_chunker() -> None:
+    df = _grid()
+    assert not design_rank_ok(df, ["retriever", "chunker", "icl"])
+    assert design_rank_ok(df, ["retriever", "icl"])
+    plan = plan_irt(df, ["retriever", "chunker", "icl", "llm"])
+    assert plan["constant"] == ["llm"]
+    main_fit, by_chunker = plan["fits"]
+    assert main_fit["factors"] == ["retriever", "icl"] and main_fit["pipelines"] == 12
+    assert by_chunker["factor"] == "chunker" and by_chunker["factors"] == ["chunker", "retriever", "icl"]
+    assert by_chunker["pipelines"] == 8 and by_chunker["path"] == "by_chunker/irt.json"
+
+
+def test_plan_full_factorial_is_one_fit() -> None:
+    df = _grid()
+    df = df[df["chunker"] != "none"]
+    plan = plan_irt(df, ["retriever", "chunker", "icl"])
+    assert [f["name"] for f in plan["fits"]] == ["main"]
+    assert plan["fits"][0]["factors"] == ["retriever", "chunker", "icl"]
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="corpus"):
+        load_job_config(None, {})
+    with pytest.raises(ConfigError, match="unique"):
+        load_job_config(None, {"corpus": {"demo": True}, "chunkers": [{"size": 100}, {"size": 100}]})
+    with pytest.raises(ConfigError, match="unknown chunker"):
+        load_job_config(None, {"corpus": {"demo": True}, "exam": {"chunker": "nope"}})
+    with pytest.raises(ConfigError, match="overlap"):
+        load_job_config(None, {"corpus": {"demo": True}, "chunkers": [{"size": 50, "overlap": 60}]})
+
+
+def test_relative_paths_follow_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    cfg_file = tmp_path / "sub" / "job.toml"
+    cfg_file.write_text('[corpus]\npaths = ["docs"]\n[exam]\npath = "exam.jsonl"\n', encoding="utf-8")
+    cfg = load_job_config(cfg_file)
+    assert cfg.corpus.paths == [str(tmp_path / "sub" / "docs")]
+    assert cfg.exam.path == str(tmp_path / "sub" / "exam.jsonl")
+
+
+def test_stage_hashes_chain(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path)
+    base = load_job_config(None, base=DEMO_CONFIG)
+    h1 = stage_hashes(build_stages(base, layout))
+    changed = load_job_config(
+        None,
+        {
+            "chunkers": [
+                {"strategy": "recursive", "size": 200, "overlap": 30},
+                {"strategy": "sentence", "size": 120, "overlap": 0},
+            ]
+        },
+        base=DEMO_CONFIG,
+    )
+    h2 = stage_hashes(build_stages(changed, layout))
+    assert h1["corpus"] == h2["corpus"] and h1["chunk:sentence-120"] == h2["chunk:sentence-120"]
+    assert h1["chunk:recursive-200"] != h2["chunk:recursive-200"]
+    for downstream in ("index:recursive-200", "exam", "sweep", "irt", "robust:build", "robust:noise"):
+        assert h1[downstream] != h2[downstream], downstream
+    names = [s.name for s in build_stages(base, layout)]
+    assert names[0] == "corpus" and names[-1] == "report" and "judge" not in names
+
+
+def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "missing.toml")]) == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[corpus]\ndemo = true\n[sweep]\nretreivers = ['bm25']\n", encoding="utf-8")
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[corpus\n", encoding="utf-8")
+    assert main(["run", str(broken)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("ragrade: error:") for line in err)
+    assert "retreivers" in err[1]
+
+
+def test_displays_print_one_line_per_stage() -> None:
+    import io
+
+    from ragrade.job.progress import Display, RichDisplay
+
+    for cls in (Display, RichDisplay):
+        stream = io.StringIO()
+        with cls(stream=stream) as shown:
+            shown.stage_start(0, 2, "corpus")
+            shown.sub_progress("reading", 1, 4)
+            shown.stage_done(0, 2, "corpus", 1.25, {"documents": 3, "nested": {"x": 1}})
+            shown.stage_reused(1, 2, "chunk:a", 2.0)
+        lines = [line for line in stream.getvalue().splitlines() if line.strip()]
+        assert lines == [
+            f"[ 1/2] {'corpus':<28} done in     1.2s  (documents=3)",
+            f"[ 2/2] {'chunk:a':<28} reused (unchanged config)",
+        ], (cls, lines)
