@@ -104,3 +104,24 @@ def test_report_cli(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["report", str(empty)]) == 2
     err = capsys.readouterr().err
     assert err.count("ragrade: error:") == 2 and "Traceback" not in err
+
+
+def test_sweep_directory_on_its_own_renders(run_dir: Path, tmp_path: Path) -> None:
+    """A bare `ragrade exam take` run directory: its files stand for sweep/, irt/ and the manifest's exam."""
+    import shutil
+
+    from ragrade.io import write_json
+
+    sweep = tmp_path / "sweep-only"
+    shutil.copytree(run_dir / "sweep", sweep)
+    shutil.copy(run_dir / "irt" / "irt.json", sweep / "irt.json")
+    write_json(
+        sweep / "manifest.json",
+        {"version": 1, "kind": "exam-sweep", "exam": {"path": str(run_dir / "exam" / "exam.jsonl")}},
+    )
+    html_text = render_report(sweep, inline_js=False)
+    assert "not in this run: sweep/summary.csv" not in html_text
+    assert "not in this run: irt/irt.json" not in html_text
+    assert "not in this run: exam/exam.jsonl" not in html_text
+    assert "sweep/ = this directory" in html_text and "irt/ = this directory" in html_text
+    assert "not in this run: irt/improve/irt_improve.json" in html_text  # what is really absent is still named

@@ -19,12 +19,12 @@ from ragrade.report.sections_irt import irt_section
 from ragrade.report.sections_more import judges, robustness, run_info
 from ragrade.report.sources import RunFiles
 
-KNOWN = ("manifest.json", "stages.json", "sweep", "exam", "irt", "robust", "judge")
+KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "irt", "robust", "judge")
 
 
 def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
     """Every section of the report for ``run_dir``."""
-    files = RunFiles(Path(run_dir))
+    files = RunFiles.for_dir(Path(run_dir))
     return [
         leaderboard(files, top),
         irt_section(files),
@@ -43,7 +43,7 @@ def render_report(run_dir: str | Path, *, top: int = 5, title: str | None = None
         raise DataError(f"{root}: no such run directory")
     if not any((root / k).exists() for k in KNOWN):
         raise DataError(f"{root}: not a ragrade run directory (none of {', '.join(KNOWN)} found)")
-    files = RunFiles(root)
+    files = RunFiles.for_dir(root)
     manifest: dict[str, Any] = files.json("manifest.json") or {}
     sections = build_sections(root, top=top)
     meta = {
@@ -52,7 +52,19 @@ def render_report(run_dir: str | Path, *, top: int = 5, title: str | None = None
         "job": manifest.get("name") or manifest.get("kind") or "(no manifest.json)",
         "status": manifest.get("status", "unknown"),
     }
+    if files.aliases:  # a sweep directory on its own: say what the job-layout names below stand for
+        meta["file names"] = "; ".join(
+            f"{rel} = {_shown(target, root)}" for rel, target in sorted(files.aliases.items())
+        )
     return render_page(title or "ragrade report", sections, meta, inline_js=inline_js)
+
+
+def _shown(target: Path, root: Path) -> str:
+    try:
+        rel = target.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(target)
+    return "this directory" if rel == "." else rel
 
 
 def write_report(run_dir: str | Path, out: str | Path, *, top: int = 5, title: str | None = None) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,26 +14,62 @@ from ragrade.io import read_json, read_jsonl
 
 @dataclass(frozen=True)
 class RunFiles:
-    """A run directory; every reader returns None when its file is absent."""
+    """A run directory; every reader returns None when its file is absent.
+
+    Paths are those of a job's run directory (``sweep/summary.csv``, ``irt/irt.json``,
+    ``exam/exam.jsonl``, ...). ``aliases`` maps such a relative path, or a folder prefix
+    ending in ``/``, to where the file really is, so a bare ``ragrade exam take`` run
+    directory renders too (see :meth:`for_dir`).
+    """
 
     root: Path
+    aliases: dict[str, Path] = field(default_factory=dict)
+
+    @classmethod
+    def for_dir(cls, root: Path) -> RunFiles:
+        """The files of ``root``: a job's run directory, or a sweep's run directory on its own.
+
+        A sweep directory (``responses.parquet`` at its top) is read as the ``sweep/``
+        folder; its ``irt.json`` (or ``irt/irt.json``) as the IRT fit; the exam named in
+        its manifest (``manifest["exam"]["path"]``) with that exam's funnel sidecar.
+        """
+        if not (root / "responses.parquet").is_file() or (root / "sweep").is_dir():
+            return cls(root)
+        aliases: dict[str, Path] = {"sweep/": root}
+        if (root / "irt.json").is_file():
+            aliases["irt/"] = root
+        manifest = read_json(root / "manifest.json") if (root / "manifest.json").is_file() else {}
+        exam = (manifest.get("exam") or {}).get("path") if isinstance(manifest, dict) else None
+        if isinstance(exam, str) and exam:
+            exam_path = Path(exam) if Path(exam).is_absolute() else (root / exam)
+            if not exam_path.is_file() and Path(exam).is_file():
+                exam_path = Path(exam)
+            aliases["exam/exam.jsonl"] = exam_path
+            aliases["exam/exam.funnel.json"] = exam_path.with_name(exam_path.stem + ".funnel.json")
+            aliases["exam/exam.rejected.jsonl"] = exam_path.with_name(exam_path.stem + ".rejected.jsonl")
+        return cls(root, aliases)
 
     def path(self, rel: str) -> Path:
         """The absolute path of ``rel``."""
+        if rel in self.aliases:
+            return self.aliases[rel]
+        for prefix, target in self.aliases.items():
+            if prefix.endswith("/") and rel.startswith(prefix):
+                return target / rel[len(prefix) :]
         return self.root / rel
 
     def has(self, rel: str) -> bool:
         """True when ``rel`` exists."""
-        return (self.root / rel).exists()
+        return self.path(rel).exists()
 
     def json(self, rel: str) -> Any:
         """A JSON file's content, or None when absent."""
-        p = self.root / rel
+        p = self.path(rel)
         return read_json(p) if p.is_file() else None
 
     def csv(self, rel: str) -> pd.DataFrame | None:
         """A CSV file as a DataFrame, or None when absent."""
-        p = self.root / rel
+        p = self.path(rel)
         if not p.is_file():
             return None
         try:
@@ -43,7 +79,7 @@ class RunFiles:
 
     def jsonl(self, rel: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """A JSONL file's header meta and records, or None when absent."""
-        p = self.root / rel
+        p = self.path(rel)
         if not p.is_file():
             return None
         header, records = read_jsonl(p)
@@ -51,6 +87,10 @@ class RunFiles:
 
     def glob(self, pattern: str) -> list[str]:
         """Relative paths matching ``pattern`` (sorted)."""
+        for prefix, target in self.aliases.items():
+            if prefix.endswith("/") and pattern.startswith(prefix):
+                found = target.glob(pattern[len(prefix) :])
+                return sorted(prefix + p.relative_to(target).as_posix() for p in found)
         return sorted(p.relative_to(self.root).as_posix() for p in self.root.glob(pattern))
 
 
