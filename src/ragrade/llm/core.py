@@ -10,8 +10,11 @@ methods when it computes locally in batches (Hugging Face, offline baselines).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-from collections.abc import Sequence
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
@@ -61,6 +64,72 @@ def structured_view(req: GenerationRequest | LoglikelihoodRequest) -> dict[str, 
     return out
 
 
+def _completion_value(c: Completion) -> dict[str, Any]:
+    return {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)}
+
+
+def _loglik_value(r: LoglikelihoodResult) -> dict[str, Any]:
+    return {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method}
+
+
+class _CacheWriter:
+    """Stores a batch's fresh results while the batch runs: a small transaction every ``every`` results
+    or ``interval_s`` seconds, so that a crash or kill loses at most the last few seconds of paid answers.
+
+    Writes run on the event loop's thread (one SQLite connection; WAL commits without fsync take about
+    a millisecond); a failing write is logged once and never costs the batch its results.
+    """
+
+    def __init__(
+        self,
+        llm: BaseLLM,
+        kind: str,
+        todo: dict[str, Any],
+        encode: Callable[[Any], dict[str, Any]],
+        every: int = 256,
+        interval_s: float = 2.0,
+    ) -> None:
+        self.llm, self.kind, self.encode = llm, kind, encode
+        self.keys = {id(req): key for key, req in todo.items()}
+        self.every, self.interval_s = every, interval_s
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.seen: set[str] = set()
+        self.last = time.monotonic()
+        self.failed = False
+
+    def add(self, req: Any, result: Completion | LoglikelihoodResult) -> None:
+        """Queue ``result`` of ``req`` (successes only); write when enough is queued."""
+        key = self.keys.get(id(req))
+        if key is not None:
+            self.add_key(key, result)
+
+    def add_key(self, key: str, result: Completion | LoglikelihoodResult) -> None:
+        """Queue ``result`` under ``key`` unless queued already."""
+        if key in self.seen or not result.ok:
+            return
+        self.seen.add(key)
+        self.pending.append((key, self.encode(result)))
+        if len(self.pending) >= self.every or time.monotonic() - self.last >= self.interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is queued in one transaction."""
+        rows, self.pending, self.last = self.pending, [], time.monotonic()
+        cache = self.llm.cache
+        if not rows or cache is None:
+            return
+        try:
+            cache.put_many(rows, provider=self.llm.provider, model=self.llm.model, kind=self.kind)
+        except sqlite3.Error as exc:  # disk full, locked for too long, ...: keep the answers, warn once
+            if not self.failed:
+                log.warning("%s: could not write to the response cache %s: %s", self.llm.name, cache.path, exc)
+            self.failed = True
+
+
+# the cache writer of the batch running in the current task (set by agenerate / aloglikelihood)
+_WRITER: contextvars.ContextVar[_CacheWriter | None] = contextvars.ContextVar("ragrade_llm_writer", default=None)
+
+
 def _completion_from_cache(value: dict[str, Any]) -> Completion:
     usage = value.get("usage") or {}
     return Completion(
@@ -90,6 +159,8 @@ class BaseLLM:
     provider: str = ""
     is_baseline: bool = False
     supports_loglikelihood: bool = False
+    cache_flush_every: int = 256  # fresh results are written to the cache in transactions of this many ...
+    cache_flush_interval_s: float = 2.0  # ... or after this many seconds, whichever comes first
 
     def __init__(
         self,
@@ -120,12 +191,26 @@ class BaseLLM:
         raise NotImplementedError
 
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        outcomes = await asyncio.gather(*(self.limiter.call(partial(self._generate_one, r)) for r in reqs))
-        return [self._completion(o) for o in outcomes]
+        writer = _WRITER.get()
+
+        async def one(req: GenerationRequest) -> Completion:
+            result = self._completion(await self.limiter.call(partial(self._generate_one, req)))
+            if writer is not None:
+                writer.add(req, result)
+            return result
+
+        return list(await asyncio.gather(*(one(r) for r in reqs)))
 
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        outcomes = await asyncio.gather(*(self.limiter.call(partial(self._loglikelihood_one, r)) for r in reqs))
-        return [self._loglik(o) for o in outcomes]
+        writer = _WRITER.get()
+
+        async def one(req: LoglikelihoodRequest) -> LoglikelihoodResult:
+            result = self._loglik(await self.limiter.call(partial(self._loglikelihood_one, req)))
+            if writer is not None:
+                writer.add(req, result)
+            return result
+
+        return list(await asyncio.gather(*(one(r) for r in reqs)))
 
     @staticmethod
     def _completion(o: Outcome[Completion]) -> Completion:
@@ -172,15 +257,7 @@ class BaseLLM:
         for key, req in zip(keys, requests, strict=True):
             if key not in hits and key not in todo:
                 todo[key] = req
-        fresh = dict(zip(todo, await self._generate_batch(list(todo.values())), strict=True)) if todo else {}
-        self._cache_put(
-            [
-                (k, {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)})
-                for k, c in fresh.items()
-                if c.ok
-            ],
-            "generate",
-        )
+        fresh = await self._run_fresh(todo, "generate", _completion_value, self._generate_batch)
         out = [_completion_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
         self._account(out, len(fresh))
         return out
@@ -193,27 +270,41 @@ class BaseLLM:
         for key, req in zip(keys, requests, strict=True):
             if key not in hits and key not in todo:
                 todo[key] = req
-        fresh = dict(zip(todo, await self._loglikelihood_batch(list(todo.values())), strict=True)) if todo else {}
-        self._cache_put(
-            [
-                (k, {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method})
-                for k, r in fresh.items()
-                if r.ok
-            ],
-            "loglikelihood",
-        )
+        fresh = await self._run_fresh(todo, "loglikelihood", _loglik_value, self._loglikelihood_batch)
         out = [_loglik_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
         self._account(out, len(fresh))
         return out
+
+    async def _run_fresh(
+        self,
+        todo: dict[str, Any],
+        kind: str,
+        encode: Callable[[Any], dict[str, Any]],
+        batch: Callable[[list[Any]], Any],
+    ) -> dict[str, Any]:
+        """Run the uncached requests ``todo`` (key -> request); results reach the cache as they arrive."""
+        if not todo:
+            return {}
+        writer = (
+            _CacheWriter(self, kind, todo, encode, self.cache_flush_every, self.cache_flush_interval_s)
+            if self.cache is not None
+            else None
+        )
+        token = _WRITER.set(writer)
+        try:
+            fresh = dict(zip(todo, await batch(list(todo.values())), strict=True))
+        finally:
+            _WRITER.reset(token)
+        if writer is not None:  # backends that compute whole batches (HF, offline) report here
+            for key, result in fresh.items():
+                writer.add_key(key, result)
+            writer.flush()
+        return fresh
 
     def _cache_get(self, keys: list[str]) -> dict[str, Any]:
         if self.cache is None or not keys:
             return {}
         return self.cache.get_many(keys)
-
-    def _cache_put(self, items: list[tuple[str, Any]], kind: str) -> None:
-        if self.cache is not None and items:
-            self.cache.put_many(items, provider=self.provider, model=self.model, kind=kind)
 
     def _account(self, results: Sequence[Completion | LoglikelihoodResult], sent: int) -> None:
         u = self.usage

@@ -127,7 +127,8 @@ class Limiter:
                 if self._rate is not None:
                     await self._rate.acquire()
                 try:
-                    value = await asyncio.wait_for(fn(), timeout=self.cfg.timeout + self.grace_s)
+                    async with asyncio.timeout(self.cfg.timeout + self.grace_s):  # no extra task per call
+                        value = await fn()
                     return Outcome(value, None, attempts, time.perf_counter() - start)
                 except PermanentError as exc:
                     return Outcome(None, str(exc), attempts, time.perf_counter() - start)

@@ -10,6 +10,13 @@ the chat endpoint to pick a lettered option, scored by the letter's
 log-probability when the server returns token log-probabilities, else by the
 letter it answers (0 for the chosen option, -50 for the others).
 
+Requests go through the SDK (``AsyncOpenAI.post``: it builds, authenticates and
+sends them and maps failures to its exceptions) and replies are read as plain
+JSON. One SDK client per event loop, with a connection pool sized to the
+concurrency limit, serves every request of a batch; ``transport="auto"`` picks
+the SDK's aiohttp client when available (much less CPU per request than httpx),
+``"httpx"`` forces the SDK's default client.
+
 The API key comes from ``api_key=`` or ``OPENAI_API_KEY``; it is sent to the
 server only and never appears in :meth:`describe`, cache keys, logs or errors.
 """
@@ -17,13 +24,17 @@ server only and never appears in :meth:`describe`, cache keys, logs or errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
+import importlib
+import importlib.util
 import json
 import os
 import re
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +53,47 @@ FALLBACK_PROMPT = (
 )
 
 
+TRANSPORTS = ("auto", "aiohttp", "httpx")
+
+
 class _NoPromptLogprobs(Exception):
     """The server answered but gave no log-probabilities for the prompt tokens."""
+
+
+@dataclass
+class _Session:
+    """One event loop's SDK client, the response type to ask it for, and how many batches use it."""
+
+    client: Any
+    response_type: type
+    transport: str
+    users: int = 0
+
+
+def _http_client(openai: Any, transport: str, limits: LimitConfig) -> tuple[Any, type, str]:
+    """The SDK's HTTP client for ``transport``, pooled for ``limits.concurrency`` connections.
+
+    ``auto`` takes the SDK's aiohttp client (``openai.DefaultAioHttpClient``) when the SDK has it and
+    aiohttp is installed: per request it costs a fraction of the CPU of the httpx transport, which
+    matters at tens of requests in flight. Otherwise the SDK's default httpx client. Returns the
+    client, the response class its ``post(..., cast_to=...)`` returns raw, and the transport's name.
+    """
+    aio = getattr(openai, "DefaultAioHttpClient", None)
+    use_aio = transport != "httpx" and aio is not None and importlib.util.find_spec("aiohttp") is not None
+    if transport == "aiohttp" and not use_aio:
+        from ragrade.errors import ConfigError
+
+        raise ConfigError("transport 'aiohttp' needs an openai SDK with aiohttp support: pip install 'openai[aiohttp]'")
+    factory = aio if use_aio else getattr(openai, "DefaultAsyncHttpxClient", None)
+    if factory is None:  # SDKs before DefaultAsyncHttpxClient
+        factory = require("httpx", purpose="the OpenAI-compatible backend").AsyncClient
+    # the httpx flavour the SDK was built on (httpx2 in recent SDKs, httpx before)
+    mro = factory.__mro__ if isinstance(factory, type) else ()
+    base = next((c for c in mro if c.__name__ == "AsyncClient"), None)
+    mod = importlib.import_module((base or factory).__module__.split(".")[0])
+    pool = mod.Limits(max_connections=limits.concurrency + 8, max_keepalive_connections=limits.concurrency)
+    client = factory(limits=pool, timeout=mod.Timeout(limits.timeout))
+    return client, mod.Response, "aiohttp" if use_aio else mod.__name__
 
 
 def redact_url(url: str | None) -> str | None:
@@ -108,6 +158,7 @@ class OpenAILLM(BaseLLM):
         loglikelihood_mode: str = "auto",
         fallback_prompt: str | None = None,
         extra_body: dict[str, Any] | None = None,
+        transport: str = "auto",
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         super().__init__(model, base_url=redact_url(base_url), cache=cache, limits=limits, seed=seed)
@@ -136,43 +187,86 @@ class OpenAILLM(BaseLLM):
         self.extra_body = dict(extra_body or {})
         self._json_mode = "json_schema"  # degrades to json_object, then none, when the server refuses
         self._chat_logprobs = True
-        self._clients: dict[int, Any] = {}
+        self.transport = transport
+        if transport not in TRANSPORTS:
+            from ragrade.errors import ConfigError
+
+            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, got '{transport}'")
+        self._sessions: dict[int, _Session] = {}
+        self._sdk: Any = None
         self._probe_lock: asyncio.Lock | None = None
-        self.limiter.grace_s = min(5.0, 0.5 * self.limits.timeout)  # httpx enforces the timeout itself
+        self.limiter.grace_s = min(5.0, 0.5 * self.limits.timeout)  # the HTTP client enforces the timeout itself
 
     # -- client --------------------------------------------------------------------------------
-    def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(id(loop))
-        if client is None:
-            openai = require("openai", purpose="the OpenAI-compatible backend")
-            httpx = require("httpx", purpose="the OpenAI-compatible backend")
-            limits = httpx.Limits(
-                max_connections=self.limits.concurrency + 8, max_keepalive_connections=self.limits.concurrency
-            )
-            http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(self.limits.timeout))
-            client = openai.AsyncOpenAI(
-                base_url=self._url, api_key=self._key, max_retries=0, timeout=self.limits.timeout, http_client=http
-            )
-            self._clients = {id(loop): client}  # clients are bound to their loop; drop older ones
-        return client
+    def _openai(self) -> Any:
+        if self._sdk is None:
+            self._sdk = require("openai", purpose="the OpenAI-compatible backend")
+        return self._sdk
 
-    def _warm(self) -> None:
-        """Build the client and its resources before any timed request (first use imports a lot)."""
-        client = self._client()
-        _ = (client.chat.completions, client.completions)
+    def _new_session(self) -> _Session:
+        openai = self._openai()
+        http, response_type, name = _http_client(openai, self.transport, self.limits)
+        client = openai.AsyncOpenAI(
+            base_url=self._url, api_key=self._key, max_retries=0, timeout=self.limits.timeout, http_client=http
+        )
+        return _Session(client, response_type, name)
+
+    def _session(self) -> _Session:
+        """The SDK client of the running event loop (clients and their connection pools belong to one loop)."""
+        key = id(asyncio.get_running_loop())
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = self._new_session()
+        return session
+
+    @contextlib.asynccontextmanager
+    async def _batch(self) -> AsyncIterator[_Session]:
+        """Hold this loop's client for one batch; the last batch to finish on the loop closes it.
+
+        One client (one connection pool sized to the concurrency limit) serves every request of the
+        batches running on a loop; closing it when the loop's last batch ends releases its sockets
+        before ``asyncio.run`` closes the loop (aiohttp warns about sessions left open).
+        """
+        key = id(asyncio.get_running_loop())
+        session = self._session()
+        session.users += 1
+        try:
+            yield session
+        finally:
+            session.users -= 1
+            if session.users == 0 and self._sessions.get(key) is session:
+                del self._sessions[key]
+                with contextlib.suppress(Exception):
+                    await session.client.close()
 
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        self._warm()
-        return await super()._generate_batch(reqs)
+        async with self._batch():
+            return await super()._generate_batch(reqs)
 
-    async def _call(self, fn: Any, **kwargs: Any) -> Any:
-        """One SDK call with its exceptions mapped to Transient/Permanent errors."""
-        openai = require("openai", purpose="the OpenAI-compatible backend")
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` (plus ``extra_body``) through the SDK; the parsed JSON object of the reply.
+
+        The SDK builds, authenticates and sends the request and maps HTTP and network failures to its
+        exceptions; the reply is read as plain JSON (the typed response models cost more CPU than the
+        rest of the request and the few fields used here are checked by the callers).
+        """
+        session = self._session()
         if self.extra_body:
-            kwargs["extra_body"] = {**self.extra_body, **kwargs.get("extra_body", {})}
+            body = {**body, **self.extra_body}
+        resp = await self._call(session.client.post, path, body=body, cast_to=session.response_type)
         try:
-            return await fn(**kwargs)
+            data = json.loads(resp.content)
+        except ValueError as exc:  # JSONDecodeError and undecodable bytes
+            raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
+        if not isinstance(data, dict):
+            raise TransientError(f"unreadable response: expected a JSON object, got {type(data).__name__}")
+        return data
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """One SDK call with its exceptions mapped to Transient/Permanent errors."""
+        openai = self._openai()
+        try:
+            return await fn(*args, **kwargs)
         except openai.APITimeoutError as exc:
             raise TransientError(f"timed out after {self.limits.timeout:g}s") from exc
         except openai.APIConnectionError as exc:
@@ -189,46 +283,49 @@ class OpenAILLM(BaseLLM):
 
     # -- generation ----------------------------------------------------------------------------
     async def _generate_one(self, req: GenerationRequest) -> Completion:
-        client = self._client()
         common: dict[str, Any] = {"model": self.model, "temperature": req.temperature, "max_tokens": req.max_tokens}
         if req.stop:
             common["stop"] = list(req.stop)
         if req.seed is not None:
             common["seed"] = req.seed
         if req.messages is None:
-            resp = await self._call(client.completions.create, prompt=req.prompt or "", **common)
-            choice = _first_choice(resp)
-            text = choice.text
+            data = await self._post("/completions", {**common, "prompt": req.prompt or ""})
+            choice = _first_choice(data)
+            text = choice.get("text")
+            if not isinstance(text, str):
+                raise TransientError("unreadable response: the choice has no text")
         else:
             messages = [{"role": m.role, "content": m.content} for m in req.messages]
-            resp = await self._chat_with_schema(client, messages, req.json_schema, common)
-            choice = _first_choice(resp)
-            text = choice.message.content
+            data = await self._chat_with_schema(messages, req.json_schema, common)
+            choice = _first_choice(data)
+            message = _as_dict(choice.get("message"))
+            text = _message_text(message.get("content"))
             if text is None:
-                refusal = getattr(choice.message, "refusal", None)
-                raise PermanentError(f"no text in the reply{': refused: ' + refusal if refusal else ''}")
-        usage = getattr(resp, "usage", None)
+                refusal = message.get("refusal")
+                raise PermanentError(f"no text in the reply{': refused: ' + str(refusal) if refusal else ''}")
+        usage = _as_dict(data.get("usage"))
+        finish = choice.get("finish_reason")
         return Completion(
             text=text,
-            finish_reason=getattr(choice, "finish_reason", None),
-            usage=Usage(int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)),
+            finish_reason=finish if isinstance(finish, str) else None,
+            usage=Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))),
         )
 
     async def _chat_with_schema(
-        self, client: Any, messages: list[dict[str, str]], schema: dict[str, Any] | None, common: dict[str, Any]
-    ) -> Any:
+        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, common: dict[str, Any]
+    ) -> dict[str, Any]:
         """Chat call asking for structured JSON when ``schema`` is given, degrading as the server allows."""
         while True:
-            kwargs = dict(common)
+            body = {**common, "messages": messages}
             if schema is not None and self._json_mode == "json_schema":
-                kwargs["response_format"] = {
+                body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {"name": "answer", "schema": schema, "strict": False},
                 }
             elif schema is not None and self._json_mode == "json_object":
-                kwargs["response_format"] = {"type": "json_object"}
+                body["response_format"] = {"type": "json_object"}
             try:
-                return await self._call(client.chat.completions.create, messages=messages, **kwargs)
+                return await self._post("/chat/completions", body)
             except PermanentError as exc:
                 if schema is None or self._json_mode == "none" or "HTTP 4" not in str(exc):
                     raise
@@ -244,7 +341,10 @@ class OpenAILLM(BaseLLM):
 
     # -- log-likelihood ------------------------------------------------------------------------
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        self._warm()
+        async with self._batch():
+            return await self._loglikelihood_batch_in_session(reqs)
+
+    async def _loglikelihood_batch_in_session(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         if self.loglikelihood_mode is None and reqs:
             if self._probe_lock is None:
                 self._probe_lock = asyncio.Lock()
@@ -284,27 +384,28 @@ class OpenAILLM(BaseLLM):
             return LoglikelihoodResult(logprobs=[], token_counts=[], method="echo-logprobs")
         ctx = req.context
         prompts = [ctx + c for c in req.continuations]
+        body = {
+            "model": self.model,
+            "prompt": prompts,
+            "max_tokens": 1,
+            "temperature": 0,
+            "echo": True,
+            "logprobs": 1,
+        }
         try:
-            resp = await self._call(
-                self._client().completions.create,
-                model=self.model,
-                prompt=prompts,
-                max_tokens=1,
-                temperature=0,
-                echo=True,
-                logprobs=1,
-            )
+            data = await self._post("/completions", body)
         except PermanentError as exc:
             if probing:
                 raise PermanentError(f"no-prompt-logprobs: {exc}") from exc
             raise
-        choices = sorted(resp.choices, key=lambda c: c.index)
+        _first_choice(data)  # checks the shape
+        choices = sorted((_as_dict(c) for c in data["choices"]), key=lambda c: _count(c.get("index")))
         if len(choices) != len(prompts):
             raise _wrap_probe(probing, f"expected {len(prompts)} choices, got {len(choices)}")
         scores, counts = [], []
         for prompt, choice in zip(prompts, choices, strict=True):
             try:
-                lp, n = _continuation_logprob(choice.logprobs, len(ctx), len(prompt))
+                lp, n = _continuation_logprob(choice.get("logprobs"), len(ctx), len(prompt))
             except _NoPromptLogprobs as exc:
                 raise _wrap_probe(probing, str(exc)) from exc
             scores.append(lp)
@@ -319,26 +420,25 @@ class OpenAILLM(BaseLLM):
             raise PermanentError(f"the letter fallback handles at most {len(LETTERS)} continuations, got {n}")
         options = "\n".join(f"{LETTERS[i]}. {c.strip()}" for i, c in enumerate(req.continuations))
         prompt = self.fallback_prompt.replace("{context}", req.context.strip()).replace("{options}", options)
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": prompt}],
             "temperature": 0,
             "max_tokens": 2,
         }
-        client = self._client()
-        resp = None
+        data = None
         if self._chat_logprobs and self.loglikelihood_mode != "letter-choice":
             try:
-                resp = await self._call(client.chat.completions.create, logprobs=True, top_logprobs=20, **kwargs)
+                data = await self._post("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
             except PermanentError:
                 self._chat_logprobs = False
-        if resp is None:
-            resp = await self._call(client.chat.completions.create, **kwargs)
-        choice = _first_choice(resp)
-        scores = _letter_logprobs(getattr(choice, "logprobs", None), n)
+        if data is None:
+            data = await self._post("/chat/completions", body)
+        choice = _first_choice(data)
+        scores = _letter_logprobs(choice.get("logprobs"), n)
         if scores is not None:
             return LoglikelihoodResult(logprobs=scores, token_counts=[1] * n, method="chat-logprobs")
-        text = (choice.message.content or "").strip()
+        text = (_message_text(_as_dict(choice.get("message")).get("content")) or "").strip()
         m = re.match(r"[\s(\[]*([A-Z])\b", text.upper())
         if not m or LETTERS.index(m.group(1)) >= n:
             raise PermanentError(f"could not read an option letter from the reply {text[:60]!r}")
@@ -353,13 +453,14 @@ class OpenAILLM(BaseLLM):
         """Arguments for the run manifest (no API key)."""
         out = super().describe()
         out["loglikelihood_mode"] = self.loglikelihood_mode or "auto (not yet probed)"
+        out["transport"] = self.transport
         if self.extra_body:
             out["extra_body"] = self.extra_body
         return out
 
     def close(self) -> None:
-        """Drop the HTTP clients."""
-        self._clients = {}
+        """Drop the HTTP clients (those of finished batches are closed already)."""
+        self._sessions = {}
 
 
 def _wrap_probe(probing: bool, message: str) -> Exception:
@@ -375,20 +476,47 @@ def _error_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:300]
 
 
-def _first_choice(resp: Any) -> Any:
-    choices = getattr(resp, "choices", None)
-    if not choices:
+def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
+    """The first choice of a reply; TransientError when the reply has none (or is an error object)."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
+        err = data.get("error")
+        if err:
+            message = err.get("message", err) if isinstance(err, dict) else err
+            raise TransientError(f"server error in the reply: {str(message)[:300]}")
         raise TransientError("unreadable response: no choices")
-    return choices[0]
+    first: dict[str, Any] = choices[0]
+    return first
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    """A token count or index from a reply (0 when absent or not a number)."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _message_text(content: Any) -> str | None:
+    """A chat message's text: a string, or the text parts of a list of content parts."""
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    raise TransientError(f"unreadable response: message content is a {type(content).__name__}")
 
 
 def _continuation_logprob(logprobs: Any, ctx_len: int, end: int) -> tuple[float, int]:
     """Sum of the log-probabilities of the tokens covering characters ``[ctx_len, end)`` of the echoed prompt."""
-    if logprobs is None:
+    if not isinstance(logprobs, dict):
         raise _NoPromptLogprobs("the response has no logprobs")
-    tokens = list(getattr(logprobs, "tokens", None) or [])
-    lps = list(getattr(logprobs, "token_logprobs", None) or [])
-    offsets = list(getattr(logprobs, "text_offset", None) or [])
+    tokens = [str(t) for t in logprobs.get("tokens") or []]
+    lps = list(logprobs.get("token_logprobs") or [])
+    offsets = list(logprobs.get("text_offset") or [])
     if not tokens or len(lps) != len(tokens):
         raise _NoPromptLogprobs("the response has no per-token logprobs for the prompt")
     if len(offsets) != len(tokens):
@@ -415,15 +543,18 @@ def _continuation_logprob(logprobs: Any, ctx_len: int, end: int) -> tuple[float,
 
 def _letter_logprobs(logprobs: Any, n: int) -> list[float] | None:
     """Scores of the option letters from the first generated token's top log-probabilities, if present."""
-    content = getattr(logprobs, "content", None) if logprobs is not None else None
-    if not content:
+    content = _as_dict(logprobs).get("content")
+    if not content or not isinstance(content, list):
         return None
     best: dict[str, float] = {}
     for entry in content[:2]:
-        for top in getattr(entry, "top_logprobs", None) or []:
-            letter = str(top.token).strip().strip(".):(").upper()
+        for top in _as_dict(entry).get("top_logprobs") or []:
+            top = _as_dict(top)
+            if top.get("logprob") is None:
+                continue
+            letter = str(top.get("token", "")).strip().strip(".):(").upper()
             if len(letter) == 1 and letter in LETTERS[:n]:
-                best[letter] = max(best.get(letter, -1e9), float(top.logprob))
+                best[letter] = max(best.get(letter, -1e9), float(top["logprob"]))
         if best:
             break
     if not best:
