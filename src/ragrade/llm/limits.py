@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -68,16 +70,16 @@ class Outcome(Generic[T]):
 
 
 class RateLimiter:
-    """Spaces request starts to at most ``rpm`` per minute (no burst)."""
+    """Spaces request starts to at most ``rpm`` per minute (no burst), across threads and event loops."""
 
     def __init__(self, rpm: float) -> None:
         self.interval = 60.0 / rpm
         self._next = 0.0
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()  # held only to book a slot, never across an await
 
     async def acquire(self) -> None:
         """Wait for the next free slot."""
-        async with self._lock:
+        with self._lock:
             now = time.monotonic()
             wait = self._next - now
             self._next = max(now, self._next) + self.interval
@@ -94,7 +96,12 @@ def backoff_delay(attempt: int, cfg: LimitConfig, retry_after: float | None, rng
 
 
 class Limiter:
-    """Applies a :class:`LimitConfig` to async calls; counts retries. One per backend and event loop."""
+    """Applies a :class:`LimitConfig` to async calls; counts retries. One per backend.
+
+    The requests-per-minute limit holds across threads and event loops; the in-flight
+    limit holds per event loop (asyncio semaphores belong to one loop), so batches run
+    at the same time from two threads each get ``concurrency`` slots.
+    """
 
     def __init__(self, cfg: LimitConfig, seed: int | None = None) -> None:
         self.cfg = cfg
@@ -102,17 +109,19 @@ class Limiter:
         self.grace_s = 0.0  # added to the timeout of the outer guard when the client enforces its own
         self.retry_reasons: Counter[str] = Counter()  # first words of each retried error
         self._rng = random.Random(seed)
-        self._sem: asyncio.Semaphore | None = None
-        self._rate: RateLimiter | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sems_lock = threading.Lock()
+        self._rate: RateLimiter | None = RateLimiter(cfg.rpm) if cfg.rpm else None
 
     def _bind(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        if self._sem is None or self._loop is not loop:  # semaphores belong to one loop
-            self._loop = loop
-            self._sem = asyncio.Semaphore(self.cfg.concurrency)
-            self._rate = RateLimiter(self.cfg.rpm) if self.cfg.rpm else None
-        return self._sem
+        with self._sems_lock:
+            sem = self._sems.get(loop)
+            if sem is None:
+                sem = self._sems[loop] = asyncio.Semaphore(self.cfg.concurrency)
+        return sem
 
     async def call(self, fn: Callable[[], Awaitable[T]]) -> Outcome[T]:
         """Run ``fn`` under the limits with retries; never raises for transient or permanent errors."""
