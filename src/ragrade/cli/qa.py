@@ -7,26 +7,38 @@ that ``ragrade --help`` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.pipelines import (
+    ChunkersOption,
+    ConcurrencyOption,
+    ConfigOption,
+    ExecutorOption,
+    ExternalOption,
+    GridProgress,
+    IclOption,
+    IclPoolOption,
+    IndexOption,
+    JsonOption,
+    KOption,
+    LimitOption,
+    LlmBaseUrlOption,
+    NoCacheOption,
+    RetrieversOption,
+    RunDirOption,
+    SeedOption,
+    ShardSizeOption,
+    grid_config,
+    parse_pairs,
+)
 from ragrade.errors import ConfigError
 
 qa_app = typer.Typer(
     name="qa", help="Synthetic question/answer datasets and free-text answers from pipelines.", no_args_is_help=True
 )
-
-
-def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for v in values or []:
-        key, sep, val = v.partition("=")
-        if not sep or not key.strip() or not val.strip():
-            raise ConfigError(f"{option} expects NAME=VALUE, got '{v}'")
-        out[key.strip()] = val.strip()
-    return out
 
 
 def _config_layer(path: Path | None, table: str) -> dict[str, Any]:
@@ -111,7 +123,7 @@ def judge(
         "temperature": temperature,
         "seed": seed,
         "screen_top": screen_top,
-        "prompts": _pairs(prompt, "--prompt") or None,
+        "prompts": parse_pairs(prompt, "--prompt"),
         "bertscore_model": bertscore_model,
         "bertscore_layer": bertscore_layer,
         "bertscore_idf": bertscore_idf,
@@ -213,62 +225,36 @@ def qa_generate(
 
 @qa_app.command("answer")
 def qa_answer(
-    qa: Path = typer.Argument(..., help="QA file from `ragrade qa generate`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Run directory (rerun the same command to resume)."),
-    config: Path | None = typer.Option(None, "--config", "-c", help="sweep.toml (grid, indexes, prompts, ...)."),
-    index: list[str] | None = typer.Option(None, "--index", help="[LABEL=]INDEX_DIR, repeatable."),
-    retrievers: str | None = typer.Option(None, "--retrievers", help="Comma list: closed,bm25,dense,hybrid,oracle."),
+    ctx: typer.Context,
+    qa: Annotated[Path, typer.Argument(help="QA file from `ragrade qa generate`.")],
+    out: RunDirOption,
+    config: ConfigOption = None,
+    index: IndexOption = None,
+    retrievers: RetrieversOption = None,
     llm: str | None = typer.Option(None, "--llm", help="Comma list of PROVIDER/MODEL."),
-    icl: str | None = typer.Option(None, "--icl", help="Comma list of few-shot counts."),
-    k: str | None = typer.Option(None, "--k", help="Comma list of top-k values."),
-    chunkers: str | None = typer.Option(None, "--chunkers", help="Comma list of index labels (default: all)."),
+    icl: IclOption = None,
+    k: KOption = None,
+    chunkers: ChunkersOption = None,
     prompt: list[str] | None = typer.Option(None, "--prompt", help="[NAME=]FILE answer template with {question}."),
-    external: list[str] | None = typer.Option(None, "--external", help="NAME=module:function or NAME=http://..."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the ICL hold-out."),
-    icl_pool: int | None = typer.Option(None, "--icl-pool", help="Questions held out as few-shot examples."),
-    limit: int | None = typer.Option(None, "--limit", help="Answer only the first N questions."),
-    shard_size: int | None = typer.Option(None, "--shard-size", help="Questions per work unit."),
-    executor: str | None = typer.Option(None, "--executor", help="local (default) or ray."),
+    external: ExternalOption = None,
+    seed: SeedOption = None,
+    icl_pool: IclPoolOption = None,
+    limit: LimitOption = None,
+    shard_size: ShardSizeOption = None,
+    executor: ExecutorOption = None,
     max_tokens: int = typer.Option(256, "--max-tokens", help="Answer length budget."),
-    llm_base_url: str | None = typer.Option(None, "--llm-base-url", help="Base URL of an OpenAI-compatible server."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="LLM requests in flight."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    llm_base_url: LlmBaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    no_cache: NoCacheOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory."""
-    from ragrade.cli.sweep import _external_pipelines, _flag_layer, _Progress
     from ragrade.qa.run import run_qa_answers
-    from ragrade.run.spec import build_sweep_config, load_sweep_file
 
     if not qa.is_file():
         raise ConfigError(f"{qa}: QA file not found")
-    file_layer = load_sweep_file(config) if config else {}
-    flags = _flag_layer(
-        index=index,
-        retrievers=retrievers,
-        llm=llm,
-        icl=icl,
-        k=k,
-        chunkers=chunkers,
-        prompt=prompt,
-        method=None,
-        score=None,
-        target=None,
-        external=external,
-        seed=seed,
-        icl_pool=icl_pool,
-        limit=limit,
-        shard_size=shard_size,
-        executor=executor,
-        ray_address=None,
-        ray_workers=None,
-        llm_base_url=llm_base_url,
-        concurrency=concurrency,
-        no_cache=no_cache,
-    )
-    _external_pipelines(flags, file_layer)
-    cfg = build_sweep_config(file_layer, flags)
-    with _Progress(enabled=is_tty()) as bar:
+    cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
+    with GridProgress(enabled=is_tty()) as bar:
         result = run_qa_answers(qa, cfg, out, generation={"max_tokens": max_tokens}, progress=bar.update)
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})

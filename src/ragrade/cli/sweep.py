@@ -3,210 +3,77 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import echo_json, is_tty
+from ragrade.cli.pipelines import (
+    ChunkersOption,
+    ConcurrencyOption,
+    ConfigOption,
+    ExecutorOption,
+    ExternalOption,
+    GridProgress,
+    IclOption,
+    IclPoolOption,
+    IndexOption,
+    JsonOption,
+    KOption,
+    LimitOption,
+    LlmBaseUrlOption,
+    NoCacheOption,
+    RetrieversOption,
+    RunDirOption,
+    SeedOption,
+    ShardSizeOption,
+    grid_config,
+)
 from ragrade.errors import ConfigError
 
 
-def _pairs(values: list[str] | None, option: str, *, default_label: bool) -> dict[str, str] | None:
-    """Parse repeated ``NAME=VALUE`` options (``VALUE`` alone gets its folder/file stem as name)."""
-    if not values:
-        return None
-    out: dict[str, str] = {}
-    for raw in values:
-        name, sep, value = raw.partition("=")
-        if not sep:
-            if not default_label:
-                raise ConfigError(f"{option} expects NAME=VALUE, got '{raw}'")
-            value = raw
-            name = Path(raw.rstrip("/")).stem or raw
-        name, value = name.strip(), value.strip()
-        if not name or not value:
-            raise ConfigError(f"{option} expects NAME=VALUE, got '{raw}'")
-        if name in out:
-            raise ConfigError(f"{option}: the name '{name}' is given twice")
-        out[name] = value
-    return out
-
-
-def _ints(value: str | None, option: str) -> list[int] | None:
-    items = split_list(value, option)
-    if items is None:
-        return None
-    try:
-        return [int(v) for v in items]
-    except ValueError as exc:
-        raise ConfigError(f"{option} expects integers, got '{value}'") from exc
-
-
-def _prune(value: Any) -> Any:
-    """Drop None values (not given) recursively, and tables left empty."""
-    if isinstance(value, dict):
-        out = {k: _prune(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in out.items() if v != {}}
-    return value
-
-
-def _flag_layer(**kw: Any) -> dict[str, Any]:
-    """The config layer of the command-line flags (None = not given)."""
-    grid = {
-        "llm": split_list(kw["llm"], "--llm"),
-        "retriever": split_list(kw["retrievers"], "--retrievers"),
-        "k": _ints(kw["k"], "--k"),
-        "icl": _ints(kw["icl"], "--icl"),
-        "chunker": split_list(kw["chunkers"], "--chunkers"),
-        "method": split_list(kw["method"], "--method"),
-    }
-    prompts = _pairs(kw["prompt"], "--prompt", default_label=True)
-    if prompts:
-        grid["prompt"] = list(prompts)
-    llm_options = {
-        "base_url": kw["llm_base_url"],
-        "concurrency": kw["concurrency"],
-        "cache": False if kw["no_cache"] else None,
-    }
-    return _prune(
-        {
-            "grid": grid,
-            "indexes": _pairs(kw["index"], "--index", default_label=True),
-            "external": _pairs(kw["external"], "--external", default_label=False),
-            "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
-            "answer": {"score": kw["score"], "target": kw["target"]},
-            "llm_options": llm_options,
-            "seed": kw["seed"],
-            "icl_pool": kw["icl_pool"],
-            "limit": kw["limit"],
-            "shard_size": kw["shard_size"],
-            "executor": kw["executor"],
-            "ray_address": kw["ray_address"],
-            "ray_workers": kw["ray_workers"],
-        }
-    )
-
-
-def _external_pipelines(layer: dict[str, Any], file_layer: dict[str, Any]) -> None:
-    """Add an ``external:NAME`` retriever to the grid for every external system given by flag or file."""
-    names = list((file_layer.get("external") or {}).keys()) + list((layer.get("external") or {}).keys())
-    if not names:
-        return
-    grid = layer.setdefault("grid", {})
-    base = grid.get("retriever") or (file_layer.get("grid") or {}).get("retriever")
-    if base is None:
-        base = [f"external:{n}" for n in names]
-    grid["retriever"] = list(dict.fromkeys([*base, *(f"external:{n}" for n in names)]))
-
-
 def take(
-    exam: Path = typer.Argument(..., help="Exam file (JSONL) from `ragrade exam generate`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Run directory (created; rerun the same command to resume)."),
-    config: Path | None = typer.Option(None, "--config", "-c", help="sweep.toml (grid, indexes, prompts, ...)."),
-    index: list[str] | None = typer.Option(None, "--index", help="[LABEL=]INDEX_DIR, repeatable (one per chunking)."),
-    retrievers: str | None = typer.Option(None, help="Comma list: closed,bm25,dense,hybrid,rerank(hybrid),oracle."),
+    ctx: typer.Context,
+    exam: Annotated[Path, typer.Argument(help="Exam file (JSONL) from `ragrade exam generate`.")],
+    out: RunDirOption,
+    config: ConfigOption = None,
+    index: IndexOption = None,
+    retrievers: RetrieversOption = None,
     llm: str | None = typer.Option(None, "--llm", help="Comma list of PROVIDER/MODEL (e.g. offline/student)."),
-    icl: str | None = typer.Option(None, "--icl", help="Comma list of few-shot counts, e.g. 0,1,2."),
-    k: str | None = typer.Option(None, "--k", help="Comma list of top-k values."),
-    chunkers: str | None = typer.Option(None, "--chunkers", help="Comma list of index labels (default: all)."),
+    icl: IclOption = None,
+    k: KOption = None,
+    chunkers: ChunkersOption = None,
     prompt: list[str] | None = typer.Option(None, "--prompt", help="[NAME=]FILE prompt template, repeatable."),
     method: str | None = typer.Option(None, "--method", help="auto, loglikelihood or generate (comma list)."),
     score: str | None = typer.Option(
         None, "--score", help="Log-likelihood normalisation: auto, per_char, per_token, sum."
     ),
     target: str | None = typer.Option(None, "--target", help="Score the candidate 'text' or its 'letter'."),
-    external: list[str] | None = typer.Option(None, "--external", help="NAME=module:function or NAME=http://..."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the ICL hold-out and example choice."),
-    icl_pool: int | None = typer.Option(None, "--icl-pool", help="Questions held out as few-shot examples."),
-    limit: int | None = typer.Option(None, "--limit", help="Take only the first N evaluated questions."),
-    shard_size: int | None = typer.Option(None, "--shard-size", help="Questions per work unit."),
-    executor: str | None = typer.Option(None, "--executor", help="local (default) or ray."),
+    external: ExternalOption = None,
+    seed: SeedOption = None,
+    icl_pool: IclPoolOption = None,
+    limit: LimitOption = None,
+    shard_size: ShardSizeOption = None,
+    executor: ExecutorOption = None,
     ray_address: str | None = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
     ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors (default: the CPUs)."),
-    llm_base_url: str | None = typer.Option(None, "--llm-base-url", help="Base URL of an OpenAI-compatible server."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="LLM requests in flight."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    llm_base_url: LlmBaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    no_cache: NoCacheOption = False,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid take the exam; resumable; writes a run directory."""
-    from ragrade.run.spec import build_sweep_config, load_sweep_file
     from ragrade.run.sweep import run_sweep
 
     if not exam.is_file():
         raise ConfigError(f"{exam}: exam file not found")
-    file_layer = load_sweep_file(config) if config else {}
-    flags = _flag_layer(
-        index=index,
-        retrievers=retrievers,
-        llm=llm,
-        icl=icl,
-        k=k,
-        chunkers=chunkers,
-        prompt=prompt,
-        method=method,
-        score=score,
-        target=target,
-        external=external,
-        seed=seed,
-        icl_pool=icl_pool,
-        limit=limit,
-        shard_size=shard_size,
-        executor=executor,
-        ray_address=ray_address,
-        ray_workers=ray_workers,
-        llm_base_url=llm_base_url,
-        concurrency=concurrency,
-        no_cache=no_cache,
-    )
-    _external_pipelines(flags, file_layer)
-    cfg = build_sweep_config(file_layer, flags)
-    with _Progress(enabled=is_tty()) as bar:
+    cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
+    with GridProgress(enabled=is_tty()) as bar:
         result = run_sweep(
             exam, cfg, out, overwrite=overwrite, progress=bar.update, config_files=[str(config)] if config else []
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
-
-
-class _Progress:
-    """Rich progress bars (overall + one per pipeline) on a TTY; silent otherwise."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._bar: Any = None
-        self._tasks: dict[str, Any] = {}
-        self._overall: Any = None
-        self._total = 0
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                transient=False,
-            )
-            self._bar.start()
-            self._overall = self._bar.add_task("all pipelines", total=0)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def update(self, pipeline: str, n: int, total: int) -> None:
-        """Advance ``pipeline`` by ``n`` rows (the first call per pipeline sets its total)."""
-        if self._bar is None:
-            return
-        if pipeline not in self._tasks:
-            self._tasks[pipeline] = self._bar.add_task(pipeline[:70], total=total)
-            self._total += total
-            self._bar.update(self._overall, total=self._total)
-        self._bar.advance(self._tasks[pipeline], n)
-        self._bar.advance(self._overall, n)
 
 
 def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> None:

@@ -68,24 +68,34 @@ def sample_order(chunks: Sequence[Chunk], seed: int, topic_field: str | None = N
         order = sorted(chunks, key=lambda c: c.id)
         rng.shuffle(order)
         return order
-    strata: dict[str, dict[str, list[Chunk]]] = defaultdict(lambda: defaultdict(list))
-    for c in sorted(chunks, key=lambda c: c.id):
-        strata[stratum_of(c, topic_field)][c.doc_id].append(c)
-    queues: list[list[Chunk]] = []
-    for name in sorted(strata):
-        docs = strata[name]
-        doc_ids = sorted(docs)
-        rng.shuffle(doc_ids)
-        for d in doc_ids:
-            rng.shuffle(docs[d])
-        inner: list[Chunk] = []
-        while any(docs[d] for d in doc_ids):
-            inner.extend(docs[d].pop() for d in doc_ids if docs[d])
-        queues.append(inner)
+    strata: dict[str, list[Chunk]] = defaultdict(list)
+    for c in chunks:
+        strata[stratum_of(c, topic_field)].append(c)
+    queues = [interleave_by_document(strata[name], rng) for name in sorted(strata)]
     rng.shuffle(queues)
     out: list[Chunk] = []
     while any(queues):
         out.extend(q.pop(0) for q in queues if q)
+    return out
+
+
+def interleave_by_document(chunks: Sequence[Chunk], rng: random.Random) -> list[Chunk]:
+    """``chunks`` with their documents taking turns (round robin), both orders drawn from ``rng``.
+
+    The documents are visited in a shuffled order and each document's chunks
+    are shuffled; the result depends only on the chunk ids and ``rng``'s
+    state, not on the input order.
+    """
+    by_doc: dict[str, list[Chunk]] = defaultdict(list)
+    for c in sorted(chunks, key=lambda c: c.id):
+        by_doc[c.doc_id].append(c)
+    doc_ids = sorted(by_doc)
+    rng.shuffle(doc_ids)
+    for d in doc_ids:
+        rng.shuffle(by_doc[d])
+    out: list[Chunk] = []
+    while any(by_doc[d] for d in doc_ids):
+        out.extend(by_doc[d].pop() for d in doc_ids if by_doc[d])
     return out
 
 
@@ -371,6 +381,7 @@ __all__ = [
     "ExamResult",
     "generate_exam",
     "generate_exam_full",
+    "interleave_by_document",
     "make_writer",
     "run_filters",
     "sample_order",

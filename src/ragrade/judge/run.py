@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import atomic_write_text, read_jsonl, write_json, write_jsonl
+from ragrade.io import read_jsonl, write_json, write_jsonl
 from ragrade.judge.inputs import AnswerItem, read_answers
 
 SCORES_KIND = "judge_scores"
@@ -270,6 +270,7 @@ def run_judging(
     from ragrade.judge import LLM_METRICS
     from ragrade.judge.summary import CSV_COLUMNS, agreement, csv_rows, summarise
     from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+    from ragrade.run.summary import write_csv_rows
 
     _validate_metrics(cfg)
     path = resolve_answers_path(answers)
@@ -329,24 +330,12 @@ def run_judging(
         "not_judged": sorted(set(configs) - {it.config for it in judged_items}) if costly else [],
     }
     write_json(out / SUMMARY_FILE, summary)
-    _write_csv(out / SUMMARY_CSV, csv_rows(per_config), CSV_COLUMNS)
+    write_csv_rows(out / SUMMARY_CSV, csv_rows(per_config), CSV_COLUMNS)
     write_json(out / AGREEMENT_FILE, agreement(records, pass_threshold=cfg.pass_threshold))
     n_unparsed = sum(t["unparsed"] for t in totals.values())
     n_failed = sum(t["failed"] for t in totals.values())
     write_manifest(out, finish_manifest(manifest, n_answers=len(items), n_unparsed=n_unparsed, n_failed=n_failed))
     return summary
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
-    atomic_write_text(path, buf.getvalue())
 
 
 __all__ = ["JudgeRunConfig", "ScoreStore", "resolve_answers_path", "run_judging", "score_metric", "screen"]

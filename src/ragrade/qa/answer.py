@@ -17,7 +17,6 @@ ICL@n puts n held-out (question, reference answer) pairs before the question.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,7 @@ from ragrade.errors import ConfigError
 from ragrade.exam.files import Question
 from ragrade.io import write_jsonl
 from ragrade.qa.files import QAItem, read_qa
-from ragrade.run.pipeline import Contexts, Resources
+from ragrade.run.pipeline import Contexts, Resources, cached_resources
 from ragrade.run.spec import PipelineSpec, SweepConfig
 
 QA_WORKER = "ragrade.qa.answer:qa_shard"
@@ -61,21 +60,14 @@ def to_question(item: QAItem) -> Question:
 
 
 class QAResources(Resources):
-    """The sweep's worker resources over a QA file instead of an exam."""
+    """The sweep's worker resources over the QA file ``context["qa"]`` instead of an exam."""
 
-    def __init__(self, context: Mapping[str, Any]) -> None:  # the base class would read an exam
-        self.context = dict(context)
+    source = "the QA file"
+
+    def __init__(self, context: Mapping[str, Any]) -> None:
         _, items = read_qa(context["qa"])
         self.items: dict[str, QAItem] = {it.id: it for it in items}
-        self.questions = {it.id: to_question(it) for it in items}
-        self.pool = [self.questions[i] for i in context.get("icl_pool", [])]
-        self.seed = int(context.get("seed", 0))
-        self._indexes = {}
-        self._retrievers = {}
-        self._llms = {}
-        self._templates = {}
-        self._external = {}
-        self._lock = threading.Lock()
+        super().__init__(context, questions=[to_question(it) for it in items])
 
     def qa_template(self, name: str) -> str:
         """The user-message template ``name`` (``default`` or a file with ``{question}``)."""
@@ -90,21 +82,9 @@ class QAResources(Resources):
         return text
 
 
-_CACHE: dict[str, QAResources] = {}
-_CACHE_LOCK = threading.Lock()
-
-
 def qa_resources_for(context: Mapping[str, Any]) -> QAResources:
     """One :class:`QAResources` per context and process."""
-    import json
-
-    key = json.dumps(context, sort_keys=True, default=str)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            if len(_CACHE) >= 4:
-                _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[key] = QAResources(context)
-        return _CACHE[key]
+    return cached_resources(QAResources, context)
 
 
 def build_prompt(template: str, item: QAItem, ctx: Contexts, examples: Sequence[QAItem]) -> str:
@@ -152,11 +132,9 @@ async def qa_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: S
 
     res = qa_resources_for(context)
     pipe = PipelineSpec.model_validate(spec)
-    unknown = [i for i in items if i not in res.items]
-    if unknown:
-        raise ConfigError(f"question ids not in the QA file: {unknown[:3]}")
+    questions = res.select(items)
     qa = [res.items[i] for i in items]
-    ctxs = await res.contexts(pipe, [res.questions[i] for i in items])
+    ctxs = await res.contexts(pipe, questions)
     rows = [_row(it, pipe, c) for it, c in zip(qa, ctxs, strict=True)]
     pending: list[int] = []
     for i, c in enumerate(ctxs):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -33,6 +32,7 @@ from typing import Any
 
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
+from ragrade.exam.generate import interleave_by_document
 from ragrade.judge.lexical import answer_tokens, normalize_answer
 from ragrade.qa.files import QAItem
 
@@ -182,20 +182,7 @@ def sample_chunks(chunks: Sequence[Chunk], cfg: QAGenConfig, funnel: Funnel) -> 
     funnel.chunks_available = len(chunks)
     eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
     funnel.chunks_eligible = len(eligible)
-    rng = random.Random(cfg.seed)
-    by_doc: dict[str, list[Chunk]] = defaultdict(list)
-    for c in sorted(eligible, key=lambda c: c.id):
-        by_doc[c.doc_id].append(c)
-    docs = sorted(by_doc)
-    rng.shuffle(docs)
-    for d in docs:
-        rng.shuffle(by_doc[d])
-    order: list[Chunk] = []
-    while any(by_doc[d] for d in docs):
-        for d in docs:
-            if by_doc[d]:
-                order.append(by_doc[d].pop())
-    return order
+    return interleave_by_document(eligible, random.Random(cfg.seed))
 
 
 def _qa_id(question: str, chunk_id: str) -> str:

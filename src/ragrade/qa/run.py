@@ -1,20 +1,19 @@
 """``ragrade qa answer``: every pipeline answers every QA question in free text, resumably.
 
 Reuses the exam sweep's pipeline grid (:func:`ragrade.run.spec.expand_pipelines`),
-its resumable journal runner and executors (:func:`ragrade.run.sweep.run_resumable`)
-and its manifest; see :mod:`ragrade.qa.answer` for the worker and the files.
+its ICL hold-out and worker context (:func:`ragrade.run.sweep.plan_items`,
+:func:`~ragrade.run.sweep.pipeline_context`), its resumable journal runner and
+executors (:func:`ragrade.run.sweep.run_grid`) and its manifest; see
+:mod:`ragrade.qa.answer` for the worker and the files.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragrade.io import atomic_write_text
 from ragrade.qa.answer import ANSWERS_FILE, QA_WORKER, SUMMARY_FILE, check_config, write_answers
 from ragrade.qa.files import read_qa
 
@@ -95,15 +94,6 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
     return out
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: ("" if r.get(k) is None else r[k]) for k in SUMMARY_COLUMNS})
-    atomic_write_text(path, buf.getvalue())
-
-
 def run_qa_answers(
     qa_path: str | Path,
     cfg: Any,
@@ -114,36 +104,20 @@ def run_qa_answers(
     executor: Any = None,
 ) -> QAAnswerResult:
     """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig)."""
-    from ragrade.qa.answer import to_question
-    from ragrade.run.executors import create_executor
     from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
     from ragrade.run.spec import expand_pipelines, fingerprint
-    from ragrade.run.sweep import run_resumable, split_icl_pool
+    from ragrade.run.summary import write_csv_rows
+    from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, run_grid
 
     qa_path = Path(qa_path)
     run_dir = Path(out_dir)
     check_config(cfg)
     _, items = read_qa(qa_path)
     specs = expand_pipelines(cfg)
-    max_icl = max(s.icl for s in specs)
-    pool, ids = split_icl_pool([to_question(it) for it in items], cfg.icl_pool, max_icl, cfg.seed)
-    if cfg.limit is not None:
-        ids = ids[: cfg.limit]
+    pool, ids = plan_items([it.id for it in items], specs, cfg)
     gen = {"max_tokens": 256, "temperature": 0.0, **dict(generation or {})}
-    context = {
-        "qa": str(qa_path.resolve()),
-        "indexes": {k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
-        "external": dict(cfg.external),
-        "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
-        "llm_options": dict(cfg.llm_options),
-        "retriever_options": dict(cfg.retriever_options),
-        "seed": cfg.seed,
-        "icl_pool": list(pool),
-        "generation": gen,
-    }
-    exe = executor or create_executor(
-        cfg.executor, parallel=cfg.parallel_shards, address=cfg.ray_address, workers=cfg.ray_workers
-    )
+    context = {"qa": str(qa_path.resolve()), **pipeline_context(cfg, pool), "generation": gen}
+    exe = executor or executor_for(cfg)
     pipelines = {s.id: s.model_dump(mode="json") for s in specs}
     manifest = build_manifest(
         "qa-answer",
@@ -165,30 +139,12 @@ def run_qa_answers(
         "items": ids,
         "context": {k: v for k, v in context.items() if k != "qa"},
     }
-
-    def before_run(_journal: Any) -> None:
-        write_manifest(run_dir, manifest)
-
-    journal, added = run_resumable(
-        run_dir,
-        worker=QA_WORKER,
-        context=context,
-        pipelines=pipelines,
-        items=ids,
-        fingerprint_data=fp,
-        executor=exe,
-        shard_size=cfg.shard_size,
-        progress=progress,
-        before_run=before_run,
-    )
-    try:
-        rows = [r for s in specs for r in journal.rows(s.id, ids)]
-    finally:
-        journal.close()
+    job = GridJob(QA_WORKER, context, pipelines, ids, fp)
+    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
     order = [s.id for s in specs]
     write_answers(run_dir / ANSWERS_FILE, rows, meta={"qa": str(qa_path), "fingerprint": fingerprint(fp)})
     summary = summarise_answers(rows, order)
-    _write_csv(run_dir / SUMMARY_FILE, summary)
+    write_csv_rows(run_dir / SUMMARY_FILE, summary, SUMMARY_COLUMNS)
     finish_manifest(
         manifest,
         n_pipelines=len(specs),

@@ -1,11 +1,15 @@
-"""Worker-side pipeline resources: the exam, indexes, retrievers, LLMs, prompts, external systems.
+"""Worker-side pipeline resources: the questions, indexes, retrievers, LLMs, prompts, external systems.
 
 A worker receives a JSON *context* (file paths and settings, see
-:func:`ragrade.run.sweep.worker_context`) and builds what it needs lazily,
+:func:`ragrade.run.sweep.pipeline_context`) and builds what it needs lazily,
 once per process: :func:`resources_for` caches one :class:`Resources` per
-context. :meth:`Resources.contexts` fetches the passages of a batch of
+context (:func:`cached_resources` does the same for a subclass, e.g. the QA
+worker's). :meth:`Resources.contexts` fetches the passages of a batch of
 questions for one pipeline (closed book, oracle, an index retriever or an
 external system), retrieval batched.
+
+The questions are the exam named by ``context["exam"]`` unless the caller
+passes its own (free-text QA passes its items in exam form).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ import hashlib
 import json
 import random
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ragrade.errors import ConfigError, MissingDependency
 from ragrade.exam.files import Question, read_exam
@@ -56,11 +60,21 @@ def icl_examples(question_id: str, pool: Sequence[Question], n: int, seed: int) 
 
 
 class Resources:
-    """Everything a worker loads for a context, built on first use."""
+    """Everything a worker loads for a context, built on first use.
 
-    def __init__(self, context: Mapping[str, Any]) -> None:
+    ``questions`` are the questions the pipelines answer (and the ICL pool is
+    drawn from); when not given they are read from the exam file
+    ``context["exam"]``.
+    """
+
+    source = "the exam"  # what the questions come from, for error messages
+
+    def __init__(self, context: Mapping[str, Any], questions: Iterable[Question] | None = None) -> None:
         self.context = dict(context)
-        _, questions = read_exam(context["exam"])
+        if questions is None:
+            if "exam" not in context:
+                raise ConfigError("the worker context names no exam file and no questions were given")
+            _, questions = read_exam(context["exam"])
         self.questions: dict[str, Question] = {q.id: q for q in questions}
         self.pool = [self.questions[i] for i in context.get("icl_pool", [])]
         self.seed = int(context.get("seed", 0))
@@ -70,6 +84,13 @@ class Resources:
         self._templates: dict[str, PromptTemplate] = {}
         self._external: dict[str, ExternalSystem] = {}
         self._lock = threading.Lock()
+
+    def select(self, ids: Sequence[str]) -> list[Question]:
+        """The questions with ``ids``, in order; ConfigError naming the first unknown ones."""
+        unknown = [i for i in ids if i not in self.questions]
+        if unknown:
+            raise ConfigError(f"question ids not in {self.source}: {unknown[:3]}")
+        return [self.questions[i] for i in ids]
 
     # ------------------------------------------------------------ components
     def llm(self, spec: str) -> Any:
@@ -167,21 +188,33 @@ class Resources:
         return Contexts(error="the question has no source context for the oracle")
 
 
+R = TypeVar("R", bound=Resources)
 _CACHE: dict[str, Resources] = {}
 _CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 4
+
+
+def cached_resources(cls: type[R], context: Mapping[str, Any]) -> R:
+    """The process-wide ``cls(context)`` (built once per class and context; at most 4 kept in all).
+
+    ``cls`` is :class:`Resources` or a subclass whose constructor takes only
+    the context (e.g. the QA worker's, which reads its own question file).
+    """
+    key = f"{cls.__module__}.{cls.__qualname__}\0{json.dumps(context, sort_keys=True, default=str)}"
+    with _CACHE_LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cast(R, cached)  # the key names the class, so the type matches
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        made = cls(context)
+        _CACHE[key] = made
+        return made
 
 
 def resources_for(context: Mapping[str, Any]) -> Resources:
     """The process-wide :class:`Resources` for ``context`` (one per distinct context, at most 4 kept)."""
-    key = json.dumps(context, sort_keys=True, default=str)
-    with _CACHE_LOCK:
-        res = _CACHE.get(key)
-        if res is None:
-            if len(_CACHE) >= 4:
-                _CACHE.pop(next(iter(_CACHE)))
-            res = Resources(context)
-            _CACHE[key] = res
-        return res
+    return cached_resources(Resources, context)
 
 
 def clear_resources() -> None:
@@ -190,4 +223,4 @@ def clear_resources() -> None:
         _CACHE.clear()
 
 
-__all__ = ["Contexts", "Resources", "clear_resources", "icl_examples", "resources_for"]
+__all__ = ["Contexts", "Resources", "cached_resources", "clear_resources", "icl_examples", "resources_for"]

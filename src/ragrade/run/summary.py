@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,16 @@ def write_csv(path: str | Path, df: pd.DataFrame) -> None:
     atomic_write_text(path, df.to_csv(index=False, float_format="%.6g"))
 
 
+def write_csv_rows(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    """Write dict rows as a CSV atomically: exactly ``columns``, in order; None (or absent) as an empty cell."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    atomic_write_text(path, buf.getvalue())
+
+
 __all__ = [
     "FACTORS",
     "RESPONSES_FILE",
@@ -191,5 +202,6 @@ __all__ = [
     "summarise",
     "summarise_by_tag",
     "write_csv",
+    "write_csv_rows",
     "write_responses",
 ]

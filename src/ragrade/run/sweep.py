@@ -12,8 +12,11 @@ Rerunning the same command on the same directory resumes: finished rows are
 kept, only missing ones are computed, and the final files equal those of an
 uninterrupted run (up to the volatile ``latency_s`` and ``cached`` columns).
 
-:func:`run_resumable` is the generic part (journal + executor + progress),
-reused by free-text QA with its own worker.
+:func:`run_resumable` is the generic part (journal + executor + progress);
+:func:`run_grid` runs a :class:`GridJob` with it and returns the rows;
+:func:`pipeline_context`, :func:`plan_items` and :func:`executor_for` set a
+grid run up. Free-text QA (:mod:`ragrade.qa.run`) uses all of them with its
+own worker.
 """
 
 from __future__ import annotations
@@ -80,7 +83,24 @@ def split_icl_pool(
     Every pipeline is scored on the same evaluated questions (also ICL@0 ones),
     so paired comparisons and IRT see one response matrix.
     """
-    ids = [q.id for q in questions]
+    return _split_ids([q.id for q in questions], pool_size, max_icl, seed)
+
+
+def plan_items(ids: Sequence[str], specs: Sequence[PipelineSpec], cfg: SweepConfig) -> tuple[list[str], list[str]]:
+    """``(ICL pool ids, evaluated ids)`` of a grid run over questions ``ids``.
+
+    The pool is held out when some pipeline of ``specs`` uses few-shot
+    examples (:func:`split_icl_pool`); ``cfg.limit`` then keeps the first
+    evaluated questions.
+    """
+    pool, items = _split_ids(ids, cfg.icl_pool, max(s.icl for s in specs), cfg.seed)
+    if cfg.limit is not None:
+        items = items[: cfg.limit]
+    return pool, items
+
+
+def _split_ids(ids: Sequence[str], pool_size: int, max_icl: int, seed: int) -> tuple[list[str], list[str]]:
+    ids = list(ids)
     if max_icl <= 0:
         return [], ids
     size = max(pool_size, max_icl)
@@ -97,6 +117,11 @@ def clear_run_dir(run_dir: Path) -> None:
         p = run_dir / name
         if p.is_file():
             p.unlink()
+
+
+def executor_for(cfg: SweepConfig) -> Executor:
+    """The executor ``cfg`` asks for (local, or Ray with its address and workers)."""
+    return create_executor(cfg.executor, parallel=cfg.parallel_shards, address=cfg.ray_address, workers=cfg.ray_workers)
 
 
 def run_resumable(
@@ -148,18 +173,87 @@ def run_resumable(
     return journal, added
 
 
-def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
-    """The JSON context the exam worker receives: only paths and settings."""
+@dataclass(frozen=True)
+class GridJob:
+    """One resumable grid run: ``worker`` answers every item under every pipeline.
+
+    ``pipelines`` maps a pipeline id to the JSON spec handed to the worker
+    (rows come back in this order); ``journal_specs`` (default: ``pipelines``)
+    is what the journal records per id to detect changed settings;
+    ``fingerprint_data`` identifies the inputs (see :func:`run_resumable`).
+    """
+
+    worker: str
+    context: Mapping[str, Any]
+    pipelines: Mapping[str, Mapping[str, Any]]
+    items: Sequence[str]
+    fingerprint_data: Any
+    journal_specs: Mapping[str, Mapping[str, Any]] | None = None
+
+
+def run_grid(
+    run_dir: str | Path,
+    job: GridJob,
+    executor: Executor,
+    manifest: dict[str, Any],
+    *,
+    shard_size: int = 32,
+    progress: ProgressFn | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Run (or resume) ``job`` in ``run_dir``: ``(every row, pipeline by pipeline in item order; rows added now)``.
+
+    ``manifest`` is written once the journal accepted the run; on a resume it
+    keeps the first start time and lists the restarts under ``resumed``.
+    """
+    run_dir = Path(run_dir)
+
+    def before_run(_journal: Journal) -> None:
+        _carry_over(run_dir, manifest)
+        write_manifest(run_dir, manifest)
+
+    journal, added = run_resumable(
+        run_dir,
+        worker=job.worker,
+        context=job.context,
+        pipelines=job.pipelines,
+        journal_specs=job.journal_specs,
+        items=job.items,
+        fingerprint_data=job.fingerprint_data,
+        executor=executor,
+        shard_size=shard_size,
+        progress=progress,
+        before_run=before_run,
+    )
+    try:
+        rows = [r for pid in job.pipelines for r in journal.rows(pid, job.items)]
+    finally:
+        journal.close()
+    return rows, added
+
+
+def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
+    """The worker context every grid run shares: index dirs, external systems, prompt files, options, seed, ICL pool.
+
+    Only absolute paths and settings (it travels to worker processes as JSON);
+    callers add what names their questions and their worker's own settings.
+    """
     return {
-        "exam": str(exam_path.resolve()),
         "indexes": {k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
         "external": dict(cfg.external),
         "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
-        "answer": cfg.answer.model_dump(mode="json"),
         "llm_options": dict(cfg.llm_options),
         "retriever_options": dict(cfg.retriever_options),
         "seed": cfg.seed,
         "icl_pool": list(pool),
+    }
+
+
+def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
+    """The JSON context the exam worker receives: the exam, the shared context and the answer settings."""
+    return {
+        "exam": str(exam_path.resolve()),
+        **pipeline_context(cfg, pool),
+        "answer": cfg.answer.model_dump(mode="json"),
     }
 
 
@@ -207,16 +301,11 @@ def run_sweep(
     run_dir = Path(out_dir)
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
-    max_icl = max(s.icl for s in specs)
-    pool, items = split_icl_pool(questions, cfg.icl_pool, max_icl, cfg.seed)
-    if cfg.limit is not None:
-        items = items[: cfg.limit]
+    pool, items = plan_items([q.id for q in questions], specs, cfg)
     if overwrite:
         clear_run_dir(run_dir)
     context = worker_context(exam_path, cfg, pool)
-    exe = executor or create_executor(
-        cfg.executor, parallel=cfg.parallel_shards, address=cfg.ray_address, workers=cfg.ray_workers
-    )
+    exe = executor or executor_for(cfg)
     digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
     pipelines = {s.id: {**s.model_dump(mode="json"), "_prompt_digest": digests[s.prompt]} for s in specs}
     worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
@@ -245,28 +334,8 @@ def run_sweep(
         # options that change answers (not throughput knobs such as concurrency, cache or timeouts)
         "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
     }
-
-    def before_run(journal: Journal) -> None:
-        _carry_over(run_dir, manifest)
-        write_manifest(run_dir, manifest)
-
-    journal, added = run_resumable(
-        run_dir,
-        worker=EXAM_WORKER,
-        context=context,
-        pipelines=worker_specs,
-        journal_specs=pipelines,
-        items=items,
-        fingerprint_data=fp,
-        executor=exe,
-        shard_size=cfg.shard_size,
-        progress=progress,
-        before_run=before_run,
-    )
-    try:
-        rows = [r for s in specs for r in journal.rows(s.id, items)]
-    finally:
-        journal.close()
+    job = GridJob(EXAM_WORKER, context, worker_specs, items, fp, journal_specs=pipelines)
+    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
     return _finalise(run_dir, manifest, specs, items, rows, added, context, exe)
 
 
@@ -315,8 +384,13 @@ def _finalise(
 
 __all__ = [
     "OUTPUT_FILES",
+    "GridJob",
     "SweepResult",
     "clear_run_dir",
+    "executor_for",
+    "pipeline_context",
+    "plan_items",
+    "run_grid",
     "run_resumable",
     "run_sweep",
     "split_icl_pool",
