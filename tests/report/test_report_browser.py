@@ -35,8 +35,11 @@ def _chromium() -> str:
         if found:
             return found
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "update", "-qq"], check=False, capture_output=True, timeout=600)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=False, capture_output=True, timeout=900)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=False, capture_output=True, timeout=600, env=env)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"], check=False, capture_output=True, timeout=900, env=env
+        )
         found = shutil.which("chromium")
         if found:
             return found
