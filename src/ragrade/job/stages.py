@@ -196,6 +196,7 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
 def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
     """Every pipeline takes the exam (resumable through the sweep's journal); then the paired verdicts."""
     from ragrade.run.compare import COMPARISONS_FILE, verdicts, write_comparisons
+    from ragrade.run.store import JournalMismatch
     from ragrade.run.sweep import run_sweep
 
     cfg = sweep_config(ctx.cfg, ctx.layout)
@@ -209,9 +210,7 @@ def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
 
     try:
         result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress)
-    except ConfigError as exc:  # the sweep's journal holds answers to another exam or other settings
-        if "--overwrite" not in str(exc):
-            raise
+    except JournalMismatch:  # the sweep's journal holds answers to another exam or other settings
         totals.clear()
         done.clear()
         result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress, overwrite=True)

@@ -29,6 +29,10 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+
+class JournalMismatch(ConfigError):
+    """The run directory's journal holds results made with other inputs or settings (rerun with --overwrite)."""
+
 class Journal:
     """Append-only store of result rows keyed by ``(pipeline, item)``."""
 
@@ -69,12 +73,12 @@ class Journal:
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def check_fingerprint(self, fingerprint: str, what: str = "run") -> None:
-        """Record ``fingerprint`` on first use; ConfigError when a rerun's fingerprint differs."""
+        """Record ``fingerprint`` on first use; :class:`JournalMismatch` when a rerun's fingerprint differs."""
         old = self.get_meta("fingerprint")
         if old is None:
             self.set_meta("fingerprint", fingerprint)
         elif old != fingerprint:
-            raise ConfigError(
+            raise JournalMismatch(
                 f"{self.path.parent} holds a {what} with other inputs or settings; "
                 "use a new --out directory or --overwrite"
             )
@@ -86,7 +90,7 @@ class Journal:
         for pid, spec in specs.items():
             blob = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
             if pid in known and known[pid] != blob:
-                raise ConfigError(
+                raise JournalMismatch(
                     f"pipeline '{pid}' was run before with other settings; use a new --out directory or --overwrite"
                 )
             if pid not in known:
@@ -141,4 +145,4 @@ class _Transaction:
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
-__all__ = ["JOURNAL_FILE", "Journal"]
+__all__ = ["JOURNAL_FILE", "Journal", "JournalMismatch"]
