@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ragrade.cli.common import echo_json, is_tty
+
+if TYPE_CHECKING:
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.generate import ExamResult
 
 exam_app = typer.Typer(help="Generate, inspect and take multiple-choice exams.", no_args_is_help=True)
 
@@ -89,11 +93,7 @@ def generate_cmd(
 ) -> None:
     """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""
     from ragrade.config import build_config
-    from ragrade.errors import DataError
-    from ragrade.exam.analytics import exam_analytics, format_analytics
     from ragrade.exam.config import ExamConfig
-    from ragrade.exam.funnel import sidecar_paths, write_sidecars
-    from ragrade.exam.generate import write_exam_result
     from ragrade.exam.inputs import load_chunks, resolve_generator_llm
 
     cli: dict[str, Any] = {
@@ -113,12 +113,26 @@ def generate_cmd(
     cfg = build_config(ExamConfig, _file_layer(config), cli, source="exam options")
     data = load_chunks(chunks)
     model = resolve_generator_llm(llm, base_url=base_url, concurrency=concurrency, cache=not no_cache)
-    emb = None
-    if embedder is not None:
-        from ragrade.retrieval.embed import create_embedder
+    result = _run_with_progress(data, model, cfg, _filter_embedder(embedder))
+    _write_generated_exam(out, result, cfg, chunks, json_out)
 
-        emb = create_embedder(embedder)
-    result = _run_with_progress(data, model, cfg, emb)
+
+def _filter_embedder(spec: str | None) -> Any:
+    """The embedder named by --embedder, or None for the generator's default."""
+    if spec is None:
+        return None
+    from ragrade.retrieval.embed import create_embedder
+
+    return create_embedder(spec)
+
+
+def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks: Path, json_out: bool) -> None:
+    """Write the exam and its sidecars and print the analytics (DataError, sidecars only, when none survived)."""
+    from ragrade.errors import DataError
+    from ragrade.exam.analytics import exam_analytics, format_analytics
+    from ragrade.exam.funnel import sidecar_paths, write_sidecars
+    from ragrade.exam.generate import write_exam_result
+
     if not result.questions:
         write_sidecars(out, result.funnel, result.rejected)
         raise DataError(

@@ -248,15 +248,8 @@ def make_writer(
     return ClozeWriter(ClozeGenerator(pool, embedder, seed=cfg.seed, topic_field=cfg.topic_field), cfg)
 
 
-def generate_exam_full(
-    chunks: Sequence[Chunk],
-    llm: LLM | None,
-    cfg: ExamConfig,
-    *,
-    embedder: Embedder | None = None,
-    progress: ProgressFn | None = None,
-) -> ExamResult:
-    """Generate an exam of up to ``cfg.n`` questions; see the module docstring."""
+def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) -> list[Chunk]:
+    """The chunks long enough to ask about (errors for no chunks, a baseline LLM, or none long enough)."""
     if not chunks:
         raise DataError("no chunks to generate questions from")
     if llm is not None and getattr(llm, "is_baseline", False) and not hasattr(llm, "agenerate"):
@@ -266,13 +259,23 @@ def generate_exam_full(
         raise DataError(
             f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters (lower min_chunk_chars)"
         )
-    if embedder is None:
-        from ragrade.retrieval.embed import default_embedder
+    return eligible
 
-        embedder = default_embedder()
-    emb = memoised(embedder)
-    order = sample_order(eligible, cfg.seed, cfg.topic_field)
-    writer = make_writer(chunks, order, llm, cfg, emb)
+
+@dataclass
+class _Rounds:
+    """What the generate-and-filter rounds produced."""
+
+    raws: list[Raw]
+    reasons: list[str | None]  # one per parsed candidate (``r.ok``), None when kept
+    records: dict[str, dict[str, Any]]
+    rounds: int
+
+
+def _generate_rounds(
+    order: Sequence[Chunk], writer: QuestionWriter, cfg: ExamConfig, emb: Embedder, progress: ProgressFn | None
+) -> _Rounds:
+    """Write candidates in rounds, re-filtering the whole pool, until enough survive or chunks/rounds run out."""
     raws: list[Raw] = []
     cursor, rounds = 0, 0
     want = min(len(order), math.ceil(cfg.n * cfg.oversample))
@@ -299,12 +302,13 @@ def generate_exam_full(
             break
         rate = max(survivors / max(1, len(raws)), 0.1)
         want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
-    parsed = [r for r in raws if r.ok]
-    kept = [r for r, why in zip(parsed, reasons, strict=True) if why is None]
-    surplus = kept[cfg.n :]
-    kept = kept[: cfg.n]
-    absurd = _absurd(kept, raws, writer, emb, cfg.seed) if cfg.absurd else None
-    questions = _to_questions(kept, cfg, absurd)
+    return _Rounds(raws, reasons, records, rounds)
+
+
+def _rejections(
+    raws: Sequence[Raw], parsed: Sequence[Raw], reasons: Sequence[str | None], surplus: Sequence[Raw]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """A record and a reason for every candidate not kept (failed, filtered, or surplus), in candidate order."""
     reason_of = {id(r): why for r, why in zip(parsed, reasons, strict=True)}
     rejected: list[dict[str, Any]] = []
     all_reasons: list[str] = []
@@ -320,19 +324,32 @@ def generate_exam_full(
             continue
         all_reasons.append(why)
         rejected.append(_rejected_record(r, why, detail))
+    return rejected, all_reasons
+
+
+def _funnel_extra(
+    chunks: Sequence[Chunk],
+    eligible: Sequence[Chunk],
+    gen: _Rounds,
+    parsed: Sequence[Raw],
+    writer: QuestionWriter,
+    cfg: ExamConfig,
+    n_questions: int,
+) -> dict[str, Any]:
+    """The funnel's extra fields: generator, rounds, chunk counts, formats, raw answer letters, shortfall."""
     raw_letters = {
         letter: sum(1 for r in parsed if r.parsed and "ABCD"[r.parsed.answer] == letter) for letter in "ABCD"
     }
-    extra = {
+    return {
         "generator": writer.name,
         "requested": cfg.n,
         "seed": cfg.seed,
-        "rounds": rounds,
+        "rounds": gen.rounds,
         "chunks": {
             "total": len(chunks),
             "too_short": len(chunks) - len(eligible),
             "eligible": len(eligible),
-            "asked": len(raws),
+            "asked": len(gen.raws),
         },
         "formats": dict(
             sorted(
@@ -343,10 +360,39 @@ def generate_exam_full(
             )
         ),
         "raw_answer_letters": raw_letters,
-        "shortfall": max(0, cfg.n - len(questions)),
+        "shortfall": max(0, cfg.n - n_questions),
         "absurd": cfg.absurd,
     }
-    funnel = build_funnel(len(raws), all_reasons, len(questions), thresholds=records, extra=extra)
+
+
+def generate_exam_full(
+    chunks: Sequence[Chunk],
+    llm: LLM | None,
+    cfg: ExamConfig,
+    *,
+    embedder: Embedder | None = None,
+    progress: ProgressFn | None = None,
+) -> ExamResult:
+    """Generate an exam of up to ``cfg.n`` questions; see the module docstring."""
+    eligible = _eligible_chunks(chunks, llm, cfg)
+    if embedder is None:
+        from ragrade.retrieval.embed import default_embedder
+
+        embedder = default_embedder()
+    emb = memoised(embedder)
+    order = sample_order(eligible, cfg.seed, cfg.topic_field)
+    writer = make_writer(chunks, order, llm, cfg, emb)
+    gen = _generate_rounds(order, writer, cfg, emb, progress)
+    raws, reasons = gen.raws, gen.reasons
+    parsed = [r for r in raws if r.ok]
+    kept = [r for r, why in zip(parsed, reasons, strict=True) if why is None]
+    surplus = kept[cfg.n :]
+    kept = kept[: cfg.n]
+    absurd = _absurd(kept, raws, writer, emb, cfg.seed) if cfg.absurd else None
+    questions = _to_questions(kept, cfg, absurd)
+    rejected, all_reasons = _rejections(raws, parsed, reasons, surplus)
+    extra = _funnel_extra(chunks, eligible, gen, parsed, writer, cfg, len(questions))
+    funnel = build_funnel(len(raws), all_reasons, len(questions), thresholds=gen.records, extra=extra)
     return ExamResult(questions, funnel, rejected, writer.describe())
 
 

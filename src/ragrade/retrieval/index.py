@@ -101,17 +101,10 @@ def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str
     raise DataError(f"{path}: expected a documents or chunks file, found a '{kind}' file")
 
 
-def build_index(
-    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path,
-    out_dir: str | Path,
-    cfg: IndexConfig | None = None,
-    *,
-    progress: Progress | None = None,
-) -> IndexStats:
-    """Build (or rebuild) the index in ``out_dir`` from chunks, documents, or a JSONL file of either."""
-    cfg = cfg or IndexConfig()
-    t0 = time.perf_counter()
-    timings: dict[str, float] = {}
+def _resolve_chunks(
+    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path, cfg: IndexConfig
+) -> tuple[list[Chunk], int, dict[str, Any]]:
+    """The chunks to index, the document count and the chunker description (chunking documents if given)."""
     chunker_desc: dict[str, Any] = {}
     items: Sequence[Any]
     if isinstance(chunks_or_docs, (str, Path)):
@@ -130,6 +123,12 @@ def build_index(
             chunker_desc = {"strategy": chunks[0].strategy, **chunks[0].params}
     else:
         raise ConfigError("build_index takes a sequence of Chunk or of Document, not a mix")
+    _check_chunks(chunks)
+    return chunks, n_docs, chunker_desc
+
+
+def _check_chunks(chunks: list[Chunk]) -> None:
+    """DataError when there are no chunks, duplicate ids, or chunks without text."""
     if not chunks:
         raise DataError("nothing to index: chunking produced no chunks")
     from ragrade.retrieval.store import check_ids
@@ -138,9 +137,10 @@ def build_index(
     empty = [c.id for c in chunks if not c.text.strip()]
     if empty:
         raise DataError(f"{len(empty)} chunk(s) have no text, e.g. '{empty[0]}'")
-    timings["chunk"] = time.perf_counter() - t0
 
-    out = Path(out_dir)
+
+def _start_index_dir(out: Path, chunks: list[Chunk], chunker_desc: dict[str, Any]) -> None:
+    """Create ``out``, invalidate any old manifest and write ``chunks.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
     old = out / "manifest.json"
     if old.exists():
@@ -153,8 +153,9 @@ def build_index(
         meta={"chunker": chunker_desc} if chunker_desc else None,
     )
 
-    t = time.perf_counter()
-    texts = [c.text for c in chunks]
+
+def _build_bm25(texts: list[str], out: Path, cfg: IndexConfig, progress: Progress | None) -> None:
+    """Build the BM25 index over ``texts`` and save it in ``out/bm25`` (replacing an old one)."""
     if progress:
         progress("bm25", 0, len(texts))
     bm25 = BM25Index.build(texts, cfg.bm25)
@@ -163,6 +164,28 @@ def build_index(
     bm25.save(out / "bm25")
     if progress:
         progress("bm25", len(texts), len(texts))
+
+
+def build_index(
+    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path,
+    out_dir: str | Path,
+    cfg: IndexConfig | None = None,
+    *,
+    progress: Progress | None = None,
+) -> IndexStats:
+    """Build (or rebuild) the index in ``out_dir`` from chunks, documents, or a JSONL file of either."""
+    cfg = cfg or IndexConfig()
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg)
+    timings["chunk"] = time.perf_counter() - t0
+
+    out = Path(out_dir)
+    _start_index_dir(out, chunks, chunker_desc)
+
+    t = time.perf_counter()
+    texts = [c.text for c in chunks]
+    _build_bm25(texts, out, cfg, progress)
     timings["bm25"] = time.perf_counter() - t
 
     embedded = cached = 0

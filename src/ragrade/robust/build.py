@@ -230,54 +230,14 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     rng = random.Random(RGB_SEED)
     ratio = 1.0 if testbed == "negative" else ratio
     neg_num = math.ceil(n_docs * ratio)
-    pos_num = n_docs - neg_num
     docs: list[Doc]
     try:
         if testbed == "integration":
-            orders = []
-            for g in item.positive_groups:
-                order = list(range(len(g)))
-                rng.shuffle(order)
-                orders.append(order)
-            groups = item.positive_groups
-            docs = [Doc("positive", o[0], g[o[0]], group=gi) for gi, (g, o) in enumerate(zip(groups, orders,
-                                                                                             strict=True))]
-            if len(docs) < pos_num:
-                maxnum = max(len(g) for g in groups)
-                for i in range(1, maxnum):
-                    for gi, g in enumerate(groups):
-                        if len(g) > i:
-                            docs.append(Doc("positive", orders[gi][i], g[orders[gi][i]], group=gi))
-                            if len(docs) == pos_num:
-                                break
-                    if len(docs) == pos_num:
-                        break
-            neg_num = n_docs - len(docs)
-            if neg_num > 0:
-                docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+            docs = _rgb_integration_docs(item, rng, n_docs, n_docs - neg_num)
         elif testbed == "counterfactual":
-            correct_num = math.ceil(n_docs * correct_ratio)
-            pos_num = n_docs - neg_num - correct_num
-            indexes = list(range(len(item.positive)))
-            selected = rng.sample(indexes, min(len(indexes), pos_num))
-            docs = [Doc("positive_wrong", i, item.positive_wrong[i]) for i in selected]
-            remain = [i for i in indexes if i not in selected]
-            if correct_num > 0 and remain:
-                docs += [Doc("positive", i, item.positive[i]) for i in rng.sample(remain, min(len(remain),
-                                                                                              correct_num))]
-            if neg_num > 0:
-                docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+            docs = _rgb_counterfactual_docs(item, rng, n_docs, neg_num, correct_ratio)
         else:
-            if ratio == 1:
-                neg_num, pos_num = n_docs, 0
-            elif neg_num > len(item.negative):
-                neg_num = len(item.negative)
-                pos_num = n_docs - neg_num
-            elif pos_num > len(item.positive):
-                pos_num = len(item.positive)
-                neg_num = n_docs - pos_num
-            docs = [Doc("positive", i, t) for i, t in enumerate(item.positive[:pos_num])]
-            docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+            docs = _rgb_base_docs(item, n_docs, ratio, neg_num)
     except (IndexError, ValueError) as exc:  # the original script would raise here and drop the item
         inst.skipped = f"the original construction fails on this item ({type(exc).__name__}: {exc})"
         return inst
@@ -289,6 +249,65 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     if len(docs) != n_docs:
         inst.flags.append(f"{len(docs)} documents instead of {n_docs} (original construction)")
     return inst
+
+
+def _rgb_integration_docs(item: RGBItem, rng: random.Random, n_docs: int, pos_num: int) -> list[Doc]:
+    """Original integration selection: first of each shuffled group, round-robin to ``pos_num``, then noise."""
+    orders = []
+    for g in item.positive_groups:
+        order = list(range(len(g)))
+        rng.shuffle(order)
+        orders.append(order)
+    groups = item.positive_groups
+    docs = [Doc("positive", o[0], g[o[0]], group=gi) for gi, (g, o) in enumerate(zip(groups, orders,
+                                                                                     strict=True))]
+    if len(docs) < pos_num:
+        maxnum = max(len(g) for g in groups)
+        for i in range(1, maxnum):
+            for gi, g in enumerate(groups):
+                if len(g) > i:
+                    docs.append(Doc("positive", orders[gi][i], g[orders[gi][i]], group=gi))
+                    if len(docs) == pos_num:
+                        break
+            if len(docs) == pos_num:
+                break
+    neg_num = n_docs - len(docs)
+    if neg_num > 0:
+        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+    return docs
+
+
+def _rgb_counterfactual_docs(item: RGBItem, rng: random.Random, n_docs: int, neg_num: int,
+                             correct_ratio: float) -> list[Doc]:
+    """Original counterfactual selection: sampled corrupted positives, optional correct ones, first noise."""
+    correct_num = math.ceil(n_docs * correct_ratio)
+    pos_num = n_docs - neg_num - correct_num
+    indexes = list(range(len(item.positive)))
+    selected = rng.sample(indexes, min(len(indexes), pos_num))
+    docs = [Doc("positive_wrong", i, item.positive_wrong[i]) for i in selected]
+    remain = [i for i in indexes if i not in selected]
+    if correct_num > 0 and remain:
+        docs += [Doc("positive", i, item.positive[i]) for i in rng.sample(remain, min(len(remain),
+                                                                                      correct_num))]
+    if neg_num > 0:
+        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+    return docs
+
+
+def _rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> list[Doc]:
+    """Original base selection: the first documents of each pool, a short pool filled from the other."""
+    pos_num = n_docs - neg_num
+    if ratio == 1:
+        neg_num, pos_num = n_docs, 0
+    elif neg_num > len(item.negative):
+        neg_num = len(item.negative)
+        pos_num = n_docs - neg_num
+    elif pos_num > len(item.positive):
+        pos_num = len(item.positive)
+        neg_num = n_docs - pos_num
+    docs = [Doc("positive", i, t) for i, t in enumerate(item.positive[:pos_num])]
+    docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
+    return docs
 
 
 __all__ = [
