@@ -111,8 +111,13 @@ def test_cli_fit_on_csv_flat_json(tmp_path, small, capsys):
     to_frame(data).to_csv(path, index=False)
     assert main(["irt", "fit", str(path), "--model", "2pl", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["fit"]["converged"] is True
+    assert summary["fit"]["converged"] is True and summary["fit"]["solver"] == "newton"
     assert (tmp_path / "irt.json").exists() and (tmp_path / "irt_pipelines.csv").exists()
+    out = tmp_path / "lbfgs.json"
+    assert main(["irt", "fit", str(path), "--model", "2pl", "--solver", "lbfgs", "--out", str(out), "--json"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["fit"]["solver"] == "lbfgs" and other["fit"]["converged"] is True
+    assert other["fit"]["log_likelihood"] == pytest.approx(summary["fit"]["log_likelihood"], abs=1.0)
 
 
 def test_cli_improve_writes_exam_and_evolution(run_dir, capsys):
@@ -159,7 +164,9 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, frame, message):
     assert err.startswith("ragrade: error:") and message in err and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("args", [["--model", "4pl"], ["--bounds", "d=2:1"], ["--prior", "strong"]])
+@pytest.mark.parametrize(
+    "args", [["--model", "4pl"], ["--bounds", "d=2:1"], ["--prior", "strong"], ["--solver", "adam"]]
+)
 def test_cli_bad_options_exit_2(tmp_path, small, capsys, args):
     data, _ = small
     path = tmp_path / "r.parquet"

@@ -20,12 +20,23 @@ _PRIOR = typer.Option("weak", "--prior", help="weak (MAP, the default) or none (
 _BOUNDS = typer.Option(None, "--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
 _SE = typer.Option("observed", "--se", help="observed, bootstrap (over items) or none.")
 _BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
+_SOLVER = typer.Option(
+    "newton", "--solver", help="newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
+)
 _EXAM = typer.Option(None, "--exam", help="Exam file for tags and improvement (default: the run manifest's).")
 _JSON = typer.Option(False, "--json", help="Print a JSON summary instead of text.")
 
 
 def _config(
-    model: str, factors: str | None, prior: str, bounds: str | None, se: str, backend: str, max_iter: int, n_boot: int
+    model: str,
+    factors: str | None,
+    prior: str,
+    bounds: str | None,
+    se: str,
+    backend: str,
+    max_iter: int,
+    n_boot: int,
+    solver: str = "newton",
 ) -> Any:
     from ragrade.irt.fit import FitConfig
     from ragrade.irt.model import Bounds, Priors
@@ -39,6 +50,7 @@ def _config(
         backend=backend,
         max_iter=max_iter,
         n_boot=n_boot,
+        solver=solver,
     )
 
 
@@ -47,7 +59,8 @@ def _summary_lines(res: Any) -> list[str]:
     lines = [
         f"{res.model} on {len(res.pipelines)} pipelines x {len(res.items)} items "
         f"({fit['n_observed']} responses, {res.counts.get('n_missing_correct', 0)} missing answers)",
-        f"converged: {fit['converged']} after {fit['iterations']} iterations ({fit['time_s']} s, {fit['backend']})",
+        f"converged: {fit['converged']} after {fit['iterations']} iterations "
+        f"({fit['time_s']} s, {fit.get('solver', 'lbfgs')}, {fit['backend']})",
         f"log-likelihood {fit['log_likelihood']:.2f}  AIC {fit['aic']:.1f}  BIC {fit['bic']:.1f}  "
         f"RMSE {fit['rmse']:.4f} (mean baseline {fit['rmse_baseline']:.4f})",
     ]
@@ -76,14 +89,15 @@ def fit_cmd(
     se: str = _SE,
     n_boot: int = typer.Option(50, "--n-boot", help="Bootstrap replicates for --se bootstrap."),
     backend: str = _BACKEND,
-    max_iter: int = typer.Option(3000, "--max-iter", help="L-BFGS-B iteration cap."),
+    solver: str = _SOLVER,
+    max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
 ) -> None:
     """Fit abilities and item parameters; write irt.json and per-item/pipeline/effect CSV tables."""
     from ragrade.irt.fit import fit_irt
 
-    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot)
+    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver)
     if out is None:
         out = (source if source.is_dir() else source.parent) / "irt.json"
     res = fit_irt(source, config=cfg, out=out, exam=exam)
@@ -106,7 +120,8 @@ def improve_cmd(
     prior: str = _PRIOR,
     bounds: str | None = _BOUNDS,
     backend: str = _BACKEND,
-    max_iter: int = typer.Option(3000, "--max-iter", help="L-BFGS-B iteration cap."),
+    solver: str = _SOLVER,
+    max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
 ) -> None:
@@ -115,7 +130,7 @@ def improve_cmd(
     from ragrade.irt.io import exam_tags, load_responses
 
     check_drop(drop, steps)
-    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50)
+    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50, solver)
     data = load_responses(source, cfg.factors)
     exam_path = str(exam) if exam else data.exam_path
     if exam_path and not Path(exam_path).exists():

@@ -258,14 +258,31 @@ def predict_sq_error(R: I8, theta: F64, d: F64, b: F64, g: F64) -> tuple[float, 
     return float(per_item.sum()), per_item, per_person
 
 
+def loglik_sse(R: I8, theta: F64, d: F64, b: F64, g: F64, fused: bool = False) -> tuple[float, float, F64, F64]:
+    """Log-likelihood, total squared error and its per-item / per-person sums; ``fused`` uses the
+    one-pass numba kernel (for large matrices), else numpy blockwise."""
+    if fused:
+        from ragrade.irt._kernels import loglik_sse_numba
+
+        ll, sq_item, sq_person = loglik_sse_numba(R, theta, d, b, g)
+        return ll, float(sq_item.sum()), sq_item, sq_person
+    sse, sq_item, sq_person = predict_sq_error(R, theta, d, b, g)
+    return loglik(R, theta, d, b, g), sse, sq_item, sq_person
+
+
 def loglik(R: I8, theta: F64, d: F64, b: F64, g: F64) -> float:
-    """Log-likelihood of the observed responses (numpy, blockwise)."""
+    """Log-likelihood of the observed responses (numpy, blockwise), exact in both tails."""
     total = 0.0
     for sl in _block_slices(*R.shape):
         r = R[sl]
-        p = np.clip(prob(theta, d[sl], b[sl], g[sl]), 1e-300, 1.0)
-        q = np.where(r == 1, p, np.clip(1.0 - p, 1e-300, 1.0))
-        total += float(np.log(q)[r >= 0].sum())
+        gg = g[sl, None]
+        z = d[sl, None] * (theta[None, :] - b[sl, None])
+        s, _, t = _sig_triple(z)
+        l1p = np.log1p(t)
+        with np.errstate(divide="ignore"):
+            logp = np.where(gg > 0, np.log(gg + (1.0 - gg) * s), np.minimum(z, 0.0) - l1p)
+        logq = np.where(r == 1, logp, np.log1p(-gg) - np.maximum(z, 0.0) - l1p)
+        total += float(logq[r >= 0].sum())
     return total
 
 
@@ -279,6 +296,7 @@ __all__ = [
     "information",
     "item_blocks_numpy",
     "loglik",
+    "loglik_sse",
     "nll_grad_numpy",
     "predict_sq_error",
     "prob",

@@ -22,7 +22,7 @@ from ragrade.io import atomic_write_text, now_iso, write_json
 from ragrade.irt import information as info
 from ragrade.irt.hierarchical import effects_cov, observed_information
 from ragrade.irt.io import Responses, groups_from_tags
-from ragrade.irt.model import loglik, predict_sq_error
+from ragrade.irt.model import _block_slices, loglik_sse
 
 if TYPE_CHECKING:
     from ragrade.irt.fit import FitConfig, Problem
@@ -289,18 +289,7 @@ def _item_stats(R: npt.NDArray[np.int8], sq_item: F64, prob: Problem, params: tu
     n = obs.sum(axis=1)
     right = (R == 1).sum(axis=1)
     pv = np.where(n > 0, right / np.maximum(n, 1), np.nan)
-    # item-rest correlation: response vs the pipeline's accuracy on the other items
-    tot_r = (R == 1).sum(axis=0).astype(np.float64)
-    tot_n = obs.sum(axis=0).astype(np.float64)
-    corr = np.full(R.shape[0], np.nan)
-    for i in range(R.shape[0]):
-        m = obs[i] & (tot_n > 1)
-        if m.sum() < 3:
-            continue
-        x = (R[i, m] == 1).astype(np.float64)
-        y = (tot_r[m] - x) / (tot_n[m] - 1)
-        if x.std() > 0 and y.std() > 0:
-            corr[i] = float(np.corrcoef(x, y)[0, 1])
+    corr = _item_rest_corr(R)
     bd = prob.cfg.bounds
     d, b, g = params
     flags: list[list[str]] = []
@@ -323,6 +312,33 @@ def _item_stats(R: npt.NDArray[np.int8], sq_item: F64, prob: Problem, params: tu
         flags.append(f)
     rmse = np.sqrt(sq_item / np.maximum(n, 1))
     return pd.DataFrame({"p_value": pv, "n_responses": n, "item_rest_corr": corr, "rmse": rmse, "flags": flags})
+
+
+def _item_rest_corr(R: npt.NDArray[np.int8]) -> F64:
+    """Per item: correlation of its responses with the pipelines' accuracy on the other items.
+
+    NaN when fewer than 3 pipelines answered it (among those with 2+ answers) or either side is constant.
+    Vectorised by blocks of items (bounded temporaries).
+    """
+    obs = R >= 0
+    tot_r = (R == 1).sum(axis=0).astype(np.float64)
+    tot_n = obs.sum(axis=0).astype(np.float64)
+    ok = tot_n > 1
+    den = np.where(ok, tot_n - 1.0, 1.0)
+    corr = np.full(R.shape[0], np.nan)
+    for sl in _block_slices(*R.shape):
+        M = (obs[sl] & ok[None, :]).astype(np.float64)
+        X = (R[sl] == 1).astype(np.float64)
+        Y = (tot_r[None, :] - X) / den[None, :]
+        cnt = M.sum(1)
+        c = np.maximum(cnt, 1.0)[:, None]
+        Xc = (X - (M * X).sum(1, keepdims=True) / c) * M
+        Yc = (Y - (M * Y).sum(1, keepdims=True) / c) * M
+        vx, vy, cov = (Xc * Xc).sum(1), (Yc * Yc).sum(1), (Xc * Yc).sum(1)
+        good = (cnt >= 3) & (vx > 1e-12) & (vy > 1e-24 * np.maximum(cnt, 1.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            corr[sl] = np.where(good, cov / np.sqrt(vx * vy), np.nan)
+    return corr
 
 
 def _pipeline_stats(data: Responses, sq_person: F64, theta: F64, prob: Problem) -> pd.DataFrame:
@@ -357,18 +373,17 @@ def _pipeline_stats(data: Responses, sq_person: F64, theta: F64, prob: Problem) 
     return df
 
 
-def _fit_stats(data: Responses, prob: Problem, params: tuple[F64, F64, F64, F64], sse: float) -> dict[str, Any]:
+def _fit_stats(data: Responses, prob: Problem, ll: float, sse: float) -> dict[str, Any]:
     R = data.R
-    theta, d, b, g = params
-    ll = loglik(R, theta, d, b, g)
     n_obs = data.n_observed
     free_items = 1 + int(prob.free_d) + int(prob.free_g)
     k = prob.k + free_items * prob.n_items - int(prob.free_d) - int(prob.design is None)
-    obs = R >= 0
-    y = R == 1
-    mean = y[obs].mean()
-    acc = y.sum(0) / np.maximum(obs.sum(0), 1)
-    base_pipe = float(np.sqrt(((y - acc[None, :]) ** 2)[obs].mean()))
+    right_p = (R == 1).sum(0).astype(np.float64)
+    n_p = (R >= 0).sum(0).astype(np.float64)
+    mean = float(right_p.sum() / max(n_obs, 1))
+    acc = right_p / np.maximum(n_p, 1.0)
+    # sum over a pipeline's answers of (y - acc)^2 = n acc (1 - acc): no response-sized temporaries
+    base_pipe = float(np.sqrt((n_p * acc * (1.0 - acc)).sum() / max(n_obs, 1)))
     return {
         "log_likelihood": ll,
         "n_observed": n_obs,
@@ -400,8 +415,8 @@ def finish_result(
     if prob.design is not None:
         theta = prob.design.X @ z
     R = data.R
-    sse, sq_item, sq_person = predict_sq_error(R, theta, d, b, g)
-    fit = _fit_stats(data, prob, (theta, d, b, g), sse)
+    ll, sse, sq_item, sq_person = loglik_sse(R, theta, d, b, g, fused=prob.backend == "numba")
+    fit = _fit_stats(data, prob, ll, sse)
     fit.update(report)
     pr = cfg.priors
     fit["log_posterior"] = None if not pr.active else -report["objective_per_response"] * prob.n_obs
