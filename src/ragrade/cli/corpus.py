@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ragrade.cli.common import echo_json, is_tty, split_list
 from ragrade.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from ragrade.corpus.load import LoadReport
 
 MINILM_MAX_TOKENS = 256
 
@@ -68,6 +71,12 @@ def corpus_cmd(
     demo_limit: int | None = typer.Option(
         None, "--demo-limit", min=1, help="Keep N demo documents, spread over topics."
     ),
+    demo_topics: list[str] | None = typer.Option(
+        None,
+        "--demo-topics",
+        help="Build the demo corpus from these standard-library modules/packages only (e.g. email,xml,asyncio); "
+        "repeat or comma-separate.",
+    ),
     text_field: str | None = typer.Option(
         None,
         "--text-field",
@@ -98,16 +107,43 @@ def corpus_cmd(
 ) -> None:
     """Load documents into a documents JSONL file."""
     from ragrade.config import build_config
-    from ragrade.corpus.files import write_documents
-    from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus
+    from ragrade.corpus.load import CorpusConfig, load_corpus
 
+    _check_corpus_sources(paths, demo, demo_limit)
+    topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
+    if topics is not None and not demo:
+        raise ConfigError("--demo-topics needs --demo")
+    flags = _corpus_flags(text_field, id_field, meta_field, drop_pattern, max_bytes, min_chars, no_dedupe)
+    cfg = build_config(CorpusConfig, _read_config_section(config, "corpus"), flags, source="corpus options")
+    header: dict[str, Any] = {"config": cfg.model_dump()}
+    if demo:
+        report, header["demo"] = _load_demo_report(demo_limit, topics)
+    else:
+        report = load_corpus([str(p) for p in paths], cfg)
+    _write_corpus(report, header, paths, out, as_json)
+
+
+def _check_corpus_sources(paths: list[Path], demo: bool, demo_limit: int | None) -> None:
+    """ConfigError unless exactly one of PATH arguments and --demo is given (and --demo-limit only with --demo)."""
     if demo and paths:
         raise ConfigError("give PATH arguments or --demo, not both")
     if not demo and not paths:
         raise ConfigError("give at least one PATH (file or folder) or --demo")
     if demo_limit is not None and not demo:
         raise ConfigError("--demo-limit needs --demo")
-    flags = {
+
+
+def _corpus_flags(
+    text_field: str | None,
+    id_field: str | None,
+    meta_field: list[str] | None,
+    drop_pattern: list[str] | None,
+    max_bytes: int | None,
+    min_chars: int | None,
+    no_dedupe: bool,
+) -> dict[str, Any]:
+    """The CLI layer of the corpus config (None means the flag was not given)."""
+    return {
         "text_field": text_field,
         "id_field": id_field,
         "meta_fields": _meta_fields(meta_field),
@@ -116,27 +152,38 @@ def corpus_cmd(
         "min_chars": min_chars,
         "dedupe": False if no_dedupe else None,
     }
-    cfg = build_config(CorpusConfig, _read_config_section(config, "corpus"), flags, source="corpus options")
-    header: dict[str, Any] = {"config": cfg.model_dump()}
-    if demo:
-        from ragrade.corpus.demo import DemoStats, build_demo_corpus
 
-        stats = DemoStats()
-        report = LoadReport(documents=build_demo_corpus(demo_limit, stats=stats))
-        report.formats["docstring"] = len(report.documents)
-        if stats.import_failures:
-            names = ", ".join(name for name, _ in stats.import_failures[:6])
-            more = "" if len(stats.import_failures) <= 6 else ", ..."
-            report.warnings.append(
-                (
-                    "demo",
-                    f"{len(stats.import_failures)} standard-library modules could not "
-                    f"be imported on this platform and were left out ({names}{more})",
-                )
+
+def _load_demo_report(demo_limit: int | None, topics: list[str] | None) -> tuple[LoadReport, dict[str, Any]]:
+    """The demo corpus as a load report (import failures as a warning) and its header record."""
+    from ragrade.corpus.demo import DemoStats, build_demo_corpus
+    from ragrade.corpus.load import LoadReport
+
+    stats = DemoStats()
+    report = LoadReport(documents=build_demo_corpus(demo_limit, topics=topics, stats=stats))
+    report.formats["docstring"] = len(report.documents)
+    if stats.import_failures:
+        names = ", ".join(name for name, _ in stats.import_failures[:6])
+        more = "" if len(stats.import_failures) <= 6 else ", ..."
+        report.warnings.append(
+            (
+                "demo",
+                f"{len(stats.import_failures)} standard-library modules could not "
+                f"be imported on this platform and were left out ({names}{more})",
             )
-        header["demo"] = {"modules": stats.modules, "import_failures": len(stats.import_failures), "limit": demo_limit}
-    else:
-        report = load_corpus([str(p) for p in paths], cfg)
+        )
+    return report, {
+        "modules": stats.modules,
+        "import_failures": len(stats.import_failures),
+        "limit": demo_limit,
+        "topics": topics,
+    }
+
+
+def _write_corpus(report: LoadReport, header: dict[str, Any], paths: list[Path], out: Path, as_json: bool) -> None:
+    """Warn about skipped files, fail when no document is usable, write the documents file and the summary."""
+    from ragrade.corpus.files import write_documents
+
     for where, reason in report.skipped:
         typer.echo(f"ragrade: warning: skipped {where}: {reason}", err=True)
     for where, note in report.warnings:

@@ -16,6 +16,14 @@ parameters that are not plain literals are shown as ``...`` (a default such as
 
 Metadata: ``topic`` (top-level module, e.g. ``email`` for ``email.mime.text``),
 ``module``, ``title`` (qualified name), ``kind`` (module, class, function).
+
+``topics`` narrows the corpus to chosen modules or packages (``email``,
+``xml.etree``, ``concurrent.futures``): a document is kept when its module is
+one of them or inside one, and its ``topic`` is then the most specific chosen
+name it falls under. A few related packages make a corpus in which retrieval
+has to tell similar documents apart, and in which every topic holds enough
+questions for per-topic accuracy to mean something; :data:`DEMO_TOPICS` is
+such a set.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,10 +41,15 @@ from typing import Any
 from ragrade.corpus.clean import clean_text
 from ragrade.corpus.load import make_doc_id
 from ragrade.corpus.types import Document
-from ragrade.errors import DataError
+from ragrade.errors import ConfigError, DataError
+from ragrade.registry import did_you_mean
 
 MIN_CHARS = 80
 TIMEOUT_S = 300
+
+#: the demo's default topics: the eight standard-library packages with the most documentation (each with
+#: dozens of similar documents, so retrieval has to tell them apart and each topic gets many questions)
+DEMO_TOPICS: tuple[str, ...] = ("asyncio", "email", "http", "importlib", "logging", "unittest", "urllib", "xml")
 
 
 @dataclass
@@ -71,13 +85,17 @@ def _collect_in_child() -> dict[str, Any]:
     return data
 
 
-def build_demo_corpus(limit: int | None = None, *, stats: DemoStats | None = None) -> list[Document]:
+def build_demo_corpus(
+    limit: int | None = None, *, topics: Sequence[str] | None = None, stats: DemoStats | None = None
+) -> list[Document]:
     """Documents from the standard library's docstrings (see the module docstring).
 
-    ``limit`` keeps that many documents, spread evenly over the topics
-    (round-robin over top-level modules) and then sorted again.
+    ``topics`` keeps the documents of those modules/packages only (an unknown
+    name is a :class:`~ragrade.errors.ConfigError`). ``limit`` keeps that many
+    documents, spread evenly over the topics (round-robin) and then sorted again.
     """
     stats = stats if stats is not None else DemoStats()
+    chosen = _check_topics(topics) if topics is not None else None
     data = _collect_in_child()
     stats.modules = len(data["modules"])
     stats.import_failures = [(str(n), str(w)) for n, w in data["failures"]]
@@ -89,13 +107,44 @@ def build_demo_corpus(limit: int | None = None, *, stats: DemoStats | None = Non
             stats.short_or_duplicate += 1
             continue
         seen.add(text)
+        topic = modname.split(".")[0] if chosen is None else _topic_of(modname, chosen)
+        if topic is None:
+            continue
         source = f"python-stdlib:{modname}" + (f"#{qual[len(modname) + 1 :]}" if qual != modname else "")
-        meta = {"topic": modname.split(".")[0], "module": modname, "title": qual, "kind": kind, "format": "docstring"}
+        meta = {"topic": topic, "module": modname, "title": qual, "kind": kind, "format": "docstring"}
         docs.append(Document(id=make_doc_id(qual, text), text=text, source=source, metadata=meta))
     docs.sort(key=lambda d: (d.metadata["module"], d.metadata["title"]))
+    if chosen is not None:
+        empty = sorted(set(chosen) - {str(d.metadata["topic"]) for d in docs})
+        if empty:
+            raise DataError(f"demo topics without documents on this installation: {', '.join(empty)}")
     if limit is not None and limit < len(docs):
         docs = _spread(docs, max(limit, 0))
     return docs
+
+
+def _check_topics(topics: Sequence[str]) -> list[str]:
+    """The chosen topic names, checked against the scanned module names (did-you-mean on a typo)."""
+    names = [str(t).strip() for t in topics if str(t).strip()]
+    if not names:
+        raise ConfigError("demo topics: give at least one module or package name")
+    modules = list(_collect_in_child()["modules"])
+    for name in names:
+        if not any(m == name or m.startswith(name + ".") for m in modules):
+            tops = sorted({m.split(".")[0] for m in modules} | set(modules))
+            raise ConfigError(
+                f"unknown demo topic '{name}': not a documented standard-library module." + did_you_mean(name, tops)
+            )
+    return sorted(set(names))
+
+
+def _topic_of(module: str, chosen: Sequence[str]) -> str | None:
+    """The most specific chosen name that ``module`` is or lies inside (None: not chosen)."""
+    best: str | None = None
+    for name in chosen:
+        if (module == name or module.startswith(name + ".")) and (best is None or len(name) > len(best)):
+            best = name
+    return best
 
 
 def _spread(docs: list[Document], limit: int) -> list[Document]:
@@ -115,4 +164,4 @@ def _spread(docs: list[Document], limit: int) -> list[Document]:
     return picked
 
 
-__all__ = ["DemoStats", "build_demo_corpus"]
+__all__ = ["DEMO_TOPICS", "DemoStats", "build_demo_corpus"]

@@ -47,6 +47,17 @@ class ExamConfig(BaseModel):
     batch_size: int = Field(default=32, ge=1)
     # offline generator
     distractor_pool: int = Field(default=3000, ge=10, description="most chunks embedded as distractor sources")
+    stem_window: int | None = Field(
+        default=None,
+        ge=1,
+        description="keep at most this many words on each side of the blank (None: the whole sentence); a "
+        "shorter stem copies less of the source, so retrieval has to find it rather than match it verbatim",
+    )
+    stem_subject: Literal["title", "topic", "none"] = Field(
+        default="title",
+        description="what names the question's subject: the document title (e.g. a qualified name), "
+        "the topic field, or nothing",
+    )
     # post-processing
     shuffle: Literal["balanced", "random"] = "balanced"
     absurd: bool = False

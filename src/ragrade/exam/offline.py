@@ -8,6 +8,13 @@ words around the term, by format (a year for a year, a percentage for a
 percentage) and by length, so they are plausible and the correct answer does
 not stand out. A term that also occurs in the source chunk or the question is
 never a distractor, so exactly one candidate is supported by the source.
+
+By default the question quotes the whole blanked sentence and names the
+document title as its subject, which lets a lexical retriever match it almost
+verbatim. ``stem_window`` keeps only that many words on each side of the blank
+(cut sides marked ``...``) and ``stem_subject`` names the topic (or nothing)
+instead, so a retriever has to find the passage from a partial, less specific
+cue. Nothing inside a URL or e-mail address is asked about.
 """
 
 from __future__ import annotations
@@ -22,42 +29,34 @@ from typing import Any
 import numpy as np
 
 from ragrade.corpus.types import Chunk
+from ragrade.errors import ConfigError
 from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, words
 from ragrade.retrieval.base import Embedder
 
 BLANK = "____"
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 KINDS = ("date", "number", "name", "code")
+SUBJECTS = ("title", "topic", "none")  # what names the question's subject
 _MONTHS = (
     r"(?:January|February|March|April|May|June|July|August|September|October|November|December|"
     r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)"
 )
-_MONTH_WORDS = {
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-}
+_MONTH_WORDS = _wordset(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday"
+)
 _PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
-    ("code", "backtick", re.compile(r"`([^`\n]{2,40})`")),
-    ("code", "call", re.compile(r"(?<![\w.])[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\(\)")),
-    ("code", "dotted", re.compile(r"(?<![\w.])[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+(?![\w(])")),
-    ("code", "snake", re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+(?![\w.])")),
-    ("code", "camel", re.compile(r"(?<![\w.])[a-z]+[A-Z][A-Za-z0-9]*(?![\w.])")),
+    # `x` or ``x`` (reStructuredText); never the text between two literals (``a`` or ``b``)
+    ("code", "backtick", re.compile(r"(?<!`)(`{1,2})(?=[^`\s])([^`\n]{2,40})(?<=[^`\s])\1(?!`)")),
+    ("code", "call", re.compile(r"(?<![\w./-])[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\(\)")),
+    ("code", "dotted", re.compile(r"(?<![\w./-])[A-Za-z_]\w+(?:\.[A-Za-z_]\w+)+(?![\w(])")),
+    ("code", "snake", re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+(?![\w.])")),
+    ("code", "camel", re.compile(r"(?<![\w./-])[a-z]+[A-Z][A-Za-z0-9]*(?![\w.])")),
     ("code", "flag", re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")),
     (
         "date",
@@ -77,119 +76,22 @@ _PATTERNS: list[tuple[str, str, re.Pattern[str]]] = [
         ),
     ),
 ]
-_YEAR_CUES = {
-    "in",
-    "since",
-    "by",
-    "from",
-    "until",
-    "till",
-    "of",
-    "during",
-    "before",
-    "after",
-    "around",
-    "circa",
-    "year",
-    "early",
-    "late",
-    "mid",
-    "between",
-    "and",
-    "to",
-    "as",
-    "spring",
-    "summer",
-    "autumn",
-    "fall",
-    "winter",
-}
-_STARTERS = {
-    "the",
-    "a",
-    "an",
-    "this",
-    "that",
-    "these",
-    "those",
-    "it",
-    "its",
-    "in",
-    "on",
-    "at",
-    "for",
-    "if",
-    "when",
-    "while",
-    "to",
-    "by",
-    "as",
-    "with",
-    "you",
-    "we",
-    "they",
-    "he",
-    "she",
-    "our",
-    "your",
-    "each",
-    "every",
-    "all",
-    "some",
-    "many",
-    "most",
-    "after",
-    "before",
-    "since",
-    "because",
-    "however",
-    "also",
-    "then",
-    "there",
-    "here",
-    "use",
-    "note",
-    "see",
-    "i",
-    "one",
-    "both",
-    "no",
-    "not",
-    "what",
-    "which",
-    "how",
-    "why",
-    "where",
-    "who",
-    "do",
-    "does",
-    "is",
-    "are",
-    "can",
-    "will",
-    "should",
-    "first",
-    "finally",
-    "other",
-    "such",
-    "unlike",
-    "like",
-    "although",
-    "once",
-    "during",
-    "from",
-    "of",
-    "or",
-    "and",
-    "but",
-    "so",
-    "yes",
-    "let",
-}
+_YEAR_CUES = _wordset(
+    "in since by from until till of during before after around circa year early late mid between and to "
+    "as spring summer autumn fall winter"
+)
+_STARTERS = _wordset(
+    "the a an this that these those it its in on at for if when while to by as with you we they he she "
+    "our your each every all some many most after before since because however also then there here use "
+    "note see i one both no not what which how why where who do does is are can will should first finally "
+    "other such unlike like although once during from of or and but so yes let"
+)
 _WEAK_START = {"it", "this", "that", "these", "those", "they", "he", "she", "its", "their", "such", "his", "her"}
 _NAME_TOKEN = re.compile(r"(?!(?:True|False|None|NaN|TODO|NOTE)\b)[A-Z][A-Za-z0-9&'’+-]*")
 _SIGNATURE = re.compile(r"^\s*(?:(?:class|module|def)\s+)?[\w.]+\s*\(|^\s*(?:class|module)\s+[\w.]+\s*$")
 _CONNECTORS = {"of", "de", "for", "and", "&", "von", "van", "du", "la"}
+_URL = re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+|[\w.+-]+@[\w-]+\.[\w.-]+")  # never asked about
+_POSSESSIVE = re.compile(r"['’]s?$")  # "Message's", "Subject'": not a name on its own
 _NOUN = {"date": "date", "number": "number", "name": "name", "code": "identifier"}
 
 
@@ -275,7 +177,7 @@ def extract_terms(text: str) -> list[KeyTerm]:
     """Key-term candidates of ``text``, one per span (code > date > number > name when they overlap)."""
     out: list[KeyTerm] = []
     for s0, s1 in split_sentences(text):
-        taken: list[tuple[int, int]] = []
+        taken: list[tuple[int, int]] = [(m.start(), m.end()) for m in _URL.finditer(text, s0, s1)]
 
         def free(a: int, b: int, taken: list[tuple[int, int]] = taken) -> bool:
             return all(b <= x or a >= y for x, y in taken)
@@ -283,7 +185,7 @@ def extract_terms(text: str) -> list[KeyTerm]:
         found: list[KeyTerm] = []
         for kind, fmt, pat in _PATTERNS:
             for m in pat.finditer(text, s0, s1):
-                a, b = (m.start(1), m.end(1)) if fmt == "backtick" else (m.start(), m.end())
+                a, b = (m.start(2), m.end(2)) if fmt == "backtick" else (m.start(), m.end())
                 if not free(a, b):
                     continue
                 term = text[a:b]
@@ -303,8 +205,8 @@ def extract_terms(text: str) -> list[KeyTerm]:
                 taken.append((a, b))
                 found.append(KeyTerm(term, k, f, a, b, (s0, s1)))
         for a, b in _names(text, s0, s1):
-            if free(a, b):
-                term = text[a:b]
+            term = text[a:b]
+            if free(a, b) and not _POSSESSIVE.search(term):
                 fmt = "acronym" if term.isupper() else ("multi" if " " in term else "single")
                 taken.append((a, b))
                 found.append(KeyTerm(term, "name", fmt, a, b, (s0, s1)))
@@ -325,9 +227,17 @@ def _numeric_key(term: str) -> str:
     return re.sub(r"[,$€£%]", "", term).lstrip("0") or "0"
 
 
-def subject_of(chunk: Chunk, topic_field: str | None = None) -> str:
-    """A short subject for the question: the chunk's title, else its topic (empty when neither is known)."""
-    for key in ("title", topic_field or "topic", "topic"):
+def subject_of(chunk: Chunk, topic_field: str | None = None, *, prefer: str = "title") -> str:
+    """A short subject for the question: the chunk's title, else its topic (empty when neither is known).
+
+    ``prefer="topic"`` puts the topic first (``"none"``: no subject).
+    """
+    if prefer == "none":
+        return ""
+    keys = ["title", topic_field or "topic", "topic"]
+    if prefer == "topic":
+        keys = [topic_field or "topic", "topic", "title"]
+    for key in keys:
         val = chunk.metadata.get(key)
         if isinstance(val, str) and val.strip():
             return re.sub(r"\s+", " ", val).strip()[:80]
@@ -353,6 +263,26 @@ def _term_score(chunk_text: str, t: KeyTerm, subject: str) -> float:
     if 10 <= n_words <= 35:
         score *= 1.2
     return score
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def stem_context(before: str, after: str, window: int) -> tuple[str, str]:
+    """At most ``window`` words of ``before`` (its end) and of ``after`` (its start); cut sides get ``...``.
+
+    Tokens are whitespace-separated; a token without a letter or digit (a dash,
+    a bullet) does not count as a word but is kept when inside the window.
+    """
+    left = list(_TOKEN.finditer(before))
+    counted = [m for m in left if re.search(r"\w", m.group(0))]
+    if len(counted) > window:
+        before = "... " + before[counted[-window].start() :]
+    right = list(_TOKEN.finditer(after))
+    counted = [m for m in right if re.search(r"\w", m.group(0))]
+    if len(counted) > window:
+        after = after[: counted[window - 1].end()].rstrip(",;:") + " ..."
+    return before, after
 
 
 @dataclass(frozen=True)
@@ -397,12 +327,22 @@ class ClozeGenerator:
     """Writes one cloze question per chunk; distractors are drawn from ``pool_chunks``."""
 
     def __init__(
-        self, pool_chunks: Sequence[Chunk], embedder: Embedder, *, seed: int = 0, topic_field: str | None = None
+        self,
+        pool_chunks: Sequence[Chunk],
+        embedder: Embedder,
+        *,
+        seed: int = 0,
+        topic_field: str | None = None,
+        stem_window: int | None = None,
+        stem_subject: str = "title",
     ) -> None:
         self.chunks = list(pool_chunks)
         self.embedder = embedder
         self.seed = seed
         self.topic_field = topic_field
+        self.stem_window: int | None = None
+        self.stem_subject = "title"
+        self.set_stem(stem_window, stem_subject)
         self._index = {c.id: i for i, c in enumerate(self.chunks)}
         self._case = _CaseStats(c.text for c in self.chunks)
         self.terms: list[list[KeyTerm]] = [
@@ -415,6 +355,16 @@ class ClozeGenerator:
                 pool[t.kind].setdefault(key, _PoolEntry(t.text, t.kind, t.fmt, ci, _window(chunk.text, t)))
         self.pool = {k: list(v.values()) for k, v in pool.items()}
         self._chunk_vecs: np.ndarray | None = None
+
+    def set_stem(self, window: int | None, subject: str = "title") -> None:
+        """How questions are worded: ``window`` words each side of the blank (None: the whole sentence), and
+        the subject named in the lead (``title``, ``topic`` or ``none``)."""
+        if window is not None and window < 1:
+            raise ConfigError(f"stem_window must be at least 1 word, got {window}")
+        if subject not in SUBJECTS:
+            raise ConfigError(f"stem_subject must be one of {', '.join(SUBJECTS)}, got '{subject}'")
+        self.stem_window = window
+        self.stem_subject = subject
 
     def _vecs(self) -> np.ndarray:
         if self._chunk_vecs is None:
@@ -442,7 +392,7 @@ class ClozeGenerator:
     def _plan(self, chunk: Chunk) -> dict[str, Any]:
         """Pick the key term (seeded, weighted by quality) among those with enough same-kind distractors."""
         rng = random.Random(derived_seed(self.seed, "cloze", chunk.id))
-        subject = subject_of(chunk, self.topic_field)
+        subject = subject_of(chunk, self.topic_field, prefer=self.stem_subject)
         terms = (
             self.terms[self._index[chunk.id]]
             if chunk.id in self._index
@@ -491,9 +441,19 @@ class ClozeGenerator:
                         "format": t.fmt,
                         "seed": self.seed,
                         "distractor_chunks": [self.chunks[e.chunk].id for e in chosen],
+                        **self._stem_params(),
                     },
                 }
             )
+        return out
+
+    def _stem_params(self) -> dict[str, Any]:
+        """The stem options, recorded with each question when they differ from the defaults."""
+        out: dict[str, Any] = {}
+        if self.stem_window is not None:
+            out["stem_window"] = self.stem_window
+        if self.stem_subject != "title":
+            out["stem_subject"] = self.stem_subject
         return out
 
     def generate(self, chunk: Chunk) -> dict[str, Any]:
@@ -502,8 +462,10 @@ class ClozeGenerator:
 
     def _question(self, chunk: Chunk, t: KeyTerm, subject: str) -> str:
         s0, s1 = t.sentence
-        sentence = chunk.text[s0 : t.start] + BLANK + chunk.text[t.end : s1]
-        sentence = re.sub(r"\s+", " ", sentence).strip()
+        before, after = chunk.text[s0 : t.start], chunk.text[t.end : s1]
+        if self.stem_window is not None:
+            before, after = stem_context(before, after, self.stem_window)
+        sentence = re.sub(r"\s+", " ", before + BLANK + after).strip()
         noun = _NOUN[t.kind]
         if t.fmt == "percent":
             noun = "percentage"
@@ -575,4 +537,4 @@ class ClozeGenerator:
         return out
 
 
-__all__ = ["BLANK", "KINDS", "ClozeGenerator", "KeyTerm", "extract_terms", "subject_of"]
+__all__ = ["BLANK", "KINDS", "SUBJECTS", "ClozeGenerator", "KeyTerm", "extract_terms", "stem_context", "subject_of"]

@@ -137,6 +137,7 @@ class ClozeWriter:
     def __init__(self, generator: ClozeGenerator, cfg: ExamConfig) -> None:
         self.generator = generator
         self.cfg = cfg
+        generator.set_stem(cfg.stem_window, cfg.stem_subject)
 
     def write(self, chunks: Sequence[Chunk], progress: Progress | None = None) -> list[Raw]:
         """One cloze candidate (or a failure reason) per chunk, generated in batches."""

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragrade.config import build_config, load_toml
+from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
 
 
@@ -25,6 +26,7 @@ class CorpusSection(_Section):
 
     demo: bool = False
     demo_limit: int | None = Field(default=None, ge=1)
+    demo_topics: list[str] | None = None  # standard-library modules/packages the demo corpus is built from
     paths: list[str] = Field(default_factory=list)
     text_field: str | None = None
     id_field: str | None = None
@@ -186,13 +188,18 @@ class JobConfig(_Section):
 DEMO_CONFIG: dict[str, Any] = {
     "name": "ragrade demo (offline baselines on the Python standard library's documentation)",
     "out": "runs/demo",
-    "corpus": {"demo": True, "demo_limit": 300},
+    # eight related packages (every document of them): retrieval has to tell similar documents apart, and every
+    # topic gets twenty questions or more (the per-topic chart)
+    "corpus": {"demo": True, "demo_topics": list(DEMO_TOPICS)},
     "chunkers": [
         {"strategy": "recursive", "size": 200, "overlap": 20},
         {"strategy": "sentence", "size": 120, "overlap": 0},
     ],
-    "exam": {"llm": "offline", "n": 100, "seed": 0},
-    "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [3]},
+    # short stems (six words each side of the blank, the topic as subject): a question does not copy its
+    # whole source sentence, so a retriever has to find the passage rather than match it verbatim
+    "exam": {"llm": "offline", "n": 200, "seed": 0, "options": {"stem_window": 6, "stem_subject": "topic"}},
+    # k=1 gives every retriever the oracle's context budget (one passage); k=3 shows what more passages buy
+    "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [1, 3]},
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
     "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
 }

@@ -1,11 +1,13 @@
 """``ragrade demo``: the whole method on the Python standard library's docstrings, offline, in minutes.
 
-Offline baselines throughout: the cloze exam generator, the embedding-similarity
-student (``offline/student``) with ICL 0/1/2 (it cannot read examples, so the
-ICL effect it shows is the honest zero), closed-book / BM25 / dense / hybrid /
-oracle retrieval over two chunkings, hierarchical IRT over (retriever,
-chunker, icl), robustness testbeds built from the corpus answered by the
-extractive reader, and the report.
+Offline baselines throughout: the docstrings of eight related standard-library
+packages (:data:`~ragrade.corpus.demo.DEMO_TOPICS`), the cloze exam generator
+with short stems (six words each side of the blank, the topic as subject), the
+embedding-similarity student (``offline/student``) with ICL 0/1/2 (it cannot
+read examples, so the ICL effect it shows is the honest zero), closed-book /
+BM25 / dense / hybrid retrieval at k=1 and k=3 over two chunkings and the
+oracle passage, hierarchical IRT over (retriever, chunker, icl), robustness
+testbeds built from the corpus answered by the extractive reader, and the report.
 """
 
 from __future__ import annotations
