@@ -95,7 +95,7 @@ def compare(
     run_dir: Path = typer.Argument(..., help="Run directory of `ragrade exam take`."),
     a: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
     b: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
-    all_pairs: bool = typer.Option(False, "--all", help="Compare the top pipelines pairwise."),
+    all_pairs: bool = typer.Option(False, "--all", help="Compare the top distinct pipelines pairwise (twins that answered identically are skipped and named)."),
     top: int = typer.Option(5, "--top", help="How many top pipelines --all compares."),
     correction: str = typer.Option("holm", "--correction", help="holm, bonferroni, bh or none (with --all)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the verdicts."),
@@ -159,6 +159,8 @@ def compare(
             f"n={c['n']}  discordant {c['a_only']}/{c['b_only']}  McNemar p={c['p_value']:.4g}{adj}  "
             f"-> {c['verdict']}"
         )
+    for twin, same in (result.get("identical") or {}).items():
+        typer.echo(f"(skipped {twin}: it answered every question exactly like {same})")
     if not result["comparisons"]:
         typer.echo("fewer than two pipelines: nothing to compare")
 

@@ -125,7 +125,15 @@ def _verdicts(files: RunFiles, top: int) -> str:
         f"(paired bootstrap 95% CI, exact McNemar test, alpha {comps.get('alpha')})",
         source=COMPARISONS,
     )
-    return "<h3>Which of the top pipelines is really better?</h3>" + table.to_html()
+    twins = comps.get("identical") or {}
+    note = ""
+    if twins:
+        listed = "; ".join(f"{short_pipeline(t)} = {short_pipeline(s)}" for t, s in sorted(twins.items()))
+        note = (
+            f'<p class="note">Left out of the comparisons because they answered every question exactly like '
+            f"a better-ranked pipeline: {html.escape(listed)}.</p>"
+        )
+    return "<h3>Which of the top pipelines is really better?</h3>" + table.to_html() + note
 
 
 def _baselines(sec: Section, files: RunFiles) -> None:

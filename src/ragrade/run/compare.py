@@ -137,6 +137,32 @@ def top_pipelines(df: pd.DataFrame, top: int) -> list[str]:
     return [str(p) for p in acc["pipeline"].head(top)]
 
 
+def distinct_top_pipelines(df: pd.DataFrame, top: int) -> tuple[list[str], dict[str, str]]:
+    """The ``top`` pipelines by accuracy whose answers differ, and the skipped twins.
+
+    A pipeline that chose exactly the same candidate for every question as a better-ranked
+    one (e.g. ICL levels a student ignores) adds nothing to pairwise tests: it is skipped
+    and reported as ``{twin: pipeline it repeats}``.
+    """
+    acc = df.groupby("pipeline")["correct"].mean().reset_index()
+    order = [str(p) for p in acc.sort_values(["correct", "pipeline"], ascending=[False, True])["pipeline"]]
+    column = "chosen" if "chosen" in df.columns else "correct"
+    wide = df.pivot_table(index="question_id", columns="pipeline", values=column, aggfunc="first")
+    chosen: list[str] = []
+    twins: dict[str, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
+    for pid in order:
+        key = tuple(wide[pid].fillna(-1).tolist()) if pid in wide.columns else (pid,)
+        if key in seen:
+            twins[pid] = seen[key]
+            continue
+        seen[key] = pid
+        chosen.append(pid)
+        if len(chosen) == top:
+            break
+    return chosen, twins
+
+
 def verdicts(
     run_dir: str | Path,
     *,
@@ -146,13 +172,16 @@ def verdicts(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Pairwise verdicts among the ``top`` pipelines of a run dir (what the report shows).
+    """Pairwise verdicts among the ``top`` distinct pipelines of a run dir (what the report shows).
+
+    Pipelines that answered every question exactly like a better-ranked one are skipped
+    (listed under ``identical``), so the comparisons are between different behaviours.
 
     Returns ``{"version", "created", "pipelines", "correction", "alpha", "comparisons": [...]}``;
     ``a`` is always the pipeline with the higher accuracy.
     """
     df = read_responses(run_dir)
-    best = top_pipelines(df, top)
+    best, twins = distinct_top_pipelines(df, top)
     comps = (
         compare_many(df, best, correction=correction, n_boot=n_boot, seed=seed, alpha=alpha) if len(best) > 1 else []
     )
@@ -160,6 +189,7 @@ def verdicts(
         "version": COMPARISONS_VERSION,
         "created": now_iso(),
         "pipelines": best,
+        "identical": twins,  # pipelines skipped because they answered exactly like a better-ranked one
         "correction": correction,
         "alpha": alpha,
         "n_boot": n_boot,
@@ -181,6 +211,7 @@ __all__ = [
     "Comparison",
     "compare_many",
     "compare_pair",
+    "distinct_top_pipelines",
     "resolve_pipeline",
     "top_pipelines",
     "verdicts",
