@@ -9,7 +9,7 @@ import pytest
 
 from ragrade.cli.main import main
 from ragrade.errors import ConfigError
-from ragrade.job.analysis import design_rank_ok, plan_irt
+from ragrade.job.analysis import applies, design_rank_ok, plan_irt
 from ragrade.job.config import DEMO_CONFIG, load_job_config
 from ragrade.job.layout import RunLayout
 from ragrade.job.runner import build_stages, stage_hashes
@@ -34,16 +34,46 @@ def _grid() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_plan_separates_collinear_chunker() -> None:
+def test_plan_is_one_fit_with_chunker_not_applicable() -> None:
     df = _grid()
-    assert not design_rank_ok(df, ["retriever", "chunker", "icl"])
-    assert design_rank_ok(df, ["retriever", "icl"])
+    # chunker 'none' as a level is collinear with retriever closed/oracle; as "not applicable" it is not
+    assert not design_rank_ok(df, ["retriever", "chunker", "icl"], not_applicable=())
+    assert design_rank_ok(df, ["retriever", "chunker", "icl"])
     plan = plan_irt(df, ["retriever", "chunker", "icl", "llm"])
-    assert plan["constant"] == ["llm"]
-    main_fit, by_chunker = plan["fits"]
-    assert main_fit["factors"] == ["retriever", "icl"] and main_fit["pipelines"] == 12
-    assert by_chunker["factor"] == "chunker" and by_chunker["factors"] == ["chunker", "retriever", "icl"]
-    assert by_chunker["pipelines"] == 8 and by_chunker["path"] == "by_chunker/irt.json"
+    assert plan["version"] == 2 and plan["constant"] == ["llm"] and plan["confounded"] == []
+    (main_fit,) = plan["fits"]
+    assert main_fit["factors"] == ["retriever", "chunker", "icl"] and main_fit["pipelines"] == 12
+    assert main_fit["path"] == "irt.json" and main_fit["subset"] is None
+    assert main_fit["not_applicable"] == {"chunker": 4}
+
+
+def test_plan_treats_empty_and_case_variants_as_not_applicable() -> None:
+    df = _grid()
+    df["chunker"] = df["chunker"].astype(object)
+    df.loc[df["retriever"] == "closed", "chunker"] = None
+    df.loc[df["retriever"] == "oracle", "chunker"] = " None "
+    plan = plan_irt(df, ["retriever", "chunker", "icl"])
+    assert [f["factors"] for f in plan["fits"]] == [["retriever", "chunker", "icl"]]
+    assert applies(df, "chunker").sum() == 8
+
+
+def test_plan_leaves_out_a_factor_confounded_where_it_applies() -> None:
+    df = _grid()
+    # among indexed pipelines, chunker 'rec' always goes with bm25 and 'sent' with dense: not identifiable
+    df = df[((df["retriever"] == "bm25") & (df["chunker"] == "rec")) | (df["retriever"] != "bm25")]
+    df = df[((df["retriever"] == "dense") & (df["chunker"] == "sent")) | (df["retriever"] != "dense")]
+    assert not design_rank_ok(df, ["retriever", "chunker", "icl"])
+    plan = plan_irt(df, ["retriever", "chunker", "icl"])
+    assert [f["factors"] for f in plan["fits"]] == [["retriever", "icl"]]
+    assert plan["confounded"] == ["chunker"] and "chunker" in plan["note"]
+
+
+def test_plan_factor_with_one_applicable_level_is_constant() -> None:
+    df = _grid()
+    df = df[df["chunker"] != "sent"]
+    plan = plan_irt(df, ["retriever", "chunker", "icl"])
+    assert plan["constant"] == ["chunker"]
+    assert plan["fits"][0]["factors"] == ["retriever", "icl"]
 
 
 def test_plan_full_factorial_is_one_fit() -> None:

@@ -82,8 +82,37 @@ def _rows(questions: list[Question], seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
-def make_run(root: Path, *, n_questions: int = 40, with_irt: bool = True, with_robust: bool = True) -> Path:
-    """Write exam, sweep, IRT, robustness and manifest files under ``root``; returns ``root``."""
+def legacy_plan(df: pd.DataFrame) -> dict[str, object]:
+    """An ``irt/plan.json`` as runs wrote it before plan version 2: the chunker (``none`` for closed book and
+    oracle) treated as collinear with the retriever, so a main fit without it and one on indexed pipelines."""
+    n_all = int(df["pipeline"].nunique())
+    n_indexed = int(df.loc[df["chunker"] != "none", "pipeline"].nunique())
+    return {
+        "version": 1,
+        "requested": ["retriever", "chunker", "icl"],
+        "constant": [],
+        "fits": [
+            {"name": "main", "path": "irt.json", "factors": ["retriever", "icl"], "subset": None, "pipelines": n_all},
+            {
+                "name": "by_chunker",
+                "factor": "chunker",
+                "path": "by_chunker/irt.json",
+                "factors": ["chunker", "retriever", "icl"],
+                "subset": "pipelines where chunker applies (not none)",
+                "pipelines": n_indexed,
+            },
+        ],
+        "note": "a factor collinear with others on all pipelines is estimated on the pipelines where it applies",
+    }
+
+
+def make_run(
+    root: Path, *, n_questions: int = 40, with_irt: bool = True, with_robust: bool = True, legacy_irt: bool = False
+) -> Path:
+    """Write exam, sweep, IRT, robustness and manifest files under ``root``; returns ``root``.
+
+    ``legacy_irt`` writes the IRT files the way runs made before plan version 2 did (two fits).
+    """
     from ragrade.irt.fit import FitConfig, fit_irt
     from ragrade.irt.improve import improve, write_improvement
     from ragrade.irt.io import exam_tags, load_responses
@@ -119,7 +148,7 @@ def make_run(root: Path, *, n_questions: int = 40, with_irt: bool = True, with_r
     if with_irt:
         from ragrade.job.analysis import plan_irt
 
-        plan = plan_irt(df, ["retriever", "chunker", "icl"])
+        plan = legacy_plan(df) if legacy_irt else plan_irt(df, ["retriever", "chunker", "icl"])
         write_json(root / "irt" / "plan.json", plan)
         for fit in plan["fits"]:
             part = df if fit["subset"] is None else df[df[fit["factor"]] != "none"]

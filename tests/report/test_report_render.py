@@ -33,7 +33,6 @@ def test_sections_and_sources_present(page: str) -> None:
         "sweep/summary.csv",
         "sweep/comparisons.json",
         "irt/irt.json",
-        "irt/by_chunker/irt.json",
         "irt/improve/irt_improve.json",
         "sweep/summary_by_tag.csv",
         "exam/exam.funnel.json",
@@ -44,7 +43,6 @@ def test_sections_and_sources_present(page: str) -> None:
     for fig in (
         "leaderboard",
         "effects-main",
-        "effects-by_chunker",
         "icc",
         "info-bloom",
         "info-qword",
@@ -55,6 +53,39 @@ def test_sections_and_sources_present(page: str) -> None:
         "noise-noise",
     ):
         assert f'id="plot-{fig}"' in page, fig
+
+
+def test_one_irt_fit_with_chunker_not_applicable(run_dir: Path, page: str) -> None:
+    """Closed book and oracle have no chunker: one fit over (retriever, chunker, icl) on every pipeline."""
+    plan = json.loads((run_dir / "irt" / "plan.json").read_text())
+    assert plan["version"] == 2 and [f["name"] for f in plan["fits"]] == ["main"]
+    assert plan["fits"][0]["factors"] == ["retriever", "chunker", "icl"]
+    assert plan["fits"][0]["not_applicable"] == {"chunker": 4}
+    assert not (run_dir / "irt" / "by_chunker").exists()
+    doc = json.loads((run_dir / "irt" / "irt.json").read_text())
+    assert set(doc["effects"]["chunker"]) == {"rec", "sent"}  # no 'none' level
+    assert set(doc["effects"]["retriever"]) == {"bm25", "closed", "dense", "oracle"}
+    assert doc["not_applicable"]["chunker"]["n_pipelines"] == 4
+    assert "plot-effects-by_chunker" not in page and "irt/by_chunker/irt.json" not in page
+    # the chunker effect is in the main chart (no 'none' bar), with the note on where it does not apply
+    fig = json.loads(re.search(r'<script type="application/json" id="fig-effects-main">(.*?)</script>', page).group(1))
+    labels = fig["data"][0]["y"]
+    assert "chunker=sent" in labels and "chunker=rec" in labels and "chunker=none" not in labels
+    assert "chunker does not apply to 4 of 12 pipelines (chunker = none)" in page
+
+
+def test_legacy_two_fit_plan_still_renders(tmp_path: Path) -> None:
+    """Runs made before plan version 2 have a main fit without the chunker and irt/by_chunker/irt.json."""
+    run = make_run(tmp_path / "run", with_robust=False, legacy_irt=True, n_questions=24)
+    text = render_report(run, inline_js=False)
+    for fig in ("effects-main", "effects-by_chunker", "icc", "improve"):
+        assert f'id="plot-{fig}"' in text, fig
+    assert "<code>irt/by_chunker/irt.json" in text
+    assert "by_chunker: pipelines where chunker applies (not none)" in text
+    main_doc = json.loads((run / "irt" / "irt.json").read_text())
+    assert set(main_doc["effects"]) == {"retriever", "icl"}
+    # the sign check of the by_chunker fit uses the indexed pipelines only
+    assert text.count("Sign check:") == 2
 
 
 def test_injected_text_is_escaped(page: str) -> None:
@@ -125,3 +156,17 @@ def test_sweep_directory_on_its_own_renders(run_dir: Path, tmp_path: Path) -> No
     assert "not in this run: exam/exam.jsonl" not in html_text
     assert "sweep/ = this directory" in html_text and "irt/ = this directory" in html_text
     assert "not in this run: irt/improve/irt_improve.json" in html_text  # what is really absent is still named
+
+
+def test_identical_twins_are_named_under_the_verdicts(run_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from ragrade.io import read_json, write_json
+
+    copy = tmp_path / "twins"
+    shutil.copytree(run_dir, copy)
+    comps = read_json(copy / "sweep" / "comparisons.json")
+    comps["identical"] = {"llm=x|retriever=bm25|k=3|icl=1|chunker=rec": "llm=x|retriever=bm25|k=3|icl=0|chunker=rec"}
+    write_json(copy / "sweep" / "comparisons.json", comps)
+    text = render_report(copy, inline_js=False)
+    assert "answered every question exactly like" in text and "icl=1" in text

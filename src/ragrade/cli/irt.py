@@ -23,8 +23,34 @@ _BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused k
 _SOLVER = typer.Option(
     "newton", "--solver", help="newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
 )
+_NOT_APPLICABLE = typer.Option(
+    None,
+    "--not-applicable",
+    help="FACTOR=V1|V2: values meaning the factor does not apply to a pipeline, which then gets no effect "
+    "from it (e.g. chunker=none for closed book); case-insensitive; repeatable; FACTOR '*' sets every factor "
+    "not named; a list replaces the default 'none|' (an empty item, as in 'chunker=n/a|', means empty "
+    "cells); 'FACTOR=' makes the factor strict.",
+)
 _EXAM = typer.Option(None, "--exam", help="Exam file for tags and improvement (default: the run manifest's).")
 _JSON = typer.Option(False, "--json", help="Print a JSON summary instead of text.")
+
+
+def parse_not_applicable(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
+    """``["chunker=none|n/a", "*=none|"]`` -> {factor: values}; an empty item is the empty cell, 'F=' is strict."""
+    if not specs:
+        return None
+    from ragrade.errors import ConfigError
+
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        name, sep, values = spec.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError(f"--not-applicable expects FACTOR=VALUE|VALUE (or '*=...'), got '{spec}'")
+        if name in out:
+            raise ConfigError(f"--not-applicable names factor '{name}' twice")
+        out[name] = tuple(v.strip() for v in values.split("|")) if values.strip() else ()
+    return out
 
 
 def _config(
@@ -37,11 +63,13 @@ def _config(
     max_iter: int,
     n_boot: int,
     solver: str = "newton",
+    not_applicable: list[str] | None = None,
 ) -> Any:
     from ragrade.irt.fit import FitConfig
     from ragrade.irt.model import Bounds, Priors
 
     return FitConfig(
+        not_applicable=parse_not_applicable(not_applicable),
         model=model,
         factors=tuple(split_list(factors, "--factors") or ()),
         bounds=Bounds.parse(bounds),
@@ -66,6 +94,10 @@ def _summary_lines(res: Any) -> list[str]:
     ]
     for f, levels in res.effects.items():
         parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}" for lvl, (e, s) in levels.items())
+        na = res.not_applicable.get(f, {})
+        if na.get("n_pipelines"):
+            seen = "/".join(v or "<empty>" for v in na["seen"])
+            parts += f" (not applicable to {na['n_pipelines']} pipelines: {seen}; no effect, i.e. the average level)"
         lines.append(f"effect {f}: {parts}")
     order = sorted(range(len(res.pipelines)), key=lambda m: -res.theta[m])
     for m in order[:10]:
@@ -91,18 +123,29 @@ def fit_cmd(
     backend: str = _BACKEND,
     solver: str = _SOLVER,
     max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
+    not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
 ) -> None:
     """Fit abilities and item parameters; write irt.json and per-item/pipeline/effect CSV tables."""
     from ragrade.irt.fit import fit_irt
 
-    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver)
+    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver, not_applicable)
     if out is None:
         out = (source if source.is_dir() else source.parent) / "irt.json"
     res = fit_irt(source, config=cfg, out=out, exam=exam)
     if as_json:
-        echo_json({"out": str(out), "fit": res.fit, "counts": res.counts, "se_method": res.se_method})
+        echo_json(
+            {
+                "out": str(out),
+                "fit": res.fit,
+                "counts": res.counts,
+                "se_method": res.se_method,
+                "not_applicable": {
+                    f: {k: v for k, v in na.items() if k != "pipelines"} for f, na in res.not_applicable.items()
+                },
+            }
+        )
         return
     for line in _summary_lines(res):
         typer.echo(line)
@@ -122,6 +165,7 @@ def improve_cmd(
     backend: str = _BACKEND,
     solver: str = _SOLVER,
     max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
+    not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
 ) -> None:
@@ -130,8 +174,8 @@ def improve_cmd(
     from ragrade.irt.io import exam_tags, load_responses
 
     check_drop(drop, steps)
-    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50, solver)
-    data = load_responses(source, cfg.factors)
+    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50, solver, not_applicable)
+    data = load_responses(source, cfg.factors, cfg.not_applicable)
     exam_path = str(exam) if exam else data.exam_path
     if exam_path and not Path(exam_path).exists():
         from ragrade.errors import DataError

@@ -10,7 +10,10 @@ large problems) and the same convergence criterion. Identifiability is explicit
 and recorded:
 
 * location: flat abilities are centred (shifting difficulties with them, which
-  leaves the likelihood unchanged); hierarchical effects sum to zero per factor;
+  leaves the likelihood unchanged); hierarchical effects sum to zero per factor,
+  over the levels that apply: a pipeline where a factor does not apply (its
+  value is one of ``FitConfig.not_applicable``, default ``none`` or empty)
+  gets no effect from it, i.e. the average applicable level;
 * scale: with priors, set by theta ~ N(0, 1) and log d ~ N(0, s); without
   priors, discriminations are normalised to geometric mean 1 after the fit.
 """
@@ -18,7 +21,7 @@ and recorded:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,9 +61,18 @@ class FitConfig:
     n_boot: int = 50
     seed: int = 0
     theta_grid: tuple[float, float, int] = (-4.0, 4.0, 81)
+    # factor (or "*" for every factor not named) -> values meaning "does not apply to this pipeline";
+    # None: DEFAULT_NOT_APPLICABLE ("none" and empty cells) for every factor; an empty tuple: strict
+    not_applicable: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", check_model(self.model))
+        if self.not_applicable is not None:
+            spec = dict(self.not_applicable)
+            for key, values in spec.items():
+                if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+                    raise ConfigError(f"not-applicable values of '{key}' must be a list of strings, got {values!r}")
+            object.__setattr__(self, "not_applicable", {k: tuple(v) for k, v in spec.items()})
         if self.backend not in ("auto", "numpy", "numba"):
             raise ConfigError(f"unknown backend '{self.backend}'; valid choices: auto, numpy, numba")
         if self.solver not in SOLVERS:
@@ -386,15 +398,18 @@ def fit_irt(
     init: IRTResult | None = None,
     out: str | Path | None = None,
     exam: str | Path | None = None,
+    not_applicable: Mapping[str, tuple[str, ...]] | None = None,
 ) -> IRTResult:
     """Fit an IRT model on responses from a DataFrame, a run dir or a Parquet/CSV file.
 
-    ``factors`` switches on the hierarchical model. When ``out`` is given, irt.json
-    and the per-item / per-pipeline / per-effect CSV tables are written there,
-    with information curves grouped by the tags of ``exam`` (or the run's exam).
+    ``factors`` switches on the hierarchical model; a pipeline whose value of a factor is one of
+    ``not_applicable`` (or ``config.not_applicable``; default: ``none`` or empty) gets no effect
+    from that factor. When ``out`` is given, irt.json and the per-item / per-pipeline / per-effect
+    CSV tables are written there, with information curves grouped by the tags of ``exam`` (or the
+    run's exam).
     """
-    cfg = config or FitConfig(model=model, factors=tuple(factors))
-    resp = data if isinstance(data, Responses) else load_responses(data, cfg.factors)
+    cfg = config or FitConfig(model=model, factors=tuple(factors), not_applicable=not_applicable)
+    resp = data if isinstance(data, Responses) else load_responses(data, cfg.factors, cfg.not_applicable)
     result = fit_responses(resp, cfg, init=init)
     if cfg.se == "bootstrap":
         from ragrade.irt.result import bootstrap_se

@@ -7,6 +7,13 @@ sum-to-zero subspace (so a N(0, s) prior on every effect is a N(0, s) prior on
 ``z``). The location of abilities is therefore fixed without a reference level,
 and the level order is the sorted order recorded in the output.
 
+A factor that does not apply to a pipeline (code -1, e.g. the chunker of a
+closed-book pipeline) contributes nothing to its ability: the pipeline's row of
+that factor's block of ``X`` is zero. Since the effects sum to zero over the
+applicable levels, such a pipeline is placed at the average applicable level,
+and the factor's effects are identified by the pipelines where it applies
+(the others still inform the item parameters and the shared factors).
+
 Standard errors come from the observed information of the whole problem
 (effects and every item's parameters), reduced to the effects by a Schur
 complement over the 3x3 item blocks: ``S = H_zz - sum_i H_zi H_ii^-1 H_iz``.
@@ -14,6 +21,7 @@ complement over the 3x3 item blocks: ``S = H_zz - sum_i H_zi H_ii^-1 H_iz``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,6 +51,12 @@ class Design:
         if not factors:
             raise DataError("the hierarchical model needs at least one factor")
         self.factors = list(factors)
+        for f in self.factors:
+            if not f.levels:
+                raise DataError(
+                    f"factor '{f.name}' does not apply to any pipeline (every value is one of its "
+                    f"not-applicable values {list(f.not_applicable)}); drop it from the factors"
+                )
         self.bases = [helmert(len(f.levels)) for f in self.factors]
         self.slices: list[slice] = []
         blocks = []
@@ -50,20 +64,51 @@ class Design:
         for f, C in zip(self.factors, self.bases, strict=True):
             self.slices.append(slice(start, start + C.shape[1]))
             start += C.shape[1]
-            blocks.append(C[f.codes])
+            blocks.append(factor_block(C, f.codes))
         self.X: F64 = np.hstack(blocks) if blocks else np.zeros((0, 0))
         self.k = start
         self._check_rank()
 
+    @property
+    def has_not_applicable(self) -> bool:
+        """Whether some factor does not apply to some pipeline."""
+        return any(f.n_not_applicable for f in self.factors)
+
+    def _rank(self, idx: Sequence[int]) -> tuple[int, int]:
+        """Rank of the effect columns of factors ``idx`` beyond the constant, and their number."""
+        cols = [np.ones((self.X.shape[0], 1))] + [self.X[:, self.slices[i]] for i in idx]
+        k = sum(self.bases[i].shape[1] for i in idx)
+        return int(np.linalg.matrix_rank(np.hstack(cols))) - 1, k
+
+    def _deficient(self, idx: Sequence[int]) -> bool:
+        rank, k = self._rank(idx)
+        return rank < k
+
     def _check_rank(self) -> None:
         if self.k == 0:
             raise DataError("every factor has a single level; nothing to estimate (drop --factors)")
-        rank = np.linalg.matrix_rank(np.hstack([np.ones((self.X.shape[0], 1)), self.X]))
-        if rank < self.k + 1:
+        rank, k = self._rank(range(len(self.factors)))
+        if rank < k:
             names = ", ".join(f.name for f in self.factors)
+            pair = next(
+                (
+                    (self.factors[i].name, self.factors[j].name)
+                    for i, j in itertools.combinations(range(len(self.factors)), 2)
+                    if self._deficient([i, j])
+                ),
+                None,
+            )
+            hint = f" (e.g. {pair[0]} and {pair[1]})" if pair else ""
+            na = [f"{f.name}: {f.n_not_applicable}" for f in self.factors if f.n_not_applicable]
+            if na:
+                hint += (
+                    "; counted over the pipelines where each factor applies (not applicable: "
+                    + ", ".join(na)
+                    + " pipelines)"
+                )
             raise DataError(
                 f"the factors ({names}) are not separately identifiable from these pipelines "
-                f"(design rank {rank - 1} < {self.k} free effects): some levels always occur together"
+                f"(design rank {rank} < {self.k} free effects): some levels always occur together{hint}"
             )
 
     def effects(self, z: F64) -> list[F64]:
@@ -80,8 +125,26 @@ class Design:
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def describe(self) -> dict[str, object]:
-        """JSON-friendly description of the factors and their level order."""
-        return {f.name: {"levels": f.levels, "constraint": "sum-to-zero"} for f in self.factors}
+        """JSON-friendly description of the factors, their level order and where they do not apply."""
+        out: dict[str, object] = {}
+        for f in self.factors:
+            rec: dict[str, object] = {"levels": f.levels, "constraint": "sum-to-zero"}
+            if f.n_not_applicable:
+                rec["constraint"] = "sum-to-zero over the applicable levels"
+                rec["not_applicable"] = dict(
+                    f.describe_not_applicable(),
+                    treatment="no effect from this factor: the pipeline sits at the average applicable level",
+                )
+            if len(f.levels) == 1:
+                rec["note"] = "a single applicable level: no effect estimated"
+            out[f.name] = rec
+        return out
+
+
+def factor_block(C: F64, codes: npt.NDArray[np.int64]) -> F64:
+    """Rows of the basis ``C`` per pipeline code; a zero row where the factor does not apply (code < 0)."""
+    padded = np.vstack([C, np.zeros((1, C.shape[1]))])
+    return np.asarray(padded[np.where(codes >= 0, codes, C.shape[0])])
 
 
 def observed_information(
@@ -129,4 +192,4 @@ def effects_cov(X: F64, h_tt: F64, reduction: F64 | None, z_prior_prec: float) -
         return np.asarray(np.linalg.pinv(S))
 
 
-__all__ = ["Design", "effects_cov", "helmert", "observed_information"]
+__all__ = ["Design", "effects_cov", "factor_block", "helmert", "observed_information"]

@@ -4,6 +4,13 @@ The long table (one row per pipeline x question: ``pipeline``, ``question_id``,
 ``correct`` and one column per factor) becomes an items-major ``int8`` matrix
 with -1 for missing responses. Pipelines, items and factor levels are sorted
 (numbers numerically, otherwise as text), never in hash order.
+
+A factor need not apply to every pipeline: a closed-book pipeline has no
+chunker. Per factor, a set of *not applicable* values (default
+:data:`DEFAULT_NOT_APPLICABLE`: ``"none"`` and the empty cell, i.e. ``""``,
+NaN or None; compared as stripped, case-insensitive text) marks such
+pipelines; they get the code -1 and no level. An empty set makes the factor
+strict: every pipeline must then have a real level.
 """
 
 from __future__ import annotations
@@ -21,15 +28,66 @@ import pandas as pd
 from ragrade.errors import DataError
 
 REQUIRED = ("pipeline", "question_id", "correct")
+DEFAULT_NOT_APPLICABLE: tuple[str, ...] = ("none", "")
+ALL_FACTORS = "*"  # key of a not-applicable mapping that sets the values of every factor not named
+NotApplicable = Mapping[str, Sequence[str]]
 
 
 @dataclass
 class Factor:
-    """One factor of the pipelines (llm, retriever, ...): sorted levels and each pipeline's level index."""
+    """One factor of the pipelines (llm, retriever, ...): sorted levels and each pipeline's level index.
+
+    ``codes`` is -1 for a pipeline where the factor does not apply; ``not_applicable`` holds the values
+    configured as "not applicable" and ``not_applicable_seen`` the ones that occurred (as written).
+    """
 
     name: str
     levels: list[str]
-    codes: npt.NDArray[np.int64]  # (n_pipelines,)
+    codes: npt.NDArray[np.int64]  # (n_pipelines,), -1 = not applicable
+    not_applicable: tuple[str, ...] = DEFAULT_NOT_APPLICABLE
+    not_applicable_seen: list[str] = field(default_factory=list)
+
+    @property
+    def applies(self) -> npt.NDArray[np.bool_]:
+        """Per pipeline: whether the factor applies (has a real level)."""
+        return np.asarray(self.codes >= 0)
+
+    @property
+    def n_not_applicable(self) -> int:
+        """Number of pipelines where the factor does not apply."""
+        return int((self.codes < 0).sum())
+
+    def labels(self) -> list[str]:
+        """Per pipeline: its level, or the not-applicable value seen (``none`` when that was an empty cell)."""
+        na = "|".join(dict.fromkeys(v or "none" for v in self.not_applicable_seen)) or "none"
+        return [self.levels[c] if c >= 0 else na for c in self.codes]
+
+    def describe_not_applicable(self) -> dict[str, Any]:
+        """JSON-friendly: configured and seen not-applicable values, and how many pipelines they cover."""
+        return {
+            "values": list(self.not_applicable),
+            "seen": list(self.not_applicable_seen),
+            "n_pipelines": self.n_not_applicable,
+            "n_pipelines_applicable": int(len(self.codes) - self.n_not_applicable),
+        }
+
+
+def not_applicable_values(name: str, spec: NotApplicable | None) -> tuple[str, ...]:
+    """The not-applicable values of factor ``name`` under ``spec`` (its own entry, else ``*``, else the default)."""
+    if spec is None:
+        return DEFAULT_NOT_APPLICABLE
+    if name in spec:
+        return tuple(spec[name])
+    if ALL_FACTORS in spec:
+        return tuple(spec[ALL_FACTORS])
+    return DEFAULT_NOT_APPLICABLE
+
+
+_NA_MARK = "\x00not applicable"
+
+
+def _na_key(value: str) -> str:
+    return value.strip().lower()
 
 
 @dataclass
@@ -117,7 +175,11 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str | None, str]:
         if path.suffix.lower() in (".parquet", ".pq"):
             df = pd.read_parquet(path)
         elif path.suffix.lower() in (".csv", ".tsv"):
-            df = pd.read_csv(path, sep="\t" if path.suffix.lower() == ".tsv" else ",")
+            # only empty cells are missing: labels such as 'NA', 'None' or 'n/a' stay text (a factor's
+            # not-applicable values decide what they mean)
+            df = pd.read_csv(
+                path, sep="\t" if path.suffix.lower() == ".tsv" else ",", keep_default_na=False, na_values=[""]
+            )
         else:
             raise DataError(f"{path}: expected a run directory, a .parquet or a .csv file")
     except DataError:
@@ -133,7 +195,7 @@ def _parse_correct(col: pd.Series, where: str) -> tuple[npt.NDArray[np.float64],
         return col.to_numpy(dtype=np.float64), 0
     if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
         col = col.astype(object)
-        words = {"true": 1.0, "false": 0.0, "": np.nan, "nan": np.nan, "none": np.nan}
+        words = {"true": 1.0, "false": 0.0, **dict.fromkeys(("", "nan", "none", "na", "n/a", "null"), np.nan)}
 
         def norm(v: Any) -> Any:
             if isinstance(v, str):
@@ -155,8 +217,17 @@ def _parse_correct(col: pd.Series, where: str) -> tuple[npt.NDArray[np.float64],
     return vals, int(np.isnan(vals).sum())
 
 
-def build_responses(df: pd.DataFrame, factors: Sequence[str] = (), *, source: str = "<dataframe>") -> Responses:
-    """Validate the long table and build the response matrix (DataError on bad input)."""
+def build_responses(
+    df: pd.DataFrame,
+    factors: Sequence[str] = (),
+    *,
+    source: str = "<dataframe>",
+    not_applicable: NotApplicable | None = None,
+) -> Responses:
+    """Validate the long table and build the response matrix (DataError on bad input).
+
+    ``not_applicable`` maps a factor (or ``*``) to its not-applicable values; see the module docstring.
+    """
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in (*REQUIRED, *factors) if c not in df.columns]
@@ -184,7 +255,9 @@ def build_responses(df: pd.DataFrame, factors: Sequence[str] = (), *, source: st
     R = np.full((len(items), len(pipelines)), -1, dtype=np.int8)
     ok = ~np.isnan(correct)
     R[q_idx[ok], p_idx[ok]] = correct[ok].astype(np.int8)
-    coded = [_code_factor(df, name, pipe, pipelines, source) for name in factors]
+    coded = [
+        _code_factor(df, name, pipe, pipelines, source, not_applicable_values(name, not_applicable)) for name in factors
+    ]
     counts = {
         "n_rows": len(df),
         "n_pipelines": len(pipelines),
@@ -196,27 +269,41 @@ def build_responses(df: pd.DataFrame, factors: Sequence[str] = (), *, source: st
     return Responses(pipelines, items, R, coded, counts, source)
 
 
-def _code_factor(df: pd.DataFrame, name: str, pipe: pd.Series, pipelines: list[str], source: str) -> Factor:
-    if df[name].isna().any():
-        raise DataError(f"{source}: factor column '{name}' is empty in {int(df[name].isna().sum())} rows")
-    values = _as_text(df[name])
-    per_pipe = pd.DataFrame({"p": pipe, "v": values}).drop_duplicates()
+def _code_factor(
+    df: pd.DataFrame, name: str, pipe: pd.Series, pipelines: list[str], source: str, na_values: tuple[str, ...]
+) -> Factor:
+    na_keys = {_na_key(v) for v in na_values}
+    empty = df[name].isna()
+    if empty.any() and "" not in na_keys:
+        raise DataError(
+            f"{source}: factor column '{name}' is empty in {int(empty.sum())} rows "
+            "(declare empty cells not applicable to this factor, or fill them)"
+        )
+    values = _as_text(df[name]).where(~empty, "")
+    na_found = [v for v in pd.unique(values) if _na_key(v) in na_keys]
+    is_na = values.isin(na_found).to_numpy(dtype=bool)
+    # one marker for every not-applicable value, so that 'none' and an empty cell do not clash per pipeline
+    coded = values.where(~is_na, _NA_MARK)
+    per_pipe = pd.DataFrame({"p": pipe, "v": coded}).drop_duplicates()
     clash = per_pipe["p"].duplicated(keep=False)
     if clash.any():
         bad = per_pipe.loc[clash, "p"].iloc[0]
         raise DataError(f"{source}: pipeline '{bad}' has several values of factor '{name}'")
-    levels = sorted_levels(per_pipe["v"].tolist())
+    levels = sorted_levels([v for v in per_pipe["v"] if v != _NA_MARK])
     mapping = dict(zip(per_pipe["p"], per_pipe["v"], strict=True))
     codes = pd.Index(levels).get_indexer(pd.Index([mapping[p] for p in pipelines])).astype(np.int64)
-    return Factor(name, levels, codes)
+    seen = sorted_levels([v.strip() for v in na_found])
+    return Factor(name, levels, codes, tuple(na_values), seen)
 
 
-def load_responses(data: pd.DataFrame | str | Path, factors: Sequence[str] = ()) -> Responses:
+def load_responses(
+    data: pd.DataFrame | str | Path, factors: Sequence[str] = (), not_applicable: NotApplicable | None = None
+) -> Responses:
     """Responses from a DataFrame, a run directory or a Parquet/CSV file."""
     if isinstance(data, pd.DataFrame):
-        return build_responses(data, factors)
+        return build_responses(data, factors, not_applicable=not_applicable)
     df, exam_path, label = read_table(data)
-    resp = build_responses(df, factors, source=label)
+    resp = build_responses(df, factors, source=label, not_applicable=not_applicable)
     resp.exam_path = exam_path
     return resp
 
@@ -248,6 +335,8 @@ def groups_from_tags(items: Sequence[str], tags: Mapping[str, Mapping[str, Any]]
 
 
 __all__ = [
+    "ALL_FACTORS",
+    "DEFAULT_NOT_APPLICABLE",
     "REQUIRED",
     "Factor",
     "Responses",
@@ -255,6 +344,7 @@ __all__ = [
     "exam_tags",
     "groups_from_tags",
     "load_responses",
+    "not_applicable_values",
     "read_table",
     "sorted_levels",
 ]

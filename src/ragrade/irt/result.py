@@ -3,7 +3,8 @@
 ``irt.json`` (kind ``irt``, version 1) holds everything a report needs:
 abilities with SEs, item parameters with SEs and flags, factor effects with
 SEs, fit statistics (log-likelihood, AIC/BIC, RMSE against mean-prediction
-baselines), convergence, the identifiability choices, and information curves
+baselines), convergence, the identifiability choices, per factor the values
+treated as "not applicable" and the pipelines they cover, and information curves
 on a theta grid (test, mean, per Bloom level / question word / topic).
 """
 
@@ -58,6 +59,7 @@ class IRTResult:
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)
     exam_path: str | None = None
     source: str = ""
+    not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)  # factor -> values, pipelines
 
     @property
     def converged(self) -> bool:
@@ -157,6 +159,7 @@ class IRTResult:
             "config": self.config,
             "counts": self.counts,
             "identifiability": self.identifiability,
+            "not_applicable": self.not_applicable,
             "se_method": self.se_method,
             "fit": self.fit,
             "abilities": {r["pipeline"]: _clean(r.drop("pipeline").to_dict()) for _, r in pipes.iterrows()},
@@ -238,6 +241,11 @@ def _anchor(prob: Problem, theta: F64, d: F64, b: F64, z: F64) -> tuple[F64, F64
         ident["location"] = "abilities centred to mean 0 after the fit (difficulties shifted with them)"
     else:
         ident["location"] = "factor effects sum to zero within each factor (no reference level)"
+        if prob.design.has_not_applicable:
+            ident["location"] += (
+                "; over the applicable levels only: a pipeline where a factor does not apply gets no effect "
+                "from it, i.e. it is compared with the average applicable level"
+            )
         ident["factors"] = prob.design.describe()
     if not prob.free_d:
         ident["scale"] = "fixed: every discrimination is 1 (1PL)"
@@ -369,7 +377,7 @@ def _pipeline_stats(data: Responses, sq_person: F64, theta: F64, prob: Problem) 
         }
     )
     for factor in data.factors:
-        df[factor.name] = [factor.levels[c] for c in factor.codes]
+        df[factor.name] = factor.labels()
     return df
 
 
@@ -461,6 +469,7 @@ def finish_result(
         "max_iter": cfg.max_iter,
         "gtol": cfg.gtol,
         "ftol": cfg.ftol,
+        "not_applicable": {f.name: list(f.not_applicable) for f in data.factors if f.name in cfg.factors},
     }
     counts = dict(data.counts)
     counts["n_items"], counts["n_pipelines"] = len(data.items), len(data.pipelines)
@@ -484,7 +493,20 @@ def finish_result(
         grid=cfg.theta_grid,
         se_method=se_method,
         source=data.source,
+        not_applicable=_not_applicable(prob, data),
     )
+
+
+def _not_applicable(prob: Problem, data: Responses) -> dict[str, dict[str, Any]]:
+    """Per factor of the model: the not-applicable values configured and seen, and the pipelines they cover."""
+    if prob.design is None:
+        return {}
+    out = {}
+    for f in prob.design.factors:
+        rec = f.describe_not_applicable()
+        rec["pipelines"] = [p for p, ok in zip(data.pipelines, f.applies, strict=True) if not ok]
+        out[f.name] = rec
+    return out
 
 
 def _bounds_dict(cfg: FitConfig) -> dict[str, list[float]]:

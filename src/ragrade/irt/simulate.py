@@ -103,6 +103,58 @@ def simulate_hierarchical(
     return resp, Truth(theta[order], d, b, g, effects)
 
 
+def simulate_not_applicable(
+    n_items: int,
+    *,
+    indexed: int = 3,
+    index_free: int = 2,
+    chunkers: int = 3,
+    icl: int = 3,
+    seed: int = 0,
+    effect_sd: float = 0.8,
+) -> tuple[Responses, Truth]:
+    """An exam sweep where the chunker applies only to pipelines with an index.
+
+    Retrievers ``idx1..`` use an index and are crossed with chunkers ``c1..``; retrievers ``nox1..`` (closed
+    book, oracle) have chunker ``none``; every retriever is crossed with ``icl``. Effects are drawn
+    N(0, effect_sd) and centred within each factor, the chunker's over its real levels; a pipeline without
+    a chunker gets no chunker effect, which is exactly the model's parametrisation, so ``Truth.effects``
+    (in sorted level order) is directly comparable with the estimates.
+    """
+    rng = np.random.default_rng(seed)
+    n_ret = indexed + index_free
+    eff = {}
+    for name, n in (("retriever", n_ret), ("chunker", chunkers), ("icl", icl)):
+        e = rng.normal(0.0, effect_sd, n)
+        eff[name] = e - e.mean()
+    combos = [(r, c, i) for r in range(n_ret) for c in (range(chunkers) if r < indexed else [-1]) for i in range(icl)]
+    codes = np.array(combos, dtype=np.int64)
+    chunk = np.where(codes[:, 1] >= 0, eff["chunker"][np.maximum(codes[:, 1], 0)], 0.0)
+    theta = eff["retriever"][codes[:, 0]] + chunk + eff["icl"][codes[:, 2]]
+    d, b, g = draw_items(n_items, rng)
+    R = sample_matrix(theta, d, b, g, rng)
+    levels = {
+        "retriever": [f"idx{r + 1}" for r in range(indexed)] + [f"nox{r + 1}" for r in range(index_free)],
+        "chunker": [f"c{c + 1}" for c in range(chunkers)],
+        "icl": [str(i) for i in range(icl)],
+    }
+    pipes = [f"{levels['retriever'][r]}+{levels['chunker'][c] if c >= 0 else 'none'}+icl{i}" for r, c, i in combos]
+    order = np.argsort(pipes, kind="stable")
+    factors = [
+        Factor(name, levels[name], codes[order, j], not_applicable_seen=["none"] if name == "chunker" else [])
+        for j, name in enumerate(("retriever", "chunker", "icl"))
+    ]
+    resp = Responses(
+        [pipes[i] for i in order],
+        [f"q{i:06d}" for i in range(n_items)],
+        np.ascontiguousarray(R[:, order]),
+        factors,
+        {"n_rows": R.size, "n_missing_correct": 0, "n_absent_pairs": 0},
+        "<simulated>",
+    )
+    return resp, Truth(theta[order], d, b, g, eff)
+
+
 def to_frame(resp: Responses) -> pd.DataFrame:
     """The long table (pipeline, question_id, correct, factors) of a response matrix; NaN for missing."""
     n_items, n_p = resp.R.shape
@@ -114,8 +166,16 @@ def to_frame(resp: Responses) -> pd.DataFrame:
         }
     )
     for f in resp.factors:
-        df[f.name] = np.tile(np.array([f.levels[c] for c in f.codes], dtype=object), n_items)
+        df[f.name] = np.tile(np.array(f.labels(), dtype=object), n_items)
     return df
 
 
-__all__ = ["Truth", "draw_items", "sample_matrix", "simulate_flat", "simulate_hierarchical", "to_frame"]
+__all__ = [
+    "Truth",
+    "draw_items",
+    "sample_matrix",
+    "simulate_flat",
+    "simulate_hierarchical",
+    "simulate_not_applicable",
+    "to_frame",
+]

@@ -1,13 +1,16 @@
 """The scoring stages of ``ragrade run``: IRT (with improvement), robustness testbeds, judged free-text answers.
 
-IRT factors. A hierarchical model needs factors whose levels vary separately.
-Index-free pipelines (closed book, oracle) have chunker ``none``, so the
-chunker factor is collinear with the retriever factor over the whole grid. The
-job then fits the largest identifiable set of factors on every pipeline
-(``irt/irt.json``) and, for each factor left out, one more fit restricted to the
-pipelines where that factor applies (e.g. ``irt/by_chunker/irt.json``: the
-indexed pipelines, with the chunker effect). The plan is written to
-``irt/plan.json`` so the report can say which fit each effect comes from.
+IRT factors. Index-free pipelines (closed book, oracle) have chunker ``none``:
+the chunker does not apply to them. The hierarchical model handles this
+directly: a pipeline whose value of a factor is not applicable (``none`` or
+empty, see :data:`ragrade.irt.io.DEFAULT_NOT_APPLICABLE`) gets no effect from
+that factor, and the factor's effects sum to zero over its real levels. So one
+fit over every requested factor on every pipeline (``irt/irt.json``) is
+identifiable whenever the factors vary separately among the pipelines where
+they apply; a factor that does not is left out and named in the plan
+(``irt/plan.json``, version 2). Runs made with plan version 1 fitted the
+chunker separately on indexed pipelines (``irt/by_chunker/irt.json``); the
+report still reads them.
 """
 
 from __future__ import annotations
@@ -16,88 +19,119 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ragrade.errors import DataError
 from ragrade.io import write_json
+from ragrade.irt.io import DEFAULT_NOT_APPLICABLE
 from ragrade.job.config import JobConfig
 from ragrade.job.stages import StageContext, sweep_config
 
-NOT_APPLICABLE = ("none", "")
+NOT_APPLICABLE: tuple[str, ...] = DEFAULT_NOT_APPLICABLE
 PLAN_FILE = "plan.json"
+PLAN_VERSION = 2
 
 
 # --------------------------------------------------------------------------- IRT
 
 
-def design_rank_ok(df: pd.DataFrame, factors: Sequence[str]) -> bool:
-    """True when the additive model over ``factors`` is identifiable on the pipelines of ``df``."""
+def applies(df: pd.DataFrame, factor: str, not_applicable: Sequence[str] = NOT_APPLICABLE) -> pd.Series:
+    """Per row: whether ``factor`` applies (its value is not one of ``not_applicable``; the IRT model's rule)."""
+    keys = {v.strip().lower() for v in not_applicable}
+    text = df[factor].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
+    return ~text.isin(keys)
+
+
+def design_rank_ok(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE) -> bool:
+    """True when the additive model over ``factors`` is identifiable on the pipelines of ``df``.
+
+    Decided by the IRT model's own design (:class:`ragrade.irt.hierarchical.Design`): a pipeline where a
+    factor's value is one of ``not_applicable`` gets no effect from it; an empty ``not_applicable`` treats
+    every value as a level.
+    """
+    from ragrade.irt.hierarchical import Design
+    from ragrade.irt.io import build_responses
+
+    if not factors:
+        return True
+    pipes = df.drop_duplicates("pipeline")[["pipeline", *factors]].reset_index(drop=True)
+    pipes = pipes.assign(question_id="-", correct=1)
+    try:
+        resp = build_responses(pipes, factors, not_applicable={"*": tuple(not_applicable)})
+        Design(resp.factors)
+    except DataError:
+        return False
+    return True
+
+
+def _varying(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE) -> list[str]:
+    """The factors with at least two levels among the pipelines where they apply."""
     pipes = df.drop_duplicates("pipeline")
-    cols = [np.ones((len(pipes), 1))]
-    k = 0
+    out = []
     for f in factors:
-        dummies = pd.get_dummies(pipes[f].astype(str), dtype=float).to_numpy()
-        cols.append(dummies[:, 1:])
-        k += dummies.shape[1] - 1
-    rank = int(np.linalg.matrix_rank(np.hstack(cols)))
-    return rank == k + 1
+        if f in pipes:
+            real = pipes.loc[applies(pipes, f, not_applicable), f]
+            if real.astype(str).nunique() > 1:
+                out.append(f)
+    return out
 
 
-def _varying(df: pd.DataFrame, factors: Sequence[str]) -> list[str]:
-    pipes = df.drop_duplicates("pipeline")
-    return [f for f in factors if f in pipes and pipes[f].astype(str).nunique() > 1]
-
-
-def _greedy(df: pd.DataFrame, factors: Sequence[str], first: str | None = None) -> list[str]:
+def _greedy(
+    df: pd.DataFrame, factors: Sequence[str], first: str | None = None, not_applicable: Sequence[str] = NOT_APPLICABLE
+) -> list[str]:
     keep: list[str] = [first] if first else []
     for f in factors:
-        if f != first and design_rank_ok(df, [*keep, f]):
+        if f != first and design_rank_ok(df, [*keep, f], not_applicable):
             keep.append(f)
     return keep
 
 
-def plan_irt(df: pd.DataFrame, factors: Sequence[str]) -> dict[str, Any]:
-    """The fits to run: the main one on all pipelines and one per factor that had to be left out."""
+def _na_counts(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str]) -> dict[str, int]:
+    pipes = df.drop_duplicates("pipeline")
+    counts = {f: int((~applies(pipes, f, not_applicable)).sum()) for f in factors}
+    return {f: n for f, n in counts.items() if n}
+
+
+def plan_irt(
+    df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE
+) -> dict[str, Any]:
+    """The IRT fit to run: one hierarchical fit on every pipeline over the requested factors that vary.
+
+    A pipeline where a factor does not apply (its value is one of ``not_applicable``) gets no effect from
+    it, so the chunker of closed-book and oracle pipelines needs no separate fit. A factor that cannot be
+    told apart from the factors before it, even among the pipelines where it applies, is left out and
+    listed under ``confounded`` (the greedy order is the requested order).
+    """
     missing = [f for f in factors if f not in df.columns]
     if missing:
         raise DataError(f"IRT factors not in the responses: {', '.join(missing)}")
-    varying = _varying(df, factors)
+    varying = _varying(df, factors, not_applicable)
     constant = [f for f in factors if f not in varying]
-    main = _greedy(df, varying)
-    fits: list[dict[str, Any]] = [
-        {
-            "name": "main",
-            "path": "irt.json",
-            "factors": main,
-            "subset": None,
-            "pipelines": int(df["pipeline"].nunique()),
-        }
-    ]
-    for f in (f for f in varying if f not in main):
-        sub = df[~df[f].astype(str).isin(NOT_APPLICABLE)]
-        sub_factors = _varying(sub, varying)
-        if f not in sub_factors:
-            continue
-        chosen = _greedy(sub, sub_factors, first=f)
-        if not design_rank_ok(sub, chosen):
-            continue
-        fits.append(
-            {
-                "name": f"by_{f}",
-                "factor": f,
-                "path": f"by_{f}/irt.json",
-                "factors": chosen,
-                "subset": f"pipelines where {f} applies (not {'/'.join(n for n in NOT_APPLICABLE if n)})",
-                "pipelines": int(sub["pipeline"].nunique()),
-            }
-        )
+    main = _greedy(df, varying, not_applicable=not_applicable)
+    confounded = [f for f in varying if f not in main]
+    na = _na_counts(df, main, not_applicable)
+    note = "one fit on every pipeline"
+    if na:
+        note += "; a pipeline where a factor does not apply gets no effect from it (the average applicable level)"
+    if confounded:
+        note += f"; left out, not separately identifiable from the factors before them: {', '.join(confounded)}"
     return {
-        "version": 1,
+        "version": PLAN_VERSION,
         "requested": list(factors),
         "constant": constant,
-        "fits": fits,
-        "note": "a factor collinear with others on all pipelines is estimated on the pipelines where it applies",
+        "confounded": confounded,
+        "not_applicable_values": list(not_applicable),
+        "fits": [
+            {
+                "name": "main",
+                "path": "irt.json",
+                "factors": main,
+                "subset": None,
+                "pipelines": int(df["pipeline"].nunique()),
+                "not_applicable": na,
+            }
+        ],
+        "note": note,
     }
 
 
@@ -105,7 +139,12 @@ def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> Any:
     from ragrade.irt.fit import FitConfig
     from ragrade.irt.model import Priors
 
-    return FitConfig(model=cfg.irt.model, factors=tuple(factors), priors=Priors.named(cfg.irt.prior))
+    return FitConfig(
+        model=cfg.irt.model,
+        factors=tuple(factors),
+        priors=Priors.named(cfg.irt.prior),
+        not_applicable={"*": NOT_APPLICABLE},
+    )
 
 
 def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
@@ -124,24 +163,21 @@ def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
     summary: dict[str, Any] = {"fits": {}}
     for i, fit in enumerate(plan["fits"]):
         ctx.progress(f"irt fit {fit['name']}", i, len(plan["fits"]) + 1)
-        part = df if fit["subset"] is None else df[~df[fit["factor"]].astype(str).isin(NOT_APPLICABLE)]
-        res = fit_irt(
-            part.reset_index(drop=True), config=_fit_config(ctx.cfg, fit["factors"]), out=out / fit["path"], exam=exam
-        )
+        res = fit_irt(df, config=_fit_config(ctx.cfg, fit["factors"]), out=out / fit["path"], exam=exam)
         summary["fits"][fit["name"]] = {
             "factors": fit["factors"],
             "converged": res.converged,
             "items": len(res.items),
             "pipelines": len(res.pipelines),
+            "not_applicable": {f: na["n_pipelines"] for f, na in res.not_applicable.items() if na["n_pipelines"]},
         }
     steps = ctx.cfg.irt.improve_steps
     if steps > 0:
         ctx.progress("irt improve", len(plan["fits"]), len(plan["fits"]) + 1)
         main = plan["fits"][0]["factors"]
-        data = load_responses(df, main)
-        imp = improve(
-            data, _fit_config(ctx.cfg, main), steps=steps, drop=ctx.cfg.irt.drop, tags=exam_tags(exam) if exam else {}
-        )
+        main_cfg = _fit_config(ctx.cfg, main)
+        data = load_responses(df, main, main_cfg.not_applicable)
+        imp = improve(data, main_cfg, steps=steps, drop=ctx.cfg.irt.drop, tags=exam_tags(exam) if exam else {})
         write_improvement(imp, out / "improve", exam, data)
         summary["improve"] = {
             "steps": len(imp.steps) - 1,
@@ -297,7 +333,10 @@ def _llm(ctx: StageContext, spec: str) -> Any:
 
 __all__ = [
     "DATA_OF_TESTBED",
+    "NOT_APPLICABLE",
     "PLAN_FILE",
+    "PLAN_VERSION",
+    "applies",
     "design_rank_ok",
     "plan_irt",
     "run_irt_stage",

@@ -12,7 +12,7 @@
       exam/exam.jsonl          + exam.funnel.json, exam.rejected.jsonl
       sweep/                   manifest.json, responses.parquet, summary.csv, summary_by_tag.csv, comparisons.json
       irt/irt.json             main (hierarchical) fit + irt_*.csv tables
-      irt/<name>/irt.json      extra fits (e.g. the chunker effect on indexed pipelines only)
+      irt/plan.json            which factors were fitted (not-applicable levels, confounded factors)
       irt/improve/             irt_improve.json, exam.improved.jsonl, irt.json
       robust/testbeds/         base.jsonl, counterfactual.jsonl, integration.jsonl, build_report.json
       robust/<testbed>/        results.jsonl, metrics.json, table.csv (one folder per model when several)

@@ -67,8 +67,13 @@ def run_corpus(ctx: StageContext) -> dict[str, Any]:
         from ragrade.corpus.demo import DemoStats, build_demo_corpus
 
         stats = DemoStats()
-        report = LoadReport(documents=build_demo_corpus(c.demo_limit, stats=stats))
-        meta["demo"] = {"modules": stats.modules, "import_failures": len(stats.import_failures), "limit": c.demo_limit}
+        report = LoadReport(documents=build_demo_corpus(c.demo_limit, topics=c.demo_topics, stats=stats))
+        meta["demo"] = {
+            "modules": stats.modules,
+            "import_failures": len(stats.import_failures),
+            "limit": c.demo_limit,
+            "topics": c.demo_topics,
+        }
     else:
         cc = CorpusConfig(text_field=c.text_field, id_field=c.id_field, drop_patterns=list(c.drop_patterns))
         report = load_corpus(c.paths, cc)

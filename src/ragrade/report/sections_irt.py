@@ -1,4 +1,10 @@
-"""Report section on Item Response Theory: component effects, item curves, information, improvement."""
+"""Report section on Item Response Theory: component effects, item curves, information, improvement.
+
+The fits come from ``irt/plan.json``: since plan version 2 usually one fit over every factor on every
+pipeline (a factor that does not apply to a pipeline, like the chunker of closed book, gives it no
+effect); runs made with version 1 have a main fit plus ``irt/by_<factor>/irt.json`` on the pipelines
+where that factor applies, and both are rendered.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ PLAN = "irt/plan.json"
 IMPROVE = "irt/improve/irt_improve.json"
 MAX_CURVES = 30
 TIE = 0.02  # accuracy differences below this are ties for the sign check
+NOT_APPLICABLE = ("none", "")  # what plan version 1 treated as "factor does not apply"
 
 
 def _fits(files: RunFiles) -> list[dict[str, Any]]:
@@ -26,11 +33,31 @@ def _fits(files: RunFiles) -> list[dict[str, Any]]:
     return [{"name": "main", "file": IRT, "subset": None, "factor": None}] if files.has(IRT) else []
 
 
-def _subset(summary: pd.DataFrame, fit: dict[str, Any]) -> pd.DataFrame:
+def _subset(summary: pd.DataFrame, fit: dict[str, Any], na_values: list[str] | None = None) -> pd.DataFrame:
     factor = fit.get("factor")
     if fit.get("subset") and factor and factor in summary:
-        return summary[~summary[factor].astype(str).isin(["none", ""])]
+        keys = {v.strip().lower() for v in (na_values if na_values is not None else NOT_APPLICABLE)}
+        text = summary[factor].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
+        return summary[~text.isin(keys)]
     return summary
+
+
+def not_applicable_note(doc: dict[str, Any]) -> str | None:
+    """One sentence per factor that does not apply to some pipelines of a fit (from irt.json), or None."""
+    n_all = (doc.get("counts") or {}).get("n_pipelines", "?")
+    parts = []
+    for factor, na in (doc.get("not_applicable") or {}).items():
+        n = na.get("n_pipelines") or 0
+        if not n:
+            continue
+        seen = "/".join(v or "empty" for v in na.get("seen", [])) or "none"
+        parts.append(
+            f"{factor} does not apply to {n} of {n_all} pipelines ({factor} = {seen}): they get no {factor} "
+            f"effect, which places them at the average {factor}; the {factor} effects sum to zero over its "
+            f"real levels and are estimated from the {na.get('n_pipelines_applicable', '?')} pipelines where "
+            "it applies."
+        )
+    return " ".join(parts) or None
 
 
 def effect_agreement(
@@ -72,15 +99,18 @@ def irt_section(files: RunFiles) -> Section:
         fits[0]["file"],
     )
     summary = files.csv(SUMMARY)
+    plan = files.json(PLAN) or {}
     for f in fits:
-        _effects(sec, files, f, summary)
+        _effects(sec, files, f, summary, plan.get("not_applicable_values"))
     _curves(sec, main, fits[0]["file"])
     _information(sec, main, fits[0]["file"])
     _improvement(sec, files)
     return sec
 
 
-def _effects(sec: Section, files: RunFiles, fit: dict[str, Any], summary: pd.DataFrame | None) -> None:
+def _effects(
+    sec: Section, files: RunFiles, fit: dict[str, Any], summary: pd.DataFrame | None, na_values: list[str] | None
+) -> None:
     doc = files.json(fit["file"])
     effects = doc.get("effects") or {}
     src = fit["file"]
@@ -111,8 +141,11 @@ def _effects(sec: Section, files: RunFiles, fit: dict[str, Any], summary: pd.Dat
             table=Table(["factor", "level", "estimate", "se"], rows, source=src),
         )
     )
+    note = not_applicable_note(doc)
+    if note:
+        sec.add_text(note, f"{src} (not_applicable)")
     if summary is not None:
-        checks = effect_agreement(effects, _subset(summary, fit))
+        checks = effect_agreement(effects, _subset(summary, fit, na_values))
         decided = [c for c in checks if c["agree"] is not None]
         n_ok = sum(bool(c["agree"]) for c in decided)
         sec.add_text(
@@ -252,4 +285,4 @@ def _improvement(sec: Section, files: RunFiles) -> None:
     )
 
 
-__all__ = ["effect_agreement", "irt_section"]
+__all__ = ["effect_agreement", "irt_section", "not_applicable_note"]
