@@ -95,7 +95,9 @@ def compare(
     run_dir: Path = typer.Argument(..., help="Run directory of `ragrade exam take`."),
     a: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
     b: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
-    all_pairs: bool = typer.Option(False, "--all", help="Compare the top distinct pipelines pairwise (twins that answered identically are skipped and named)."),
+    all_pairs: bool = typer.Option(
+        False, "--all", help="Compare the top distinct pipelines pairwise (identical twins are skipped, named)."
+    ),
     top: int = typer.Option(5, "--top", help="How many top pipelines --all compares."),
     correction: str = typer.Option("holm", "--correction", help="holm, bonferroni, bh or none (with --all)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the verdicts."),
