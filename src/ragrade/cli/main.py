@@ -43,6 +43,12 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Run the command without sending any LLM request: count the requests and prompt tokens it would "
+        "send (an upper bound where it retries failures); its files go to a temporary folder that is deleted.",
+    ),
 ) -> None:
     """Tell which RAG pipeline to trust on your own documents, and why."""
 
@@ -58,6 +64,26 @@ def error_line(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--dry-run" in _root_options(args):
+        from ragrade.cli.dryrun import run_dry
+
+        return run_dry(args, _invoke)
+    return _invoke(args)
+
+
+def _root_options(args: list[str]) -> list[str]:
+    """The arguments before the verb (the root command's own options)."""
+    out = []
+    for a in args:
+        if not a.startswith("-"):
+            break
+        out.append(a)
+    return out
+
+
+def _invoke(argv: list[str]) -> int:
+    """Run the CLI on ``argv`` and map errors to exit codes."""
     try:
         app(args=argv, prog_name="ragrade", standalone_mode=False)
     except RagradeError as exc:

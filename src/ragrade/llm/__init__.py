@@ -91,10 +91,10 @@ def create_llm(
     limits = LimitConfig(
         concurrency=concurrency, rpm=rpm, timeout=timeout, max_retries=max_retries, backoff_base_s=backoff_s
     )
-    if dry_run:
-        from ragrade.llm.dryrun import DryRunLLM
+    from ragrade.llm import dryrun
 
-        return DryRunLLM(spec, base_url=base_url)
+    if dry_run or dryrun.session_active():
+        return dryrun.track(dryrun.DryRunLLM(spec, base_url=base_url))
     store = shared_cache(cache_dir) if cache else None
     llm: LLM = factory(model, base_url=base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
     return llm

@@ -103,6 +103,46 @@ class DryRunLLM:
         return {"llm": self.name, "dry_run": True, **self.stats.as_dict()}
 
 
+_SESSION: list[DryRunLLM] | None = None  # set while `ragrade --dry-run ...` runs a command
+
+
+def start_session() -> None:
+    """From now on every :func:`~ragrade.llm.create_llm` returns a :class:`DryRunLLM` (``ragrade --dry-run``)."""
+    global _SESSION
+    _SESSION = []
+
+
+def session_active() -> bool:
+    """True while a dry-run session is on."""
+    return _SESSION is not None
+
+
+def track(llm: DryRunLLM) -> DryRunLLM:
+    """Remember ``llm`` for :func:`end_session` when a session is on."""
+    if _SESSION is not None:
+        _SESSION.append(llm)
+    return llm
+
+
+def end_session() -> list[dict[str, Any]]:
+    """Stop the session; the summaries of every dry-run LLM it created (one per model spec, merged)."""
+    global _SESSION
+    llms, _SESSION = _SESSION or [], None
+    merged: dict[str, dict[str, Any]] = {}
+    for llm in llms:
+        cur = llm.summary()
+        old = merged.get(llm.name)
+        if old is None:
+            merged[llm.name] = cur
+            continue
+        for key, value in cur.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                old[key] = old.get(key, 0) + value
+            elif isinstance(value, dict):
+                old[key] = dict(Counter(old.get(key, {})) + Counter(value))
+    return list(merged.values())
+
+
 def dry_run_llm(spec: str, base_url: str | None = None) -> DryRunLLM:
     """A :class:`DryRunLLM` for ``spec``."""
     return DryRunLLM(spec, base_url=base_url)
@@ -113,4 +153,15 @@ def dry_run_summary(llm: LLM) -> dict[str, Any] | None:
     return llm.summary() if isinstance(llm, DryRunLLM) else None
 
 
-__all__ = ["DRY_RUN_ERROR", "DryRunLLM", "DryRunStats", "dry_run_llm", "dry_run_summary", "estimate_tokens"]
+__all__ = [
+    "DRY_RUN_ERROR",
+    "DryRunLLM",
+    "DryRunStats",
+    "dry_run_llm",
+    "dry_run_summary",
+    "end_session",
+    "estimate_tokens",
+    "session_active",
+    "start_session",
+    "track",
+]

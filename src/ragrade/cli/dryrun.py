@@ -1,0 +1,104 @@
+"""``ragrade --dry-run VERB ...``: run a command with every LLM replaced by a counter.
+
+Every :func:`~ragrade.llm.create_llm` made while the command runs returns a
+:class:`~ragrade.llm.dryrun.DryRunLLM`, which sends nothing and answers every
+request with a dry-run error. So that these non-answers never land in the
+user's files (a later real run would resume from them), the command's output
+options (``--out``, ``--qrels``) are pointed into a temporary folder, which is
+deleted afterwards; a command that takes ``--out`` but was not given one gets
+one there too. The counts are printed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+OUTPUT_OPTIONS = ("--out", "--qrels")
+
+
+def _command_params(args: list[str]) -> set[str]:
+    """The option names the command that ``args`` names accepts (empty when it cannot be resolved)."""
+    from ragrade.cli.main import app
+
+    try:
+        from typer.main import get_command
+
+        cmd: Any = get_command(app)
+        ctx = cmd.make_context("ragrade", [], resilient_parsing=True)
+        for token in args:
+            if token.startswith("-") or not hasattr(cmd, "get_command"):
+                break
+            sub = cmd.get_command(ctx, token)
+            if sub is None:
+                break
+            cmd = sub
+        return {opt for p in getattr(cmd, "params", []) for opt in getattr(p, "opts", [])}
+    except Exception:  # resolution is best effort; the command itself reports bad usage
+        return set()
+
+
+def redirect_outputs(args: list[str], tmp: Path) -> list[str]:
+    """``args`` with every output option's value moved into ``tmp`` (file names kept)."""
+    out: list[str] = []
+    given: set[str] = set()
+    i = 0
+    while i < len(args):
+        token = args[i]
+        name, eq, value = token.partition("=")
+        if name in OUTPUT_OPTIONS:
+            given.add(name)
+            if eq:
+                out.append(f"{name}={tmp / (Path(value).name or 'out')}")
+            else:
+                out.append(token)
+                if i + 1 < len(args):
+                    out.append(str(tmp / (Path(args[i + 1]).name or "out")))
+                    i += 1
+        else:
+            out.append(token)
+        i += 1
+    if "--out" not in given and "--out" in _command_params(args):
+        out += ["--out", str(tmp / "out")]
+    return out
+
+
+def run_dry(args: list[str], invoke: Callable[[list[str]], int]) -> int:
+    """Run ``args`` (with ``--dry-run`` among the root options) as a dry run; print the counts."""
+    from ragrade.llm import dryrun
+
+    args = [a for a in args if a != "--dry-run"]
+    tmp = Path(tempfile.mkdtemp(prefix="ragrade-dry-run-"))
+    dryrun.start_session()
+    try:
+        code = invoke(redirect_outputs(args, tmp))
+    finally:
+        summaries = dryrun.end_session()
+        shutil.rmtree(tmp, ignore_errors=True)
+    _print(summaries)
+    return 0 if summaries else code
+
+
+def _print(summaries: list[dict[str, Any]]) -> None:
+    typer.echo("", err=True)
+    if not summaries:
+        typer.echo("dry run: the command made no LLM request", err=True)
+        return
+    typer.echo("dry run: nothing was sent; the command's files went to a temporary folder, now deleted", err=True)
+    for s in summaries:
+        typer.echo(
+            f"  {s['llm']}: {s['requests']} requests ({s['generate_requests']} generate, "
+            f"{s['loglikelihood_requests']} log-likelihood with {s['loglikelihood_continuations']} continuations), "
+            f"~{s['prompt_tokens_estimate']} prompt tokens, at most {s['max_completion_tokens']} completion tokens",
+            err=True,
+        )
+    typer.echo(json.dumps({"dry_run": summaries}, ensure_ascii=False))
+
+
+__all__ = ["redirect_outputs", "run_dry"]
