@@ -4,32 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.irt.irt_helpers import finite_diff as _fd
+from tests.irt.irt_helpers import random_problem as _random_problem
 
 from ragrade.irt import information as info
 from ragrade.irt.fit import FitConfig, Problem
 from ragrade.irt.hierarchical import Design, helmert
 from ragrade.irt.model import Bounds, Priors, item_blocks_numpy, loglik, nll_grad_numpy
 from ragrade.irt.simulate import simulate_flat, simulate_hierarchical
-
-
-def _random_problem(seed: int, n_items: int = 7, n_persons: int = 9, missing: float = 0.2):
-    rng = np.random.default_rng(seed)
-    R = (rng.random((n_items, n_persons)) < 0.6).astype(np.int8)
-    R[rng.random(R.shape) < missing] = -1
-    theta = rng.normal(0, 1.5, n_persons)
-    d = rng.uniform(0.2, 3.0, n_items)
-    b = rng.normal(0, 1.5, n_items)
-    g = rng.uniform(0.0, 0.45, n_items)
-    return R, theta, d, b, g
-
-
-def _fd(f, x, eps=1e-6):
-    out = np.zeros_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = eps
-        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return out
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

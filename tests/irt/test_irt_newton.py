@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.irt.irt_helpers import random_problem as _random_problem
 
 from ragrade.errors import ConfigError
 from ragrade.irt.fit import FitConfig, fit_responses
@@ -11,17 +12,6 @@ from ragrade.irt.model import Priors, item_blocks_numpy, loglik, nll_grad_numpy,
 from ragrade.irt.newton import newton_pass_numpy, schur_apply_numpy
 from ragrade.irt.result import _item_rest_corr
 from ragrade.irt.simulate import simulate_flat, simulate_hierarchical
-
-
-def _random_problem(seed: int, n_items: int = 7, n_persons: int = 9, missing: float = 0.2):
-    rng = np.random.default_rng(seed)
-    R = (rng.random((n_items, n_persons)) < 0.6).astype(np.int8)
-    R[rng.random(R.shape) < missing] = -1
-    theta = rng.normal(0, 1.5, n_persons)
-    d = rng.uniform(0.2, 3.0, n_items)
-    b = rng.normal(0, 1.5, n_items)
-    g = rng.uniform(0.0, 0.45, n_items)
-    return R, theta, d, b, g
 
 
 def _pass(R, theta, d, b, g, fn=newton_pass_numpy):

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tests.irt.irt_helpers import finite_diff as _fd
 
 from ragrade.cli.main import main
 from ragrade.errors import DataError
@@ -19,15 +20,6 @@ from ragrade.irt.model import Priors
 from ragrade.irt.simulate import simulate_not_applicable, to_frame
 
 FACTORS = ("retriever", "chunker", "icl")
-
-
-def _fd(f, x, eps=1e-6):
-    out = np.zeros_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = eps
-        out[i] = (f(x + e) - f(x - e)) / (2 * eps)
-    return out
 
 
 def _table(chunkers: dict[str, object]) -> pd.DataFrame:
