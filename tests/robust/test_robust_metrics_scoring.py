@@ -102,9 +102,9 @@ def test_negative_rejection_rate_default_vs_rgb() -> None:
     assert (default["rejection_rate_judged"]["k"], default["rejection_rate_judged"]["n"]) == (2, 4)
     assert default["judge_failed"] == 1
     rgb = score([rec(r, answer, ratio=1.0, judge=j) for r, j in NEGATIVE], "negative", "rgb", ratios=(1.0,))
-    # original: our sentence is not recognised, correct answers are added to refusals: items 2, 3, 4
-    assert (rgb["rejection_rate"]["k"], rgb["rejection_rate"]["n"]) == (3, 5)
-    assert value(rgb, "rejection_rate") == pytest.approx(0.6)
+    # original: our sentence holds its phrase too, and correct answers are added to refusals: items 0 to 3
+    assert (rgb["rejection_rate"]["k"], rgb["rejection_rate"]["n"]) == (4, 5)
+    assert value(rgb, "rejection_rate") == pytest.approx(0.8)
     # original judged rate: anything but a clear yes is a no
     assert (rgb["rejection_rate_judged"]["k"], rgb["rejection_rate_judged"]["n"]) == (2, 5)
 

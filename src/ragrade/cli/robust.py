@@ -95,7 +95,8 @@ def run_cmd(
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
     progress = _progress() if is_tty() else None
     try:
-        runs, table = run_robust(cfg, progress=progress)
+        runs, table = run_robust(cfg, progress=progress,
+                                 warn=lambda msg: typer.echo(f"ragrade: warning: {msg}", err=True))
     finally:
         if progress is not None:
             progress.close()

@@ -46,7 +46,7 @@ from ragrade.registry import did_you_mean
 
 BLANK = "____"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-VERSION = 1  # bump when scoring changes (part of the cache key)
+VERSION = 2  # bump when scoring or the fixed sentences change (part of the cache key)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'\-][a-z0-9]+)*")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n{2,}")
 _BLANK_RE = re.compile(r"_{3,}")

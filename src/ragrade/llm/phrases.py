@@ -6,8 +6,9 @@ Defined once here so that the reader (which emits them) and the detectors
 
 from __future__ import annotations
 
-#: The exact sentence a reader answers with when the passages do not support an answer.
-REJECTION_SENTENCE = "The provided documents do not contain enough information to answer this question."
+#: The exact sentence a reader answers with when the passages do not support an answer. It holds the phrase
+#: "insufficient information" (and ERROR_SENTENCE "factual errors") so the original RGB scorer recognises it too.
+REJECTION_SENTENCE = "The provided documents contain insufficient information to answer this question."
 #: The exact sentence a reader answers with when it detects factual errors in the passages.
 ERROR_SENTENCE = "The provided documents contain factual errors."
 

@@ -75,6 +75,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
                 source=sources,
             )
         )
+    _skipped_items(sec, testbed, first, sources)
     rows = []
     for _rel, doc in runs:
         for key, label in _METRIC_LABELS:
@@ -121,6 +122,19 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
                 table=Table(["model", "noise ratio", "accuracy", "CI low", "CI high"], trows, source=sources),
             )
         )
+
+
+def _skipped_items(sec: Section, testbed: str, metrics: dict[str, Any], source: str) -> None:
+    """One line per reason an item was left out of a testbed, with the item ids."""
+    by_reason: dict[str, list[str]] = {}
+    for s in metrics.get("skipped_items") or []:
+        ids = by_reason.setdefault(str(s.get("reason")), [])
+        if str(s.get("id")) not in ids:
+            ids.append(str(s.get("id")))
+    for reason, ids in by_reason.items():
+        shown = ", ".join(ids[:20]) + (", ..." if len(ids) > 20 else "")
+        sec.add_text(f"{testbed}: {len(ids)} item{'s' if len(ids) != 1 else ''} skipped ({reason}), ids: {shown}",
+                     source)
 
 
 def judges(files: RunFiles) -> Section:

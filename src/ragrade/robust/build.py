@@ -84,6 +84,7 @@ class Instance:
     docs: list[Doc] = field(default_factory=list)
     skipped: str | None = None  # reason, when the item is left out of this ratio
     flags: list[str] = field(default_factory=list)
+    system_prompt: bool = True  # False: asked without the system instruction (original construction, no document)
 
     @property
     def key(self) -> str:
@@ -224,7 +225,10 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     documents. Counterfactual items: a random sample of corrupted positives,
     optionally some uncorrupted ones, then the first noise documents, with no
     padding (fewer documents when a pool is short). Finally the documents are
-    shuffled. Differences from the requested ratio are recorded as flags here.
+    shuffled. An item left with no document at all (a negative-rejection item
+    without noise documents) is asked as the original script asks it: an empty
+    document block and no system instruction. Differences from the requested
+    ratio are recorded as flags here.
     """
     inst = Instance(item=item, testbed=testbed, noise_ratio=ratio, condition=condition)
     rng = random.Random(RGB_SEED)
@@ -243,6 +247,10 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
         return inst
     rng.shuffle(docs)
     inst.docs = docs
+    if not docs:
+        inst.system_prompt = False
+        inst.flags.append("no document: asked with an empty document block and no system instruction "
+                          "(original construction)")
     actual = inst.noise_ratio_actual
     if actual is not None and abs(actual - ratio) > 1e-9:
         inst.flags.append(f"actual noise ratio {actual:.3g} instead of {ratio:g} (original construction)")

@@ -8,7 +8,12 @@ header line first):
   ``negative`` (documents that do not).
 - **integration**: ``positive`` is a list of groups, one group of documents per
   answer part; ``answer`` lists the parts; ``answer1``/``answer2`` (also the
-  original files' misspelled ``asnwer1``) may give the parts instead.
+  original files' misspelled ``asnwer1``) may give the parts instead, each read
+  like ``answer`` (a list of several names requires all of them). A record may
+  have more answer parts than groups (some documents hold several parts, as in
+  the benchmark's own files): it loads, its documents come from the groups that
+  exist, and it is counted in :attr:`RGBData.report`. Fewer parts than groups
+  is an error.
 - **counterfactual**: also ``fakeanswer`` and ``positive_wrong`` (the positives
   with the answer replaced by the fake one).
 
@@ -123,8 +128,7 @@ def _integration_answer(rec: Mapping[str, Any], where: str) -> Answer:
         value = rec.get(f"answer{n}", rec.get("asnwer1") if n == 1 else None)
         if value is None:
             break
-        sub = normalise_answer(value, where, f"answer{n}")
-        parts.append(tuple(a for p in sub for a in p))
+        parts.extend(normalise_answer(value, where, f"answer{n}"))  # several names: all are required
     if not parts:
         raise DataError(f"{where}: missing 'answer' (or 'answer1', 'answer2', ...)")
     return tuple(parts)
@@ -152,7 +156,7 @@ def parse_item(rec: Mapping[str, Any], where: str) -> RGBItem:
             raise DataError(f"{where}: integration 'positive' must be a list of lists of documents")
         groups = tuple(_texts(g, where, f"positive[{i}]") for i, g in enumerate(groups_raw))
         answer = _integration_answer(rec, where)
-        if len(answer) != len(groups):
+        if len(answer) < len(groups):
             raise DataError(f"{where}: {len(answer)} answer parts but {len(groups)} groups of positive documents")
         return RGBItem(answer=answer, positive_groups=groups, **common)
     if "answer" not in rec:
@@ -170,11 +174,17 @@ def parse_item(rec: Mapping[str, Any], where: str) -> RGBItem:
 
 @dataclass(frozen=True)
 class RGBData:
-    """The items of one file, all of one kind."""
+    """The items of one file, all of one kind, and the loader's report on them.
+
+    ``report`` holds ``records`` (items loaded) and, for integration files,
+    ``more_answer_parts_than_groups``: ``{"count", "ids"}`` of the records whose
+    answer has more parts than groups of positive documents.
+    """
 
     path: str
     kind: str
     items: tuple[RGBItem, ...]
+    report: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = None) -> RGBData:
@@ -212,7 +222,26 @@ def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = N
         if it.id in seen:
             raise DataError(f"{it.where}: duplicate id '{it.id}' (first at {seen[it.id]})")
         seen[it.id] = it.where
-    return RGBData(path=str(path), kind=found, items=tuple(items))
+    return RGBData(path=str(path), kind=found, items=tuple(items), report=_load_report(found, items))
+
+
+def _load_report(kind: str, items: Sequence[RGBItem]) -> dict[str, Any]:
+    """What the loader noticed: the record count and, for integration files, records with extra answer parts."""
+    report: dict[str, Any] = {"records": len(items)}
+    if kind == "integration":
+        ids = [it.id for it in items if len(it.answer) > len(it.positive_groups)]
+        report["more_answer_parts_than_groups"] = {"count": len(ids), "ids": ids}
+    return report
+
+
+def describe_report(data: RGBData) -> list[str]:
+    """One line per noteworthy finding of the loader (nothing when the file held no surprises)."""
+    extra = data.report.get("more_answer_parts_than_groups") or {}
+    if not extra.get("count"):
+        return []
+    ids = ", ".join(extra["ids"][:12]) + (", ..." if extra["count"] > 12 else "")
+    return [f"{data.path}: {extra['count']} record(s) have more answer parts than groups of positive documents "
+            f"(ids {ids}); their documents come from the groups that exist"]
 
 
 def write_rgb(path: str | Path, items: Sequence[RGBItem], meta: Mapping[str, Any] | None = None) -> int:
@@ -227,6 +256,7 @@ __all__ = [
     "Answer",
     "RGBData",
     "RGBItem",
+    "describe_report",
     "detect_kind",
     "load_rgb",
     "normalise_answer",

@@ -7,7 +7,11 @@ equals "1月3日"). An alias then matches only where it is not glued to a
 neighbouring word or number: "70" is not found inside "170" or "70.5",
 "6" is not found inside "6.4%" or "1,600", but "70" is found in "70%" and
 "about 70.". CJK characters need no boundary (Chinese has no spaces), except
-that digits still need one ("1月3日" is not found in "11月3日").
+that numbers still need one ("1月3日" is not found in "11月3日"). Chinese
+numerals (一 to 九, 十, 百, 千, 万, 亿, 两, 〇, 零 and their formal forms) and
+full-width digits count as digits, so a match may not extend a number: "十六"
+is not found in "三十六", "四次" not in "十四次", "2" not in "2万", "六" not
+in "三点六".
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ _CJK_CLASS = "".join(
 ) + "\U00020000-\U0002fa1f"
 _SPACE_NEAR_CJK = re.compile(f"(?<=[{_CJK_CLASS}]) | (?=[{_CJK_CLASS}])")
 _WS = re.compile(r"\s+")
+# Chinese numerals (everyday and formal forms) that continue a number like a digit does
+_CN_DIGITS = frozenset("〇零一二两三四五六七八九十百千万亿壹贰叁肆伍陆柒捌玖拾佰仟萬億")
 _TRANSLATE = {
     **dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-"),
     ord("\u2018"): "'", ord("\u2019"): "'", ord("\u201a"): "'", ord("\u201b"): "'",
@@ -55,23 +61,33 @@ def _is_word(ch: str) -> bool:
     return ch.isalnum() and not is_cjk(ch)
 
 
+def _is_digit(ch: str) -> bool:
+    """Arabic (also full-width) digits and Chinese numerals: characters that continue a number."""
+    return ch.isdigit() or ch in _CN_DIGITS
+
+
+def _is_mark(ch: str) -> bool:
+    """A decimal or thousands mark inside a number ("16.4", "1,070", "三点六")."""
+    return ch in ".,点"
+
+
 def _left_ok(text: str, i: int, first: str) -> bool:
     if i == 0:
         return True
     before = text[i - 1]
-    if _is_word(first) and _is_word(before):
+    if (_is_word(first) and _is_word(before)) or (_is_digit(first) and _is_digit(before)):
         return False
     # "16.4" or "1,070" must not yield "4" / "070": a digit after a decimal or thousands mark
-    return not (first.isdigit() and before in ".," and i >= 2 and text[i - 2].isdigit())
+    return not (_is_digit(first) and _is_mark(before) and i >= 2 and _is_digit(text[i - 2]))
 
 
 def _right_ok(text: str, j: int, last: str) -> bool:
     if j >= len(text):
         return True
     after = text[j]
-    if _is_word(last) and _is_word(after):
+    if (_is_word(last) and _is_word(after)) or (_is_digit(last) and _is_digit(after)):
         return False
-    return not (last.isdigit() and after in ".," and j + 1 < len(text) and text[j + 1].isdigit())
+    return not (_is_digit(last) and _is_mark(after) and j + 1 < len(text) and _is_digit(text[j + 1]))
 
 
 def contains_normalised(text: str, alias: str) -> bool:

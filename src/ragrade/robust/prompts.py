@@ -4,8 +4,10 @@ The answering prompt tells the model to answer from the documents, to reply
 with a fixed rejection sentence when they do not hold the answer, and to
 start with a fixed error sentence when they contain factual errors. The
 English sentences are the shared constants of ``ragrade.llm.phrases`` (the
-offline extractive reader says them too); the Chinese ones contain the
-original benchmark's key words, so both scorers recognise them.
+offline extractive reader says them too). Every built-in sentence contains
+the original benchmark's key words ("insufficient information" / "信息不足",
+"factual errors" / "事实性错误"), so both scorers recognise them;
+:func:`sentence_warnings` says when a custom sentence would not be.
 
 An override file has one table per language, each key optional::
 
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import ConfigError
-from ragrade.robust.detect import ERROR_SENTENCE_ZH, REJECTION_SENTENCE_ZH
+from ragrade.robust.detect import ERROR_SENTENCE_ZH, REJECTION_SENTENCE_ZH, Detectors
 
 LANGS = ("en", "zh")
 _LANG_KEYS = ("system", "user", "document", "closed_system", "closed_user", "rejection_sentence", "error_sentence")
@@ -187,14 +189,48 @@ def format_documents(p: LangPrompts, docs: Sequence[str]) -> str:
     return "\n".join(p.document.format(index=i + 1, text=d) for i, d in enumerate(docs))
 
 
-def answer_messages(p: LangPrompts, question: str, docs: Sequence[str] | None) -> tuple[tuple[str, str], ...]:
-    """(role, content) messages: with documents, or the closed-book pair when ``docs`` is None."""
+def answer_messages(p: LangPrompts, question: str, docs: Sequence[str] | None, *,
+                    system: bool = True) -> tuple[tuple[str, str], ...]:
+    """(role, content) messages: with documents, or the closed-book pair when ``docs`` is None.
+
+    ``system=False`` leaves the system instruction out (the original script does
+    so when a question has no document at all).
+    """
     if docs is None:
-        system = p.closed_system.format(rejection=p.rejection_sentence, error=p.error_sentence)
-        return (("system", system), ("user", p.closed_user.format(question=question)))
+        closed = p.closed_system.format(rejection=p.rejection_sentence, error=p.error_sentence)
+        return (("system", closed), ("user", p.closed_user.format(question=question)))
+    user = ("user", p.user.format(documents=format_documents(p, docs), question=question))
+    if not system:
+        return (user,)
+    return (("system", p.system.format(rejection=p.rejection_sentence, error=p.error_sentence)), user)
+
+
+def sentence_warnings(p: LangPrompts, lang: str, scoring: str, detectors: Detectors) -> list[str]:
+    """Why the instructed rejection/error sentences of ``p`` would go unrecognised; empty when they would not.
+
+    Under ``rgb`` scoring a refusal must contain "insufficient information" or
+    "信息不足" and an error report "factual errors" or "事实性错误" (exact case;
+    Chinese runs drop ASCII spaces first); under the default scoring the
+    detectors must find them. The system instruction must also ask for them.
+    """
+    from ragrade.robust.rgb_scoring import RGB_ERROR, RGB_REFUSAL, rgb_label_response
+
     system = p.system.format(rejection=p.rejection_sentence, error=p.error_sentence)
-    user = p.user.format(documents=format_documents(p, docs), question=question)
-    return (("system", system), ("user", user))
+    checks = (("rejection", p.rejection_sentence, RGB_REFUSAL, "rejected", detectors.rejection),
+              ("error", p.error_sentence, RGB_ERROR, "error_detected", detectors.error))
+    out: list[str] = []
+    for what, sentence, phrases, label, detector in checks:
+        if scoring == "rgb":
+            ok = bool(rgb_label_response(sentence, [["\x00"]], lang)[label])
+            lacks = " or ".join(f'"{x}"' for x in phrases)
+        else:
+            ok, lacks = detector(sentence), "any of the configured phrases"
+        if not ok:
+            out.append(f'the {what} sentence "{sentence}" ({lang}) will not be recognised by the {scoring} '
+                       f"scoring: it lacks {lacks}")
+        if sentence not in system:
+            out.append(f"the {lang} system instruction does not ask for the {what} sentence \"{sentence}\"")
+    return out
 
 
 def judge_prompt(prompts: PromptSet, task: str, question: str, response: str) -> str:
@@ -215,4 +251,5 @@ __all__ = [
     "format_documents",
     "judge_prompt",
     "load_prompts",
+    "sentence_warnings",
 ]

@@ -33,11 +33,19 @@ from pydantic import BaseModel, ConfigDict
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import dumps_line, header_record, iter_jsonl, now_iso, write_json, write_jsonl
 from ragrade.robust.build import BuildOptions, Instance, build_instance
-from ragrade.robust.data import RGBData, load_rgb
+from ragrade.robust.data import RGBData, describe_report, load_rgb
 from ragrade.robust.detect import Detectors, build_detectors, parse_verdict
 from ragrade.robust.match import has_cjk
 from ragrade.robust.metrics import label_response, summarise_default
-from ragrade.robust.prompts import JUDGE_SCHEMA, LangPrompts, PromptSet, answer_messages, judge_prompt, load_prompts
+from ragrade.robust.prompts import (
+    JUDGE_SCHEMA,
+    LangPrompts,
+    PromptSet,
+    answer_messages,
+    judge_prompt,
+    load_prompts,
+    sentence_warnings,
+)
 from ragrade.robust.rgb_scoring import rgb_label_response, summarise_rgb
 from ragrade.robust.table import build_table, render_table, write_table
 from ragrade.robust.testbeds import Testbed, get_testbed
@@ -47,6 +55,7 @@ RESULTS_VERSION = 1
 METRICS_KIND = "robust_metrics"
 METRICS_VERSION = 1
 Progress = Callable[[str, int, int], None]
+Warn = Callable[[str], None]
 
 
 class RobustRunConfig(BaseModel):
@@ -175,6 +184,7 @@ def _base_record(inst: Instance, model: str) -> dict[str, Any]:
         "n_docs": len(inst.docs), "n_positive": inst.n_positive, "n_noise": inst.n_noise,
         "doc_order": [f"{d.pool}:{d.index}" for d in inst.docs],
         "documents": [d.to_record() for d in inst.docs], "flags": list(inst.flags), "skipped": inst.skipped,
+        "system_prompt": inst.system_prompt,
         "query": item.query, "answer": [list(p) for p in item.answer],
     }
     if item.fakeanswer:
@@ -187,7 +197,8 @@ def _request(inst: Instance, lp: LangPrompts, cfg: RobustRunConfig) -> Any:
 
     texts = [d.text for d in inst.docs]
     docs = None if inst.condition == "no_documents" else texts
-    messages = tuple(Message(role, content) for role, content in answer_messages(lp, inst.item.query, docs))
+    pairs = answer_messages(lp, inst.item.query, docs, system=inst.system_prompt)
+    messages = tuple(Message(role, content) for role, content in pairs)
     return GenerationRequest(messages=messages, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                              seed=cfg.seed, question=inst.item.query, passages=tuple(texts), task="answer",
                              meta={"key": inst.key})
@@ -301,8 +312,24 @@ def _failures(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"key": r["key"], "error": r.get("error")} for r in records if r.get("failed") and not r.get("skipped")]
 
 
+def _skips(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items left out (id, noise ratio, reason), for metrics.json and the report."""
+    return [{"id": r["item_id"], "noise_ratio": r["noise_ratio"], "reason": r["skipped"]} for r in records
+            if r.get("skipped") and r["condition"] == "documents"]
+
+
+def _warnings(data: RGBData, lp: LangPrompts, lang: str, cfg: RobustRunConfig, detectors: Detectors,
+              warn: Warn | None) -> list[str]:
+    """The loader's findings and unrecognisable instructed sentences, each passed to ``warn`` too."""
+    notes = [*describe_report(data), *sentence_warnings(lp, lang, cfg.scoring, detectors)]
+    if warn is not None:
+        for note in notes:
+            warn(note)
+    return notes
+
+
 def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any = None, judge_llm: Any = None,
-              progress: Progress | None = None) -> ModelRun:
+              progress: Progress | None = None, warn: Warn | None = None) -> ModelRun:
     """Run one model over the testbed into ``out_dir``; see the module docstring."""
     tb = get_testbed(cfg.testbed)
     data = load_rgb(cfg.data, limit=cfg.limit)
@@ -315,6 +342,7 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
     lp = prompts.lang(lang)
     detectors = build_detectors(cfg.rejection_phrases, cfg.error_phrases, always=[lp.rejection_sentence],
                                 always_error=[lp.error_sentence])
+    warnings = _warnings(data, lp, lang, cfg, detectors, warn)
     opts = BuildOptions(n_docs=cfg.docs, shortfall=cfg.shortfall, construction=cfg.construction, seed=cfg.seed,
                         correct_ratio=cfg.correct_ratio)
     instances = [build_instance(item, tb.name, r, opts) for r in ratios for item in data.items]
@@ -367,7 +395,8 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
         "judge": getattr(judge_llm, "name", cfg.judge) if cfg.judge else None,
         "prompts": prompts.source, "detectors": detectors.describe(), "llm": _describe(llm),
         **summarise(ordered, tb.name, cfg.scoring, ratios, seed=cfg.seed),
-        "failures": _failures(ordered), "created": now_iso(),
+        "failures": _failures(ordered), "skipped_items": _skips(ordered), "data_report": data.report,
+        "warnings": warnings, "created": now_iso(),
     }
     metrics["table"] = build_table([metrics])
     write_json(out_dir / "metrics.json", metrics)
@@ -383,8 +412,11 @@ def _describe(llm: Any) -> dict[str, Any]:
 
 
 def run_robust(cfg: RobustRunConfig, *, llms: Sequence[Any] | None = None, judge_llm: Any = None,
-               progress: Progress | None = None) -> tuple[list[ModelRun], dict[str, Any]]:
-    """Run every model of ``cfg.llm``; returns the runs and the combined table (written to OUT/table.csv)."""
+               progress: Progress | None = None, warn: Warn | None = None) -> tuple[list[ModelRun], dict[str, Any]]:
+    """Run every model of ``cfg.llm``; returns the runs and the combined table (written to OUT/table.csv).
+
+    ``warn`` receives each warning (loader findings, unrecognisable prompt sentences) once, before generation.
+    """
     if not cfg.llm:
         raise ConfigError("--llm needs at least one model")
     if llms is not None and len(llms) != len(cfg.llm):
@@ -394,7 +426,7 @@ def run_robust(cfg: RobustRunConfig, *, llms: Sequence[Any] | None = None, judge
     for i, spec in enumerate(cfg.llm):
         out_dir = cfg.out if single else cfg.out / model_slug(spec)
         runs.append(run_model(cfg, spec, out_dir, llm=llms[i] if llms else None, judge_llm=judge_llm,
-                              progress=progress))
+                              progress=progress, warn=warn if i == 0 else None))
     table = build_table([r.metrics for r in runs])
     if not single:
         write_table(table, cfg.out / "table.csv")
