@@ -3,7 +3,7 @@
 For ``n`` documents and noise ratio ``r``, ``ceil(n * r)`` documents are noise
 (computed on the exact decimal, so 0.6 x 5 is 3) and the rest come from the
 positives: the corrupted positives for counterfactual items, one document per
-answer part first (round-robin) for integration items. Documents are taken in
+group of positives first (round-robin) for integration items. Documents are taken in
 pool order (the files list them by retrieval rank, so the hardest noise comes
 first and the documents at a lower ratio are a subset of those at a higher one)
 and then shuffled with a generator seeded by (seed, item id, ratio).
