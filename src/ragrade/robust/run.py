@@ -312,22 +312,6 @@ def _failures(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"key": r["key"], "error": r.get("error")} for r in records if r.get("failed") and not r.get("skipped")]
 
 
-def _skips(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The items left out (id, noise ratio, reason), for metrics.json and the report."""
-    return [{"id": r["item_id"], "noise_ratio": r["noise_ratio"], "reason": r["skipped"]} for r in records
-            if r.get("skipped") and r["condition"] == "documents"]
-
-
-def _warnings(data: RGBData, lp: LangPrompts, lang: str, cfg: RobustRunConfig, detectors: Detectors,
-              warn: Warn | None) -> list[str]:
-    """The loader's findings and unrecognisable instructed sentences, each passed to ``warn`` too."""
-    notes = [*describe_report(data), *sentence_warnings(lp, lang, cfg.scoring, detectors)]
-    if warn is not None:
-        for note in notes:
-            warn(note)
-    return notes
-
-
 def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any = None, judge_llm: Any = None,
               progress: Progress | None = None, warn: Warn | None = None) -> ModelRun:
     """Run one model over the testbed into ``out_dir``; see the module docstring."""
@@ -395,9 +379,9 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
         "judge": getattr(judge_llm, "name", cfg.judge) if cfg.judge else None,
         "prompts": prompts.source, "detectors": detectors.describe(), "llm": _describe(llm),
         **summarise(ordered, tb.name, cfg.scoring, ratios, seed=cfg.seed),
-        "failures": _failures(ordered), "skipped_items": _skips(ordered), "data_report": data.report,
-        "warnings": warnings, "created": now_iso(),
+        "failures": _failures(ordered), "created": now_iso(),
     }
+    metrics.update(skipped_items=_skips(ordered), data_report=data.report, warnings=warnings)
     metrics["table"] = build_table([metrics])
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
@@ -409,6 +393,22 @@ def _describe(llm: Any) -> dict[str, Any]:
         return dict(llm.describe())
     except Exception:  # a description is informative only
         return {"name": str(getattr(llm, "name", ""))}
+
+
+def _skips(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items left out (id, noise ratio, reason), for metrics.json and the report."""
+    return [{"id": r["item_id"], "noise_ratio": r["noise_ratio"], "reason": r["skipped"]} for r in records
+            if r.get("skipped") and r["condition"] == "documents"]
+
+
+def _warnings(data: RGBData, lp: LangPrompts, lang: str, cfg: RobustRunConfig, detectors: Detectors,
+              warn: Warn | None) -> list[str]:
+    """The loader's findings and unrecognisable instructed sentences, each passed to ``warn`` too."""
+    notes = [*describe_report(data), *sentence_warnings(lp, lang, cfg.scoring, detectors)]
+    if warn is not None:
+        for note in notes:
+            warn(note)
+    return notes
 
 
 def run_robust(cfg: RobustRunConfig, *, llms: Sequence[Any] | None = None, judge_llm: Any = None,
