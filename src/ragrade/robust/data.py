@@ -10,8 +10,8 @@ header line first):
   answer part; ``answer`` lists the parts; ``answer1``/``answer2`` (also the
   original files' misspelled ``asnwer1``) may give the parts instead, each read
   like ``answer`` (a list of several names requires all of them). A record may
-  have more answer parts than groups (some documents hold several parts, as in
-  the benchmark's own files): it loads, its documents come from the groups that
+  have more answer parts than groups (the benchmark's own files hold such
+  records, where one group's documents give several parts): it loads, its documents come from the groups that
   exist, and it is counted in :attr:`RGBData.report`. Fewer parts than groups
   is an error.
 - **counterfactual**: also ``fakeanswer`` and ``positive_wrong`` (the positives
