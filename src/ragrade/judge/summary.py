@@ -45,6 +45,11 @@ _STATS: dict[str, list[tuple[str, str, bool]]] = {
     "correctness": [("mean", "score", False)],
     "faithfulness": [("rate", "score", True)],
     "relevancy": [("rate", "score", True)],
+    "claims": [
+        (m, f"values.{m}", False)
+        for m in ("f1", "precision", "recall", "claim_recall", "context_precision", "context_utilisation",
+                  "noise_relevant", "noise_irrelevant", "hallucination", "self_knowledge", "faithfulness")
+    ],
 }
 
 
