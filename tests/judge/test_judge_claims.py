@@ -22,23 +22,31 @@ from ragrade.judge.run import JudgeRunConfig, run_judging
 
 ANSWERS = [
     {
-        "id": "A", "query": "Where is the tower?",
+        "id": "A",
+        "query": "Where is the tower?",
         "answer": "The tower is in Paris. It is 300 m tall.",
         "reference": "The tower is in Paris. It opened in 1889.",
         "contexts": ["The tower stands in Paris and opened in 1889.", "Some towers are 300 m tall."],
     },
     {
-        "id": "B", "query": "What is Berlin?",
+        "id": "B",
+        "query": "What is Berlin?",
         "answer": "Berlin is the capital. It has 3 million people.",
         "reference": "Berlin is the capital of Germany.",
         "contexts": ["Berlin is Germany's capital city."],
     },
     {
-        "id": "C", "query": "How old is Rome?", "answer": "Rome is old.", "reference": "Rome is ancient.",
+        "id": "C",
+        "query": "How old is Rome?",
+        "answer": "Rome is old.",
+        "reference": "Rome is ancient.",
         "contexts": ["Rome was founded long ago."],
     },
     {
-        "id": "D", "query": "What is Oslo?", "answer": "Oslo is cold.", "reference": "Oslo is in Norway.",
+        "id": "D",
+        "query": "What is Oslo?",
+        "answer": "Oslo is cold.",
+        "reference": "Oslo is in Norway.",
         "contexts": ["Oslo lies in Norway."],
     },
 ]
@@ -100,14 +108,58 @@ class Script:
 
 # hand-worked metrics (None: undetermined); see the module docstring of ragrade.judge.claims_metrics
 EXPECTED = {
-    "A": dict(precision=0.5, recall=0.5, f1=0.5, claim_recall=1.0, context_precision=0.5, context_utilisation=0.5,
-              noise_relevant=0.0, noise_irrelevant=0.5, hallucination=0.0, self_knowledge=0.0, faithfulness=1.0),
-    "B": dict(precision=0.5, recall=None, f1=None, claim_recall=1.0, context_precision=1.0, context_utilisation=None,
-              noise_relevant=0.0, noise_irrelevant=0.0, hallucination=0.0, self_knowledge=0.0, faithfulness=1.0),
-    "C": dict(precision=1.0, recall=1.0, f1=1.0, claim_recall=1.0, context_precision=1.0, context_utilisation=1.0,
-              noise_relevant=0.0, noise_irrelevant=0.0, hallucination=0.0, self_knowledge=1.0, faithfulness=0.0),
-    "D": dict(precision=None, recall=1.0, f1=None, claim_recall=1.0, context_precision=1.0, context_utilisation=1.0,
-              noise_relevant=None, noise_irrelevant=None, hallucination=None, self_knowledge=None, faithfulness=None),
+    "A": dict(
+        precision=0.5,
+        recall=0.5,
+        f1=0.5,
+        claim_recall=1.0,
+        context_precision=0.5,
+        context_utilisation=0.5,
+        noise_relevant=0.0,
+        noise_irrelevant=0.5,
+        hallucination=0.0,
+        self_knowledge=0.0,
+        faithfulness=1.0,
+    ),
+    "B": dict(
+        precision=0.5,
+        recall=None,
+        f1=None,
+        claim_recall=1.0,
+        context_precision=1.0,
+        context_utilisation=None,
+        noise_relevant=0.0,
+        noise_irrelevant=0.0,
+        hallucination=0.0,
+        self_knowledge=0.0,
+        faithfulness=1.0,
+    ),
+    "C": dict(
+        precision=1.0,
+        recall=1.0,
+        f1=1.0,
+        claim_recall=1.0,
+        context_precision=1.0,
+        context_utilisation=1.0,
+        noise_relevant=0.0,
+        noise_irrelevant=0.0,
+        hallucination=0.0,
+        self_knowledge=1.0,
+        faithfulness=0.0,
+    ),
+    "D": dict(
+        precision=None,
+        recall=1.0,
+        f1=None,
+        claim_recall=1.0,
+        context_precision=1.0,
+        context_utilisation=1.0,
+        noise_relevant=None,
+        noise_irrelevant=None,
+        hallucination=None,
+        self_knowledge=None,
+        faithfulness=None,
+    ),
 }
 
 
@@ -121,8 +173,9 @@ def env(tmp_path, monkeypatch):
 
 
 def _cfg(server) -> JudgeRunConfig:
-    return JudgeRunConfig(metrics=["claims"], llm="openai/test-model", base_url=server.base_url, max_retries=0,
-                          cache=False)
+    return JudgeRunConfig(
+        metrics=["claims"], llm="openai/test-model", base_url=server.base_url, max_retries=0, cache=False
+    )
 
 
 def test_claims_against_scripted_server(env):
@@ -141,10 +194,18 @@ def test_claims_against_scripted_server(env):
         for key in ("A", "B", "D"):
             assert by[key]["values"] == pytest.approx(EXPECTED[key]), key
         assert by["B"]["counts"]["n_unparsed_requests"] == 1 and by["B"]["counts"]["n_unparsed_verdicts"] == 2
-        assert by["B"]["undetermined"] == {"recall": 1, "context_utilisation": 1, "noise_relevant": 1,
-                                           "hallucination": 1, "faithfulness": 1}
+        assert by["B"]["undetermined"] == {
+            "recall": 1,
+            "context_utilisation": 1,
+            "noise_relevant": 1,
+            "hallucination": 1,
+            "faithfulness": 1,
+        }
         assert by["D"]["requests"]["extract:answer"] == {
-            "status": "unparsed", "raw": "lorem ipsum dolor sit amet", "note": "no claims list found"}
+            "status": "unparsed",
+            "raw": "lorem ipsum dolor sit amet",
+            "note": "no claims list found",
+        }
         assert by["D"]["status"] == "ok" and by["D"]["score"] is None
         # the rerun asks only the failed extraction and the checks that waited for it
         server.reset_counters()
@@ -198,10 +259,14 @@ def test_offline_baseline_runs_and_says_baseline(env):
 
 def test_bad_settings(env, tmp_path):
     with pytest.raises(ConfigError, match="offline claims baseline"):
-        run_judging(env / "answers.jsonl", env / "x", JudgeRunConfig(metrics=["claims", "correctness"],
-                                                                     llm="offline/judge"))
+        run_judging(
+            env / "answers.jsonl", env / "x", JudgeRunConfig(metrics=["claims", "correctness"], llm="offline/judge")
+        )
     bad = tmp_path / "p.txt"
     bad.write_text("no placeholders here")
     with pytest.raises(ConfigError, match=r"claims_check prompt .* lacks the placeholder"):
-        run_judging(env / "answers.jsonl", env / "x",
-                    JudgeRunConfig(metrics=["claims"], llm="offline/judge", prompts={"claims_check": str(bad)}))
+        run_judging(
+            env / "answers.jsonl",
+            env / "x",
+            JudgeRunConfig(metrics=["claims"], llm="offline/judge", prompts={"claims_check": str(bad)}),
+        )

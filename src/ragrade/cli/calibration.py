@@ -38,7 +38,7 @@ def rewrite_alias(argv: list[str]) -> list[str]:
 
 def calibrate_cmd(
     scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
-    human: Path | None = typer.Option(None, "--human", help="Labels JSONL: {\"id\", \"metric\", \"label\"} per line."),
+    human: Path | None = typer.Option(None, "--human", help='Labels JSONL: {"id", "metric", "label"} per line.'),
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default SCORES_DIR/calibration)."),
     level: float | None = typer.Option(None, "--level", help="Confidence level of the intervals (default 0.95)."),
     min_labels: int | None = typer.Option(None, "--min-labels", help="Labels needed per configuration (default 10)."),

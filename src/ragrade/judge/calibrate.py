@@ -187,7 +187,9 @@ def read_labels(path: str | Path, table: ScoreTable, *, min_labels: int = 10) ->
             continue
         for need in ("id", "metric", "label"):
             if need not in rec:
-                raise DataError(f"{p}:{line}: a label without the field '{need}' (expected {{\"id\", \"metric\", \"label\"}})")
+                raise DataError(
+                    f'{p}:{line}: a label without the field \'{need}\' (expected {{"id", "metric", "label"}})'
+                )
         metric, raw_id = str(rec["metric"]), str(rec["id"])
         if metric not in table.scores:
             raise DataError(
@@ -202,7 +204,9 @@ def read_labels(path: str | Path, table: ScoreTable, *, min_labels: int = 10) ->
             raise DataError(f"{p}:{line}: label {rec['label']!r} is outside the {metric} scale {scale.describe()}")
         dup = (metric, *key)
         if dup in seen:
-            raise DataError(f"{p}:{line}: duplicate label for id '{raw_id}', metric '{metric}' (first on line {seen[dup]})")
+            raise DataError(
+                f"{p}:{line}: duplicate label for id '{raw_id}', metric '{metric}' (first on line {seen[dup]})"
+            )
         seen[dup] = line
         out[metric][key[0]].append(Label(key, value, line))
     if not seen:
@@ -261,9 +265,15 @@ def calibrate_one(
         hm, hlo, hhi = classical_mean(y, level=level)
         jm, jlo, jhi = classical_mean(f, level=level)
         est = {
-            "n_labels": len(y), "n_unlabeled": int(fu.size), "ppi_estimate": float(hm), "ppi_ci": [float(hlo), float(hhi)],
-            "lambda": 0.0, "human_mean": float(hm), "human_only_ci": [float(hlo), float(hhi)],
-            "judge_mean": float(jm), "judge_ci": [float(jlo), float(jhi)],
+            "n_labels": len(y),
+            "n_unlabeled": int(fu.size),
+            "ppi_estimate": float(hm),
+            "ppi_ci": [float(hlo), float(hhi)],
+            "lambda": 0.0,
+            "human_mean": float(hm),
+            "human_only_ci": [float(hlo), float(hhi)],
+            "judge_mean": float(jm),
+            "judge_ci": [float(jlo), float(jhi)],
             "note": "every judged item is labelled: the estimate is the human mean",
         }
     bias, blo, bhi = classical_mean(f - y, level=level)
@@ -273,7 +283,7 @@ def calibrate_one(
         bias=float(bias),
         bias_ci=[float(blo), float(bhi)],
         judge_outside_ppi_ci=not lo <= est["judge_mean"] <= hi,
-        agreement=agreement_for(scale, f, y),
+        agreement=agreement_for(scale, f.tolist(), y.tolist()),
     )
     return row
 
@@ -294,7 +304,7 @@ def _pooled(rows: Mapping[str, Mapping[str, Any]], configs: Sequence[str], level
 
 def calibrate(scores: str | Path, labels_path: str | Path, cfg: CalibrationConfig | None = None) -> dict[str, Any]:
     """The calibration of every labelled metric (see the module docstring)."""
-    cfg = cfg or CalibrationConfig()
+    cfg = cfg or CalibrationConfig.model_validate({})
     table = load_scores(scores)
     labels = read_labels(labels_path, table, min_labels=cfg.min_labels)
     metrics: dict[str, Any] = {}

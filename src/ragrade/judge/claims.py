@@ -106,9 +106,7 @@ class ClaimsJudge:
         self.llm = llm
         self.config = config or ClaimsConfig()
         self.previous: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self.templates = {
-            n: load_claims_prompt(n, self.config.prompt_files.get(n)) for n in CLAIMS_PROMPTS
-        }
+        self.templates = {n: load_claims_prompt(n, self.config.prompt_files.get(n)) for n in CLAIMS_PROMPTS}
 
     # ------------------------------------------------------------------ description
     def describe(self) -> dict[str, Any]:
@@ -131,8 +129,15 @@ class ClaimsJudge:
     def fingerprint(self) -> str:
         """Hash of everything that changes a claim or a verdict."""
         d = self.describe()
-        key = (d.get("llm_name"), d.get("prompt_sha256"), d.get("method"), self.config.temperature,
-               self.config.seed, self.config.max_tokens, self.config.max_context_chars)
+        key = (
+            d.get("llm_name"),
+            d.get("prompt_sha256"),
+            d.get("method"),
+            self.config.temperature,
+            self.config.seed,
+            self.config.max_tokens,
+            self.config.max_context_chars,
+        )
         return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 
     def missing(self, item: AnswerItem) -> str | None:
@@ -142,9 +147,7 @@ class ClaimsJudge:
     def remember(self, records: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
         """Earlier records (same settings): their requests that did not fail are reused, not re-asked."""
         fp = self.fingerprint()
-        self.previous = {
-            (c, i): r for (c, i, m), r in records.items() if m == self.name and r.get("fingerprint") == fp
-        }
+        self.previous = {(c, i): r for (c, i, m), r in records.items() if m == self.name and r.get("fingerprint") == fp}
 
     # ------------------------------------------------------------------ requests
     def _request(self, job: _Job) -> GenerationRequest:
@@ -211,7 +214,9 @@ class ClaimsJudge:
             return None
         return dict(sub)
 
-    async def _phase(self, jobs: list[_Job], subs: list[dict[str, dict[str, Any]]], items: Sequence[AnswerItem]) -> None:
+    async def _phase(
+        self, jobs: list[_Job], subs: list[dict[str, dict[str, Any]]], items: Sequence[AnswerItem]
+    ) -> None:
         todo = []
         for job in jobs:
             reused = self._reuse(items[job.item], job.key, job.claims)
@@ -280,8 +285,13 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
     a, g = _claims(subs, "extract:answer"), _claims(subs, "extract:reference")
     rec: dict[str, Any] = {"claims": {"answer": a, "reference": g}, "requests": subs}
     if counts["n_failed"]:
-        return {**rec, "status": "failed", "score": None, "counts": counts,
-                "error": next(s.get("error") for s in subs.values() if s["status"] == "failed")}
+        return {
+            **rec,
+            "status": "failed",
+            "score": None,
+            "counts": counts,
+            "error": next(s.get("error") for s in subs.values() if s["status"] == "failed"),
+        }
     k = len(item.contexts)
     na, ng = len(a or []), len(g or [])
     split = [_verdicts(subs, f"check:passage:{j}", na + ng) for j in range(1, k + 1)]
@@ -290,10 +300,13 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
     avp = [row[:na] for row in split] if a is not None else None
     rvp = [row[na:] for row in split] if g is not None else None
     res = claim_metrics(avr, rva, avp, rvp)
-    counts["n_unparsed_verdicts"] = sum(
-        v is None for seq in [avr or [], rva or [], *(avp or []), *(rvp or [])] for v in seq
-    )
-    counts.update(n_claims_answer=na if a is not None else None, n_claims_reference=ng if g is not None else None)
+    n_unparsed_verdicts = sum(v is None for seq in [avr or [], rva or [], *(avp or []), *(rvp or [])] for v in seq)
+    counts_out: dict[str, Any] = {
+        **counts,
+        "n_claims_answer": na if a is not None else None,
+        "n_claims_reference": ng if g is not None else None,
+        "n_unparsed_verdicts": n_unparsed_verdicts,
+    }
     known = any(v is not None for v in res["values"].values())
     return {
         **rec,
@@ -301,7 +314,7 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
         "score": res["values"]["f1"],
         "values": res["values"],
         "undetermined": res["undetermined"],
-        "counts": counts,
+        "counts": counts_out,
     }
 
 

@@ -85,7 +85,11 @@ class OfflineClaimsJudge(ClaimsJudge):
         if self.semantic and jobs:  # one embedding batch for the whole batch of checks (memoised)
             from ragrade.llm.offline import _EMBED
 
-            texts = {t for j in jobs for t in [*(j.claims or []), *(sentences(j.text[: self.config.max_context_chars]) or [j.text])]}
+            texts = {
+                t
+                for j in jobs
+                for t in [*(j.claims or []), *(sentences(j.text[: self.config.max_context_chars]) or [j.text])]
+            }
             _EMBED(sorted(texts))
         out = []
         for job in jobs:

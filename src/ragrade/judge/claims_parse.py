@@ -93,7 +93,9 @@ def parse_claims(text: str | None) -> ParsedList:
 def _entry(entry: Any) -> tuple[int | None, float | None]:
     if isinstance(entry, dict):
         low = {str(k).lower().strip(): v for k, v in entry.items()}
-        idx = next((low[k] for k in _ENTRY_INDEX_KEYS if isinstance(low.get(k), int) and not isinstance(low[k], bool)), None)
+        idx = next(
+            (low[k] for k in _ENTRY_INDEX_KEYS if isinstance(low.get(k), int) and not isinstance(low[k], bool)), None
+        )
         value = next((low[k] for k in _ENTRY_VALUE_KEYS if k in low), None)
         return idx, _to_verdict(value)
     return None, _to_verdict(entry)
@@ -108,8 +110,9 @@ def parse_verdicts(text: str | None, n: int) -> ParsedList:
         if found is None:
             return ParsedList("unparsed", note="JSON without a verdicts list")
         entries = [_entry(e) for e in found]
-        if entries and all(i is not None for i, _ in entries):
-            by_index = {i: v for i, v in entries}
+        indexed = [(i, v) for i, v in entries if i is not None]
+        if entries and len(indexed) == len(entries):
+            by_index = dict(indexed)
             if sorted(by_index) == list(range(1, n + 1)) and len(entries) == n:
                 return ParsedList("ok", [by_index[i] for i in range(1, n + 1)])
             return ParsedList("unparsed", note=f"claim numbers {sorted(by_index)} do not match 1..{n}")

@@ -51,7 +51,9 @@ def _answers_path(scores_path: Path, meta: dict[str, Any], given: Path | None) -
     if given is not None:
         return given / "answers.jsonl" if given.is_dir() else given
     raw = meta.get("answers")
-    candidates = [Path(raw), scores_path.parent / Path(raw).name, scores_path.parent.parent / Path(raw).name] if raw else []
+    candidates = (
+        [Path(raw), scores_path.parent / Path(raw).name, scores_path.parent.parent / Path(raw).name] if raw else []
+    )
     for cand in candidates:
         if cand.is_file():
             return cand
@@ -80,7 +82,9 @@ def _exam_items(path: Path, records: list[dict[str, Any]]) -> list[dict[str, Any
     return items
 
 
-def _judge_items(scores_path: Path, meta: dict[str, Any], records: list[dict[str, Any]], answers: Path | None) -> list[dict[str, Any]]:
+def _judge_items(
+    scores_path: Path, meta: dict[str, Any], records: list[dict[str, Any]], answers: Path | None
+) -> list[dict[str, Any]]:
     from ragrade.judge.inputs import read_answers
 
     by_key: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)

@@ -143,11 +143,10 @@ def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
     """Create the judges named in ``cfg.metrics`` (LLM created once and shared)."""
     from ragrade.judge import LLM_METRICS
     from ragrade.judge.bertscore import BertScoreConfig
+    from ragrade.judge.claims import OFFLINE_JUDGE
     from ragrade.judge.judges import JudgeSettings
     from ragrade.judge.llm_judges import LLMJudgeConfig
     from ragrade.registry import create
-
-    from ragrade.judge.claims import OFFLINE_JUDGE
 
     llm = None
     if any(m in LLM_METRICS for m in cfg.metrics) and cfg.llm != OFFLINE_JUDGE:
