@@ -18,7 +18,8 @@ from ragrade.errors import ConfigError
 CALIBRATE_HELP = (
     "Correct judge scores with human labels: per metric and configuration, the PPI++ estimate of the mean a "
     "human would give (with its interval) beside the human-only interval and the uncorrected judge mean; "
-    "the judge's bias and its agreement with the humans. Writes DIR/calibration.json."
+    "the judge's bias and its agreement with the humans. Writes DIR/calibration.json. "
+    "Run as `ragrade judge calibrate SCORES --human LABELS.jsonl`."
 )
 LABEL_HELP = (
     "Write one self-contained HTML page for grading a random sample of judged answers by keyboard (progress "
@@ -42,7 +43,7 @@ def calibrate_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default SCORES_DIR/calibration)."),
     level: float | None = typer.Option(None, "--level", help="Confidence level of the intervals (default 0.95)."),
     min_labels: int | None = typer.Option(None, "--min-labels", help="Labels needed per configuration (default 10)."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file (a [calibration] table)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[calibration] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print calibration.json."),
 ) -> None:
     """Calibrate judge scores against human labels."""
