@@ -270,3 +270,28 @@ def test_bad_settings(env, tmp_path):
             env / "x",
             JudgeRunConfig(metrics=["claims"], llm="offline/judge", prompts={"claims_check": str(bad)}),
         )
+
+
+def test_dry_run_counts_extractions_and_checks(env, capsys):
+    from ragrade.cli.main import main
+
+    assert (
+        main(
+            [
+                "--dry-run",
+                "judge",
+                str(env / "answers.jsonl"),
+                "--metrics",
+                "claims",
+                "--llm",
+                "openai/m",
+                "--out",
+                str(env / "dry"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    # per answer: 2 extractions + check against the reference + against the answer + one per passage
+    assert '"claims_extract": 8' in out and '"claims_check": 13' in out
+    assert not (env / "dry").exists()

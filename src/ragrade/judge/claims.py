@@ -240,9 +240,12 @@ class ClaimsJudge:
             first.append(_Job(n, "extract:reference", reference_text(it), it.query))
         await self._phase(first, subs, items)
         second = []
+        dry = _is_dry_run(self.llm)
         for n, it in enumerate(items):
             a, g = _claims(subs[n], "extract:answer"), _claims(subs[n], "extract:reference")
             waiting = any(subs[n][k]["status"] == "failed" for k in ("extract:answer", "extract:reference"))
+            if dry:  # --dry-run: count the checks as if every sentence were a claim
+                a, g, waiting = _sentences(it.answer or ""), _sentences(reference_text(it)), False
             if a:
                 second.append(_Job(n, "check:reference", reference_text(it), it.query, a))
             if waiting:  # checks of all claims wait until both extractions are in (asked on the rerun)
@@ -258,6 +261,18 @@ class ClaimsJudge:
     def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
         """Synchronous :meth:`ascore`."""
         return run_sync(self.ascore(items))
+
+
+def _is_dry_run(llm: LLM | None) -> bool:
+    from ragrade.llm.dryrun import DryRunLLM
+
+    return isinstance(llm, DryRunLLM)
+
+
+def _sentences(text: str) -> list[str]:
+    from ragrade.llm.offline import sentences
+
+    return sentences(text)
 
 
 def _claims(subs: Mapping[str, Mapping[str, Any]], key: str) -> list[str] | None:

@@ -24,7 +24,15 @@ from typing import Any
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import atomic_write_text, read_jsonl
-from ragrade.judge.calibrate import EXAM_CONFIG, EXAM_METRIC, SCALES, Scale, label_id, resolve_scores_path
+from ragrade.judge.calibrate import (
+    EXAM_CONFIG,
+    EXAM_METRIC,
+    SCALES,
+    Scale,
+    label_id,
+    load_scores,
+    resolve_scores_path,
+)
 
 TEMPLATE = "label.html.j2"
 PROMPTS: dict[str, str] = {
@@ -129,6 +137,7 @@ def build_page_data(
 ) -> dict[str, Any]:
     """The page's data: sampled items with their texts, the grading tasks and each metric's scale."""
     path = resolve_scores_path(scores)
+    load_scores(path)  # validates every record (a missing field is named with its line)
     header, records = read_jsonl(path)
     meta = dict(header.meta) if header else {}
     kind = header.kind if header else "judge_scores"
