@@ -151,3 +151,13 @@ def test_exam_validity_share(tmp_path):
     assert row["judge_mean"] == 1.0  # every kept question counts as valid to the generator
     assert row["ppi_estimate"] == pytest.approx(0.75)  # the constant judge carries no signal: the human share
     assert row["lambda"] == 0.0 and row["judge_outside_ppi_ci"] is True
+
+
+def test_calibration_table_of_a_config_file(files, tmp_path):
+    scores, labels_path, _, _ = files
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(f'[calibration]\nhuman = "{labels_path.name}"\nlevel = 0.9\nmin_labels = 30\n')
+    assert _run(scores, "--config", cfg, "--out", tmp_path / "c") == 0
+    cal = read_json(tmp_path / "c" / "calibration.json")
+    assert cal["level"] == 0.9 and cal["labels"] == str(labels_path)
+    assert _run(scores, "--config", cfg, "--min-labels", "31", "--out", tmp_path / "d") == 2  # flags win
