@@ -251,7 +251,7 @@ def test_offline_baseline_runs_and_says_baseline(env):
     assert "baseline" in summary["judges"]["claims"]["method"]
     assert read_json(env / "off" / "manifest.json")["components"]["judge:claims"]["baseline"] is True
     _, recs = read_jsonl(env / "off" / "scores.jsonl", kind="judge_scores")
-    assert {r["status"] for r in recs} == {"ok"}
+    assert {r["status"] for r in recs} == {"ok"} and all(r["baseline"] is True for r in recs)
     a = next(r for r in recs if r["id"] == "A")
     assert a["claims"]["answer"] == ["The tower is in Paris.", "It is 300 m tall."]  # sentence claims
     assert a["values"]["precision"] == 0.5  # the shared sentence is entailed by the reference; the height is not

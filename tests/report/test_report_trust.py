@@ -62,7 +62,7 @@ def test_trust_section_with_calibration_and_claims(tmp_path):
     assert '<section id="trust">' in page and "Can the judges be trusted?" in page
     assert 'id="plot-trust-faithfulness"' in page and 'id="plot-trust-claims"' in page
     assert "corrected (PPI++)" in page and "human only" in page
-    assert "(offline baseline)" in page  # the claims baseline is labelled as such
+    assert "(offline baseline)" in page and "<td>claims (baseline)</td>" in page  # labelled in both sections
     assert "the retriever loses more" in page  # bm25: claim recall 0.4 vs utilisation 0.5
     assert EVIL not in page and "&lt;script&gt;" in page  # configuration names are escaped
 

@@ -171,6 +171,9 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     scr = summary.get("screening")
     if scr:
         typer.echo(f"screening by {scr['metric']}: judged {', '.join(scr['selected']) or '(none)'}")
+    for metric, desc in (summary.get("judges") or {}).items():
+        if desc.get("baseline") and metric == "claims":
+            typer.echo(f"{metric}: {desc.get('method')}; not an LLM judge")
     typer.echo(f"wrote {out}/scores.jsonl, summary.json, summary.csv, agreement.json")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.judge.claims import ClaimsConfig, ClaimsJudge, _Job
+from ragrade.judge.inputs import AnswerItem
 from ragrade.llm.offline import content, sentences, words
 
 VERSION = 1
@@ -61,6 +62,10 @@ class OfflineClaimsJudge(ClaimsJudge):
         """Method version, threshold and the similarity used."""
         key = ("offline-claims", VERSION, self.threshold, self.semantic, self.config.max_context_chars)
         return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+
+    async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+        """Records as the LLM judge's, each marked ``baseline``."""
+        return [{**rec, "baseline": True} for rec in await super().ascore(items)]
 
     async def _run_extract(self, jobs: Sequence[_Job]) -> list[dict[str, Any]]:
         return [{"status": "ok", "claims": sentences(j.text), "method": "baseline"} for j in jobs]
