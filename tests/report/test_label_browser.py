@@ -96,3 +96,21 @@ def test_label_page_end_to_end(judged: Path, tmp_path: Path) -> None:
     assert sum(r["n_labels"] for r in rows_by_config.values()) == 28
     for row in rows_by_config.values():
         assert row["agreement"]["accuracy"] == 1.0  # graded by the same rule as exact match
+
+
+def test_trust_section_draws_in_chromium(tmp_path: Path) -> None:
+    import re
+
+    from tests.report.test_report_browser import _run
+    from tests.report.test_report_trust import _run_dir
+
+    from ragrade.report.render import write_report
+
+    root = _run_dir(tmp_path, calibrated=True)
+    report = write_report(root, root / "report.html")
+    proc = _run(_chromium(), tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom", report.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [ln for ln in proc.stderr.splitlines() if "INFO:CONSOLE" in ln] == []
+    tags = re.findall(r'<div class="plot[^"]*" id="plot-trust[^"]*"[^>]*>', proc.stdout)
+    assert len(tags) == 2 and all('data-rendered="1"' in t for t in tags)  # calibration and claims charts drawn
+    assert "pwned" not in re.sub(r"&lt;script&gt;.*?&lt;/script&gt;", "", proc.stdout)
