@@ -81,10 +81,14 @@ class Browser:
         self.wait_loaded()
 
     def reload(self) -> None:
-        """Reload the page and wait for it."""
+        """Reload the page and wait until the new document (not the old one) has loaded."""
+        self.eval("window.__before_reload = 1")
         self.send("Page.reload", {}, page=True)
-        time.sleep(0.2)
-        self.wait_loaded()
+        deadline = time.monotonic() + 30
+        while self.eval("window.__before_reload === undefined && document.readyState === 'complete'") is not True:
+            if time.monotonic() > deadline:
+                raise RuntimeError("page did not reload")
+            time.sleep(0.05)
 
     def key(self, key: str) -> None:
         """Press and release one key."""

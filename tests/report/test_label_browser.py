@@ -52,6 +52,7 @@ def test_label_page_end_to_end(judged: Path, tmp_path: Path) -> None:
         for _ in range(4):
             _grade_current(b)
         assert b.eval("document.body.dataset.graded") == "4"
+        time.sleep(1.0)  # let the browser commit localStorage, as any person's pause would
         b.reload()
         assert b.eval("document.body.dataset.graded") == "4"  # progress kept in localStorage
         assert b.eval("document.body.dataset.pos") == "4"
