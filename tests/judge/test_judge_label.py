@@ -94,3 +94,17 @@ def test_exam_page_and_bad_input(tmp_path, capsys):
     (tmp_path / "answers.jsonl").unlink()
     assert main(["label", str(tmp_path / "judge"), "--out", str(tmp_path / "p.html")]) == 2
     assert "--answers" in capsys.readouterr().err
+
+
+def test_page_reads_answers_with_the_judges_field_map(tmp_path):
+    from ragrade.judge.run import JudgeRunConfig, run_judging
+
+    src = tmp_path / "outputs.jsonl"
+    src.write_text(
+        "".join(json.dumps({"uid": f"u{i}", "q": f"question {i}", "resp": "x", "gold": "x"}) + "\n" for i in range(3))
+    )
+    fields = {"id": "uid", "query": "q", "answer": "resp", "reference": "gold"}
+    run_judging(src, tmp_path / "j", JudgeRunConfig(metrics=["exact"], fields=fields))
+    data = build_page_data(tmp_path / "j", n=3)
+    assert sorted(it["label_id"] for it in data["items"]) == ["u0", "u1", "u2"]
+    assert ["question", "question 0"] in next(it["fields"] for it in data["items"] if it["id"] == "u0")

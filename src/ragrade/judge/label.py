@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import atomic_write_text, read_jsonl
+from ragrade.io import atomic_write_text, read_json, read_jsonl
 from ragrade.judge.calibrate import (
     EXAM_CONFIG,
     EXAM_METRIC,
@@ -59,9 +59,10 @@ def _answers_path(scores_path: Path, meta: dict[str, Any], given: Path | None) -
     if given is not None:
         return given / "answers.jsonl" if given.is_dir() else given
     raw = meta.get("answers")
-    candidates = (
-        [Path(raw), scores_path.parent / Path(raw).name, scores_path.parent.parent / Path(raw).name] if raw else []
-    )
+    name = Path(raw).name if raw else "answers.jsonl"
+    up = scores_path.parent.parent  # a job's judge/ folder holds answers/ beside scores/
+    candidates = [Path(raw)] if raw else []
+    candidates += [scores_path.parent / name, up / name, up / "answers" / name]
     for cand in candidates:
         if cand.is_file():
             return cand
@@ -100,8 +101,10 @@ def _judge_items(
         if rec.get("status") == "ok" and rec.get("score") is not None:
             by_key[(str(rec["config"]), str(rec["id"]))][str(rec["metric"])] = float(rec["score"])
     path = _answers_path(scores_path, meta, answers)
+    manifest = scores_path.parent / "manifest.json"
+    fields = ((read_json(manifest) or {}).get("config") or {}).get("fields") if manifest.is_file() else None
     items = []
-    for it in read_answers(path, meta.get("fields") or None):
+    for it in read_answers(path, fields or None):  # the judge's own field map (--field)
         if it.key not in by_key:
             continue
         fields = [["question", it.query or ""], ["answer", it.answer or ""]]
