@@ -49,6 +49,13 @@ ANSWERS = [
         "reference": "Oslo is in Norway.",
         "contexts": ["Oslo lies in Norway."],
     },
+    {
+        "id": "E",
+        "query": "Where is Lima?",
+        "answer": "",
+        "reference": "Lima is in Peru.",
+        "contexts": ["Lima is the capital of Peru."],
+    },
 ]
 # text -> extraction reply (valid JSON, prose + fenced JSON, a bullet list, garbage, an HTTP error)
 EXTRACT = {
@@ -60,6 +67,7 @@ EXTRACT = {
     "Rome is ancient.": "BOOM",
     "Oslo is cold.": "lorem ipsum dolor sit amet",
     "Oslo is in Norway.": '{"claims": ["Oslo is in Norway."]}',
+    "Lima is in Peru.": '{"claims": ["Lima is in Peru."]}',
 }
 YES = {  # (evidence, claim) pairs that are entailed; every other pair is not
     ("The tower is in Paris. It opened in 1889.", "The tower is in Paris."),
@@ -75,6 +83,7 @@ YES = {  # (evidence, claim) pairs that are entailed; every other pair is not
     ("Rome was founded long ago.", "Rome is ancient."),
     ("Oslo is cold.", "Oslo is in Norway."),
     ("Oslo lies in Norway.", "Oslo is in Norway."),
+    ("Lima is the capital of Peru.", "Lima is in Peru."),
 }
 ODD_CHECKS = {  # evidence -> a reply in another shape than asked
     "Berlin is the capital of Germany.": "1. yes\n2. no",
@@ -160,6 +169,20 @@ EXPECTED = {
         self_knowledge=None,
         faithfulness=None,
     ),
+    # an empty answer: no claims (precision undefined), the reference's fact found but not used
+    "E": dict(
+        precision=None,
+        recall=0.0,
+        f1=None,
+        claim_recall=1.0,
+        context_precision=1.0,
+        context_utilisation=0.0,
+        noise_relevant=None,
+        noise_irrelevant=None,
+        hallucination=None,
+        self_knowledge=None,
+        faithfulness=None,
+    ),
 }
 
 
@@ -184,14 +207,14 @@ def test_claims_against_scripted_server(env):
         run_judging(env / "answers.jsonl", env / "out", _cfg(server))
         # A: 2 extractions + 2 checks + 2 passages; B: 2 + 2 + 1; C: 2 + check:reference (the rest waits);
         # D: 2 + check:answer + 1 passage
-        assert server.requests_total == 6 + 5 + 3 + 4
+        assert server.requests_total == 6 + 5 + 3 + 4 + 2  # E: its empty answer is neither split nor asked
         _, recs = read_jsonl(env / "out" / "scores.jsonl", kind="judge_scores")
         by = {r["id"]: r for r in recs}
-        assert len(recs) == 4  # nothing lost
+        assert len(recs) == 5  # nothing lost
         c = by["C"]
         assert c["status"] == "failed" and c["score"] is None and "500" in c["error"]
         assert c["requests"]["extract:answer"]["status"] == "ok"
-        for key in ("A", "B", "D"):
+        for key in ("A", "B", "D", "E"):
             assert by[key]["values"] == pytest.approx(EXPECTED[key]), key
         assert by["B"]["counts"]["n_unparsed_requests"] == 1 and by["B"]["counts"]["n_unparsed_verdicts"] == 2
         assert by["B"]["undetermined"] == {
@@ -221,7 +244,7 @@ def test_claims_against_scripted_server(env):
     assert stats["precision"]["value"] == pytest.approx((0.5 + 0.5 + 1.0) / 3) and stats["precision"]["n_used"] == 3
     assert stats["f1"]["value"] == pytest.approx(0.75) and stats["f1"]["n_used"] == 2
     assert stats["claim_recall"]["ci_low"] is not None
-    assert summary["totals"]["claims"] == {"ok": 4, "unparsed": 0, "failed": 0, "skipped": 0}
+    assert summary["totals"]["claims"] == {"ok": 5, "unparsed": 0, "failed": 0, "skipped": 0}
 
 
 def test_kleene_logic_and_metrics_by_hand():
@@ -293,5 +316,5 @@ def test_dry_run_counts_extractions_and_checks(env, capsys):
     )
     out = capsys.readouterr().out
     # per answer: 2 extractions + check against the reference + against the answer + one per passage
-    assert '"claims_extract": 8' in out and '"claims_check": 13' in out
+    assert '"claims_extract": 9' in out and '"claims_check": 14' in out
     assert not (env / "dry").exists()

@@ -222,6 +222,13 @@ class ClaimsJudge:
             reused = self._reuse(items[job.item], job.key, job.claims)
             if reused is not None:
                 subs[job.item][job.key] = reused
+            elif job.claims is not None and not job.text.strip():  # no evidence entails nothing: no request
+                subs[job.item][job.key] = {
+                    "status": "ok",
+                    "verdicts": [0.0] * len(job.claims),
+                    "note": "empty evidence",
+                    "checked": job.claims,
+                }
             else:
                 todo.append(job)
         extract = [j for j in todo if j.claims is None]
@@ -236,8 +243,11 @@ class ClaimsJudge:
         subs: list[dict[str, dict[str, Any]]] = [{} for _ in items]
         first = []
         for n, it in enumerate(items):
-            first.append(_Job(n, "extract:answer", it.answer or "", it.query))
-            first.append(_Job(n, "extract:reference", reference_text(it), it.query))
+            for key, text in (("extract:answer", it.answer or ""), ("extract:reference", reference_text(it))):
+                if text.strip():
+                    first.append(_Job(n, key, text, it.query))
+                else:  # nothing to split: no request
+                    subs[n][key] = {"status": "ok", "claims": [], "note": "empty text"}
         await self._phase(first, subs, items)
         second = []
         dry = _is_dry_run(self.llm)
