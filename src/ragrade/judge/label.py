@@ -41,7 +41,8 @@ PROMPTS: dict[str, str] = {
     "relevancy": "Does the answer address the question, with passages on its subject? (y/n)",
     "exact": "Does the answer say the same as the reference? (y/n)",
     "bertscore": "How much of the reference's meaning does the answer carry? (0 none ... 4 all)",
-    "claims": "What share of the facts are right in the answer, as in the reference? (0 none ... 4 all)",
+    "claims": "How well do the answer's facts match the reference's (wrong extras and missing facts both count)? "
+    "(0 not at all ... 4 fully)",
     EXAM_METRIC: "Is this a valid question: self-contained, answerable, with exactly one correct choice? (y/n)",
 }
 

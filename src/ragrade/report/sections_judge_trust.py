@@ -116,6 +116,7 @@ def _calibration(sec: Section, cal: dict[str, Any]) -> None:
             fig = _points(
                 f"trust-{slug(metric)}", f"{metric}: judge vs corrected vs human-only", list(rows), rows, CALIBRATION
             )
+            fig.table = table  # the static fallback, as every chart of the report has
             sec.add(fig)
         sec.add(table)
         biased = [c for c, r in rows.items() if r.get("judge_outside_ppi_ci")]
