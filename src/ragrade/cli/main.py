@@ -29,7 +29,7 @@ app = typer.Typer(
 )
 
 # one module per stage; each exposes register(app)
-_VERB_MODULES = ("corpus", "retrieval", "llm", "exam", "sweep", "irt", "robust", "qa", "run")
+_VERB_MODULES = ("corpus", "retrieval", "llm", "exam", "sweep", "irt", "robust", "qa", "run", "calibration")
 
 
 def _version(value: bool) -> None:
@@ -84,6 +84,9 @@ def _root_options(args: list[str]) -> list[str]:
 
 def _invoke(argv: list[str]) -> int:
     """Run the CLI on ``argv`` and map errors to exit codes."""
+    from ragrade.cli.calibration import rewrite_alias
+
+    argv = rewrite_alias(argv)  # `judge calibrate` -> the hidden verb `judge-calibrate`
     try:
         app(args=argv, prog_name="ragrade", standalone_mode=False)
     except RagradeError as exc:

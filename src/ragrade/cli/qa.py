@@ -78,9 +78,14 @@ class _Bar:
 def judge(
     answers: Path = typer.Argument(..., help="Answers JSONL (or a `qa answer` run directory)."),
     metrics: str | None = typer.Option(
-        None, "--metrics", "-m", help="Comma list of: correctness, faithfulness, relevancy, bertscore, exact."
+        None,
+        "--metrics",
+        "-m",
+        help="Comma list of: correctness, faithfulness, relevancy, claims, bertscore, exact.",
     ),
-    llm: str | None = typer.Option(None, "--llm", help="Judge model, PROVIDER/MODEL."),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Judge model, PROVIDER/MODEL (offline/judge: the offline claims baseline)."
+    ),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
@@ -109,7 +114,10 @@ def judge(
     config: Path | None = typer.Option(None, "--config", help="TOML file (a [judge] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
 ) -> None:
-    """Score free-text answers (ours or any system's) with LLM judges, BERTScore and exact match."""
+    """Score free-text answers (ours or any system's) with LLM judges, BERTScore and exact match.
+
+    Human labels (`ragrade label`) correct the judges' means: `ragrade judge calibrate SCORES --human LABELS`.
+    """
     from ragrade.config import build_config
     from ragrade.judge.inputs import parse_field_map
     from ragrade.judge.run import JudgeRunConfig, run_judging
@@ -163,6 +171,9 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     scr = summary.get("screening")
     if scr:
         typer.echo(f"screening by {scr['metric']}: judged {', '.join(scr['selected']) or '(none)'}")
+    for metric, desc in (summary.get("judges") or {}).items():
+        if desc.get("baseline") and metric == "claims":
+            typer.echo(f"{metric}: {desc.get('method')}; not an LLM judge")
     typer.echo(f"wrote {out}/scores.jsonl, summary.json, summary.csv, agreement.json")
 
 

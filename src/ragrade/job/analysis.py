@@ -325,6 +325,16 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
     return {"answers": summary["n_answers"], "configs": len(summary["configs"]), "metrics": list(j.metrics)}
 
 
+def run_calibration_stage(ctx: StageContext) -> dict[str, Any]:
+    """``[calibration]``: PPI++ estimates from the human labels, under ``judge/scores/calibration/``."""
+    from ragrade.judge.calibrate import CalibrationConfig, run_calibration
+
+    cal = ctx.cfg.calibration
+    scores = ctx.layout.judge / "scores"
+    result = run_calibration(scores, str(cal.human), scores / "calibration", CalibrationConfig(**cal.model_dump()))
+    return {"metrics": sorted(result["metrics"])}
+
+
 def _llm(ctx: StageContext, spec: str) -> Any:
     from ragrade.llm import create_llm
 
@@ -339,6 +349,7 @@ __all__ = [
     "applies",
     "design_rank_ok",
     "plan_irt",
+    "run_calibration_stage",
     "run_irt_stage",
     "run_judge_stage",
     "run_robust_build",

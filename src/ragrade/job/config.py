@@ -137,6 +137,14 @@ class JudgeSection(_Section):
     judge_llm: str | None = None
 
 
+class CalibrationSection(_Section):
+    """Human labels that correct the judges' means (PPI++, ``ragrade judge calibrate``); off without a file."""
+
+    human: str | None = None  # labels JSONL ({"id", "metric", "label"} per line), e.g. from `ragrade label`
+    level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    min_labels: int = Field(default=10, ge=2)
+
+
 class ReportSection(_Section):
     """The HTML report."""
 
@@ -159,6 +167,7 @@ class JobConfig(_Section):
     irt: IRTSection = Field(default_factory=IRTSection)
     robust: RobustSection = Field(default_factory=RobustSection)
     judge: JudgeSection = Field(default_factory=JudgeSection)
+    calibration: CalibrationSection = Field(default_factory=CalibrationSection)
     report: ReportSection = Field(default_factory=ReportSection)
 
     @model_validator(mode="after")
@@ -170,6 +179,8 @@ class JobConfig(_Section):
             raise ValueError("chunkers: at least one chunker is needed")
         if len(set(labels)) != len(labels):
             raise ValueError(f"chunkers: names must be unique, got {labels}")
+        if self.calibration.human and not self.judge.enabled:
+            raise ValueError("calibration: human labels calibrate the judges; set [judge] enabled = true")
         for name in [self.exam.chunker, self.robust.chunker, *(self.sweep.chunkers or [])]:
             if name is not None and name not in labels:
                 raise ValueError(f"unknown chunker '{name}'; defined: {', '.join(labels)}")
@@ -224,7 +235,7 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     corpus = data.get("corpus")
     if isinstance(corpus, dict) and isinstance(corpus.get("paths"), list):
         corpus["paths"] = [fix(p) for p in corpus["paths"]]
-    for section, key in (("exam", "path"), ("robust", "data")):
+    for section, key in (("exam", "path"), ("robust", "data"), ("calibration", "human")):
         table = data.get(section)
         if isinstance(table, dict) and table.get(key):
             table[key] = fix(table[key])

@@ -123,6 +123,13 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
                 extra={"clean": [layout.judge]},
             )
         )
+        if cfg.calibration.human:  # [calibration]: the judges' means corrected with human labels
+            cal_key = {
+                "calibration": cfg.calibration.model_dump(),
+                "labels": _files_fingerprint([cfg.calibration.human]),
+            }
+            cal_out = layout.judge / "scores" / "calibration" / "calibration.json"
+            stages.append(st.Stage("calibration", cal_key, ["judge"], [cal_out], an.run_calibration_stage))
     if cfg.report.enabled:
         stages.append(
             st.Stage(

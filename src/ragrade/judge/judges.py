@@ -166,4 +166,23 @@ def exact(settings: JudgeSettings | None = None, llm: LLM | None = None) -> Exac
     return ExactJudge()
 
 
+@register("judge", "claims")
+def claims(settings: JudgeSettings | None = None, llm: LLM | None = None) -> Any:
+    """Claim-level diagnosis by an LLM; without one (``--llm offline/judge``) the offline baseline."""
+    from ragrade.judge.claims import ClaimsConfig, ClaimsJudge
+    from ragrade.judge.claims_offline import OfflineClaimsJudge
+
+    s = settings or JudgeSettings()
+    c = s.llm_judge
+    cfg = ClaimsConfig(
+        temperature=c.temperature,
+        seed=c.seed,
+        max_tokens=max(512, c.max_tokens),
+        max_context_chars=c.max_context_chars,
+        json_schema=c.json_schema,
+        prompt_files={k: v for k, v in s.prompt_files.items() if k.startswith("claims_")},
+    )
+    return OfflineClaimsJudge(cfg) if llm is None else ClaimsJudge(llm, cfg)
+
+
 __all__ = ["BertScoreJudge", "ExactJudge", "Judge", "JudgeSettings"]

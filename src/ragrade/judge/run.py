@@ -106,6 +106,7 @@ def _validate_metrics(cfg: JudgeRunConfig) -> None:
         lookup("judge", m)  # did-you-mean error for unknown names
     if len(set(cfg.metrics)) != len(cfg.metrics):
         raise ConfigError(f"--metrics repeats a metric: {','.join(cfg.metrics)}")
+    _check_offline_judge(cfg)
     if any(m in LLM_METRICS for m in cfg.metrics) and not cfg.llm:
         raise ConfigError(
             "LLM-judged metrics ("
@@ -114,27 +115,41 @@ def _validate_metrics(cfg: JudgeRunConfig) -> None:
         )
     if cfg.screen_top is not None and cfg.screen_metric not in cfg.metrics:
         raise ConfigError(f"--screen-top ranks configurations by {cfg.screen_metric}; add it to --metrics")
-    unknown = set(cfg.prompts) - set(LLM_METRICS)
-    if unknown:
-        raise ConfigError(
-            f"--prompt given for {', '.join(sorted(unknown))}; prompts exist for {', '.join(LLM_METRICS)}"
-        )
+    from ragrade.judge.claims import CLAIMS_PROMPTS, load_claims_prompt
     from ragrade.judge.llm_judges import SPECS, load_prompt
 
-    for metric, prompt_path in cfg.prompts.items():
-        load_prompt(SPECS[metric], prompt_path)  # unreadable file or missing placeholders: fail before any call
+    unknown = set(cfg.prompts) - set(SPECS) - set(CLAIMS_PROMPTS)
+    if unknown:
+        raise ConfigError(
+            f"--prompt given for {', '.join(sorted(unknown))}; prompts exist for {', '.join([*SPECS, *CLAIMS_PROMPTS])}"
+        )
+    for metric, prompt_path in cfg.prompts.items():  # unreadable file or missing placeholders: fail before any call
+        load_claims_prompt(metric, prompt_path) if metric in CLAIMS_PROMPTS else load_prompt(SPECS[metric], prompt_path)
+
+
+def _check_offline_judge(cfg: JudgeRunConfig) -> None:
+    """``offline/judge`` is the offline claims baseline: no other metric can use it."""
+    from ragrade.judge import LLM_METRICS
+    from ragrade.judge.claims import OFFLINE_JUDGE
+
+    others = [m for m in cfg.metrics if m in LLM_METRICS and m != "claims"]
+    if cfg.llm == OFFLINE_JUDGE and others:
+        raise ConfigError(
+            f"--llm {OFFLINE_JUDGE} is the offline claims baseline; {', '.join(others)} need(s) a real judge LLM"
+        )
 
 
 def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
     """Create the judges named in ``cfg.metrics`` (LLM created once and shared)."""
     from ragrade.judge import LLM_METRICS
     from ragrade.judge.bertscore import BertScoreConfig
+    from ragrade.judge.claims import OFFLINE_JUDGE
     from ragrade.judge.judges import JudgeSettings
     from ragrade.judge.llm_judges import LLMJudgeConfig
     from ragrade.registry import create
 
     llm = None
-    if any(m in LLM_METRICS for m in cfg.metrics):
+    if any(m in LLM_METRICS for m in cfg.metrics) and cfg.llm != OFFLINE_JUDGE:
         from ragrade.llm import create_llm
 
         assert cfg.llm is not None
@@ -292,6 +307,9 @@ def run_judging(
     write_manifest(out, manifest)
     store = ScoreStore(out / SCORES_FILE, meta={"answers": str(path)})
     dropped = store.prune({it.key for it in items})
+    for judge in judges.values():
+        if hasattr(judge, "remember"):  # reuse the requests of earlier partial records (claims)
+            judge.remember(store.records)
     configs = sorted({it.config for it in items})
     cheap = [m for m in cfg.metrics if m not in LLM_METRICS]
     costly = [m for m in cfg.metrics if m in LLM_METRICS]

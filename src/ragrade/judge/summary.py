@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.judge.agreement import binarize, cohen_kappa, spearman
+from ragrade.judge.claims_metrics import METRICS as CLAIM_METRICS
 from ragrade.run.stats import bootstrap_ci, wilson_interval
 
 SUMMARY_VERSION = 1
@@ -45,6 +46,7 @@ _STATS: dict[str, list[tuple[str, str, bool]]] = {
     "correctness": [("mean", "score", False)],
     "faithfulness": [("rate", "score", True)],
     "relevancy": [("rate", "score", True)],
+    "claims": [(m, f"values.{m}", False) for m in sorted(CLAIM_METRICS, key=lambda m: m != "f1")],  # f1 first
 }
 
 

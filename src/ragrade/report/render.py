@@ -16,6 +16,7 @@ from ragrade.io import atomic_write_text, now_iso
 from ragrade.report.html import Section, render_page
 from ragrade.report.sections_core import exam_section, leaderboard, topics
 from ragrade.report.sections_irt import irt_section
+from ragrade.report.sections_judge_trust import trust
 from ragrade.report.sections_more import judges, robustness, run_info
 from ragrade.report.sources import RunFiles
 
@@ -32,6 +33,7 @@ def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
         exam_section(files),
         robustness(files),
         judges(files),
+        trust(files),
         run_info(files),
     ]
 

@@ -144,13 +144,14 @@ def judges(files: RunFiles) -> Section:
     if not summary:
         return absent(sec, JUDGE_SUMMARY)
     rows = []
+    baseline = {m for m, d in (summary.get("judges") or {}).items() if isinstance(d, dict) and d.get("baseline")}
     for config, metrics in (summary.get("configs") or {}).items():
         for metric, s in metrics.items():
             for stat in s.get("statistics", []):
                 rows.append(
                     [
                         config,
-                        metric,
+                        f"{metric} (baseline)" if metric in baseline else metric,
                         stat.get("statistic"),
                         stat.get("value"),
                         stat.get("ci_low"),

@@ -1,0 +1,109 @@
+"""CLI verbs for trusting judges: ``ragrade judge calibrate`` and ``ragrade label``.
+
+``ragrade judge calibrate`` is registered as the hidden verb ``judge-calibrate``;
+:func:`rewrite_alias` maps the two-word form onto it before parsing (``judge``
+itself takes an answers file as its first argument, so it cannot be a group).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ragrade.cli.common import echo_json
+from ragrade.errors import ConfigError
+
+CALIBRATE_HELP = (
+    "Correct judge scores with human labels: per metric and configuration, the PPI++ estimate of the mean a "
+    "human would give (with its interval) beside the human-only interval and the uncorrected judge mean; "
+    "the judge's bias and its agreement with the humans. Writes DIR/calibration.json. "
+    "Run as `ragrade judge calibrate SCORES --human LABELS.jsonl`."
+)
+LABEL_HELP = (
+    "Write one self-contained HTML page for grading a random sample of judged answers by keyboard (progress "
+    "kept in the browser); its button downloads labels.jsonl for `ragrade judge calibrate`."
+)
+
+
+def rewrite_alias(argv: list[str]) -> list[str]:
+    """``[opts] judge calibrate ...`` -> ``[opts] judge-calibrate ...``; other argument lists unchanged."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 1
+    if argv[i : i + 2] == ["judge", "calibrate"]:
+        return [*argv[:i], "judge-calibrate", *argv[i + 2 :]]
+    return argv
+
+
+def calibrate_cmd(
+    scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
+    human: Path | None = typer.Option(None, "--human", help='Labels JSONL: {"id", "metric", "label"} per line.'),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default SCORES_DIR/calibration)."),
+    level: float | None = typer.Option(None, "--level", help="Confidence level of the intervals (default 0.95)."),
+    min_labels: int | None = typer.Option(None, "--min-labels", help="Labels needed per configuration (default 10)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[calibration] table)."),
+    as_json: bool = typer.Option(False, "--json", help="Print calibration.json."),
+) -> None:
+    """Calibrate judge scores against human labels."""
+    from ragrade.config import build_config, load_toml
+    from ragrade.judge.calibrate import CalibrationConfig, resolve_scores_path, run_calibration
+
+    layer: dict[str, Any] = {}
+    if config is not None:
+        data = load_toml(config)
+        table = data.get("calibration", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{config}: [calibration] must be a table")
+        layer = dict(table)
+        if isinstance(layer.get("human"), str) and not Path(layer["human"]).is_absolute():
+            layer["human"] = str(config.resolve().parent / layer["human"])
+    flags = {"human": str(human) if human else None, "level": level, "min_labels": min_labels}
+    cfg = build_config(CalibrationConfig, layer, flags, source="calibrate options")
+    if cfg.human is None:
+        raise ConfigError("calibrate needs the human labels: --human LABELS.jsonl (or human = ... in [calibration])")
+    path = resolve_scores_path(scores)
+    result = run_calibration(path, cfg.human, out or path.parent / "calibration", cfg)
+    if as_json:
+        echo_json(result)
+        return
+    for metric, m in result["metrics"].items():
+        for config_name, row in m["configs"].items():
+            if "ppi_ci" not in row:
+                typer.echo(f"{metric} {config_name}: {row.get('note', 'not calibrated')}")
+                continue
+            lo, hi = row["ppi_ci"]
+            hlo, hhi = row["human_only_ci"]
+            typer.echo(
+                f"{metric} {config_name}: judge {row['judge_mean']:.3f} -> corrected {row['ppi_estimate']:.3f} "
+                f"[{lo:.3f}, {hi:.3f}] (human only [{hlo:.3f}, {hhi:.3f}], n_labels={row['n_labels']}, "
+                f"bias {row['bias']:+.3f})"
+            )
+    typer.echo(f"wrote {Path(out or path.parent / 'calibration') / 'calibration.json'}")
+
+
+def label_cmd(
+    scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
+    n: int = typer.Option(100, "--n", min=1, help="Answers to sample (spread evenly over configurations)."),
+    out: Path = typer.Option(..., "--out", "-o", help="HTML page to write."),
+    metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma list of metrics to grade (default all)."),
+    answers: Path | None = typer.Option(None, "--answers", help="Answers file (default: the one the judge read)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
+) -> None:
+    """Write the labelling page."""
+    from ragrade.cli.common import split_list
+    from ragrade.judge.label import write_label_page
+
+    info = write_label_page(scores, out, n=n, metrics=split_list(metrics, "--metrics"), answers=answers, seed=seed)
+    typer.echo(
+        f"wrote {out}: {info['n_items']} answers, {info['n_tasks']} grades to give "
+        f"({', '.join(info['metrics'])}); open it in a browser, then `ragrade judge calibrate {scores} "
+        f"--human labels.jsonl`"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``judge-calibrate`` (hidden; called as ``judge calibrate``) and ``label`` to ``app``."""
+    app.command("judge-calibrate", help=CALIBRATE_HELP, hidden=True)(calibrate_cmd)
+    app.command("label", help=LABEL_HELP)(label_cmd)
