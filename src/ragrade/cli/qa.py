@@ -26,11 +26,15 @@ from ragrade.cli.pipelines import (
     KOption,
     LimitOption,
     LlmBaseUrlOption,
+    MaxFailedOption,
+    MaxRetriesOption,
     NoCacheOption,
     RetrieversOption,
     RunDirOption,
     SeedOption,
     ShardSizeOption,
+    TimeoutOption,
+    check_grid_failures,
     grid_config,
     parse_pairs,
 )
@@ -246,9 +250,15 @@ def qa_answer(
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    max_failed: MaxFailedOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory."""
+    """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory.
+
+    A failed LLM request is missing (never wrong); rerunning the command asks only the failed ones again.
+    """
     from ragrade.qa.run import run_qa_answers
 
     if not qa.is_file():
@@ -258,19 +268,21 @@ def qa_answer(
         result = run_qa_answers(qa, cfg, out, generation={"max_tokens": max_tokens}, progress=bar.update)
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
+        check_grid_failures(result.rows, max_failed)
         return
     for row in result.summary:
         em = "n/a" if row.get("exact") is None else f"{row['exact']:.3f}"
         f1 = "n/a" if row.get("token_f1") is None else f"{row['token_f1']:.3f}"
         hit = "n/a" if row.get("hit_rate") is None else f"{row['hit_rate']:.3f}"
         typer.echo(
-            f"{row['pipeline']}: exact={em} token_f1={f1} hit={hit} errors={row['n_errors']} "
-            f"refusals={row['n_refusals']} (n={row['n']})"
+            f"{row['pipeline']}: exact={em} token_f1={f1} hit={hit} failed={row['n_errors']} (missing) "
+            f"refusals={row['n_refusals']} (n={row['n']}, answered {row['n_answered']})"
         )
     typer.echo(
         f"wrote {result.run_dir}/answers.jsonl ({result.n_new_rows} new); judge it with "
         f"`ragrade judge {result.run_dir} --metrics ...`"
     )
+    check_grid_failures(result.rows, max_failed)
 
 
 def register(app: typer.Typer) -> None:

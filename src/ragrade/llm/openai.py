@@ -42,7 +42,7 @@ from ragrade.deps import require
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import BaseLLM, log
-from ragrade.llm.limits import LimitConfig, PermanentError, TransientError
+from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError
 
 MISSING_SCORE = -50.0
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -277,7 +277,9 @@ class OpenAILLM(BaseLLM):
             msg = _scrub(f"HTTP {code}: {_error_message(exc)}", self._key)
             if code == 429 or code >= 500 or code in (408, 409):
                 raise TransientError(msg, _retry_after(exc.response.headers)) from exc
-            raise PermanentError(msg) from exc
+            if code in (401, 403):
+                raise AuthError(msg, code) from exc
+            raise PermanentError(msg, code) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
 
@@ -327,7 +329,7 @@ class OpenAILLM(BaseLLM):
             try:
                 return await self._post("/chat/completions", body)
             except PermanentError as exc:
-                if schema is None or self._json_mode == "none" or "HTTP 4" not in str(exc):
+                if schema is None or self._json_mode == "none" or not unsupported(exc):
                     raise
                 old = self._json_mode
                 self._json_mode = "json_object" if old == "json_schema" else "none"
@@ -395,7 +397,7 @@ class OpenAILLM(BaseLLM):
         try:
             data = await self._post("/completions", body)
         except PermanentError as exc:
-            if probing:
+            if probing and unsupported(exc):
                 raise PermanentError(f"no-prompt-logprobs: {exc}") from exc
             raise
         _first_choice(data)  # checks the shape
@@ -430,7 +432,9 @@ class OpenAILLM(BaseLLM):
         if self._chat_logprobs and self.loglikelihood_mode != "letter-choice":
             try:
                 data = await self._post("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
-            except PermanentError:
+            except PermanentError as exc:
+                if not unsupported(exc):
+                    raise
                 self._chat_logprobs = False
         if data is None:
             data = await self._post("/chat/completions", body)
@@ -461,6 +465,17 @@ class OpenAILLM(BaseLLM):
     def close(self) -> None:
         """Drop the HTTP clients (those of finished batches are closed already)."""
         self._sessions = {}
+
+
+UNSUPPORTED_STATUS = (400, 404, 405, 415, 422)
+
+
+def unsupported(exc: PermanentError) -> bool:
+    """True when ``exc`` can mean "this server does not support that request" (a capability fallback may help).
+
+    Authentication errors and failures without an HTTP status (network, unreadable replies) never do.
+    """
+    return not isinstance(exc, AuthError) and exc.status in UNSUPPORTED_STATUS
 
 
 def _wrap_probe(probing: bool, message: str) -> Exception:
