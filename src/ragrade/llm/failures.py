@@ -84,6 +84,13 @@ class FailureTally:
         elif self.first_error is None:
             self.first_error = error
 
+    def add_backend(self, llm: object) -> None:
+        """Note a backend declared unusable during the command (its limiter's ``fatal`` message)."""
+        fatal = getattr(getattr(llm, "limiter", None), "fatal", None)
+        kind = fatal_kind(fatal)
+        if kind is not None and fatal:
+            self.fatal.setdefault(kind, (str(getattr(llm, "name", "the LLM")), fatal))
+
     def add_rows(self, rows: Iterable[dict[str, object]], group: str, model: str, error: str = "error") -> None:
         """Count dict rows: ``row[group]`` names the group, ``row[model]`` the model, ``row[error]`` the failure."""
         for r in rows:
