@@ -19,7 +19,7 @@ from ragrade.report.render import write_report
 # file-format markers the readers check before anything is shown (a tampered one is refused, not rendered)
 STRUCTURAL = {"kind", "version", "path", "file", "__ragrade__", "ragrade"}
 ATTACKS = (
-    '<img src=x onerror="document.documentElement.setAttribute(\'data-pwned\',\'1\')">',
+    "<img src=x onerror=\"document.documentElement.setAttribute('data-pwned','1')\">",
     "<script>document.documentElement.setAttribute('data-pwned','1')</script>",
     "<svg onload=\"document.documentElement.setAttribute('data-pwned','1')\"></svg>",
 )
@@ -82,7 +82,9 @@ def test_markup_in_every_string_field_never_runs(tmp_path: Path) -> None:
     html_only = re.sub(r'<script type="application/json"[^>]*>.*?</script>', "", page, flags=re.S)
     for attack in ATTACKS:
         assert attack not in html_only
-    proc = _run(binary, tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom", (root / "report.html").as_uri())
+    proc = _run(
+        binary, tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom", (root / "report.html").as_uri()
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = re.sub(r'<script type="application/json"[^>]*>.*?</script>', "", proc.stdout, flags=re.S)
     assert 'data-pwned="1"' not in dom  # no injected script, handler or SVG ran ...

@@ -72,9 +72,8 @@ def llm_probe(
     Exits 2 when the generation request fails (server down, key rejected, ...), after printing the report.
     """
     from ragrade.cli.common import echo_json
-    from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
-
     from ragrade.errors import BackendError
+    from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 
     model = create_llm(llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries)
     [gen] = generate(

@@ -9,7 +9,6 @@ where that factor applies, and both are rendered.
 from __future__ import annotations
 
 import html
-
 import itertools
 from typing import Any
 
