@@ -95,7 +95,8 @@ class FailureTally:
         """Count dict rows: ``row[group]`` names the group, ``row[model]`` the model, ``row[error]`` the failure."""
         for r in rows:
             err = r.get(error)
-            self.add(str(r.get(group)), str(r.get(model) or "") or None, str(err) if err else None)
+            failed = err is not None and err == err and err != ""  # None, NaN (pandas) and "" are no error
+            self.add(str(r.get(group)), str(r.get(model) or "") or None, str(err) if failed else None)
 
     @property
     def n_failed(self) -> int:

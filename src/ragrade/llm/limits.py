@@ -154,10 +154,14 @@ class Limiter:
             self.failed_in_a_row = 0
             return outcome
         self.failed_in_a_row += 1
-        if self.fatal is None and auth:
-            self.fatal = f"{AUTH_REJECTED} ({outcome.error})"
+        if auth:
+            outcome.error = f"{AUTH_REJECTED} ({outcome.error})"
+            self.fatal = self.fatal or outcome.error
         elif self.fatal is None and self.succeeded == 0 and 0 < self.cfg.unreachable_after <= self.failed_in_a_row:
             self.fatal = f"{UNREACHABLE}: its first {self.failed_in_a_row} requests failed (last: {outcome.error})"
+            outcome.error = self.fatal
+        elif self.fatal is not None and self.succeeded == 0 and not outcome.error.startswith(UNREACHABLE):
+            outcome.error = f"{UNREACHABLE}: {outcome.error}"  # was in flight when the backend was given up
         return outcome
 
     def _refused(self, attempts: int, start: float) -> Outcome[T]:

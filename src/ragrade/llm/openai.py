@@ -117,6 +117,16 @@ def _strip_userinfo(url: str | None) -> str | None:
     return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``(url without its query string, the query parameters)``: the SDK appends paths to the base URL, so
+    parameters such as ``?api-version=...`` travel as its default query instead."""
+    if not url or "?" not in url:
+        return url, {}
+    parts = urllib.parse.urlsplit(url)
+    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit(parts._replace(query="")), query
+
+
 def _retry_after(headers: Any) -> float | None:
     if headers is None:
         return None
@@ -162,8 +172,8 @@ class OpenAILLM(BaseLLM):
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         super().__init__(model, base_url=redact_url(base_url), cache=cache, limits=limits, seed=seed)
-        self._url = _strip_userinfo(base_url)
-        if base_url and self._url != base_url:
+        self._url, self._query = _split_query(_strip_userinfo(base_url))
+        if base_url and "@" in urllib.parse.urlsplit(base_url).netloc:
             log.warning(
                 "%s: credentials in the base URL are ignored (HTTP libraries log URLs); use OPENAI_API_KEY instead",
                 self.name,
@@ -207,7 +217,12 @@ class OpenAILLM(BaseLLM):
         openai = self._openai()
         http, response_type, name = _http_client(openai, self.transport, self.limits)
         client = openai.AsyncOpenAI(
-            base_url=self._url, api_key=self._key, max_retries=0, timeout=self.limits.timeout, http_client=http
+            base_url=self._url,
+            api_key=self._key,
+            max_retries=0,
+            timeout=self.limits.timeout,
+            http_client=http,
+            default_query=self._query or None,
         )
         return _Session(client, response_type, name)
 
