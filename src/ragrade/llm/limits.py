@@ -160,7 +160,7 @@ class Limiter:
         elif self.fatal is None and self.succeeded == 0 and 0 < self.cfg.unreachable_after <= self.failed_in_a_row:
             self.fatal = f"{UNREACHABLE}: its first {self.failed_in_a_row} requests failed (last: {outcome.error})"
             outcome.error = self.fatal
-        elif self.fatal is not None and self.succeeded == 0 and not outcome.error.startswith(UNREACHABLE):
+        elif self.fatal is not None and self.succeeded == 0 and not (outcome.error or "").startswith(UNREACHABLE):
             outcome.error = f"{UNREACHABLE}: {outcome.error}"  # was in flight when the backend was given up
         return outcome
 
