@@ -199,7 +199,7 @@ def test_ask_stops_on_a_rejected_key_and_takes_timeouts(tmp_path: Path, capsys: 
         assert code == 2 and srv.requests_total == 1
     assert "rejected the API key" in capsys.readouterr().err
     with OpenAIServer(faults=always("hang", hang_s=5)) as srv:
-        code = main(["ask", str(index), "When is the amber seal replaced?", "--retriever", "bm25", "--llm",
-                     "openai/test-model", "--llm-base-url", srv.base_url, "--max-retries", "0", "--timeout", "0.5"])  # fmt: skip
+        ask = ["ask", str(index), "When is the amber seal replaced?", "-r", "bm25", "--llm", "openai/test-model"]
+        code = main([*ask, "--llm-base-url", srv.base_url, "--max-retries", "0", "--timeout", "0.5"])
         assert code == 2
     assert "timed out after 0.5s" in capsys.readouterr().out
