@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ragrade.cli.common import echo_json, is_tty
-from ragrade.llm.failures import MAX_FAILED_HELP
+from ragrade.llm.failures import MAX_FAILED_HELP, exam_request_tally
 
 if TYPE_CHECKING:
     from ragrade.exam.config import ExamConfig
@@ -120,8 +120,7 @@ def generate_cmd(
         llm, base_url=base_url, concurrency=concurrency, cache=not no_cache, timeout=timeout, max_retries=max_retries
     )
     result = _run_with_progress(data, model, cfg, _filter_embedder(embedder))
-    tally = _request_tally(result)
-    tally.add_backend(model)
+    tally = exam_request_tally(result, model)
     if not result.questions and tally.n_failed:
         tally.check(_RESUME, 0.0)  # every survivor lost to failed requests: say so, not "no question survived"
     _write_generated_exam(out, result, cfg, chunks, json_out)
@@ -129,20 +128,6 @@ def generate_cmd(
 
 
 _RESUME = "rerun the same command: received questions come from the response cache, only failed requests are sent"
-
-
-def _request_tally(result: ExamResult) -> Any:
-    """Failed generation requests (``generation:llm_error``) among every chunk asked."""
-    from ragrade.llm.failures import FailureTally
-
-    tally = FailureTally()
-    asked = int((result.funnel.get("chunks") or {}).get("asked", 0))
-    failed = [r for r in result.rejected if r.get("reason") == "generation:llm_error"]
-    for r in failed:
-        tally.add("exam generation", None, str(r.get("detail") or "failed"))
-    for _ in range(max(0, asked - len(failed))):
-        tally.add("exam generation", None, None)
-    return tally
 
 
 def _filter_embedder(spec: str | None) -> Any:

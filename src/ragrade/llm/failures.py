@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragrade.errors import BackendError, ConfigError, FailedRequests
 from ragrade.llm.limits import AUTH_REJECTED, UNREACHABLE
@@ -143,6 +144,20 @@ class FailureTally:
         raise FailedRequests(f"{self.summary()}; {why}{last}. {resume}")
 
 
+def exam_request_tally(result: Any, llm: object = None) -> FailureTally:
+    """The generation requests of an exam result: failed ones (``generation:llm_error``) among every chunk asked."""
+    tally = FailureTally()
+    if llm is not None:
+        tally.add_backend(llm)
+    asked = int((result.funnel.get("chunks") or {}).get("asked", 0))
+    failed = [r for r in result.rejected if r.get("reason") == "generation:llm_error"]
+    for r in failed:
+        tally.add("exam generation", None, str(r.get("detail") or "failed"))
+    for _ in range(max(0, asked - len(failed))):
+        tally.add("exam generation", None, None)
+    return tally
+
+
 def resume_hint(command: str = "rerun the same command") -> str:
     """The standard resume sentence."""
     return f"{command} to ask only the failed requests again (finished answers are kept)"
@@ -153,6 +168,7 @@ __all__ = [
     "MAX_FAILED_ENV",
     "MAX_FAILED_HELP",
     "FailureTally",
+    "exam_request_tally",
     "fatal_kind",
     "max_failed_share",
     "resume_hint",
