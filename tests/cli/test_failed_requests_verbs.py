@@ -203,3 +203,9 @@ def test_ask_stops_on_a_rejected_key_and_takes_timeouts(tmp_path: Path, capsys: 
         code = main([*ask, "--llm-base-url", srv.base_url, "--max-retries", "0", "--timeout", "0.5"])
         assert code == 2
     assert "timed out after 0.5s" in capsys.readouterr().out
+
+
+def test_index_with_a_bad_store_fails_before_embedding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "idx"
+    assert main(["index", str(_chunks(tmp_path)), "--out", str(out), "--store", "bogus"]) == 2
+    assert "unknown vector_store 'bogus'" in capsys.readouterr().err and not out.exists()

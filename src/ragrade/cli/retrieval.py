@@ -115,6 +115,10 @@ def index_cmd(
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
     }
     cfg = build_config(IndexConfig, file_layer, flags, source="index options")
+    if cfg.dense and cfg.store:
+        from ragrade.registry import lookup
+
+        lookup("vector_store", cfg.store)  # a bad --store fails now, not after the embedding
     with _Bar() as bar:
         stats = build_index(input_path, out, cfg, progress=bar)
     if as_json:
