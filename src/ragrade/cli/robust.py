@@ -117,19 +117,9 @@ def run_cmd(
 
 def _check_failures(runs: Any, max_failed: float | None) -> None:
     """Exit 2/3 when requests failed beyond the threshold (per model and testbed); a rerun retries them."""
-    from ragrade.llm.failures import FailureTally, resume_hint
+    from ragrade.llm.failures import resume_hint, robust_request_tally
 
-    tally = FailureTally()
-    for r in runs:
-        m = r.metrics
-        group = f"{r.model} on {m['testbed']}"
-        errors = [str(f.get("error") or "failed") for f in m.get("failures", [])]
-        answered = int(m["n"]) + int(m.get("n_without_docs") or 0)
-        for err in errors:
-            tally.add(group, r.model, err)
-        for _ in range(answered):
-            tally.add(group, r.model, None)
-    tally.check(resume_hint(), max_failed, what="testbed")
+    robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
 
 
 class _RichProgress:

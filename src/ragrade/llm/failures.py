@@ -162,6 +162,19 @@ def exam_request_tally(result: Any, llm: object = None) -> FailureTally:
     return tally
 
 
+def robust_request_tally(runs: Iterable[Any]) -> FailureTally:
+    """The requests of robustness runs (``ModelRun``): failed records among the answered ones, per model+testbed."""
+    tally = FailureTally()
+    for r in runs:
+        m = r.metrics
+        group = f"{r.model} on {m['testbed']}"
+        for f in m.get("failures", []):
+            tally.add(group, r.model, str(f.get("error") or "failed"))
+        for _ in range(int(m["n"]) + int(m.get("n_without_docs") or 0)):
+            tally.add(group, r.model, None)
+    return tally
+
+
 def resume_hint(command: str = "rerun the same command") -> str:
     """The standard resume sentence."""
     return f"{command} to ask only the failed requests again (finished answers are kept)"
@@ -176,4 +189,5 @@ __all__ = [
     "fatal_kind",
     "max_failed_share",
     "resume_hint",
+    "robust_request_tally",
 ]
