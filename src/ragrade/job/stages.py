@@ -174,6 +174,7 @@ def run_exam(ctx: StageContext) -> dict[str, Any]:
     if not result.questions:
         raise DataError(f"the exam generator kept no question out of {result.funnel.get('generated', 0)} candidates")
     write_exam_result(ctx.layout.exam, result, cfg, input_path=str(ctx.layout.chunks(label)))
+    tally.check("rerun `ragrade run`: received questions come from the response cache", None, what="generation")
     return {"questions": len(result.questions), "generated": result.funnel.get("generated"), "chunker": label}
 
 
