@@ -47,3 +47,18 @@ def test_a_dead_start_declares_the_server_unreachable_but_a_live_one_never() -> 
         llm = _llm(srv.base_url)
         generate(llm, [GenerationRequest(messages=(Message("user", f"q{i}"),)) for i in range(8)])
         assert srv.requests_total == 8
+
+
+def test_a_hanging_request_is_bounded_by_timeout_and_retries() -> None:
+    import time
+
+    with OpenAIServer(faults=always("hang", hang_s=10)) as srv:
+        llm = _llm(srv.base_url, timeout=0.3, max_retries=2, backoff_s=0.01)
+        t0 = time.monotonic()
+        [c] = generate(llm, [GenerationRequest(messages=(Message("user", "q"),))])
+        elapsed = time.monotonic() - t0
+        assert srv.requests_total == 3
+    assert not c.ok and c.attempts == 3 and "timed out after 0.3s" in str(c.error)
+    # (max_retries + 1) attempts of timeout (+ grace) and short backoffs, plus slack for the SDK's first import;
+    # far from the 3 x 60 s of the defaults or the server's 10 s hang
+    assert elapsed < 8.0
