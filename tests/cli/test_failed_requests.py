@@ -139,6 +139,9 @@ def test_a_failed_validation_writes_nothing_and_never_blocks_the_corrected_rerun
     assert not out.exists()  # validated before the run directory was created
     assert main(["exam", "take", str(exam), "--out", str(out), "--llm", "nosuch/model"]) == 2
     assert not out.exists()
+    assert main(["exam", "take", str(exam), "--out", str(out), "--llm", "offline/student", "--concurrency", "0"]) == 2
+    assert main(["exam", "take", str(exam), "--out", str(out), "--llm", "offline/student", "--external", "x=nope"]) == 2
+    assert not out.exists()
     assert (
         main(["exam", "take", str(exam), "--out", str(out), "--llm", "offline/student", "--retrievers", "closed"]) == 0
     )
