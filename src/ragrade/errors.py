@@ -2,8 +2,8 @@
 
 Every error a user can cause (bad input, bad config, unreachable backend,
 missing optional dependency) is a :class:`RagradeError`. The CLI prints such
-errors as one line and exits with code 2; anything else is a bug and keeps
-its traceback.
+errors as one line and exits with code 2 (3 for :class:`FailedRequests`);
+anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +27,15 @@ class BackendError(RagradeError):
     """A model backend, server or store failed in a way the caller cannot fix by retrying."""
 
 
+class FailedRequests(RagradeError):
+    """Too many LLM requests failed (after their retries); the results are kept, the failures are missing.
+
+    Exits with its own code (3) so that scripts can tell "rerun later to fill the gaps" from a bad input (2).
+    """
+
+    exit_code = 3
+
+
 class MissingDependency(RagradeError):
     """An optional dependency is not installed; the message says how to install it."""
 
@@ -38,4 +47,4 @@ class MissingDependency(RagradeError):
         self.extra = extra
 
 
-__all__ = ["BackendError", "ConfigError", "DataError", "MissingDependency", "RagradeError"]
+__all__ = ["BackendError", "ConfigError", "DataError", "FailedRequests", "MissingDependency", "RagradeError"]

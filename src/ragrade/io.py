@@ -68,8 +68,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=_default) + "\n")
+    """Write ``obj`` as indented JSON, atomically (credentials in URLs masked: :mod:`ragrade.redact`)."""
+    from ragrade.redact import redact
+
+    atomic_write_text(path, json.dumps(redact(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
@@ -102,7 +104,9 @@ def header_record(kind: str, version: int, meta: Mapping[str, Any] | None = None
     """The header line's record for a file of ``kind``."""
     head: dict[str, Any] = {"kind": kind, "version": version, "package_version": _package_version()}
     if meta:
-        head.update(meta)
+        from ragrade.redact import redact
+
+        head.update(redact(dict(meta)))
     return {HEADER_KEY: head}
 
 

@@ -113,7 +113,7 @@ CASES["statement"] = (
     ),
     "parse:not_a_question",
 )
-CASES["refusal"] = ("I am sorry, but I cannot write a question about this material.", "parse:too_few_choices")
+CASES["refusal"] = ("I am sorry, but I cannot write a question about this material.", "generation:refused")
 CASES["passage"] = (
     layout(
         "According to the passage, which port does the Warbler proxy use for admin traffic?",
@@ -227,7 +227,7 @@ def test_funnel_counts_every_reason_exactly(llm_result: Any) -> None:
     assert funnel["generated"] == funnel["kept"] + sum(s["removed"] for s in funnel["stages"])
     by_stage = {s["stage"]: s for s in funnel["stages"]}
     assert by_stage["parse"]["reasons"] == {k.split(":")[1]: v for k, v in expected.items() if k.startswith("parse")}
-    assert by_stage["generation"]["removed"] == 1
+    assert by_stage["generation"]["removed"] == 2  # the failed request and the refusal, each with its reason
     assert by_stage["intra_candidate"]["filter"]["thresholds"] == {"jaccard": None, "cosine": 0.9}
     assert by_stage["surplus"]["removed"] == 0
     assert funnel["shortfall"] == 100 - n_good

@@ -65,10 +65,10 @@ NOISE = [
 
 def test_noise_accuracy_default_vs_rgb() -> None:
     default = score([rec(r, a) for r, a in NOISE], "noise", "default")
-    # only "PORT ALDER" is right; the failed item stays in the denominator
-    assert (default["n"], default["failed"]) == (5, 1)
-    assert (default["accuracy"]["k"], default["accuracy"]["n"]) == (1, 5)
-    assert value(default, "rejection_rate") == pytest.approx(1 / 5)
+    # only "PORT ALDER" is right; the failed item is missing (in no denominator), and counted
+    assert (default["n"], default["failed"]) == (4, 1)
+    assert (default["accuracy"]["k"], default["accuracy"]["n"]) == (1, 4)
+    assert value(default, "rejection_rate") == pytest.approx(1 / 4)
     assert default["by_noise_ratio"][0]["accuracy"]["k"] == 1
     rgb = score([rec(r, a) for r, a in NOISE], "noise", "rgb")
     # original rules: "70" in "170" and "7" in "17" count; the failed item is dropped
@@ -160,9 +160,9 @@ def test_integration_partial_credit() -> None:
     answer = [["Port Alder"], ["Grey Cove"]]
     rows = ["Port Alder and Grey Cove.", "Port Alder in 2031.", "Grey Cove.", None]
     m = score([rec(r, answer, key=str(i)) for i, r in enumerate(rows)], "integration", "default")
-    assert (m["accuracy"]["k"], m["accuracy"]["n"]) == (1, 4)
-    assert (m["partial_accuracy"]["k"], m["partial_accuracy"]["n"]) == (4, 8)
-    assert value(m, "partial_accuracy") == 0.5
+    assert (m["accuracy"]["k"], m["accuracy"]["n"]) == (1, 3)  # the failed call (None) is missing
+    assert (m["partial_accuracy"]["k"], m["partial_accuracy"]["n"]) == (4, 6)
+    assert value(m, "partial_accuracy") == pytest.approx(4 / 6)
     rgb = score([rec(r, answer, key=str(i)) for i, r in enumerate(rows)], "integration", "rgb")
     assert (rgb["accuracy"]["k"], rgb["accuracy"]["n"]) == (1, 3) and rgb["partial_accuracy"] is None
 

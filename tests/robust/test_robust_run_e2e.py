@@ -64,16 +64,17 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         cfg = _cfg(tmp_path, "en_base.jsonl", "noise", noise_ratios=[0.0, 0.4])
         [run], table = run_robust(cfg, llms=[_llm(srv)])
         m = run.metrics
-        assert (m["n"], m["failed"], m["skipped"]) == (8, 2, 0)
+        # the failed calls are missing: counted, in no denominator
+        assert (m["n"], m["failed"], m["skipped"]) == (6, 2, 0)
         for group in m["by_noise_ratio"]:
-            assert (group["n"], group["failed"]) == (4, 1)
-            assert (group["accuracy"]["k"], group["accuracy"]["n"]) == (1, 4)
-            assert (group["rejection_rate"]["k"], group["rejection_rate"]["n"]) == (1, 4)
-            assert group["accuracy"]["value"] == 0.25
+            assert (group["n"], group["failed"]) == (3, 1)
+            assert (group["accuracy"]["k"], group["accuracy"]["n"]) == (1, 3)
+            assert (group["rejection_rate"]["k"], group["rejection_rate"]["n"]) == (1, 3)
+            assert group["accuracy"]["value"] == pytest.approx(1 / 3)
         assert m["by_noise_ratio"][1]["noise_ratio_actual_mean"] == pytest.approx((0.4 + 0.6 + 0.4 + 0.6) / 4)
         assert m["flagged"] == 4  # items 1 and 3 have 2 positives: padded at 0 and 0.4
         assert [f["key"] for f in m["failures"]] == ["3|0|documents", "3|0.4|documents"]
-        assert table["columns"] == ["0", "0.4"] and table["rows"][0]["0"] == 25.0
+        assert table["columns"] == ["0", "0.4"] and table["rows"][0]["0"] == 33.33
         # files
         out = tmp_path / "out"
         metrics = json.loads((out / "metrics.json").read_text())
@@ -81,7 +82,7 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         for key in ("accuracy", "rejection_rate", "error_detection_rate", "error_correction_rate",
                     "partial_accuracy"):
             assert key in metrics
-        assert (out / "table.csv").read_text().splitlines() == ["model,0,0.4", "openai/test-model,25.00,25.00"]
+        assert (out / "table.csv").read_text().splitlines() == ["model,0,0.4", "openai/test-model,33.33,33.33"]
         header, records = read_results(out / "results.jsonl")
         assert header is not None and header["kind"] == "robust_results"
         r = records["1|0.4|documents"]

@@ -91,17 +91,19 @@ def test_responses_matrix(run):
     assert oracle["retrieved"].map(len).eq(1).all()
 
 
-def test_errors_and_parse_failures_are_counted_not_dropped(run):
+def test_errors_are_missing_and_parse_failures_wrong_both_counted_not_dropped(run):
     df = read_responses(run.run_dir)
     gen = df[df["llm"] == GEN]
     err = gen[gen["question_id"] == "q017"]
-    assert (err["error"].str.contains("500")).all() and (err["correct"] == 0).all() and (err["chosen"] == -1).all()
+    # a failed request is missing (empty correct / chosen), never a wrong answer
+    assert (err["error"].str.contains("500")).all() and err["correct"].isna().all() and err["chosen"].isna().all()
     pf = gen[gen["question_id"] == "q013"]
     assert pf["parse_failed"].all() and (pf["correct"] == 0).all() and pf["error"].isna().all()
     s = pd.read_csv(run.run_dir / "summary.csv")
     row = s[s["pipeline"].str.contains("make_generating_llm") & s["pipeline"].str.contains("oracle")].iloc[0]
-    assert row["n"] == 35 and row["n_errors"] == 1 and row["n_parse_failures"] == 1
-    assert row["accuracy"] == pytest.approx(33 / 35)
+    # n counts the answered questions: the failure is left out, the parse failure counts as wrong
+    assert row["n"] == 34 and row["n_errors"] == 1 and row["n_parse_failures"] == 1
+    assert row["accuracy"] == pytest.approx(33 / 34)
     assert row["ci_low"] < row["accuracy"] < row["ci_high"]
 
 
@@ -197,7 +199,7 @@ def test_external_callable_and_http(exam: Path, tmp_path: Path):
         assert sub.loc["q002", "retrieved"].tolist() == ["ext-2"]  # context returned, the LLM answered
         assert sub.loc["q003", "method"] == "external" and sub.loc["q003", "correct"] == 1
     web = df[df["retriever"] == "external:web"].set_index("question_id")
-    assert "HTTP 400" in web.loc["q005", "error"] and web.loc["q005", "correct"] == 0
+    assert "HTTP 400" in web.loc["q005", "error"] and pd.isna(web.loc["q005", "correct"])  # missing, not wrong
     s = res.summary.set_index("pipeline")
     assert s.loc[next(p for p in s.index if "external:web" in p), "n_errors"] == 1
 

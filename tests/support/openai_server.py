@@ -24,7 +24,14 @@ depend on thread scheduling) or by a per-request script (the n-th request that
 reaches a POST endpoint gets the n-th entry). Kinds: ``"429"`` (with
 ``Retry-After``), ``"500"``, ``"hang"`` (no answer for ``hang_s`` or until the
 server stops), ``"malformed"`` (HTTP 200 with invalid JSON), ``"truncated"``
-(Content-Length larger than the body, then the connection closes), ``"ok"``.
+(Content-Length larger than the body, then the connection closes), ``"ok"``;
+``"400"`` and ``"401"`` (the key rejected) only when asked for explicitly.
+
+Shapes of a broken server the failure tests use: :func:`always` (every POST gets one
+fault: ``always("500")``, ``always("401")``, ``always("malformed")`` for garbage,
+``always("hang", hang_s=5)``), :func:`recovers_after` (the first N POSTs fail, then
+every one succeeds), :func:`dead_base_url` (nothing listens: connection refused),
+and assigning ``server.faults`` while it runs (a server that comes back).
 """
 
 from __future__ import annotations
@@ -122,6 +129,26 @@ class Faults:
             if kind not in (*FAULT_KINDS, *EXTRA_KINDS, "ok"):
                 valid = ", ".join((*FAULT_KINDS, *EXTRA_KINDS, "ok"))
                 raise ValueError(f"unknown fault kind {kind!r}; valid: {valid}")
+
+
+def always(kind: str, **kw: Any) -> Faults:
+    """Every POST request gets the fault ``kind``."""
+    return Faults(rate=1.0, kinds=[kind], **kw)
+
+
+def recovers_after(n: int, kind: str = "500", **kw: Any) -> Faults:
+    """The first ``n`` POST requests get the fault ``kind``, every later one succeeds."""
+    return Faults(script=[kind] * n, **kw)
+
+
+def dead_base_url() -> str:
+    """The base URL of a loopback port nothing listens on (connections are refused)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
 
 
 def _as_faults(faults: Faults | dict[str, Any] | Sequence[str] | None) -> Faults:
@@ -532,8 +559,11 @@ __all__ = [
     "MODEL_ID",
     "Faults",
     "OpenAIServer",
+    "always",
+    "dead_base_url",
     "default_reply",
     "embed_text",
+    "recovers_after",
     "token_logprob",
     "tokenize",
 ]

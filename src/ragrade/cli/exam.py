@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ragrade.cli.common import echo_json, is_tty
+from ragrade.llm.failures import MAX_FAILED_HELP, exam_request_tally
 
 if TYPE_CHECKING:
     from ragrade.exam.config import ExamConfig
@@ -68,6 +69,9 @@ def generate_cmd(
     ),
     concurrency: int = typer.Option(16, "--concurrency", help="LLM requests in flight."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
+    max_retries: int = typer.Option(5, "--max-retries", help="Retries of a failed LLM request."),
+    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
     no_json: bool = typer.Option(False, "--no-json", help="Do not ask for structured JSON output."),
     oversample: float | None = typer.Option(None, "--oversample", help="Candidates per wanted question (default 1.3)."),
@@ -112,9 +116,18 @@ def generate_cmd(
     }
     cfg = build_config(ExamConfig, _file_layer(config), cli, source="exam options")
     data = load_chunks(chunks)
-    model = resolve_generator_llm(llm, base_url=base_url, concurrency=concurrency, cache=not no_cache)
+    model = resolve_generator_llm(
+        llm, base_url=base_url, concurrency=concurrency, cache=not no_cache, timeout=timeout, max_retries=max_retries
+    )
     result = _run_with_progress(data, model, cfg, _filter_embedder(embedder))
+    tally = exam_request_tally(result, model)
+    if not result.questions and tally.n_failed:
+        tally.check(_RESUME, 0.0)  # every survivor lost to failed requests: say so, not "no question survived"
     _write_generated_exam(out, result, cfg, chunks, json_out)
+    tally.check(_RESUME, max_failed, what="generation")
+
+
+_RESUME = "rerun the same command: received questions come from the response cache, only failed requests are sent"
 
 
 def _filter_embedder(spec: str | None) -> Any:
@@ -135,9 +148,12 @@ def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks
 
     if not result.questions:
         write_sidecars(out, result.funnel, result.rejected)
+        reasons = result.funnel.get("reasons", {})
+        refused = reasons.get("generation:refused", 0)
+        unparsed = sum(n for k, n in reasons.items() if k.startswith("parse:"))
         raise DataError(
-            f"no question survived generation and filtering ({result.funnel['generated']} "
-            f"generated); see {sidecar_paths(out)[1]}"
+            f"no question survived generation and filtering ({result.funnel['generated']} candidates asked: "
+            f"{refused} refused, {unparsed} unparseable, the rest filtered); see {sidecar_paths(out)[1]}"
         )
     write_exam_result(out, result, cfg, input_path=str(chunks))
     stats = exam_analytics(result.questions)

@@ -65,12 +65,17 @@ def llm_probe(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server URL."
     ),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds per request."),
+    max_retries: int = typer.Option(1, "--max-retries", help="Retries of a failed request."),
 ) -> None:
-    """Send one generation and one log-likelihood request; report what the backend supports."""
+    """Send one generation and one log-likelihood request; report what the backend supports.
+
+    Exits 2 when the generation request fails (server down, key rejected, ...), after printing the report.
+    """
     from ragrade.cli.common import echo_json
+    from ragrade.errors import BackendError
     from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 
-    model = create_llm(llm, base_url=base_url, cache=False, timeout=timeout, max_retries=1)
+    model = create_llm(llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries)
     [gen] = generate(
         model,
         [
@@ -97,6 +102,8 @@ def llm_probe(
             "loglikelihood": {"ok": ll.ok, "method": ll.method, "logprobs": ll.logprobs, "error": ll.error},
         }
     )
+    if not gen.ok:
+        raise BackendError(f"{model.name}: the generation request failed: {gen.error}")
 
 
 def register(app: typer.Typer) -> None:

@@ -58,8 +58,10 @@ for _name in _VERB_MODULES:
 
 
 def error_line(message: str) -> None:
-    """Print a one-line user error to stderr."""
-    typer.echo(f"ragrade: error: {message}", err=True)
+    """Print a one-line user error to stderr (credentials in URLs masked)."""
+    from ragrade.redact import redact_text
+
+    typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,20 @@ LlmBaseUrlOption = Annotated[
 ]
 ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", help="LLM requests in flight.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not use the LLM response cache.")]
+TimeoutOption = Annotated[
+    float | None, typer.Option("--timeout", help="Seconds per LLM request attempt (default 60).")
+]
+MaxRetriesOption = Annotated[
+    int | None,
+    typer.Option("--max-retries", help="Retries of a failed LLM request (default 5); then it is missing."),
+]
+MaxFailedOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-failed",
+        help="Share of failed LLM requests a pipeline may have before the command exits with code 3 (default 0.05).",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 
 
@@ -115,6 +129,8 @@ def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
         "base_url": kw.get("llm_base_url"),
         "concurrency": kw.get("concurrency"),
         "cache": False if kw.get("no_cache") else None,
+        "timeout": kw.get("timeout"),
+        "max_retries": kw.get("max_retries"),
     }
     return _prune(
         {
@@ -205,8 +221,24 @@ class GridProgress:
         self._bar.advance(self._overall, n)
 
 
+def check_grid_failures(rows: Any, max_failed: float | None) -> None:
+    """Exit 2/3 (see :mod:`ragrade.llm.failures`) when the grid's failed requests are beyond the threshold.
+
+    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``.
+    """
+    from ragrade.llm.failures import FailureTally, resume_hint
+
+    if hasattr(rows, "to_dict"):
+        cols = [c for c in ("pipeline", "llm", "error") if c in rows.columns]
+        rows = rows[cols].to_dict(orient="records")
+    tally = FailureTally()
+    tally.add_rows(rows, "pipeline", "llm")
+    tally.check(resume_hint(), max_failed, what="pipeline")
+
+
 __all__ = [
     "GridProgress",
+    "check_grid_failures",
     "external_pipelines",
     "flag_layer",
     "grid_config",

@@ -26,15 +26,20 @@ from ragrade.cli.pipelines import (
     KOption,
     LimitOption,
     LlmBaseUrlOption,
+    MaxFailedOption,
+    MaxRetriesOption,
     NoCacheOption,
     RetrieversOption,
     RunDirOption,
     SeedOption,
     ShardSizeOption,
+    TimeoutOption,
+    check_grid_failures,
     grid_config,
     parse_pairs,
 )
 from ragrade.errors import ConfigError
+from ragrade.llm.failures import MAX_FAILED_HELP, FailureTally
 
 qa_app = typer.Typer(
     name="qa", help="Synthetic question/answer datasets and free-text answers from pipelines.", no_args_is_help=True
@@ -110,6 +115,7 @@ def judge(
     concurrency: int | None = typer.Option(None, "--concurrency", help="Judge requests in flight."),
     max_retries: int | None = typer.Option(None, "--max-retries", help="Retries of a failed judge request."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per judge request."),
+    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
     config: Path | None = typer.Option(None, "--config", help="TOML file (a [judge] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
@@ -154,8 +160,24 @@ def judge(
         summary = run_judging(answers, out, cfg)
     if as_json:
         echo_json(summary)
-        return
-    _print_summary(summary, out)
+    else:
+        _print_summary(summary, out)
+    _check_judge_failures(summary, max_failed)
+
+
+def _check_judge_failures(summary: dict[str, Any], max_failed: float | None) -> None:
+    """Exit 2/3 when judge requests failed beyond the threshold (per configuration and metric)."""
+    from ragrade.llm.failures import fatal_kind, resume_hint
+
+    info = summary.get("request_failures") or {}
+    errors = list(info.get("errors") or [])
+    fatal = next((e for e in errors if fatal_kind(e)), None)
+    error = fatal or (errors[0] if errors else "failed")
+    tally = FailureTally()
+    for group, (failed, asked) in (info.get("groups") or {}).items():
+        for i in range(asked):
+            tally.add(group, "the judge LLM", error if i < failed else None)
+    tally.check(resume_hint(), max_failed, what="configuration")
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -204,6 +226,9 @@ def qa_generate(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
+    max_retries: int = typer.Option(5, "--max-retries", help="Retries of a failed LLM request."),
+    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the funnel as JSON."),
 ) -> None:
     """Generate synthetic (question, reference answer, context) triplets from chunks."""
@@ -216,8 +241,14 @@ def qa_generate(
     if llm != OFFLINE:
         from ragrade.llm import create_llm
 
-        model = create_llm(llm, base_url=llm_base_url, cache=not no_cache)
+        model = create_llm(llm, base_url=llm_base_url, cache=not no_cache, timeout=timeout, max_retries=max_retries)
     items, funnel = generate_qa(chunks, model, cfg)
+    tally = FailureTally()
+    tally.add_backend(model)
+    for i in range(funnel.sampled):
+        tally.add("qa generation", None, (funnel.first_error or "failed") if i < funnel.failed else None)
+    if not items and funnel.failed:
+        tally.check(_RESUME, 0.0)
     gen = "offline-extractive (baseline)" if model is None else llm
     write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
     if qrels is not None:
@@ -232,6 +263,10 @@ def qa_generate(
         )
         if len(items) < n:
             typer.echo(f"only {len(items)} usable triplets: too few eligible chunks or too many rejections", err=True)
+    tally.check(_RESUME, max_failed, what="generation")
+
+
+_RESUME = "rerun the same command: received answers come from the response cache, only failed requests are sent"
 
 
 @qa_app.command("answer")
@@ -257,9 +292,15 @@ def qa_answer(
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    max_failed: MaxFailedOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory."""
+    """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory.
+
+    A failed LLM request is missing (never wrong); rerunning the command asks only the failed ones again.
+    """
     from ragrade.qa.run import run_qa_answers
 
     if not qa.is_file():
@@ -269,19 +310,21 @@ def qa_answer(
         result = run_qa_answers(qa, cfg, out, generation={"max_tokens": max_tokens}, progress=bar.update)
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
+        check_grid_failures(result.rows, max_failed)
         return
     for row in result.summary:
         em = "n/a" if row.get("exact") is None else f"{row['exact']:.3f}"
         f1 = "n/a" if row.get("token_f1") is None else f"{row['token_f1']:.3f}"
         hit = "n/a" if row.get("hit_rate") is None else f"{row['hit_rate']:.3f}"
         typer.echo(
-            f"{row['pipeline']}: exact={em} token_f1={f1} hit={hit} errors={row['n_errors']} "
-            f"refusals={row['n_refusals']} (n={row['n']})"
+            f"{row['pipeline']}: exact={em} token_f1={f1} hit={hit} failed={row['n_errors']} (missing) "
+            f"refusals={row['n_refusals']} (n={row['n']}, answered {row['n_answered']})"
         )
     typer.echo(
         f"wrote {result.run_dir}/answers.jsonl ({result.n_new_rows} new); judge it with "
         f"`ragrade judge {result.run_dir} --metrics ...`"
     )
+    check_grid_failures(result.rows, max_failed)
 
 
 def register(app: typer.Typer) -> None:

@@ -115,6 +115,10 @@ def index_cmd(
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
     }
     cfg = build_config(IndexConfig, file_layer, flags, source="index options")
+    if cfg.dense and cfg.store:
+        from ragrade.registry import lookup
+
+        lookup("vector_store", cfg.store)  # a bad --store fails now, not after the embedding
     with _Bar() as bar:
         stats = build_index(input_path, out, cfg, progress=bar)
     if as_json:
@@ -189,6 +193,8 @@ def ask_cmd(
     prompt_file: Path = typer.Option(None, "--prompt-file", help="Prompt template with {question} and {passages}."),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
+    max_retries: int = typer.Option(2, "--max-retries", help="Retries of a failed LLM request."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
 ) -> None:
     """Answer questions from an index, citing chunk ids and source files."""
@@ -201,8 +207,8 @@ def ask_cmd(
     if question is not None and not question.strip():
         raise ConfigError("the question is empty")
     prompt = load_prompt(prompt_file)
+    model = create_llm(llm or "offline/extractive", base_url=base_url, timeout=timeout, max_retries=max_retries)
     _, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
-    model = create_llm(llm or "offline/extractive", base_url=base_url)
     assistant = Assistant(ret, model, k=k, prompt=prompt)
 
     failed = 0
@@ -212,6 +218,9 @@ def ask_cmd(
         ans = assistant.ask(q)
         failed += ans.error is not None
         typer.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else render(ans))
+        fatal = getattr(getattr(model, "limiter", None), "fatal", None)
+        if fatal:  # the server rejected the key or is unreachable: asking more questions cannot help
+            raise BackendError(f"{model.name}: {fatal}")
 
     if question is not None:
         answer(question)

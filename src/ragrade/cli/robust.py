@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from ragrade.llm.failures import MAX_FAILED_HELP
+
 robust_app = typer.Typer(help="Robustness testbeds (noise, negative rejection, integration, counterfactual).",
                          no_args_is_help=True)
 
@@ -72,6 +74,9 @@ def run_cmd(
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Answer length limit (default 256)."),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N questions."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds per LLM request attempt (default 60)."),
+    max_retries: int | None = typer.Option(None, "--max-retries", help="Retries of a failed LLM request (default 5)."),
+    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     config: Path | None = typer.Option(None, "--config", help="TOML with a [robust] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
 ) -> None:
@@ -90,7 +95,7 @@ def run_cmd(
         "closed_book": closed_book, "judge": judge, "judge_base_url": judge_base_url, "prompts": prompts,
         "rejection_phrases": _phrases(rejection_phrases, "--rejection-phrases"),
         "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
-        "cache": False if no_cache else None,
+        "cache": False if no_cache else None, "timeout": timeout, "max_retries": max_retries,
     }
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
     progress = _progress() if is_tty() else None
@@ -102,12 +107,20 @@ def run_cmd(
             progress.close()
     if as_json:
         echo_json([r.metrics for r in runs])
-        return
-    typer.echo(render_table(table))
-    for r in runs:
-        m = r.metrics
-        typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} skipped={m['skipped']} flagged={m['flagged']} "
-                   f"generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
+    else:
+        typer.echo(render_table(table))
+        for r in runs:
+            m = r.metrics
+            typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} (missing) skipped={m['skipped']} "
+                       f"flagged={m['flagged']} generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
+    _check_failures(runs, max_failed)
+
+
+def _check_failures(runs: Any, max_failed: float | None) -> None:
+    """Exit 2/3 when requests failed beyond the threshold (per model and testbed); a rerun retries them."""
+    from ragrade.llm.failures import resume_hint, robust_request_tally
+
+    robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
 
 
 class _RichProgress:

@@ -46,6 +46,9 @@ def run_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
+    check: bool = typer.Option(
+        False, "--check", help="Validate the config (every component name and model spec), print the plan, run nothing."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
 ) -> None:
     """Run a job config end to end."""
@@ -54,8 +57,27 @@ def run_cmd(
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
     cfg = load_job_config(config, overrides)
+    if check:
+        _print_plan(cfg, out or Path(cfg.out), as_json)
+        return
     result = run_job(cfg, out or Path(cfg.out), force=force)
     _finish(result, as_json)
+
+
+def _print_plan(cfg: Any, out: Path, as_json: bool) -> None:
+    from ragrade.job.check import check_job, describe_plan
+
+    check_job(cfg)
+    plan = describe_plan(cfg, out)
+    if as_json:
+        echo_json({"run_dir": str(out), "valid": True, "stages": plan})
+        return
+    typer.echo(f"config is valid; plan for {out}:")
+    for s in plan:
+        typer.echo(f"  {s['action']:<5}  {s['stage']}")
+    typer.echo(
+        f"{sum(s['action'] == 'run' for s in plan)} stage(s) to run, {sum(s['action'] == 'reuse' for s in plan)} reused"
+    )
 
 
 def demo_cmd(

@@ -22,11 +22,15 @@ from ragrade.cli.pipelines import (
     KOption,
     LimitOption,
     LlmBaseUrlOption,
+    MaxFailedOption,
+    MaxRetriesOption,
     NoCacheOption,
     RetrieversOption,
     RunDirOption,
     SeedOption,
     ShardSizeOption,
+    TimeoutOption,
+    check_grid_failures,
     grid_config,
 )
 from ragrade.errors import ConfigError
@@ -60,10 +64,16 @@ def take(
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    max_failed: MaxFailedOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
     as_json: JsonOption = False,
 ) -> None:
-    """Let every pipeline of the grid take the exam; resumable; writes a run directory."""
+    """Let every pipeline of the grid take the exam; resumable; writes a run directory.
+
+    A failed LLM request is missing (never wrong); rerunning the command asks only the failed ones again.
+    """
     from ragrade.run.sweep import run_sweep
 
     if not exam.is_file():
@@ -74,6 +84,7 @@ def take(
             exam, cfg, out, overwrite=overwrite, progress=bar.update, config_files=[str(config)] if config else []
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
+    check_grid_failures(result.responses, max_failed)
 
 
 def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> None:
@@ -82,13 +93,15 @@ def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> No
         echo_json({"run_dir": str(run_dir), "new_rows": added, "pipelines": summary[cols].to_dict(orient="records")})
         return
     width = max(len(str(p)) for p in summary["pipeline"])
-    typer.echo(f"{'pipeline':<{width}}  {'n':>5}  {'acc':>6}  95% CI           errors  parse-fail")
+    typer.echo(f"{'pipeline':<{width}}  {'n':>5}  {'acc':>6}  95% CI           failed  parse-fail")
     for r in summary[cols].itertuples(index=False):
         typer.echo(
             f"{r.pipeline:<{width}}  {r.n:>5}  {r.accuracy:6.1%}  [{r.ci_low:5.1%}, {r.ci_high:5.1%}]  "
             f"{r.n_errors:>6}  {r.n_parse_failures:>10}"
         )
     typer.echo(f"run directory: {run_dir} ({added} new answers)")
+    if int(summary["n_errors"].sum()):
+        typer.echo("(n counts answered questions; failed requests are missing, not wrong: rerun to ask them again)")
 
 
 def compare(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -15,8 +16,21 @@ from ragrade.exam.text import derived_seed, stable_hash
 from ragrade.llm.base import LLM, GenerationRequest, Message, generate
 from ragrade.registry import register
 
-#: reasons a chunk yields no candidate at all (stage "generation")
-GENERATION_REASONS = ("llm_error", "no_key_term", "no_distractors")
+#: reasons a chunk yields no candidate at all (stage "generation"): ``llm_error`` is a failed request (missing,
+#: asked again by a rerun), ``refused`` a reply declining the task (an answer, not a parse failure)
+GENERATION_REASONS = ("llm_error", "refused", "no_key_term", "no_distractors")
+
+_REFUSAL = re.compile(
+    r"^\W*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i can(?:no|'|’)t|i am unable|i'?m unable|"
+    r"i am not able|i'?m not able|i will not|i won'?t|as an ai)\b",
+    re.IGNORECASE,
+)
+
+
+def is_refusal(text: str | None) -> bool:
+    """True when a reply opens by declining the task ("I'm sorry, I can't ...")."""
+    return bool(text and _REFUSAL.match(text.strip()))
+
 
 Progress = Callable[[int, int], None]  # (chunks done, valid candidates so far)
 
@@ -105,6 +119,12 @@ class LLMWriter:
                     )
                     continue
                 res = parse_question(comp.text, self.cfg.min_question_chars)
+                if not isinstance(res, ParsedQuestion) and is_refusal(comp.text):
+                    detail = str(comp.text).strip()[:300]
+                    out.append(
+                        Raw(chunk, stage="generation", reason="refused", detail=detail, text=comp.text, generator=gen)
+                    )
+                    continue
                 if isinstance(res, ParsedQuestion):
                     valid += 1
                     out.append(Raw(chunk, parsed=res, text=comp.text, generator={**gen, "format": res.format}))

@@ -254,6 +254,8 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
             "limit": r.n,
             "concurrency": ctx.cfg.llm.concurrency,
             "cache": ctx.cfg.llm.cache,
+            "timeout": ctx.cfg.llm.timeout,
+            "max_retries": ctx.cfg.llm.max_retries,
         }
     )
     stale = out / "skipped.json"
@@ -264,6 +266,9 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
         ctx.progress(f"robust {testbed}: {what}", done, total)
 
     runs, table = run_robust(cfg, progress=progress)
+    from ragrade.llm.failures import resume_hint, robust_request_tally
+
+    robust_request_tally(runs).check(resume_hint("rerun `ragrade run`"), None, what="testbed")
     return {
         "models": [m.model for m in runs],
         "n": [m.metrics.get("n") for m in runs],

@@ -65,6 +65,7 @@ class LLMSection(_Section):
     base_url: str | None = None
     concurrency: int = Field(default=16, ge=1)
     timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=5, ge=0)
     cache: bool = True
 
 

@@ -233,6 +233,9 @@ def _reusable(stage: st.Stage, rec: dict[str, Any] | None, digest: str) -> bool:
 
 def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Display | None = None) -> JobResult:
     """Run (or resume) every stage of ``cfg`` into the run directory ``out``."""
+    from ragrade.job.check import check_job
+
+    check_job(cfg)  # every component name and model spec, before the first stage (and before writing anything)
     layout = RunLayout(Path(out))
     layout.root.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

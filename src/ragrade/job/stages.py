@@ -36,6 +36,7 @@ class StageContext:
             "base_url": opts.base_url,
             "concurrency": opts.concurrency,
             "timeout": opts.timeout,
+            "max_retries": opts.max_retries,
             "cache": opts.cache,
         }
 
@@ -165,9 +166,15 @@ def run_exam(ctx: StageContext) -> dict[str, Any]:
         ctx.progress(f"exam ({valid} valid)", done, max(target, 1))
 
     result = generate_exam_full(chunks, llm, cfg, progress=progress)
+    from ragrade.llm.failures import exam_request_tally
+
+    tally = exam_request_tally(result, llm)
+    if not result.questions and tally.n_failed:
+        tally.check("rerun `ragrade run`: received questions come from the response cache", 0.0)
     if not result.questions:
         raise DataError(f"the exam generator kept no question out of {result.funnel.get('generated', 0)} candidates")
     write_exam_result(ctx.layout.exam, result, cfg, input_path=str(ctx.layout.chunks(label)))
+    tally.check("rerun `ragrade run`: received questions come from the response cache", None, what="generation")
     return {"questions": len(result.questions), "generated": result.funnel.get("generated"), "chunker": label}
 
 
@@ -188,6 +195,7 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
             "base_url": opts.base_url,
             "concurrency": opts.concurrency,
             "timeout": opts.timeout,
+            "max_retries": opts.max_retries,
             "cache": opts.cache,
         },
         "seed": s.seed,
@@ -219,6 +227,9 @@ def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
         totals.clear()
         done.clear()
         result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress, overwrite=True)
+    from ragrade.cli.pipelines import check_grid_failures
+
+    check_grid_failures(result.responses, None)  # too many failed requests: the stage fails, a rerun resumes
     comps = verdicts(ctx.layout.sweep, top=ctx.cfg.sweep.top, seed=ctx.cfg.sweep.seed)
     write_comparisons(ctx.layout.sweep / COMPARISONS_FILE, comps)
     best = result.summary.sort_values("accuracy", ascending=False).iloc[0]

@@ -278,6 +278,25 @@ def screen(store: ScoreStore, configs: Sequence[str], metric: str, top: int) -> 
     return {"metric": f"{metric}.{path}", "top": top, "ranking": ranking, "selected": selected}
 
 
+def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Judge requests per ``config / metric``: ``{"groups": {group: [failed, asked]}, "errors": [...]}``.
+
+    A failed request (every sample failed) is missing, never a verdict; a rerun asks it again.
+    """
+    groups: dict[str, list[int]] = {}
+    errors: list[str] = []
+    for r in records:
+        if r.get("status") not in ("ok", "unparsed", "failed"):
+            continue
+        g = groups.setdefault(f"{r['config']} / {r['metric']}", [0, 0])
+        g[1] += 1
+        if r.get("status") == "failed":
+            g[0] += 1
+            errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")] or ["failed"]
+            errors.extend(e for e in errs[:1] if e not in errors)
+    return {"groups": groups, "errors": errors[:20]}
+
+
 def run_judging(
     answers: str | Path, out_dir: str | Path, cfg: JudgeRunConfig, progress: Progress | None = None
 ) -> dict[str, Any]:
@@ -292,8 +311,8 @@ def run_judging(
     items = read_answers(path, cfg.fields)
     out = Path(out_dir)
     _check_out_dir(out)
+    judges = build_judges(cfg)  # bad model spec or options: fail before writing anything
     out.mkdir(parents=True, exist_ok=True)
-    judges = build_judges(cfg)
     for judge in judges.values():
         if hasattr(judge, "prepare"):
             judge.prepare(items)
@@ -346,6 +365,7 @@ def run_judging(
         "judges": {m: j.describe() for m, j in judges.items()},
         "screening": screening,
         "not_judged": sorted(set(configs) - {it.config for it in judged_items}) if costly else [],
+        "request_failures": request_failures(records),
     }
     write_json(out / SUMMARY_FILE, summary)
     write_csv_rows(out / SUMMARY_CSV, csv_rows(per_config), CSV_COLUMNS)

@@ -22,6 +22,7 @@ from typing import Any
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache, make_key
 from ragrade.llm.limits import LimitConfig, Limiter, Outcome
+from ragrade.redact import redact_text
 
 log = logging.getLogger("ragrade.llm")
 
@@ -215,7 +216,8 @@ class BaseLLM:
     @staticmethod
     def _completion(o: Outcome[Completion]) -> Completion:
         if o.value is None:
-            return Completion(text=None, error=o.error or "unknown error", attempts=o.attempts, latency_s=o.latency_s)
+            error = redact_text(o.error or "unknown error")
+            return Completion(text=None, error=error, attempts=o.attempts, latency_s=o.latency_s)
         o.value.attempts, o.value.latency_s = o.attempts, o.latency_s
         return o.value
 
@@ -223,7 +225,7 @@ class BaseLLM:
     def _loglik(o: Outcome[LoglikelihoodResult]) -> LoglikelihoodResult:
         if o.value is None:
             return LoglikelihoodResult(
-                logprobs=None, error=o.error or "unknown error", attempts=o.attempts, latency_s=o.latency_s
+                logprobs=None, error=redact_text(o.error or "unknown error"), attempts=o.attempts, latency_s=o.latency_s
             )
         o.value.attempts, o.value.latency_s = o.attempts, o.latency_s
         return o.value

@@ -42,7 +42,7 @@ from ragrade.deps import require
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import BaseLLM, log
-from ragrade.llm.limits import LimitConfig, PermanentError, TransientError
+from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError
 
 MISSING_SCORE = -50.0
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -117,6 +117,16 @@ def _strip_userinfo(url: str | None) -> str | None:
     return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``(url without its query string, the query parameters)``: the SDK appends paths to the base URL, so
+    parameters such as ``?api-version=...`` travel as its default query instead."""
+    if not url or "?" not in url:
+        return url, {}
+    parts = urllib.parse.urlsplit(url)
+    query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit(parts._replace(query="")), query
+
+
 def _retry_after(headers: Any) -> float | None:
     if headers is None:
         return None
@@ -162,8 +172,8 @@ class OpenAILLM(BaseLLM):
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         super().__init__(model, base_url=redact_url(base_url), cache=cache, limits=limits, seed=seed)
-        self._url = _strip_userinfo(base_url)
-        if base_url and self._url != base_url:
+        self._url, self._query = _split_query(_strip_userinfo(base_url))
+        if base_url and "@" in urllib.parse.urlsplit(base_url).netloc:
             log.warning(
                 "%s: credentials in the base URL are ignored (HTTP libraries log URLs); use OPENAI_API_KEY instead",
                 self.name,
@@ -207,7 +217,12 @@ class OpenAILLM(BaseLLM):
         openai = self._openai()
         http, response_type, name = _http_client(openai, self.transport, self.limits)
         client = openai.AsyncOpenAI(
-            base_url=self._url, api_key=self._key, max_retries=0, timeout=self.limits.timeout, http_client=http
+            base_url=self._url,
+            api_key=self._key,
+            max_retries=0,
+            timeout=self.limits.timeout,
+            http_client=http,
+            default_query=self._query or None,
         )
         return _Session(client, response_type, name)
 
@@ -277,7 +292,9 @@ class OpenAILLM(BaseLLM):
             msg = _scrub(f"HTTP {code}: {_error_message(exc)}", self._key)
             if code == 429 or code >= 500 or code in (408, 409):
                 raise TransientError(msg, _retry_after(exc.response.headers)) from exc
-            raise PermanentError(msg) from exc
+            if code in (401, 403):
+                raise AuthError(msg, code) from exc
+            raise PermanentError(msg, code) from exc
         except (openai.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
             raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
 
@@ -327,7 +344,7 @@ class OpenAILLM(BaseLLM):
             try:
                 return await self._post("/chat/completions", body)
             except PermanentError as exc:
-                if schema is None or self._json_mode == "none" or "HTTP 4" not in str(exc):
+                if schema is None or self._json_mode == "none" or not unsupported(exc):
                     raise
                 old = self._json_mode
                 self._json_mode = "json_object" if old == "json_schema" else "none"
@@ -395,7 +412,7 @@ class OpenAILLM(BaseLLM):
         try:
             data = await self._post("/completions", body)
         except PermanentError as exc:
-            if probing:
+            if probing and unsupported(exc):
                 raise PermanentError(f"no-prompt-logprobs: {exc}") from exc
             raise
         _first_choice(data)  # checks the shape
@@ -430,7 +447,9 @@ class OpenAILLM(BaseLLM):
         if self._chat_logprobs and self.loglikelihood_mode != "letter-choice":
             try:
                 data = await self._post("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
-            except PermanentError:
+            except PermanentError as exc:
+                if not unsupported(exc):
+                    raise
                 self._chat_logprobs = False
         if data is None:
             data = await self._post("/chat/completions", body)
@@ -461,6 +480,17 @@ class OpenAILLM(BaseLLM):
     def close(self) -> None:
         """Drop the HTTP clients (those of finished batches are closed already)."""
         self._sessions = {}
+
+
+UNSUPPORTED_STATUS = (400, 404, 405, 415, 422)
+
+
+def unsupported(exc: PermanentError) -> bool:
+    """True when ``exc`` can mean "this server does not support that request" (a capability fallback may help).
+
+    Authentication errors and failures without an HTTP status (network, unreadable replies) never do.
+    """
+    return not isinstance(exc, AuthError) and exc.status in UNSUPPORTED_STATUS
 
 
 def _wrap_probe(probing: bool, message: str) -> Exception:

@@ -33,7 +33,9 @@ from typing import Any
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
 from ragrade.exam.generate import interleave_by_document
+from ragrade.exam.writers import is_refusal
 from ragrade.judge.lexical import answer_tokens, normalize_answer
+from ragrade.llm.failures import fatal_kind
 from ragrade.qa.files import QAItem
 
 OFFLINE = "offline"
@@ -162,11 +164,13 @@ class Funnel:
     chunks_available: int = 0
     chunks_eligible: int = 0
     sampled: int = 0
-    failed: int = 0
+    failed: int = 0  # failed requests: missing, asked again by a rerun (answers received come from the cache)
+    refused: int = 0  # replies declining the task
     unparsed: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     accepted: int = 0
+    first_error: str | None = None
 
     def reject(self, reason: str) -> None:
         """Count one rejection."""
@@ -383,8 +387,13 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
             funnel.sampled += 1
             if not comp.ok:
                 funnel.failed += 1
+                if funnel.first_error is None or fatal_kind(comp.error):  # keep what stopped the backend
+                    funnel.first_error = comp.error
                 continue
             parsed = parse_generation(comp.text)
+            if parsed is None and is_refusal(comp.text):
+                funnel.refused += 1
+                continue
             if parsed is None:
                 funnel.unparsed += 1
                 continue

@@ -52,6 +52,7 @@ class QAAnswerResult:
     n_questions: int
     n_new_rows: int
     summary: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
 
 
 def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
@@ -66,10 +67,11 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
         answered = [r for r in rs if r.get("answer") is not None and not r.get("error")]
         hits = [bool(r["gold_chunk_retrieved"]) for r in rs if r.get("gold_chunk_retrieved") is not None]
         scored = [best_over_references(r["answer"], [r["reference"]]) for r in answered if r.get("reference")]
-        # an unanswered question counts as wrong (0) in EM and F1: errors never shrink the denominator
-        n_missing = sum(1 for r in rs if r.get("reference")) - len(scored)
-        em = [float(e) for e, _ in scored] + [0.0] * n_missing
-        f1 = [f for _, f in scored] + [0.0] * n_missing
+        # a failed request is missing, never wrong: EM and F1 are over the answered questions (n_answered);
+        # an empty answer (no failure) still counts as a wrong one
+        n_empty = sum(1 for r in rs if r.get("reference") and r.get("answer") is None and not r.get("error"))
+        em = [float(e) for e, _ in scored] + [0.0] * n_empty
+        f1 = [f for _, f in scored] + [0.0] * n_empty
         first = rs[0] if rs else {}
         row: dict[str, Any] = {
             **dict.fromkeys(SUMMARY_COLUMNS),
@@ -118,6 +120,10 @@ def run_qa_answers(
     gen = {"max_tokens": 256, "temperature": 0.0, **dict(generation or {})}
     context = {"qa": str(qa_path.resolve()), **pipeline_context(cfg, pool), "generation": gen}
     exe = executor or executor_for(cfg)
+    from ragrade.qa.answer import qa_resources_for
+    from ragrade.run.sweep import check_components
+
+    check_components(qa_resources_for(context), specs)  # validate everything before writing anything
     pipelines = {s.id: s.model_dump(mode="json") for s in specs}
     manifest = build_manifest(
         "qa-answer",
@@ -154,7 +160,7 @@ def run_qa_answers(
         n_errors=sum(1 for r in rows if r.get("error")),
     )
     write_manifest(run_dir, manifest)
-    return QAAnswerResult(run_dir, order, len(ids), added, summary)
+    return QAAnswerResult(run_dir, order, len(ids), added, summary, rows)
 
 
 __all__ = ["QAAnswerResult", "run_qa_answers", "summarise_answers"]

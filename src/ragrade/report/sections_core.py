@@ -52,9 +52,18 @@ def leaderboard(files: RunFiles, top: int) -> Section:
         return absent(sec, SUMMARY)
     df = df.sort_values(["accuracy", "pipeline"], ascending=[False, True]).reset_index(drop=True)
     best = df.iloc[0]
+    failed = int(df["n_errors"].sum()) if "n_errors" in df else 0
+    asked = int(best["n"]) + (int(best["n_errors"]) if "n_errors" in df else 0)
+    missing = (
+        f" {failed} answers are missing (failed requests, shown as n_errors): they are left out of every "
+        "accuracy and interval, never counted wrong."
+        if failed
+        else ""
+    )
     sec.add_text(
-        f"{len(df)} pipelines took the same {int(best['n'])} questions. Best: {short_pipeline(best['pipeline'])} "
-        f"with accuracy {best['accuracy']:.3f} (95% interval {best['ci_low']:.3f} to {best['ci_high']:.3f}).",
+        f"{len(df)} pipelines took the same {asked} questions. Best: {short_pipeline(best['pipeline'])} "
+        f"with accuracy {best['accuracy']:.3f} (95% interval {best['ci_low']:.3f} to {best['ci_high']:.3f})."
+        + missing,
         SUMMARY,
     )
     labels = [short_pipeline(p) for p in df["pipeline"]]
@@ -64,7 +73,7 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     table = Table(
         ["rank", *cols],
         [[i + 1, *(row[c] for c in cols)] for i, (_, row) in enumerate(df.iterrows())],
-        caption="Accuracy per pipeline with Wilson 95% intervals",
+        caption="Accuracy per pipeline with Wilson 95% intervals (n: answered; n_errors: failed requests, missing)",
         source=SUMMARY,
     )
     retr = df["retriever"].astype(str).tolist() if "retriever" in df else ["" for _ in labels]

@@ -8,6 +8,7 @@ where that factor applies, and both are rendered.
 
 from __future__ import annotations
 
+import html
 import itertools
 from typing import Any
 
@@ -115,7 +116,7 @@ def _effects(
     effects = doc.get("effects") or {}
     src = fit["file"]
     if not effects:
-        sec.add(f'<p class="note">{fit["name"]}: flat model (no factors), abilities only.</p>')
+        sec.add(f'<p class="note">{html.escape(str(fit["name"]))}: flat model (no factors), abilities only.</p>')
         return
     labels, vals, lows, highs, rows = [], [], [], [], []
     for factor, levels in effects.items():
@@ -127,7 +128,7 @@ def _effects(
             highs.append(None if est is None or se is None else est + 1.96 * se)
             rows.append([factor, level, est, se])
     scope = fit.get("subset") or "all pipelines"
-    sec.add(f"<h3>Component effects ({fit['name']}: {scope})</h3>")
+    sec.add(f"<h3>Component effects ({html.escape(str(fit['name']))}: {html.escape(str(scope))})</h3>")
     sec.add(
         charts.bar_with_errors(
             f"effects-{fit['name']}",

@@ -175,6 +175,7 @@ class OpenAIEmbedder:
         self.space = f"openai:{model}"
         self.cache_key = self.name
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._secret = key if key != "EMPTY" else None  # never shown: servers may echo it in errors
         self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"})
         self._dim: int | None = None
 
@@ -201,9 +202,9 @@ class OpenAIEmbedder:
                 last = BackendError(f"HTTP {resp.status_code}")
                 continue
             if resp.status_code != 200:
-                raise BackendError(
-                    f"embeddings endpoint {self._url()} answered HTTP {resp.status_code}: {resp.text[:200]}"
-                )
+                body = resp.text[:200].replace(self._secret, "***") if self._secret else resp.text[:200]
+                hint = "; the server rejected the API key" if resp.status_code in (401, 403) else ""
+                raise BackendError(f"embeddings endpoint {self._url()} answered HTTP {resp.status_code}: {body}{hint}")
             try:
                 data = sorted(resp.json().get("data", []), key=lambda d: int(d.get("index", 0)))
             except (ValueError, AttributeError, TypeError) as exc:  # malformed body: retry

@@ -132,9 +132,13 @@ def _verdict(r: Mapping[str, Any]) -> bool:
 def summarise_default(records: Sequence[Mapping[str, Any]], testbed: str, seed: int = 0) -> dict[str, Any]:
     """Metrics of one group of labelled records (one model, one testbed, one ratio or all ratios)."""
     active = [r for r in records if not r.get("skipped")]
-    docs = [r for r in active if r["condition"] == "documents"]
-    closed = [r for r in active if r["condition"] == "no_documents"]
-    out: dict[str, Any] = _counts(records, docs, closed)
+    docs_all = [r for r in active if r["condition"] == "documents"]
+    closed_all = [r for r in active if r["condition"] == "no_documents"]
+    out: dict[str, Any] = _counts(records, docs_all, closed_all)
+    # a failed request is missing, never wrong: every metric is over the answered records (n), failures counted
+    docs = [r for r in docs_all if not r["labels"].get("failed")]
+    closed = [r for r in closed_all if not r["labels"].get("failed")]
+    out["n"], out["n_without_docs"] = len(docs), len(closed)
     out.update(dict.fromkeys(METRIC_KEYS))
     n = len(docs)
     out["accuracy"] = metric(_count(docs, "correct"), n)

@@ -88,6 +88,8 @@ class RobustRunConfig(BaseModel):
     batch_size: int = 32
     concurrency: int = 16
     cache: bool = True
+    timeout: float = 60.0
+    max_retries: int = 5
 
 
 @dataclass
@@ -335,7 +337,7 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
     if llm is None:
         from ragrade.llm import create_llm
 
-        llm = create_llm(model_spec, base_url=cfg.base_url, concurrency=cfg.concurrency, cache=cfg.cache)
+        llm = create_llm(model_spec, **_llm_options(cfg, cfg.base_url))
     model = str(getattr(llm, "name", model_spec))
     fp = fingerprint(cfg, model, lang, lp, _file_sha256(cfg.data))
     path = out_dir / "results.jsonl"
@@ -363,8 +365,7 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
         if judge_llm is None:
             from ragrade.llm import create_llm
 
-            judge_llm = create_llm(cfg.judge, base_url=cfg.judge_base_url or cfg.base_url,
-                                   concurrency=cfg.concurrency, cache=cfg.cache)
+            judge_llm = create_llm(cfg.judge, **_llm_options(cfg, cfg.judge_base_url or cfg.base_url))
         _judge(judge_llm, records, tb.name, prompts, cfg, sink, progress)
     ordered = [records[i.key] for i in instances]
     label_records(ordered, cfg.scoring, detectors, lang)
@@ -386,6 +387,11 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
     return ModelRun(model, out_dir, metrics, generated=len(todo), resumed=resumed)
+
+
+def _llm_options(cfg: RobustRunConfig, base_url: str | None) -> dict[str, Any]:
+    return {"base_url": base_url, "concurrency": cfg.concurrency, "cache": cfg.cache, "timeout": cfg.timeout,
+            "max_retries": cfg.max_retries}
 
 
 def _describe(llm: Any) -> dict[str, Any]:
@@ -421,6 +427,12 @@ def run_robust(cfg: RobustRunConfig, *, llms: Sequence[Any] | None = None, judge
         raise ConfigError("--llm needs at least one model")
     if llms is not None and len(llms) != len(cfg.llm):
         raise ConfigError("one LLM object per --llm spec is needed")
+    if llms is None:  # every model spec (and the judge's) is checked before the first model runs
+        from ragrade.llm import create_llm
+
+        llms = [create_llm(spec, **_llm_options(cfg, cfg.base_url)) for spec in cfg.llm]
+        if cfg.judge and judge_llm is None:
+            judge_llm = create_llm(cfg.judge, **_llm_options(cfg, cfg.judge_base_url or cfg.base_url))
     runs = []
     single = len(cfg.llm) == 1
     for i, spec in enumerate(cfg.llm):

@@ -12,8 +12,9 @@ builds prompts with few-shot examples and answers:
 - else by **generating a letter** and parsing it; an unparseable reply is a
   parse failure (``chosen = -1``, counted wrong, flagged ``parse_failed``).
 
-Failed requests give ``chosen = -1``, ``correct = 0`` and an ``error``;
-they are counted, never dropped.
+Failed requests (and failed retrievals or external systems) give an ``error``
+and ``chosen = correct = None``: they are *missing*, never wrong; counted, never
+dropped, and the journal re-asks them on a rerun.
 """
 
 from __future__ import annotations
@@ -251,10 +252,26 @@ def _apply_external(rows: list[dict[str, Any]], qs: Sequence[Question], ctxs: Se
     return rest
 
 
+def mark_missing(rows: Sequence[dict[str, Any]]) -> None:
+    """Rows with an ``error`` have no answer: ``chosen`` and ``correct`` become None (missing, not wrong)."""
+    for row in rows:
+        if row.get("error") is not None:
+            row["chosen"] = None
+            row["correct"] = None
+
+
 async def answer_questions(
     res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question]
 ) -> list[dict[str, Any]]:
-    """Rows for ``qs`` answered by ``spec`` (one per question, in order)."""
+    """Rows for ``qs`` answered by ``spec`` (one per question, in order); failures are missing (see module)."""
+    rows = await _answer_questions(res, spec, cfg, qs)
+    mark_missing(rows)
+    return rows
+
+
+async def _answer_questions(
+    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question]
+) -> list[dict[str, Any]]:
     ctxs = await res.contexts(spec, qs)
     rows = [base_row(q, spec, c) for q, c in zip(qs, ctxs, strict=True)]
     pending = _apply_external(rows, qs, ctxs) if spec.is_external else list(range(len(qs)))

@@ -5,6 +5,12 @@ any moment (``kill -9``) leaves the journal holding exactly the shards that
 finished; rerunning skips them. The journal also remembers each pipeline's
 spec and the run's fingerprint, so a rerun with a different configuration is
 refused instead of silently mixing results.
+
+A row whose ``error`` is set (a failed LLM request, retrieval or external call)
+is journaled as *failed*: it is kept (the run's files show it, as missing) but it
+does not count as done, so a rerun asks exactly the failed items again and
+replaces their rows. A journal holding no finished row never blocks a rerun with
+other inputs or settings (a command that failed before any work is not a run).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ragrade.errors import ConfigError, DataError
 
 JOURNAL_FILE = "journal.sqlite"
 _SCHEMA_VERSION = 1
+_DONE = "json_extract(row, '$.error') IS NULL"  # a journaled row that did not fail
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,6 +82,9 @@ class Journal:
     def check_fingerprint(self, fingerprint: str, what: str = "run") -> None:
         """Record ``fingerprint`` on first use; :class:`JournalMismatch` when a rerun's fingerprint differs."""
         old = self.get_meta("fingerprint")
+        if old is not None and old != fingerprint and self.count() == 0:
+            self._forget()  # nothing finished under the old settings: not a run to protect
+            old = None
         if old is None:
             self.set_meta("fingerprint", fingerprint)
         elif old != fingerprint:
@@ -89,6 +99,11 @@ class Journal:
         new = []
         for pid, spec in specs.items():
             blob = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+            if pid in known and known[pid] != blob and self.count(pid) == 0:
+                with self._tx():  # only failed rows under the old spec: start the pipeline afresh
+                    self._db.execute("DELETE FROM results WHERE pipeline = ?", (pid,))
+                    self._db.execute("UPDATE pipelines SET spec = ? WHERE pipeline = ?", (blob, pid))
+                known[pid] = blob
             if pid in known and known[pid] != blob:
                 raise JournalMismatch(
                     f"pipeline '{pid}' was run before with other settings; use a new --out directory or --overwrite"
@@ -100,25 +115,50 @@ class Journal:
                 self._db.executemany("INSERT INTO pipelines (pipeline, spec) VALUES (?, ?)", new)
 
     # ---------------------------------------------------------------- results
+    def _forget(self) -> None:
+        """Drop every row, pipeline and the fingerprint (only called when no row finished)."""
+        with self._tx():
+            self._db.execute("DELETE FROM results")
+            self._db.execute("DELETE FROM pipelines")
+            self._db.execute("DELETE FROM meta WHERE key = 'fingerprint'")
+
     def add(self, pipeline: str, rows: Iterable[Mapping[str, Any]], key: str = "item_id") -> int:
-        """Commit ``rows`` of ``pipeline`` in one durable transaction; returns how many were new."""
+        """Commit ``rows`` of ``pipeline`` in one durable transaction; returns how many were new.
+
+        A row replaces a journaled *failed* row of the same item (a retried failure; it counts as new once it
+        succeeds); a finished row is never replaced.
+        """
+        rows = list(rows)
         payload = [
             (pipeline, str(r[key]), json.dumps(r, sort_keys=True, separators=(",", ":"), default=str)) for r in rows
         ]
+        known = {r[0] for r in self._db.execute("SELECT item FROM results WHERE pipeline = ?", (pipeline,))}
+        failed = known - self.done_items(pipeline)
+        new = sum(1 for r in rows if str(r[key]) not in known or (str(r[key]) in failed and r.get("error") is None))
         with self._tx():
-            before = self._db.total_changes
-            self._db.executemany("INSERT OR IGNORE INTO results (pipeline, item, row) VALUES (?, ?, ?)", payload)
-            return self._db.total_changes - before
+            self._db.executemany(
+                "INSERT INTO results (pipeline, item, row) VALUES (?, ?, ?) ON CONFLICT (pipeline, item) "
+                "DO UPDATE SET row = excluded.row WHERE json_extract(results.row, '$.error') IS NOT NULL",
+                payload,
+            )
+        return new
 
     def done_items(self, pipeline: str) -> set[str]:
-        """Item ids already journaled for ``pipeline``."""
-        return {r[0] for r in self._db.execute("SELECT item FROM results WHERE pipeline = ?", (pipeline,))}
+        """Item ids journaled as finished for ``pipeline`` (failed items are not done: a rerun asks them again)."""
+        sql = f"SELECT item FROM results WHERE pipeline = ? AND {_DONE}"
+        return {r[0] for r in self._db.execute(sql, (pipeline,))}
 
     def count(self, pipeline: str | None = None) -> int:
-        """Number of journaled rows (of one pipeline, or all)."""
+        """Number of finished (not failed) journaled rows (of one pipeline, or all)."""
         if pipeline is None:
-            return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
-        return int(self._db.execute("SELECT COUNT(*) FROM results WHERE pipeline = ?", (pipeline,)).fetchone()[0])
+            return int(self._db.execute(f"SELECT COUNT(*) FROM results WHERE {_DONE}").fetchone()[0])
+        sql = f"SELECT COUNT(*) FROM results WHERE pipeline = ? AND {_DONE}"
+        return int(self._db.execute(sql, (pipeline,)).fetchone()[0])
+
+    def count_failed(self, pipeline: str | None = None) -> int:
+        """Number of journaled rows that failed (of one pipeline, or all)."""
+        sql = f"SELECT COUNT(*) FROM results WHERE NOT ({_DONE})" + (" AND pipeline = ?" if pipeline else "")
+        return int(self._db.execute(sql, (pipeline,) if pipeline else ()).fetchone()[0])
 
     def rows(self, pipeline: str, items: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Rows of ``pipeline``, in ``items`` order when given (missing items are skipped)."""

@@ -96,10 +96,12 @@ def read_responses(run_dir: str | Path) -> pd.DataFrame:
 
 
 def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:
-    n = len(group)
-    k = int(group["correct"].sum())
+    """Accuracy over the answered rows: a failed request (``correct`` empty) is missing, counted in n_errors."""
+    scored = group["correct"].dropna()
+    n = len(scored)
+    k = int(scored.sum())
     lo, hi = wilson_interval(k, n)
-    errors = int(group["error"].notna().sum()) if "error" in group else 0
+    errors = int(group["error"].notna().sum()) if "error" in group else len(group) - n
     parse = int(group["parse_failed"].fillna(False).astype(bool).sum()) if "parse_failed" in group else 0
     return {
         "n": n,
@@ -113,7 +115,10 @@ def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:
 
 
 def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFrame:
-    """Accuracy with a Wilson 95% CI per pipeline, plus error and parse-failure counts."""
+    """Accuracy with a Wilson 95% CI per pipeline, plus error and parse-failure counts.
+
+    ``n`` counts the answered questions; failed requests are missing (``n_errors``), never wrong.
+    """
     out = []
     pipelines = list(order) if order is not None else list(dict.fromkeys(df["pipeline"]))
     for pid in pipelines:

@@ -278,6 +278,23 @@ def _components(context: Mapping[str, Any], specs: Sequence[PipelineSpec], local
     return out
 
 
+def check_components(res: Any, specs: Sequence[PipelineSpec]) -> None:
+    """Build every component the pipelines name (LLM, index + retriever, external system, prompt) in this process.
+
+    Called before the run directory is created, so that a bad ``--index``, ``--llm``, ``--retrievers`` or
+    ``--external`` fails with its one-line error before anything is written (and the local executor reuses
+    what was built). A retriever that fails at query time is still a per-row failure.
+    """
+    for spec in specs:
+        res.template(spec.prompt)
+        if spec.llm not in ("none", "-"):
+            res.llm(spec.llm)
+        if spec.needs_index:
+            res.retriever(spec.chunker, spec.retriever)
+        if spec.is_external:
+            res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
+
+
 def _describe(get: Callable[..., Any], *args: Any) -> Any:
     try:
         obj = get(*args)
@@ -302,10 +319,13 @@ def run_sweep(
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
     pool, items = plan_items([q.id for q in questions], specs, cfg)
-    if overwrite:
-        clear_run_dir(run_dir)
     context = worker_context(exam_path, cfg, pool)
     exe = executor or executor_for(cfg)
+    from ragrade.run.pipeline import resources_for
+
+    check_components(resources_for(context), specs)  # validate everything before writing anything
+    if overwrite:
+        clear_run_dir(run_dir)
     digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
     pipelines = {s.id: {**s.model_dump(mode="json"), "_prompt_digest": digests[s.prompt]} for s in specs}
     worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
@@ -386,6 +406,7 @@ __all__ = [
     "OUTPUT_FILES",
     "GridJob",
     "SweepResult",
+    "check_components",
     "clear_run_dir",
     "executor_for",
     "pipeline_context",

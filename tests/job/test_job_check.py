@@ -1,0 +1,53 @@
+"""``ragrade run`` validates the whole config before the first stage; ``--check`` prints the plan, runs nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragrade.cli.main import main
+
+
+def _config(tmp_path: Path, extra: str = "") -> Path:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Arlen lighthouse has 90 steps. " * 20, encoding="utf-8")
+    cfg = tmp_path / "job.toml"
+    cfg.write_text(f'out = "{tmp_path / "run"}"\n[corpus]\npaths = ["docs"]\n{extra}', encoding="utf-8")
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("table", "word"),
+    [
+        ('[irt]\nmodel = "4pl"\n', "[irt] model"),
+        ('[robust]\ntestbeds = ["noise", "nosie"]\n', "[robust] testbeds"),
+        ('[judge]\nenabled = true\nmetrics = ["exact", "bogus"]\n', "[judge] metrics"),
+        ('[sweep]\nretrievers = ["bm25", "hybird"]\n', "[sweep] retrievers"),
+        ('[sweep]\nllms = ["offline/student", "offline/studnet"]\n', "[sweep] llms"),
+        ('[robust]\nllms = ["nosuch/model"]\n', "[robust] llms"),
+    ],
+)
+def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, word: str
+) -> None:
+    cfg = _config(tmp_path, table)
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragrade: error:") and word in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+    assert main(["run", "--check", str(cfg)]) == 2
+
+
+def test_check_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _config(tmp_path)
+    assert main(["run", "--check", "--json", str(cfg)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    stages = [s["stage"] for s in plan["stages"]]
+    assert plan["valid"] and stages[0] == "corpus" and "sweep" in stages and "report" in stages
+    assert all(s["action"] == "run" for s in plan["stages"])
+    assert not (tmp_path / "run").exists()
+    assert main(["run", "--check", str(cfg)]) == 0
+    assert "config is valid" in capsys.readouterr().out
