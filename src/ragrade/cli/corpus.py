@@ -216,8 +216,8 @@ def chunk_cmd(
     docs: Path = typer.Argument(..., help="Documents JSONL file (from `ragrade corpus`)."),
     out: Path = typer.Option(..., "--out", "-o", help="Chunks JSONL file to write."),
     strategy: str = typer.Option("recursive", "--strategy", "-s", help="token, recursive, sentence or semantic."),
-    size: int = typer.Option(200, "--size", help="Most tokens per chunk."),
-    overlap: int = typer.Option(20, "--overlap", help="Most tokens shared by consecutive chunks (< --size)."),
+    size: int = typer.Option(200, "--size", min=1, help="Most tokens per chunk."),
+    overlap: int = typer.Option(20, "--overlap", min=0, help="Most tokens shared by consecutive chunks (< --size)."),
     tokenizer: str = typer.Option(
         "minilm", "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
     ),

@@ -119,10 +119,10 @@ def fit_cmd(
     prior: str = _PRIOR,
     bounds: str | None = _BOUNDS,
     se: str = _SE,
-    n_boot: int = typer.Option(50, "--n-boot", help="Bootstrap replicates for --se bootstrap."),
+    n_boot: int = typer.Option(50, "--n-boot", min=1, help="Bootstrap replicates for --se bootstrap."),
     backend: str = _BACKEND,
     solver: str = _SOLVER,
-    max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
+    max_iter: int = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver."),
     not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
@@ -155,8 +155,10 @@ def fit_cmd(
 @irt_app.command("improve")
 def improve_cmd(
     source: Path = _INPUT,
-    steps: int = typer.Option(4, "--steps", help="Drop-and-refit rounds after the first fit."),
-    drop: float = typer.Option(0.1, "--drop", help="Fraction of items dropped per round (0.1 = 10%)."),
+    steps: int = typer.Option(4, "--steps", min=0, help="Drop-and-refit rounds after the first fit."),
+    drop: float = typer.Option(
+        0.1, "--drop", min=0.0, max=0.9, help="Fraction of items dropped per round."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: <run>/irt_improve)."),
     model: str = _MODEL,
     factors: str | None = _FACTORS,
@@ -164,7 +166,7 @@ def improve_cmd(
     bounds: str | None = _BOUNDS,
     backend: str = _BACKEND,
     solver: str = _SOLVER,
-    max_iter: int = typer.Option(3000, "--max-iter", help="Iteration cap of the solver."),
+    max_iter: int = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver."),
     not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,

@@ -64,7 +64,7 @@ def llm_probe(
     base_url: str | None = typer.Option(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server URL."
     ),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds per request."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
 ) -> None:
     """Send one generation and one log-likelihood request; report what the backend supports."""
     from ragrade.cli.common import echo_json

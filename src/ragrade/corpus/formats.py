@@ -322,6 +322,9 @@ def read_jsonl(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         except json.JSONDecodeError as exc:
             out.append(BadRecord(f":{lineno}", "invalid-record", f"not valid JSON ({exc.msg})"))
             continue
+        except RecursionError:
+            out.append(BadRecord(f":{lineno}", "invalid-record", "JSON nested too deeply"))
+            continue
         if isinstance(rec, dict) and len(rec) == 1 and isinstance(rec.get("ragrade"), dict):
             continue
         out.append(record_to_extracted(rec, f":{lineno}", fields))
@@ -334,6 +337,8 @@ def read_json(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise Skip("invalid-record", f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except RecursionError as exc:
+        raise Skip("invalid-record", "JSON nested too deeply") from exc
     if isinstance(obj, dict):
         if _pick(obj, fields.text_field, TEXT_FIELDS) is not None:
             return [record_to_extracted(obj, "", fields)]

@@ -47,7 +47,10 @@ def _stemmer(name: str | None) -> Any:
 def _tokenizer(cfg: BM25Config) -> Any:
     tok_mod = require("bm25s.tokenization", package="bm25s", purpose="BM25 retrieval")
     stop: Any = cfg.stopwords if cfg.stopwords not in (None, "none") else None
-    return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
+    try:
+        return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
+    except ValueError as exc:
+        raise ConfigError(f"unknown BM25 stopwords '{cfg.stopwords}' ({exc}); or give none") from exc
 
 
 class BM25Index:
