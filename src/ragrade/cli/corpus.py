@@ -102,7 +102,7 @@ def corpus_cmd(
         None, "--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."
     ),
     no_dedupe: bool = typer.Option(False, "--no-dedupe", help="Keep documents whose text repeats an earlier one."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file with a [corpus] table of these options."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file with a \\[corpus] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Load documents into a documents JSONL file."""

@@ -59,9 +59,15 @@ def generate_cmd(
         "(e.g. topic, source, doc_id); also the field of the topic tag.",
     ),
     prompt: Path | None = typer.Option(
-        None, "--prompt", help="A file with the user prompt template ({document}, {domain}, {title})."
+        None,
+        "--prompt",
+        exists=True,
+        dir_okay=False,
+        help="A file with the user prompt template ({document}, {domain}, {title}).",
     ),
-    system_prompt: Path | None = typer.Option(None, "--system-prompt", help="A file with the system prompt template."),
+    system_prompt: Path | None = typer.Option(
+        None, "--system-prompt", exists=True, dir_okay=False, help="A file with the system prompt template."
+    ),
     domain: str | None = typer.Option(None, "--domain", help="A few words naming the corpus, for the prompt."),
     base_url: str | None = typer.Option(
         None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
@@ -102,7 +108,7 @@ def generate_cmd(
     shuffle: str | None = typer.Option(None, "--shuffle", help="balanced (each letter equally often) or random."),
     absurd: bool = typer.Option(False, "--absurd", help="Write a sanity exam whose distractors are unrelated."),
     embedder: str | None = typer.Option(None, "--embedder", help="Embedder spec for the filters (default minilm)."),
-    config: Path | None = typer.Option(None, "--config", help="A TOML file; its [exam] table sets defaults."),
+    config: Path | None = typer.Option(None, "--config", help="A TOML file; its \\[exam] table sets defaults."),
     json_out: bool = typer.Option(False, "--json", help="Print the funnel and analytics as JSON."),
 ) -> None:
     """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""

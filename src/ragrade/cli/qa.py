@@ -34,7 +34,7 @@ from ragrade.cli.pipelines import (
     grid_config,
     parse_pairs,
 )
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, DataError
 
 qa_app = typer.Typer(
     name="qa", help="Synthetic question/answer datasets and free-text answers from pipelines.", no_args_is_help=True
@@ -106,7 +106,7 @@ def judge(
     max_retries: int | None = typer.Option(None, "--max-retries", min=0, help="Retries of a failed judge request."),
     timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="Seconds per judge request."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file (a [judge] table)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[judge] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
 ) -> None:
     """Score free-text answers (ours or any system's) with LLM judges, BERTScore and exact match."""
@@ -188,7 +188,9 @@ def qa_generate(
     qrels: Path | None = typer.Option(None, "--qrels", help="Also write the qrels view (query -> relevant ids)."),
     seed: int = typer.Option(0, "--seed", help="Seed of chunk sampling (and the LLM)."),
     min_chars: int = typer.Option(120, "--min-chars", min=0, help="Skip chunks shorter than this."),
-    prompt: Path | None = typer.Option(None, "--prompt", help="Prompt file with {passage} (and {source})."),
+    prompt: Path | None = typer.Option(
+        None, "--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."
+    ),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
@@ -208,6 +210,12 @@ def qa_generate(
         model = create_llm(llm, base_url=llm_base_url, cache=not no_cache)
     items, funnel = generate_qa(chunks, model, cfg)
     gen = "offline-extractive (baseline)" if model is None else llm
+    if not items:
+        counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
+        raise DataError(
+            f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}"
+            + ("; offline/* answer models cannot write questions, use --llm offline" if llm.startswith("offline/") else "")
+        )
     write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
     if qrels is not None:
         write_qrels(qrels, items)

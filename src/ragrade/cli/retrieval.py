@@ -96,7 +96,7 @@ def index_cmd(
     no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
     stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
     stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
-    config: Path = typer.Option(None, "--config", help="TOML file with an [index] table."),
+    config: Path = typer.Option(None, "--config", help="TOML file with an \\[index] table."),
     as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
 ) -> None:
     """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
@@ -186,7 +186,9 @@ def ask_cmd(
     base_url: str = typer.Option(
         None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
-    prompt_file: Path = typer.Option(None, "--prompt-file", help="Prompt template with {question} and {passages}."),
+    prompt_file: Path = typer.Option(
+        None, "--prompt-file", exists=True, dir_okay=False, help="Prompt template with {question} and {passages}."
+    ),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),

@@ -64,7 +64,8 @@ def run_cmd(
                                             help="Counterfactual: also ask without documents (Acc)."),
     judge: str | None = typer.Option(None, "--judge", help="PROVIDER/MODEL of the Rej*/ED* judge."),
     judge_base_url: str | None = typer.Option(None, "--judge-base-url", help="Judge server URL."),
-    prompts: Path | None = typer.Option(None, "--prompts", help="TOML/JSON overriding the prompts."),
+    prompts: Path | None = typer.Option(None, "--prompts", exists=True, dir_okay=False,
+                                            help="TOML/JSON overriding the prompts."),
     rejection_phrases: str | None = typer.Option(None, "--rejection-phrases",
                                                  help="'a|b|c' or @FILE: refusal phrases (replace the defaults)."),
     error_phrases: str | None = typer.Option(None, "--error-phrases",
@@ -72,7 +73,7 @@ def run_cmd(
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Answer length limit (default 256)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
-    config: Path | None = typer.Option(None, "--config", help="TOML with a [robust] table of these options."),
+    config: Path | None = typer.Option(None, "--config", help="TOML with a \\[robust] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
 ) -> None:
     """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""

@@ -42,7 +42,9 @@ def _finish(result: Any, as_json: bool) -> None:
 
 
 def run_cmd(
-    config: Path = typer.Argument(..., help="Job config (TOML) with [corpus], [[chunkers]], [exam], [sweep], ..."),
+    config: Path = typer.Argument(
+        ..., help="Job config (TOML) with \\[corpus], \\[\\[chunkers]], \\[exam], \\[sweep], ..."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
