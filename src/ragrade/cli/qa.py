@@ -214,7 +214,7 @@ def qa_generate(
         counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
         raise DataError(
             f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}"
-            + ("; offline/* answer models cannot write questions, use --llm offline" if llm.startswith("offline/") else "")
+            + ("; offline/* answer models write no questions, use --llm offline" if llm.startswith("offline/") else "")
         )
     write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
     if qrels is not None:
