@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragrade.deps import require
 from ragrade.errors import ConfigError, DataError
+from ragrade.io import read_json
 
 Results = list[list[tuple[int, float]]]
 
@@ -93,14 +94,20 @@ class BM25Index:
         cfg_path = folder / "bm25_config.json"
         if not cfg_path.is_file():
             raise DataError(f"{folder}: no BM25 index here (bm25_config.json missing)")
-        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-        n_docs = int(raw.pop("n_docs", 0))
-        raw.pop("version", None)
-        cfg = BM25Config.model_validate(raw)
-        retriever = bm25s.BM25.load(str(folder), mmap=False, show_progress=False)
-        tokenizer = _tokenizer(cfg)
-        tokenizer.load_vocab(str(folder))
-        tokenizer.load_stopwords(str(folder))
+        raw = read_json(cfg_path)
+        try:
+            if not isinstance(raw, dict):
+                raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+            n_docs = int(raw.pop("n_docs", 0))
+            raw.pop("version", None)
+            cfg = BM25Config.model_validate(raw)
+            retriever = bm25s.BM25.load(str(folder), mmap=False, show_progress=False)
+            tokenizer = _tokenizer(cfg)
+            tokenizer.load_vocab(str(folder))
+            tokenizer.load_stopwords(str(folder))
+        except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:  # json/pydantic/numpy errors
+            first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            raise DataError(f"{folder}: damaged BM25 index ({first}); rebuild it with `ragrade index`") from exc
         return cls(retriever, tokenizer, cfg, n_docs)
 
     def search(self, queries: Sequence[str], k: int) -> Results:

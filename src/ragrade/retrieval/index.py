@@ -31,6 +31,7 @@ from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, Chunk, Document
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import read_json, read_jsonl, write_json, write_jsonl
 from ragrade.retrieval.bm25 import BM25Config, BM25Index
+from ragrade.schemas import check_index_manifest
 
 INDEX_FORMAT = "ragrade-index"
 INDEX_VERSION = 1
@@ -355,8 +356,10 @@ class Index:
                 opts = {k: v for k, v in built.items() if k != "backend"} if name == built.get("backend") else {}
                 opts.update(options)
                 store = create_store(name, self.path / "dense", int(info["dim"]), **opts)
+                exact = store if name == "exact" else create_store("exact", self.path / "dense", int(info["dim"]))
+                if exact.exists():
+                    exact.check_rows(len(self.chunks))  # type: ignore[attr-defined]
                 if not store.exists():
-                    exact = create_store("exact", self.path / "dense", int(info["dim"]))
                     store.build(exact.matrix())  # type: ignore[attr-defined]
                 self._stores[name] = store
             return self._stores[name]
@@ -395,8 +398,7 @@ def load_index(path: str | Path) -> Index:
     if not mpath.is_file():
         raise DataError(f"{path}: not a ragrade index (no manifest.json; build it with `ragrade index`)")
     manifest = read_json(mpath)
-    if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
-        raise DataError(f"{mpath}: not a ragrade index manifest")
+    check_index_manifest(manifest, str(mpath), INDEX_FORMAT)
     if int(manifest.get("version", 0)) > INDEX_VERSION:
         raise DataError(
             f"{mpath}: index version {manifest.get('version')} is newer than this ragrade "
