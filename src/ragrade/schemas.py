@@ -35,7 +35,7 @@ def _is_int(value: Any) -> bool:
 def need_text(rec: Mapping[str, Any], key: str, where: str, kind: str, *, empty_ok: bool = False) -> str:
     """``rec[key]`` as a string; DataError when missing, not a string, or (unless ``empty_ok``) blank."""
     if key not in rec:
-        raise _fail(where, kind, f"missing field '{key}'")
+        raise _fail(where, kind, f"missing '{key}'")
     value = rec[key]
     if not isinstance(value, str):
         raise _fail(where, kind, f"'{key}' must be a string, got {_type_name(value)}")
@@ -48,7 +48,7 @@ def need_id(rec: Mapping[str, Any], key: str, where: str, kind: str, *, required
     """``rec[key]`` must be a non-empty string or an integer (when present, or always when ``required``)."""
     if key not in rec:
         if required:
-            raise _fail(where, kind, f"missing field '{key}'")
+            raise _fail(where, kind, f"missing '{key}'")
         return
     value = rec[key]
     if not required and value is None:
@@ -95,7 +95,7 @@ def check_chunk(rec: Mapping[str, Any], where: str) -> None:
     need_text(rec, "text", where, "chunk", empty_ok=True)
     for key in ("start", "end"):
         if key not in rec:
-            raise _fail(where, "chunk", f"missing field '{key}'")
+            raise _fail(where, "chunk", f"missing '{key}'")
         if not _is_int(rec[key]) or rec[key] < 0:
             raise _fail(where, "chunk", f"'{key}' must be a non-negative integer, got {rec[key]!r:.40}")
     if rec["start"] > rec["end"]:
@@ -109,7 +109,7 @@ def check_question(rec: Mapping[str, Any], where: str) -> None:
     need_id(rec, "id", where, kind)
     need_text(rec, "question", where, kind)
     if "choices" not in rec:
-        raise _fail(where, kind, "missing field 'choices'")
+        raise _fail(where, kind, "missing 'choices'")
     choices = _str_list(rec["choices"], "choices", where, kind)
     if len(choices) != N_CHOICES:
         raise _fail(where, kind, f"'choices' must hold {N_CHOICES} candidates, got {len(choices)}")
@@ -118,7 +118,7 @@ def check_question(rec: Mapping[str, Any], where: str) -> None:
     if len({" ".join(c.split()).casefold() for c in choices}) != len(choices):
         raise _fail(where, kind, "'choices' holds the same candidate twice")
     if "answer" not in rec:
-        raise _fail(where, kind, "missing field 'answer'")
+        raise _fail(where, kind, "missing 'answer'")
     answer = rec["answer"]
     if not _is_int(answer) or not 0 <= answer < len(choices):
         raise _fail(where, kind, f"'answer' must be an integer index 0-{len(choices) - 1}, got {answer!r:.40}")

@@ -182,7 +182,7 @@ def _load_chunks(path: Path) -> list[Any]:
 @qa_app.command("generate")
 def qa_generate(
     source: Path = typer.Argument(..., help="Chunks JSONL or an index directory."),
-    n: int = typer.Option(50, "--n", min=1, help="Number of triplets."),
+    n: int = typer.Option(50, "--n", help="Number of triplets."),
     llm: str = typer.Option(..., "--llm", help="PROVIDER/MODEL, or 'offline' for the extractive baseline."),
     out: Path = typer.Option(..., "--out", "-o", help="QA file to write (JSONL)."),
     qrels: Path | None = typer.Option(None, "--qrels", help="Also write the qrels view (query -> relevant ids)."),

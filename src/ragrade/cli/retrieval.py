@@ -135,7 +135,7 @@ def search_cmd(
     index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
     query: str = typer.Argument(..., help="The search query."),
     retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
-    k: int = typer.Option(5, "-k", "--k", min=1, help="Number of hits."),
+    k: int = typer.Option(5, "-k", "--k", help="Number of hits."),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     store: str = typer.Option(None, "--store", help="Vector store backend to search (built on first use)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
@@ -181,7 +181,7 @@ def ask_cmd(
     index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
     question: str = typer.Argument(None, help="The question; omit it for an interactive session."),
     retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
-    k: int = typer.Option(5, "-k", "--k", min=0, help="Passages given to the LLM."),
+    k: int = typer.Option(5, "-k", "--k", help="Passages given to the LLM."),
     llm: str = typer.Option(None, "--llm", help="PROVIDER/MODEL; default: the offline extractive baseline."),
     base_url: str = typer.Option(
         None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
