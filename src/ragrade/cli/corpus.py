@@ -39,6 +39,9 @@ CHUNK_HELP = (
 )
 
 
+_JOB_ONLY_KEYS = ("paths", "demo", "demo_limit", "demo_topics")
+
+
 def _read_config_section(path: Path | None, section: str) -> dict[str, Any]:
     if path is None:
         return {}
@@ -114,7 +117,10 @@ def corpus_cmd(
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
     flags = _corpus_flags(text_field, id_field, meta_field, drop_pattern, max_bytes, min_chars, no_dedupe)
-    cfg = build_config(CorpusConfig, _read_config_section(config, "corpus"), flags, source="corpus options")
+    section = _read_config_section(config, "corpus")
+    for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
+        section.pop(key, None)
+    cfg = build_config(CorpusConfig, section, flags, source="corpus options")
     header: dict[str, Any] = {"config": cfg.model_dump()}
     if demo:
         report, header["demo"] = _load_demo_report(demo_limit, topics)

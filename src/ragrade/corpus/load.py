@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.corpus import formats as fmt
 from ragrade.corpus.clean import clean_text_counted, compile_patterns, looks_binary
@@ -32,7 +32,9 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 class CorpusConfig(BaseModel):
-    """Options of corpus loading (``[corpus]`` in a config file; CLI flags override)."""
+    """Options of corpus loading (``[corpus]`` in a config file; CLI flags override; unknown keys rejected)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     text_field: str | None = Field(default=None, description="JSON field with the text (default: text, ...)")
     id_field: str | None = Field(default=None, description="JSON field with the id (default: id, ...)")
