@@ -57,6 +57,9 @@ def describe_validation(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown key (not an option here)")
+            continue
         value = err.get("input")
         shown = f" = {value!r}" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
         parts.append(f"{loc}{shown}: {err['msg']}")

@@ -224,6 +224,9 @@ def chunk_cmd(
     strategy: str = typer.Option("recursive", "--strategy", "-s", help="token, recursive, sentence or semantic."),
     size: int = typer.Option(200, "--size", min=1, help="Most tokens per chunk."),
     overlap: int = typer.Option(20, "--overlap", min=0, help="Most tokens shared by consecutive chunks (< --size)."),
+    min_size: int = typer.Option(
+        10, "--min-size", min=0, help="Merge fragments under this many tokens (a lone heading) into a neighbour."
+    ),
     tokenizer: str = typer.Option(
         "minilm", "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
     ),
@@ -245,7 +248,7 @@ def chunk_cmd(
     extra: dict[str, Any] = {
         k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
     }
-    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, **extra)
+    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **extra)
     documents = read_documents(docs)
     if not documents:
         raise DataError(f"{docs}: no documents to chunk")

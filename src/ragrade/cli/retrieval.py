@@ -91,6 +91,7 @@ def index_cmd(
     strategy: str = typer.Option(None, "--strategy", help="Chunker for documents input (token, recursive, ...)."),
     size: int = typer.Option(None, "--size", min=1, help="Chunk size (tokens)."),
     overlap: int = typer.Option(None, "--overlap", min=0, help="Chunk overlap (tokens)."),
+    min_size: int = typer.Option(None, "--min-size", min=0, help="Merge chunks under this many tokens (default 10)."),
     embedder: str = typer.Option(None, "--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ..."),
     store: str = typer.Option(None, "--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
@@ -113,6 +114,7 @@ def index_cmd(
         "store": store,
         "dense": False if no_dense else None,
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
+        "chunker_options": {"min_size": min_size} if min_size is not None else None,
     }
     cfg = build_config(IndexConfig, file_layer, flags, source="index options")
     with _Bar() as bar:
