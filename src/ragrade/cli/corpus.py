@@ -214,6 +214,10 @@ def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
     typer.echo(f"skipped {summary['skipped']:,}: {reasons}" if summary["skipped"] else "skipped 0")
     if summary["hidden_ignored"]:
         typer.echo(f"ignored {summary['hidden_ignored']:,} hidden files or folders")
+    if summary["assets_ignored"]:
+        assets = summary["assets_ignored"]
+        kinds = ", ".join(f"{ext} {n:,}" for ext, n in assets.items())
+        typer.echo(f"ignored {sum(assets.values()):,} images, stylesheets, scripts and other assets ({kinds})")
     if summary["lines_dropped"]:
         typer.echo(f"dropped {summary['lines_dropped']:,} lines matching --drop-pattern")
 
