@@ -84,9 +84,9 @@ class LoadReport:
 
 
 # files of a documentation site that hold no text to evaluate on: counted in one line, not warned one by one
-ASSET_EXTS = frozenset(
-    [".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".ico", ".bmp", ".tif", ".tiff", ".avif", ".css", ".scss", ".sass", ".less", ".js", ".mjs", ".cjs", ".ts", ".map", ".woff", ".woff2", ".ttf", ".otf", ".eot", ".mp4", ".webm", ".mp3", ".wav", ".ogg", ".zip", ".gz"]
-)
+_ASSETS = ".png .jpg .jpeg .gif .svg .webp .ico .bmp .tif .tiff .avif .css .scss .sass .less .js .mjs .cjs .map"
+_MEDIA = ".woff .woff2 .ttf .otf .eot .mp4 .webm .mp3 .wav .ogg .zip .gz"
+ASSET_EXTS = frozenset(f"{_ASSETS} {_MEDIA}".split())
 
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 
