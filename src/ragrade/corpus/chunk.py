@@ -309,11 +309,16 @@ def strategies() -> list[str]:
 def chunk_documents(
     docs: Sequence[Document], chunker: Chunker, *, batch_size: int = 256, progress: Callable[[int], None] | None = None
 ) -> list[Chunk]:
-    """Chunk ``docs`` in order; ``progress`` is called with the number of documents done per batch."""
+    """Chunk ``docs`` in order; ``progress`` is called with the number of documents done per batch.
+
+    With ``progress``, batches are small enough (about 1/50 of the documents, at least 8) for the
+    count to advance with the work, also for the semantic chunker, which embeds a batch at once.
+    """
     out: list[Chunk] = []
     many = getattr(chunker, "chunk_many", None)
-    for lo in range(0, len(docs), batch_size):
-        batch = docs[lo : lo + batch_size]
+    step = batch_size if progress is None else max(1, min(batch_size, max(8, -(-len(docs) // 50))))
+    for lo in range(0, len(docs), step):
+        batch = docs[lo : lo + step]
         if many is not None:
             for chunks in many(batch):
                 out.extend(chunks)
