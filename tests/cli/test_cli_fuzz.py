@@ -39,7 +39,7 @@ def _assert_user_error(code: int, err: str, *needles: str) -> str:
     assert code == 2, err
     assert "Traceback" not in err, err
     assert len(errors) == 1 and errors[0] == lines[-1], err
-    assert "╭" not in err and "Usage:" not in err, err
+    assert "╭" not in err and "Usage:" not in err and "done in" not in err, err
     for needle in needles:
         assert needle in errors[0], (needle, errors[0])
     return errors[0]

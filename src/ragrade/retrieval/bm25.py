@@ -51,7 +51,10 @@ def _tokenizer(cfg: BM25Config) -> Any:
     try:
         return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
     except ValueError as exc:
-        raise ConfigError(f"unknown BM25 stopwords '{cfg.stopwords}' ({exc}); or give none") from exc
+        raise ConfigError(
+            f"unknown BM25 stopwords '{cfg.stopwords}'; give en, none, or a language name bm25s knows "
+            "(german, dutch, french, spanish, portuguese, italian, russian, swedish, norwegian, chinese, ...)"
+        ) from exc
 
 
 class BM25Index:
