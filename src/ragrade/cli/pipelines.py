@@ -38,7 +38,14 @@ RetrieversOption = Annotated[
 IclOption = Annotated[str | None, typer.Option("--icl", help="Comma list of few-shot counts, e.g. 0,1,2.")]
 KOption = Annotated[str | None, typer.Option("--k", help="Comma list of top-k values.")]
 ChunkersOption = Annotated[str | None, typer.Option("--chunkers", help="Comma list of index labels (default: all).")]
-ExternalOption = Annotated[list[str] | None, typer.Option("--external", help="NAME=module:function or NAME=http://...")]
+ExternalOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--external",
+        help="NAME=module:function or NAME=http://... (module:function imports and RUNS that Python code; "
+        "the current folder is on sys.path).",
+    ),
+]
 SeedOption = Annotated[int | None, typer.Option("--seed", help="Seed of the ICL hold-out and example choice.")]
 IclPoolOption = Annotated[
     int | None, typer.Option("--icl-pool", min=0, help="Questions held out as few-shot examples.")
