@@ -356,3 +356,12 @@ def test_written_files_keep_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    run = tmp_path / "run"
+    shutil.copytree(base["run"], run)
+    code, out, _ = _run(["compare", run, "--all", "--n-boot", "50"], capsys)
+    assert code == 0
+    data = json.loads((run / "comparisons.json").read_text(encoding="utf-8"))
+    assert len(data["comparisons"]) == 1 and f"comparisons written to {run / 'comparisons.json'}" in out

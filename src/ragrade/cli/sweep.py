@@ -103,7 +103,9 @@ def compare(
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the verdicts."),
     n_boot: int = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    out: Path | None = typer.Option(None, "--out", help="Also write the comparisons as JSON (e.g. comparisons.json)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="JSON file of the comparisons (default: RUN_DIR/comparisons.json, read by the report)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Paired comparison of pipelines: accuracy difference, bootstrap CI, McNemar exact p-value."""
@@ -147,6 +149,10 @@ def compare(
             "seed": seed,
             "comparisons": [comp.to_dict()],
         }
+    if out is None and run_dir.is_dir():
+        from ragrade.run.compare import COMPARISONS_FILE
+
+        out = run_dir / COMPARISONS_FILE
     if out is not None:
         write_comparisons(out, result)
     if as_json:
@@ -165,6 +171,8 @@ def compare(
         typer.echo(f"(skipped {twin}: it answered every question exactly like {same})")
     if not result["comparisons"]:
         typer.echo("fewer than two pipelines: nothing to compare")
+    if out is not None:
+        typer.echo(f"comparisons written to {out}")
 
 
 def register(app: typer.Typer) -> None:
