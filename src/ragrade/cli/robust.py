@@ -46,7 +46,9 @@ def _ratios(value: str | None) -> list[float] | None:
 def run_cmd(
     data: Path = typer.Argument(..., help="RGB-shaped JSONL (original data or `ragrade robust build` output)."),
     testbed: str = typer.Option(..., "--testbed", help="noise | negative | integration | counterfactual"),
-    llm: str | None = typer.Option(None, "--llm", help="PROVIDER/MODEL; comma-separate several for one table."),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Required (here or in the config's \\[robust] table): the PROVIDER/MODEL answering, "
+        "e.g. offline/extractive or openai/llama3.1; comma-separate several for one table."),
     out: Path | None = typer.Option(None, "--out", help="Output directory."),
     base_url: str | None = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
                                         help="OpenAI-compatible server URL."),
@@ -79,6 +81,7 @@ def run_cmd(
     """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""
     from ragrade.cli.common import echo_json, is_tty, split_list
     from ragrade.config import build_config, load_toml
+    from ragrade.errors import ConfigError
     from ragrade.robust.run import RobustRunConfig, render_table, run_robust
 
     file_layer: dict[str, Any] = {}
@@ -93,6 +96,8 @@ def run_cmd(
         "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
         "cache": False if no_cache else None,
     }
+    if not flags["llm"] and not file_layer.get("llm"):
+        raise ConfigError("robust run needs --llm PROVIDER/MODEL (e.g. --llm offline/extractive or openai/MODEL)")
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
     progress = _progress() if is_tty() else None
     try:

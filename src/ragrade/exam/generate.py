@@ -257,7 +257,8 @@ def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) 
     eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
     if not eligible:
         raise DataError(
-            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters (lower min_chunk_chars)"
+            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters; lower min_chunk_chars "
+            "(in a job config: the [exam.options] table; for `exam generate --config`: the [exam] table)"
         )
     return eligible
 
