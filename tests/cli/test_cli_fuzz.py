@@ -365,3 +365,16 @@ def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_
     assert code == 0
     data = json.loads((run / "comparisons.json").read_text(encoding="utf-8"))
     assert len(data["comparisons"]) == 1 and f"comparisons written to {run / 'comparisons.json'}" in out
+
+
+def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    llm = ["--llm", "openai/m", "--llm-base-url", "http://127.0.0.1:9/v1"]
+    code, out, err = _run(["--dry-run", "exam", "take", base["exam"], "--index", f"r={base['idx']}", *llm,
+                           "--retrievers", "bm25", "--out", tmp_path / "run"], capsys)
+    assert code == 0 and "ragrade: error" not in err and not (tmp_path / "run").exists()
+    assert [json.loads(line)["dry_run"][0]["requests"] for line in out.splitlines()] == [4]  # no leaderboard
+    code, out, err = _run(["--dry-run", "exam", "generate", base["idx"], "--n", "2", *llm,
+                           "--out", tmp_path / "e.jsonl"], capsys)
+    summary = json.loads(out.strip())["dry_run"][0]
+    assert code == 0 and "ragrade: error" not in err and "ragrade-dry-run" not in err
+    assert summary["requests"] == 3  # one round: ceil(2 x 1.3) candidates, no top-up rounds

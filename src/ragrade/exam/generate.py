@@ -273,6 +273,12 @@ class _Rounds:
     rounds: int
 
 
+def _dry_run() -> bool:
+    from ragrade.llm.dryrun import session_active
+
+    return session_active()
+
+
 def _generate_rounds(
     order: Sequence[Chunk], writer: QuestionWriter, cfg: ExamConfig, emb: Embedder, progress: ProgressFn | None
 ) -> _Rounds:
@@ -299,8 +305,8 @@ def _generate_rounds(
         parsed = [r for r in raws if r.ok]
         reasons, records = run_filters(parsed, cfg, emb)
         survivors = sum(r is None for r in reasons)
-        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds:
-            break
+        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds or _dry_run():
+            break  # a dry run counts one round: top-up rounds only replace rejected candidates
         rate = max(survivors / max(1, len(raws)), 0.1)
         want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
     return _Rounds(raws, reasons, records, rounds)
