@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
 from ragrade.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ def corpus_cmd(
     from ragrade.corpus.load import CorpusConfig, load_corpus
 
     _check_corpus_sources(paths, demo, demo_limit)
+    check_out_file(out)
     topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
@@ -253,6 +254,7 @@ def chunk_cmd(
         k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
     }
     chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **extra)
+    check_out_file(out)
     documents = read_documents(docs)
     if not documents:
         raise DataError(f"{docs}: no documents to chunk")

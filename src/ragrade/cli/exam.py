@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty
+from ragrade.cli.common import check_out_file, echo_json, is_tty
 
 if TYPE_CHECKING:
     from ragrade.exam.config import ExamConfig
@@ -116,6 +116,7 @@ def generate_cmd(
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.inputs import load_chunks, resolve_generator_llm
 
+    check_out_file(out)
     cli: dict[str, Any] = {
         "n": n,
         "seed": seed,

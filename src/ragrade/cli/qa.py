@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
 from ragrade.cli.pipelines import (
     ChunkersOption,
     ConcurrencyOption,
@@ -201,6 +201,7 @@ def qa_generate(
     from ragrade.qa.files import write_qa, write_qrels
     from ragrade.qa.generate import OFFLINE, QAGenConfig, generate_qa
 
+    check_out_file(out)
     chunks = _load_chunks(source)
     cfg = QAGenConfig(n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None)
     model = None

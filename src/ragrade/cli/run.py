@@ -56,8 +56,25 @@ def run_cmd(
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
     cfg = load_job_config(config, overrides)
-    result = run_job(cfg, out or Path(cfg.out), force=force)
+    target = out or Path(cfg.out)
+    _warn_foreign_layout(target)
+    result = run_job(cfg, target, force=force)
     _finish(result, as_json)
+
+
+def _warn_foreign_layout(target: Path) -> None:
+    """Warn when ``target`` holds another command's run (e.g. `exam take`): the job's layout would mix in."""
+    if not target.is_dir() or (target / "stages.json").exists():
+        return
+    marks = [name for name in ("responses.parquet", "answers.jsonl", "results.jsonl", "manifest.json")
+             if (target / name).exists()]
+    if marks:
+        typer.echo(
+            f"ragrade: warning: {target} holds another command's run ({', '.join(marks)} at its top, e.g. from "
+            "`ragrade exam take`); `ragrade run` adds its own layout (corpus/, exam/, sweep/, ...) beside it; "
+            "give a new folder with --out to keep them apart",
+            err=True,
+        )
 
 
 def demo_cmd(
