@@ -53,7 +53,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 
 def describe_validation(exc: ValidationError) -> str:
-    """One line naming each bad field of a pydantic error: ``k: -3 (Input should be ...)``."""
+    """One line naming each bad field of a pydantic error: ``k: Input should be ... (got -3)``."""
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
@@ -61,8 +61,8 @@ def describe_validation(exc: ValidationError) -> str:
             parts.append(f"{loc}: unknown key (not an option here)")
             continue
         value = err.get("input")
-        shown = f" = {value!r}" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
-        parts.append(f"{loc}{shown}: {err['msg']}")
+        shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
+        parts.append(f"{loc}: {err['msg']}{shown}")
     return "; ".join(parts)
 
 

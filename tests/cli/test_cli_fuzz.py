@@ -17,6 +17,8 @@ import pytest
 
 from ragrade.cli.main import main
 
+Cap = pytest.CaptureFixture[str]
+
 DOC = (
     "# The {t} service {{ #{t} }}\n\n"
     "!!! note \"About {t}\"\n    The {t} service is configured in {t}.toml.\n\n"
@@ -27,7 +29,7 @@ DOC = (
 TOPICS = ("keys", "backup", "cluster", "tokens", "storage", "logging")
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+def _run(argv: list[object], capsys: Cap) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
@@ -119,7 +121,7 @@ def _nothing_valid_written(out: Path) -> None:
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
-def test_damaged_input_files(verb: str, base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_damaged_input_files(verb: str, base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     for name, content in BAD_CONTENT.items():
         if verb == "run" and name != "binary":
             continue  # a TOML config: binary content is its damaged form
@@ -132,7 +134,7 @@ def test_damaged_input_files(verb: str, base: dict[str, Path], tmp_path: Path, c
 
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
-def test_folder_given_as_input_file(verb: str, base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_folder_given_as_input_file(verb: str, base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     folder = tmp_path / "a-folder"
     folder.mkdir()
     if verb == "qa-generate":
@@ -188,7 +190,9 @@ HEADERS = {"chunks": "chunks", "documents": "documents", "exam": "exam", "qa": "
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_records_fail_with_file_and_line(case: str, base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_records_fail_with_file_and_line(
+    case: str, base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
     kind, record, words = MALFORMED[case]
     bad = tmp_path / f"{kind}.jsonl"
     header = {"ragrade": {"kind": HEADERS[kind], "version": 1}}
@@ -243,7 +247,7 @@ INDEX_DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(INDEX_DAMAGE))
-def test_damaged_index(case: str, base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_damaged_index(case: str, base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     damage, retriever, words = INDEX_DAMAGE[case]
     idx = tmp_path / "idx"
     shutil.copytree(base["idx"], idx)
@@ -260,9 +264,10 @@ def test_damaged_index(case: str, base: dict[str, Path], tmp_path: Path, capsys)
 
 def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]:
     take = ["exam", "take", p["exam"], "--index", f"r={p['idx']}", "--llm", "offline/student", "--retrievers", "bm25"]
+    ge0 = "Input should be greater than or equal to 0"
     return {
-        "take-k-negative": ([*take, "--k", "-3", "--out", t / "o"], "k = -3"),
-        "take-icl-negative": ([*take, "--icl", "-1", "--out", t / "o"], "icl = -1"),
+        "take-k-negative": ([*take, "--k", "-3", "--out", t / "o"], f"k: {ge0} (got -3)"),
+        "take-icl-negative": ([*take, "--icl", "-1", "--out", t / "o"], f"icl: {ge0} (got -1)"),
         "take-limit-zero": ([*take, "--limit", "0", "--out", t / "o"], "--limit"),
         "take-k-text": ([*take, "--k", "x", "--out", t / "o"], "k"),
         "stopwords": (["index", p["docs_jsonl"], "--out", t / "o", "--no-dense", "--stopwords", "xx"], "stopwords"),
@@ -294,7 +299,7 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
     }
 
 
-def test_bad_options_one_line(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options_one_line(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     (tmp_path / "c.toml").write_text("[corpus]\nbogus = 1\n", encoding="utf-8")
     (tmp_path / "job.toml").write_text(
         f'[corpus]\npaths = ["{base["docs"]}"]\n\n[sweep]\nk = [-1]\n', encoding="utf-8"
@@ -310,7 +315,7 @@ def test_bad_options_one_line(base: dict[str, Path], tmp_path: Path, capsys) -> 
     assert not failures, "\n".join(failures)
 
 
-def test_bad_output_paths(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_output_paths(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     folder = tmp_path / "folder"
     folder.mkdir()
     a_file = tmp_path / "file.txt"
@@ -335,7 +340,7 @@ def test_bad_output_paths(base: dict[str, Path], tmp_path: Path, capsys) -> None
     assert a_file.read_text(encoding="utf-8") == "x"
 
 
-def test_compare_on_unexpected_columns(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_compare_on_unexpected_columns(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     import pandas as pd
 
     run = tmp_path / "run"
@@ -358,7 +363,7 @@ def test_written_files_keep_the_umask(tmp_path: Path) -> None:
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
 
 
-def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     run = tmp_path / "run"
     shutil.copytree(base["run"], run)
     code, out, _ = _run(["compare", run, "--all", "--n-boot", "50"], capsys)
@@ -367,7 +372,7 @@ def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_
     assert len(data["comparisons"]) == 1 and f"comparisons written to {run / 'comparisons.json'}" in out
 
 
-def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     llm = ["--llm", "openai/m", "--llm-base-url", "http://127.0.0.1:9/v1"]
     code, out, err = _run(["--dry-run", "exam", "take", base["exam"], "--index", f"r={base['idx']}", *llm,
                            "--retrievers", "bm25", "--out", tmp_path / "run"], capsys)

@@ -196,7 +196,7 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
             try:
                 spec = PipelineSpec(llm=llm, retriever=ret, k=k, icl=icl, chunker=chunker, prompt=prompt, method=method)
             except ValidationError as exc:
-                raise ConfigError(f"invalid pipeline option {describe_validation(exc)}") from exc
+                raise ConfigError(f"invalid pipeline: {describe_validation(exc)}") from exc
             raw.append(spec)
     out: list[PipelineSpec] = []
     seen: set[str] = set()
