@@ -290,7 +290,7 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
                                        "--out", t / "o.jsonl"], "no usable triplet"),
         "chunk-size-zero": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--size", "0"], "--size"),
         "chunk-min-size": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--min-size", "-1"], "--min-size"),
-        "irt-drop": (["irt", "improve", p["run"], "--drop", "2", "--out", t / "o"], "--drop"),
+        "irt-drop": (["irt", "improve", p["run"], "--drop", "2", "--out", t / "o"], "fraction"),
         "unknown-option": (["exam", "take", p["exam"], "--bogus"], "--bogus"),
         "unknown-verb": (["exam", "tkae"], "tkae"),
         "corpus-config-unknown-key": (["corpus", p["docs"], "--out", t / "o.jsonl", "--config", t / "c.toml"],

@@ -156,9 +156,7 @@ def fit_cmd(
 def improve_cmd(
     source: Path = _INPUT,
     steps: int = typer.Option(4, "--steps", min=0, help="Drop-and-refit rounds after the first fit."),
-    drop: float = typer.Option(
-        0.1, "--drop", min=0.0, max=0.9, help="Fraction of items dropped per round."
-    ),
+    drop: float = typer.Option(0.1, "--drop", help="Fraction of items dropped per round (0.1 = 10%)."),
     out: Path | None = typer.Option(None, "--out", help="Output directory (default: <run>/irt_improve)."),
     model: str = _MODEL,
     factors: str | None = _FACTORS,
