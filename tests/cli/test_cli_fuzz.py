@@ -296,6 +296,8 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
         "corpus-config-unknown-key": (["corpus", p["docs"], "--out", t / "o.jsonl", "--config", t / "c.toml"],
                                       "bogus"),
         "job-k-negative": (["run", t / "job.toml", "--out", t / "o"], "-1"),
+        "corpus-out-missing-tree": (["corpus", p["docs"], "--out", t / "missing" / "dir" / "x.jsonl"],
+                                    "does not exist"),
     }
 
 
@@ -310,6 +312,7 @@ def test_bad_options_one_line(base: dict[str, Path], tmp_path: Path, capsys: Cap
         try:
             _assert_user_error(code, err, words)
             assert not (tmp_path / "o.jsonl").exists()
+            assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
         except AssertionError as exc:
             failures.append(f"{name}: {exc}")
     assert not failures, "\n".join(failures)
@@ -383,3 +386,13 @@ def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path
     summary = json.loads(out.strip())["dry_run"][0]
     assert code == 0 and "ragrade: error" not in err and "ragrade-dry-run" not in err
     assert summary["requests"] == 3  # one round: ceil(2 x 1.3) candidates, no top-up rounds
+
+
+def test_run_warns_before_mixing_into_another_commands_run(base: dict[str, Path], capsys: Cap) -> None:
+    from ragrade.cli.run import _warn_foreign_layout
+
+    _warn_foreign_layout(base["run"])
+    err = capsys.readouterr().err
+    assert err.startswith(f"ragrade: warning: {base['run']} holds another command's run (responses.parquet")
+    _warn_foreign_layout(base["idx"].parent / "no-such-run")
+    assert capsys.readouterr().err == ""

@@ -57,6 +57,11 @@ def _tokenizer(cfg: BM25Config) -> Any:
         ) from exc
 
 
+def check_bm25_config(cfg: BM25Config) -> None:
+    """ConfigError now (before any file is written) when the stemmer or stopwords are unknown."""
+    _tokenizer(cfg)
+
+
 class BM25Index:
     """A bm25s index over chunk texts (position = chunk order)."""
 
@@ -129,4 +134,4 @@ class BM25Index:
         return out
 
 
-__all__ = ["BM25Config", "BM25Index"]
+__all__ = ["BM25Config", "BM25Index", "check_bm25_config"]

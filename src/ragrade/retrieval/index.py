@@ -182,6 +182,9 @@ def build_index(
     timings["chunk"] = time.perf_counter() - t0
 
     out = Path(out_dir)
+    from ragrade.retrieval.bm25 import check_bm25_config
+
+    check_bm25_config(cfg.bm25)
     _start_index_dir(out, chunks, chunker_desc)
 
     t = time.perf_counter()
