@@ -90,6 +90,7 @@ BAD_CONTENT: dict[str, bytes] = {
 
 # verb -> argv with {f} (the bad file) and {o} (an output path that must not appear)
 VERBS: dict[str, list[str]] = {
+    "corpus": ["corpus", "{f}", "--out", "{o}"],
     "chunk": ["chunk", "{f}", "--out", "{o}"],
     "index": ["index", "{f}", "--out", "{o}", "--no-dense"],
     "exam-stats": ["exam", "stats", "{f}"],
@@ -137,8 +138,8 @@ def test_damaged_input_files(verb: str, base: dict[str, Path], tmp_path: Path, c
 def test_folder_given_as_input_file(verb: str, base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     folder = tmp_path / "a-folder"
     folder.mkdir()
-    if verb == "qa-generate":
-        pytest.skip("qa generate takes an index folder")
+    if verb in ("qa-generate", "corpus"):
+        pytest.skip("takes a folder")
     out = tmp_path / "out"
     code, _, err = _run(_fill(VERBS[verb], f=folder, o=out, idx=base["idx"]), capsys)
     _assert_user_error(code, err, str(folder))
@@ -352,6 +353,13 @@ def test_compare_on_unexpected_columns(base: dict[str, Path], tmp_path: Path, ca
     for argv in (["compare", run, "--all", "--out", tmp_path / "c.json"], ["irt", "fit", run]):
         code, _, err = _run([str(a) for a in argv], capsys)
         _assert_user_error(code, err, "responses.parquet", "missing column")
+    pd.DataFrame({"pipeline": ["a"], "question_id": ["q"], "correct": ["yes"]}).to_parquet(run / "responses.parquet")
+    code, _, err = _run(["compare", run, "--all", "--out", tmp_path / "c.json"], capsys)
+    _assert_user_error(code, err, "'correct' must hold 0/1")
+    (run / "responses.parquet").write_bytes(b"garbage")
+    for argv in (["compare", run, "--all", "--out", tmp_path / "c.json"], ["irt", "fit", run]):
+        code, _, err = _run([str(a) for a in argv], capsys)
+        _assert_user_error(code, err, "responses.parquet")
     assert not (tmp_path / "c.json").exists()
 
 
