@@ -75,12 +75,21 @@ class IndexStats:
 Progress = Callable[[str, int, int], None]
 
 
-def _chunk_docs(docs: Sequence[Document], cfg: IndexConfig) -> tuple[list[Chunk], dict[str, Any]]:
+def _chunk_docs(
+    docs: Sequence[Document], cfg: IndexConfig, progress: Progress | None = None
+) -> tuple[list[Chunk], dict[str, Any]]:
     from ragrade.corpus.chunk import chunk_documents, create_chunker
 
     chunker = create_chunker(cfg.strategy, size=cfg.size, overlap=cfg.overlap, **cfg.chunker_options)
     desc = chunker.describe() if hasattr(chunker, "describe") else {"strategy": cfg.strategy}
-    return chunk_documents(docs, chunker), dict(desc)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if progress is not None:
+            progress("chunk", done[0], len(docs))
+
+    return chunk_documents(docs, chunker, progress=tick if progress is not None else None), dict(desc)
 
 
 def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str, Any]]:
@@ -103,7 +112,9 @@ def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str
 
 
 def _resolve_chunks(
-    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path, cfg: IndexConfig
+    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path,
+    cfg: IndexConfig,
+    progress: Progress | None = None,
 ) -> tuple[list[Chunk], int, dict[str, Any]]:
     """The chunks to index, the document count and the chunker description (chunking documents if given)."""
     chunker_desc: dict[str, Any] = {}
@@ -116,7 +127,7 @@ def _resolve_chunks(
         raise DataError("nothing to index: the input has no documents or chunks")
     if all(isinstance(x, Document) for x in items):
         n_docs = len(items)
-        chunks, chunker_desc = _chunk_docs([x for x in items if isinstance(x, Document)], cfg)
+        chunks, chunker_desc = _chunk_docs([x for x in items if isinstance(x, Document)], cfg, progress)
     elif all(isinstance(x, Chunk) for x in items):
         chunks = [x for x in items if isinstance(x, Chunk)]
         n_docs = len({c.doc_id for c in chunks})
@@ -178,13 +189,13 @@ def build_index(
     cfg = cfg or IndexConfig()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg)
-    timings["chunk"] = time.perf_counter() - t0
-
-    out = Path(out_dir)
     from ragrade.retrieval.bm25 import check_bm25_config
 
     check_bm25_config(cfg.bm25)
+    chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg, progress)
+    timings["chunk"] = time.perf_counter() - t0
+
+    out = Path(out_dir)
     _start_index_dir(out, chunks, chunker_desc)
 
     t = time.perf_counter()
