@@ -68,3 +68,12 @@ def test_fragments_under_min_size_merge_into_a_neighbour(strategy: str) -> None:
     if strategy == "recursive":
         assert plain[0].text == "Setup"  # without merging, the heading is a chunk of its own
     assert merged[0].params["min_size"] == 10 and plain[0].params["min_size"] == 0
+
+
+def test_chunking_progress_advances_in_steps() -> None:
+    from ragrade.corpus.chunk import chunk_documents
+
+    docs = [Document(id=f"d{i}", text=f"Document {i} says the queue holds {i} records.", source="") for i in range(100)]
+    ticks: list[int] = []
+    chunks = chunk_documents(docs, create_chunker("recursive", size=40, overlap=0), progress=ticks.append)
+    assert sum(ticks) == 100 and len(ticks) >= 10 and len(chunks) == 100
