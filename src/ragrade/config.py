@@ -40,8 +40,30 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: config file not found") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path}: is a folder, expected a TOML config file") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text; is it a binary file?") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: TOML nested too deeply") from exc
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line naming each bad field of a pydantic error: ``k: Input should be ... (got -3)``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"{loc}: unknown key (not an option here)")
+            continue
+        value = err.get("input")
+        shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
+        parts.append(f"{loc}: {err['msg']}{shown}")
+    return "; ".join(parts)
 
 
 def build_config(model: type[M], *layers: Mapping[str, Any] | None, source: str = "config") -> M:
@@ -56,10 +78,7 @@ def build_config(model: type[M], *layers: Mapping[str, Any] | None, source: str 
     try:
         return model.model_validate(merged)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"invalid {source}: {problems}") from exc
+        raise ConfigError(f"invalid {source}: {describe_validation(exc)}") from exc
 
 
-__all__ = ["build_config", "deep_merge", "load_toml"]
+__all__ = ["build_config", "deep_merge", "describe_validation", "load_toml"]

@@ -11,6 +11,7 @@ header (so users can bring their own JSONL) and report malformed lines with
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -45,20 +46,58 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
+@functools.cache
+def _umask() -> int:
+    """The process's file-creation mask (read once, at the first write)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_output_file(path: str | Path) -> Path:
+    """``path`` as a file to write: DataError when it is a folder or its folder cannot be made.
+
+    Creates the missing parent folders (like ``mkdir -p``).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; give a file name to write")
+    parent = path.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise DataError(f"{path}: cannot create its folder, a file of that name exists ({exc.filename})") from exc
+    except NotADirectoryError as exc:
+        raise DataError(f"{path}: cannot create its folder, a part of the path is a file") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot create its folder ({exc.strerror or exc})") from exc
+    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename).
+
+    The file gets the permissions a plain ``open()`` would give it (0666 less the umask),
+    not the private 0600 of a temporary file. DataError when ``path`` cannot be written.
+    """
+    path = check_output_file(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot write here ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), 0o666 & ~_umask())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise DataError(f"{path}: cannot write ({exc.strerror or exc})") from exc
         raise
 
 
@@ -81,8 +120,16 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise DataError(f"{path}: file not found") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except IsADirectoryError as exc:
+        raise DataError(f"{path}: is a folder, expected a JSON file") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}); is it a binary file?") from exc
+    except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{path}: JSON nested too deeply") from exc
 
 
 def _default(obj: Any) -> Any:
@@ -93,6 +140,16 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def loads_line(line: str, where: str) -> Any:
+    """Parse one JSON value; DataError naming ``where`` when malformed or nested too deeply."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{where}: JSON nested too deeply") from exc
 
 
 def dumps_line(record: Mapping[str, Any]) -> str:
@@ -139,17 +196,24 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     path = Path(path)
     try:
-        fh = path.open("r", encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError as exc:
         raise DataError(f"{path}: file not found") from exc
+    except IsADirectoryError as exc:
+        raise DataError(f"{path}: is a folder, expected a JSONL file") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     with fh:
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); is it a binary file?"
+                ) from exc
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+            rec = loads_line(line, f"{path}:{lineno}")
             if not isinstance(rec, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             yield lineno, rec
@@ -180,9 +244,11 @@ __all__ = [
     "Header",
     "atomic_write_bytes",
     "atomic_write_text",
+    "check_output_file",
     "dumps_line",
     "header_record",
     "iter_jsonl",
+    "loads_line",
     "now_iso",
     "read_json",
     "read_jsonl",

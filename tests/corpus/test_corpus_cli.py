@@ -25,10 +25,11 @@ def test_corpus_then_chunk(corpus_dir: Path, tmp_path: Path, capsys: pytest.Capt
     assert main(["corpus", str(corpus_dir), "--out", str(docs)]) == 0
     cap = capsys.readouterr()
     assert "loaded 9 documents" in cap.out
-    assert "skipped 9: binary 1, empty 2, encoding 1, invalid-record 2, unreadable 1, unsupported 2" in cap.out
+    assert "skipped 8: binary 1, empty 2, encoding 1, invalid-record 2, unreadable 1, unsupported 1" in cap.out
     assert "ignored 1 hidden" in cap.out
+    assert "ignored 1 images, stylesheets, scripts and other assets (.png 1)" in cap.out
     warnings = [ln for ln in cap.err.splitlines() if ln.startswith("ragrade: warning: skipped")]
-    assert len(warnings) == 9 and any("garbage.txt: not valid UTF-8" in w for w in warnings)
+    assert len(warnings) == 8 and any("garbage.txt: not valid UTF-8" in w for w in warnings)
     header, _ = read_jsonl(docs)
     assert header is not None and header.kind == "documents" and header.version == 1
     assert header.meta["summary"]["documents"] == 9

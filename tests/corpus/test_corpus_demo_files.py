@@ -86,12 +86,12 @@ def test_file_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"docs.jsonl:2: duplicate document id 'a'"):
         read_documents(docs)
     docs.write_text('{"id": "a", "body": "x"}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"docs.jsonl:1: a document record needs"):
+    with pytest.raises(DataError, match=r"docs.jsonl:1: bad document record: missing .text."):
         read_documents(docs)
     write_documents(docs, [Document(id="a", text="x", source="")])
     with pytest.raises(DataError, match="expected a 'chunks' file, found a 'documents' file"):
         read_chunks(docs)
     chunks = tmp_path / "c.jsonl"
     chunks.write_text('{"id": "c", "doc_id": "a", "text": "x"}\n', encoding="utf-8")
-    with pytest.raises(DataError, match=r"c.jsonl:1: a chunk record needs start, end"):
+    with pytest.raises(DataError, match=r"c.jsonl:1: bad chunk record: missing .start."):
         read_chunks(chunks)

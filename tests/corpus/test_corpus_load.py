@@ -73,7 +73,7 @@ def test_good_documents_load_with_right_text(report) -> None:
 
 def test_bad_files_are_skipped_with_reasons(report, corpus_dir: Path) -> None:
     skipped = {Path(p.split(":")[0]).name + (":" + p.split(":")[1] if ":" in p else ""): r for p, r in report.skipped}
-    assert "binary" in skipped["image.png"] or "unsupported" in skipped["image.png"]
+    assert "image.png" not in skipped and report.assets_ignored == {".png": 1}  # counted, not warned about
     assert "binary" in skipped["photo.txt"]
     assert "not valid UTF-8" in skipped["garbage.txt"]
     assert skipped["empty.txt"] == "empty file"
@@ -85,7 +85,7 @@ def test_bad_files_are_skipped_with_reasons(report, corpus_dir: Path) -> None:
     assert report.hidden_ignored == 1
     assert report.warnings == [(str(corpus_dir / "latin1.txt"), "not valid UTF-8; decoded as cp1252")]
     summary = report.summary()
-    assert summary["documents"] == 9 and summary["skipped"] == len(report.skipped) == 9
+    assert summary["documents"] == 9 and summary["skipped"] == len(report.skipped) == 8
     assert summary["skipped_by_reason"]["empty"] == 2
     assert summary["by_format"] == {"html": 1, "json": 2, "jsonl": 2, "md": 1, "pdf": 1, "txt": 2}
 

@@ -116,5 +116,5 @@ def test_read_qrels_formats(tmp_path: Path) -> None:
     assert read_qrels(p, level="doc")["q4"] == {"E": 1.0}
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"query": "q"}) + "\n")
-    with pytest.raises(DataError, match="record 1"):
+    with pytest.raises(DataError, match=r"bad.jsonl:1: no relevant ids"):
         read_qrels(bad)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -29,3 +30,19 @@ def split_list(value: str | None, option: str) -> list[str] | None:
     if not items:
         raise ConfigError(f"{option} needs at least one value")
     return items
+
+
+def check_out_file(path: Path, option: str = "--out") -> Path:
+    """A user's output file: not a folder, and at most its own folder missing (created on write).
+
+    ``--out new/x.jsonl`` creates ``new/``; ``--out /missing/dir/x.jsonl`` is a ConfigError rather than
+    a tree of folders made from a typo.
+    """
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a folder; give a file name to write")
+    parent = path.parent
+    if not parent.exists() and not parent.parent.exists():
+        raise ConfigError(f"{option} {path}: the folder {parent.parent} does not exist; create it first")
+    if parent.exists() and not parent.is_dir():
+        raise ConfigError(f"{option} {path}: {parent} is a file, not a folder")
+    return path

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
 from ragrade.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -37,6 +37,9 @@ CHUNK_HELP = (
     "Chunks keep exact character offsets into the document; only whitespace between chunks is left out. "
     "A single word longer than --size becomes an 'oversize' chunk and is counted."
 )
+
+
+_JOB_ONLY_KEYS = ("paths", "demo", "demo_limit", "demo_topics")
 
 
 def _read_config_section(path: Path | None, section: str) -> dict[str, Any]:
@@ -102,7 +105,7 @@ def corpus_cmd(
         None, "--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."
     ),
     no_dedupe: bool = typer.Option(False, "--no-dedupe", help="Keep documents whose text repeats an earlier one."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file with a [corpus] table of these options."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file with a \\[corpus] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Load documents into a documents JSONL file."""
@@ -110,11 +113,15 @@ def corpus_cmd(
     from ragrade.corpus.load import CorpusConfig, load_corpus
 
     _check_corpus_sources(paths, demo, demo_limit)
+    check_out_file(out)
     topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
     flags = _corpus_flags(text_field, id_field, meta_field, drop_pattern, max_bytes, min_chars, no_dedupe)
-    cfg = build_config(CorpusConfig, _read_config_section(config, "corpus"), flags, source="corpus options")
+    section = _read_config_section(config, "corpus")
+    for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
+        section.pop(key, None)
+    cfg = build_config(CorpusConfig, section, flags, source="corpus options")
     header: dict[str, Any] = {"config": cfg.model_dump()}
     if demo:
         report, header["demo"] = _load_demo_report(demo_limit, topics)
@@ -208,6 +215,10 @@ def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
     typer.echo(f"skipped {summary['skipped']:,}: {reasons}" if summary["skipped"] else "skipped 0")
     if summary["hidden_ignored"]:
         typer.echo(f"ignored {summary['hidden_ignored']:,} hidden files or folders")
+    if summary["assets_ignored"]:
+        assets = summary["assets_ignored"]
+        kinds = ", ".join(f"{ext} {n:,}" for ext, n in assets.items())
+        typer.echo(f"ignored {sum(assets.values()):,} images, stylesheets, scripts and other assets ({kinds})")
     if summary["lines_dropped"]:
         typer.echo(f"dropped {summary['lines_dropped']:,} lines matching --drop-pattern")
 
@@ -216,8 +227,11 @@ def chunk_cmd(
     docs: Path = typer.Argument(..., help="Documents JSONL file (from `ragrade corpus`)."),
     out: Path = typer.Option(..., "--out", "-o", help="Chunks JSONL file to write."),
     strategy: str = typer.Option("recursive", "--strategy", "-s", help="token, recursive, sentence or semantic."),
-    size: int = typer.Option(200, "--size", help="Most tokens per chunk."),
-    overlap: int = typer.Option(20, "--overlap", help="Most tokens shared by consecutive chunks (< --size)."),
+    size: int = typer.Option(200, "--size", min=1, help="Most tokens per chunk."),
+    overlap: int = typer.Option(20, "--overlap", min=0, help="Most tokens shared by consecutive chunks (< --size)."),
+    min_size: int = typer.Option(
+        10, "--min-size", min=0, help="Merge fragments under this many tokens (a lone heading) into a neighbour."
+    ),
     tokenizer: str = typer.Option(
         "minilm", "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
     ),
@@ -239,7 +253,8 @@ def chunk_cmd(
     extra: dict[str, Any] = {
         k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
     }
-    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, **extra)
+    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **extra)
+    check_out_file(out)
     documents = read_documents(docs)
     if not documents:
         raise DataError(f"{docs}: no documents to chunk")

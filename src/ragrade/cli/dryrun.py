@@ -70,17 +70,36 @@ def redirect_outputs(args: list[str], tmp: Path) -> list[str]:
 
 
 def run_dry(args: list[str], invoke: Callable[[list[str]], int]) -> int:
-    """Run ``args`` (with ``--dry-run`` among the root options) as a dry run; print the counts."""
+    """Run ``args`` (with ``--dry-run`` among the root options) as a dry run; print the counts.
+
+    When the command made LLM requests, its own report (a leaderboard of unanswered questions, an
+    error about an exam with no question) describes non-answers in a deleted folder: only the
+    counts are printed. A command that made no request prints as usual (and fails as usual).
+    """
+    import contextlib
+    import io
+
+    from ragrade.cli import main as cli_main
     from ragrade.llm import dryrun
 
     args = [a for a in args if a != "--dry-run"]
     tmp = Path(tempfile.mkdtemp(prefix="ragrade-dry-run-"))
+    errors: list[str] = []
+    stdout = io.StringIO()
     dryrun.start_session()
+    saved = cli_main.error_line
+    cli_main.error_line = errors.append  # type: ignore[assignment]
     try:
-        code = invoke(redirect_outputs(args, tmp))
+        with contextlib.redirect_stdout(stdout):
+            code = invoke(redirect_outputs(args, tmp))
     finally:
+        cli_main.error_line = saved
         summaries = dryrun.end_session()
         shutil.rmtree(tmp, ignore_errors=True)
+    if not summaries:
+        typer.echo(stdout.getvalue(), nl=False)
+        for message in errors:
+            saved(message.replace(str(tmp), "<dry-run folder>"))
     _print(summaries)
     return 0 if summaries else code
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty
+from ragrade.cli.common import check_out_file, echo_json, is_tty
 from ragrade.llm.failures import MAX_FAILED_HELP, exam_request_tally
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _filter_layer(share: float | None, intra: float | None, extra: float | None,
 @exam_app.command("generate")
 def generate_cmd(
     chunks: Path = typer.Argument(..., help="A chunks JSONL file or an index folder."),
-    n: int | None = typer.Option(None, "--n", "-n", help="Questions wanted (default 100)."),
+    n: int | None = typer.Option(None, "--n", "-n", min=1, help="Questions wanted (default 100)."),
     llm: str = typer.Option(
         "offline",
         "--llm",
@@ -60,39 +60,59 @@ def generate_cmd(
         "(e.g. topic, source, doc_id); also the field of the topic tag.",
     ),
     prompt: Path | None = typer.Option(
-        None, "--prompt", help="A file with the user prompt template ({document}, {domain}, {title})."
+        None,
+        "--prompt",
+        exists=True,
+        dir_okay=False,
+        help="A file with the user prompt template ({document}, {domain}, {title}).",
     ),
-    system_prompt: Path | None = typer.Option(None, "--system-prompt", help="A file with the system prompt template."),
+    system_prompt: Path | None = typer.Option(
+        None, "--system-prompt", exists=True, dir_okay=False, help="A file with the system prompt template."
+    ),
     domain: str | None = typer.Option(None, "--domain", help="A few words naming the corpus, for the prompt."),
     base_url: str | None = typer.Option(
         None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
-    concurrency: int = typer.Option(16, "--concurrency", help="LLM requests in flight."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, help="LLM requests in flight."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
-    max_retries: int = typer.Option(5, "--max-retries", help="Retries of a failed LLM request."),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds per LLM request attempt."),
+    max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries of a failed LLM request."),
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
+    temperature: float | None = typer.Option(
+        None, "--temperature", min=0.0, help="Sampling temperature (default 0.7)."
+    ),
     no_json: bool = typer.Option(False, "--no-json", help="Do not ask for structured JSON output."),
-    oversample: float | None = typer.Option(None, "--oversample", help="Candidates per wanted question (default 1.3)."),
+    oversample: float | None = typer.Option(
+        None, "--oversample", min=1.0, help="Candidates per wanted question (default 1.3)."
+    ),
     filter_share: float | None = typer.Option(
-        None, "--filter-share", help="Share removed by each similarity filter (quantile thresholds; default 0.05)."
+        None,
+        "--filter-share",
+        min=0.0,
+        max=0.5,
+        help="Share removed by each similarity filter (quantile thresholds; default 0.05).",
     ),
     intra_cosine: float | None = typer.Option(
-        None, "--intra-cosine", help="Fixed cosine threshold of the intra-candidate filter (instead of a quantile)."
+        None,
+        "--intra-cosine",
+        min=-1.0,
+        max=1.0,
+        help="Fixed cosine threshold of the intra-candidate filter (instead of a quantile).",
     ),
     extra_cosine: float | None = typer.Option(
         None,
         "--extra-cosine",
+        min=-2.0,
+        max=2.0,
         help="Fixed threshold of the extra-candidate filter on cosine(chunk, distractor) - cosine(chunk, answer).",
     ),
     dup_cosine: float | None = typer.Option(
-        None, "--dup-cosine", help="Near-duplicate cosine threshold (default 0.95)."
+        None, "--dup-cosine", min=-1.0, max=1.0, help="Near-duplicate cosine threshold (default 0.95)."
     ),
     shuffle: str | None = typer.Option(None, "--shuffle", help="balanced (each letter equally often) or random."),
     absurd: bool = typer.Option(False, "--absurd", help="Write a sanity exam whose distractors are unrelated."),
     embedder: str | None = typer.Option(None, "--embedder", help="Embedder spec for the filters (default minilm)."),
-    config: Path | None = typer.Option(None, "--config", help="A TOML file; its [exam] table sets defaults."),
+    config: Path | None = typer.Option(None, "--config", help="A TOML file; its \\[exam] table sets defaults."),
     json_out: bool = typer.Option(False, "--json", help="Print the funnel and analytics as JSON."),
 ) -> None:
     """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""
@@ -100,6 +120,7 @@ def generate_cmd(
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.inputs import load_chunks, resolve_generator_llm
 
+    check_out_file(out)
     cli: dict[str, Any] = {
         "n": n,
         "seed": seed,

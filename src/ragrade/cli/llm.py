@@ -64,8 +64,8 @@ def llm_probe(
     base_url: str | None = typer.Option(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server URL."
     ),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds per request."),
-    max_retries: int = typer.Option(1, "--max-retries", help="Retries of a failed request."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
+    max_retries: int = typer.Option(1, "--max-retries", min=0, help="Retries of a failed request."),
 ) -> None:
     """Send one generation and one log-likelihood request; report what the backend supports.
 

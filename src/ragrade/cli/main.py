@@ -97,8 +97,8 @@ def _invoke(argv: list[str]) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except _cx.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+        error_line(_click_message(exc))
+        return 2
     except typer.Abort:
         error_line("aborted")
         return 130
@@ -107,7 +107,35 @@ def _invoke(argv: list[str]) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        message = _user_fault(exc)
+        if message is None:
+            raise
+        error_line(message)
+        return 2
     return 0
+
+
+def _click_message(exc: _cx.ClickException) -> str:
+    """Typer/click's usage errors as one line, with where to find help."""
+    text = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, _cx.UsageError) and ctx is not None:
+        text += f" (see '{ctx.command_path} --help')"
+    return text
+
+
+def _user_fault(exc: Exception) -> str | None:
+    """A one-line message for errors a user causes that a stage did not translate; None for bugs."""
+    from pydantic import ValidationError
+
+    from ragrade.config import describe_validation
+
+    if isinstance(exc, ValidationError):
+        return f"invalid option {describe_validation(exc)}"
+    if isinstance(exc, OSError) and exc.filename:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return None
 
 
 def run() -> None:

@@ -38,16 +38,25 @@ RetrieversOption = Annotated[
 IclOption = Annotated[str | None, typer.Option("--icl", help="Comma list of few-shot counts, e.g. 0,1,2.")]
 KOption = Annotated[str | None, typer.Option("--k", help="Comma list of top-k values.")]
 ChunkersOption = Annotated[str | None, typer.Option("--chunkers", help="Comma list of index labels (default: all).")]
-ExternalOption = Annotated[list[str] | None, typer.Option("--external", help="NAME=module:function or NAME=http://...")]
+ExternalOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--external",
+        help="NAME=module:function or NAME=http://... (module:function imports and RUNS that Python code; "
+        "the current folder is on sys.path).",
+    ),
+]
 SeedOption = Annotated[int | None, typer.Option("--seed", help="Seed of the ICL hold-out and example choice.")]
-IclPoolOption = Annotated[int | None, typer.Option("--icl-pool", help="Questions held out as few-shot examples.")]
-LimitOption = Annotated[int | None, typer.Option("--limit", help="Only the first N evaluated questions.")]
-ShardSizeOption = Annotated[int | None, typer.Option("--shard-size", help="Questions per work unit.")]
+IclPoolOption = Annotated[
+    int | None, typer.Option("--icl-pool", min=0, help="Questions held out as few-shot examples.")
+]
+LimitOption = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N evaluated questions.")]
+ShardSizeOption = Annotated[int | None, typer.Option("--shard-size", min=1, help="Questions per work unit.")]
 ExecutorOption = Annotated[str | None, typer.Option("--executor", help="local (default) or ray.")]
 LlmBaseUrlOption = Annotated[
     str | None, typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server.")
 ]
-ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", help="LLM requests in flight.")]
+ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM requests in flight.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not use the LLM response cache.")]
 TimeoutOption = Annotated[
     float | None, typer.Option("--timeout", help="Seconds per LLM request attempt (default 60).")

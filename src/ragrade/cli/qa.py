@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
 from ragrade.cli.pipelines import (
     ChunkersOption,
     ConcurrencyOption,
@@ -38,7 +38,7 @@ from ragrade.cli.pipelines import (
     grid_config,
     parse_pairs,
 )
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, DataError
 from ragrade.llm.failures import MAX_FAILED_HELP, FailureTally
 
 qa_app = typer.Typer(
@@ -100,24 +100,24 @@ def judge(
         "--field",
         help="Map a field: TARGET=SOURCE (repeatable), targets id, query, answer, contexts, reference, config, error.",
     ),
-    samples: int | None = typer.Option(None, "--samples", help="Judge samples per answer (self-consistency)."),
-    temperature: float | None = typer.Option(None, "--temperature", help="Judge temperature (default 0)."),
+    samples: int | None = typer.Option(None, "--samples", min=1, help="Judge samples per answer (self-consistency)."),
+    temperature: float | None = typer.Option(None, "--temperature", min=0.0, help="Judge temperature (default 0)."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of judge sampling and bootstrap."),
     screen_top: int | None = typer.Option(
         None, "--screen-top", help="Rank configurations by BERTScore, LLM-judge only the top K."
     ),
     prompt: list[str] | None = typer.Option(None, "--prompt", help="Prompt file for a judge: METRIC=PATH."),
     bertscore_model: str | None = typer.Option(None, "--bertscore-model", help="Local encoder folder or 'minilm'."),
-    bertscore_layer: int | None = typer.Option(None, "--bertscore-layer", help="Encoder layer (default: last)."),
+    bertscore_layer: int | None = typer.Option(None, "--bertscore-layer", min=0, help="Encoder layer (default: last)."),
     bertscore_idf: bool | None = typer.Option(None, "--bertscore-idf/--no-bertscore-idf", help="Idf weighting."),
     pass_threshold: float | None = typer.Option(None, "--pass-threshold", help="Correctness counted as a pass."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Answers per saved batch."),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="Judge requests in flight."),
-    max_retries: int | None = typer.Option(None, "--max-retries", help="Retries of a failed judge request."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Seconds per judge request."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Answers per saved batch."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Judge requests in flight."),
+    max_retries: int | None = typer.Option(None, "--max-retries", min=0, help="Retries of a failed judge request."),
+    timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="Seconds per judge request."),
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file (a [judge] table)."),
+    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[judge] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
 ) -> None:
     """Score free-text answers (ours or any system's) with LLM judges, BERTScore and exact match.
@@ -220,8 +220,10 @@ def qa_generate(
     out: Path = typer.Option(..., "--out", "-o", help="QA file to write (JSONL)."),
     qrels: Path | None = typer.Option(None, "--qrels", help="Also write the qrels view (query -> relevant ids)."),
     seed: int = typer.Option(0, "--seed", help="Seed of chunk sampling (and the LLM)."),
-    min_chars: int = typer.Option(120, "--min-chars", help="Skip chunks shorter than this."),
-    prompt: Path | None = typer.Option(None, "--prompt", help="Prompt file with {passage} (and {source})."),
+    min_chars: int = typer.Option(120, "--min-chars", min=0, help="Skip chunks shorter than this."),
+    prompt: Path | None = typer.Option(
+        None, "--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."
+    ),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
@@ -235,6 +237,7 @@ def qa_generate(
     from ragrade.qa.files import write_qa, write_qrels
     from ragrade.qa.generate import OFFLINE, QAGenConfig, generate_qa
 
+    check_out_file(out)
     chunks = _load_chunks(source)
     cfg = QAGenConfig(n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None)
     model = None
@@ -250,6 +253,12 @@ def qa_generate(
     if not items and funnel.failed:
         tally.check(_RESUME, 0.0)
     gen = "offline-extractive (baseline)" if model is None else llm
+    if not items:
+        counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
+        raise DataError(
+            f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}"
+            + ("; offline/* answer models write no questions, use --llm offline" if llm.startswith("offline/") else "")
+        )
     write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
     if qrels is not None:
         write_qrels(qrels, items)
@@ -288,7 +297,7 @@ def qa_answer(
     limit: LimitOption = None,
     shard_size: ShardSizeOption = None,
     executor: ExecutorOption = None,
-    max_tokens: int = typer.Option(256, "--max-tokens", help="Answer length budget."),
+    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Answer length budget."),
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,

@@ -89,14 +89,15 @@ def index_cmd(
     input_path: Path = typer.Argument(..., metavar="DOCS_OR_CHUNKS", help="documents.jsonl or chunks.jsonl."),
     out: Path = typer.Option(..., "--out", "-o", help="Index directory to create or rebuild."),
     strategy: str = typer.Option(None, "--strategy", help="Chunker for documents input (token, recursive, ...)."),
-    size: int = typer.Option(None, "--size", help="Chunk size (tokens)."),
-    overlap: int = typer.Option(None, "--overlap", help="Chunk overlap (tokens)."),
+    size: int = typer.Option(None, "--size", min=1, help="Chunk size (tokens)."),
+    overlap: int = typer.Option(None, "--overlap", min=0, help="Chunk overlap (tokens)."),
+    min_size: int = typer.Option(None, "--min-size", min=0, help="Merge chunks under this many tokens (default 10)."),
     embedder: str = typer.Option(None, "--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ..."),
     store: str = typer.Option(None, "--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
     stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
     stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
-    config: Path = typer.Option(None, "--config", help="TOML file with an [index] table."),
+    config: Path = typer.Option(None, "--config", help="TOML file with an \\[index] table."),
     as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
 ) -> None:
     """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
@@ -113,6 +114,7 @@ def index_cmd(
         "store": store,
         "dense": False if no_dense else None,
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
+        "chunker_options": {"min_size": min_size} if min_size is not None else None,
     }
     cfg = build_config(IndexConfig, file_layer, flags, source="index options")
     if cfg.dense and cfg.store:
@@ -144,7 +146,7 @@ def search_cmd(
     store: str = typer.Option(None, "--store", help="Vector store backend to search (built on first use)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
     fusion: str = typer.Option(None, "--fusion", help="Hybrid fusion: rrf (default) or weighted."),
-    rrf_k: float = typer.Option(None, "--rrf-k", help="RRF constant (default 60)."),
+    rrf_k: float = typer.Option(None, "--rrf-k", min=0.0, help="RRF constant (default 60)."),
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
 ) -> None:
     """Search an index and print the top-k chunks."""
@@ -190,7 +192,9 @@ def ask_cmd(
     base_url: str = typer.Option(
         None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
     ),
-    prompt_file: Path = typer.Option(None, "--prompt-file", help="Prompt template with {question} and {passages}."),
+    prompt_file: Path = typer.Option(
+        None, "--prompt-file", exists=True, dir_okay=False, help="Prompt template with {question} and {passages}."
+    ),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
@@ -248,11 +252,11 @@ def eval_cmd(
     index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
     qrels: Path = typer.Argument(..., metavar="QRELS", help="Qrels JSONL (query + relevant ids) or an exam file."),
     retriever: str = typer.Option("bm25,dense,hybrid", "--retriever", "-r", help="Comma-separated retrievers."),
-    k: int = typer.Option(10, "-k", "--k", help="Cut-off."),
+    k: int = typer.Option(10, "-k", "--k", min=1, help="Cut-off."),
     level: str = typer.Option("chunk", "--level", help="Relevance of chunk ids or doc ids."),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples for the intervals."),
+    n_boot: int = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples for the intervals."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     out: Path = typer.Option(None, "--out", help="Also write the results (with per-query rows) as JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),

@@ -48,7 +48,9 @@ def _ratios(value: str | None) -> list[float] | None:
 def run_cmd(
     data: Path = typer.Argument(..., help="RGB-shaped JSONL (original data or `ragrade robust build` output)."),
     testbed: str = typer.Option(..., "--testbed", help="noise | negative | integration | counterfactual"),
-    llm: str | None = typer.Option(None, "--llm", help="PROVIDER/MODEL; comma-separate several for one table."),
+    llm: str | None = typer.Option(
+        None, "--llm", help="Required (here or in the config's \\[robust] table): the PROVIDER/MODEL answering, "
+        "e.g. offline/extractive or openai/llama3.1; comma-separate several for one table."),
     out: Path | None = typer.Option(None, "--out", help="Output directory."),
     base_url: str | None = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
                                         help="OpenAI-compatible server URL."),
@@ -60,29 +62,31 @@ def run_cmd(
                                             help="ragrade | rgb (the original document selection)."),
     shortfall: str | None = typer.Option(None, "--shortfall", help="pad | skip, when a document pool is short."),
     seed: int | None = typer.Option(None, "--seed", help="Seed of document order (default 0)."),
-    correct_ratio: float | None = typer.Option(None, "--correct-ratio",
+    correct_ratio: float | None = typer.Option(None, "--correct-ratio", min=0.0, max=1.0,
                                                help="Counterfactual: share of uncorrupted positives."),
     closed_book: bool | None = typer.Option(None, "--closed-book/--no-closed-book",
                                             help="Counterfactual: also ask without documents (Acc)."),
     judge: str | None = typer.Option(None, "--judge", help="PROVIDER/MODEL of the Rej*/ED* judge."),
     judge_base_url: str | None = typer.Option(None, "--judge-base-url", help="Judge server URL."),
-    prompts: Path | None = typer.Option(None, "--prompts", help="TOML/JSON overriding the prompts."),
+    prompts: Path | None = typer.Option(None, "--prompts",
+                                            help="TOML/JSON overriding the prompts."),
     rejection_phrases: str | None = typer.Option(None, "--rejection-phrases",
                                                  help="'a|b|c' or @FILE: refusal phrases (replace the defaults)."),
     error_phrases: str | None = typer.Option(None, "--error-phrases",
                                              help="'a|b|c' or @FILE: error-report phrases (replace the defaults)."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", help="Answer length limit (default 256)."),
-    limit: int | None = typer.Option(None, "--limit", help="Only the first N questions."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Answer length limit (default 256)."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per LLM request attempt (default 60)."),
     max_retries: int | None = typer.Option(None, "--max-retries", help="Retries of a failed LLM request (default 5)."),
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    config: Path | None = typer.Option(None, "--config", help="TOML with a [robust] table of these options."),
+    config: Path | None = typer.Option(None, "--config", help="TOML with a \\[robust] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
 ) -> None:
     """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""
     from ragrade.cli.common import echo_json, is_tty, split_list
     from ragrade.config import build_config, load_toml
+    from ragrade.errors import ConfigError
     from ragrade.robust.run import RobustRunConfig, render_table, run_robust
 
     file_layer: dict[str, Any] = {}
@@ -97,6 +101,8 @@ def run_cmd(
         "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
         "cache": False if no_cache else None, "timeout": timeout, "max_retries": max_retries,
     }
+    if not flags["llm"] and not file_layer.get("llm"):
+        raise ConfigError("robust run needs --llm PROVIDER/MODEL (e.g. --llm offline/extractive or openai/MODEL)")
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
     progress = _progress() if is_tty() else None
     try:
@@ -153,10 +159,10 @@ def build_cmd(
     exam: Path | None = typer.Option(None, "--exam", help="Exam JSONL (correct choice = answer)."),
     qa: Path | None = typer.Option(None, "--qa", help="Question/answer JSONL (question, answer, distractors)."),
     retriever: str = typer.Option("bm25", "--retriever", help="Retriever spec of the index for hard negatives."),
-    k: int = typer.Option(30, "--k", help="Chunks retrieved per question."),
-    max_positive: int = typer.Option(5, "--max-positive", help="Positive documents kept per question."),
-    max_negative: int = typer.Option(10, "--max-negative", help="Noise documents kept per question."),
-    max_questions: int | None = typer.Option(None, "--max-questions", help="Use only the first N questions."),
+    k: int = typer.Option(30, "--k", min=1, help="Chunks retrieved per question."),
+    max_positive: int = typer.Option(5, "--max-positive", min=0, help="Positive documents kept per question."),
+    max_negative: int = typer.Option(10, "--max-negative", min=0, help="Noise documents kept per question."),
+    max_questions: int | None = typer.Option(None, "--max-questions", min=1, help="Use only the first N questions."),
     lang: str = typer.Option("auto", "--lang", help="en | zh | auto (joins integration questions)."),
     seed: int = typer.Option(0, "--seed", help="Seed of integration pairing."),
 ) -> None:

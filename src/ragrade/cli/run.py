@@ -42,7 +42,9 @@ def _finish(result: Any, as_json: bool) -> None:
 
 
 def run_cmd(
-    config: Path = typer.Argument(..., help="Job config (TOML) with [corpus], [[chunkers]], [exam], [sweep], ..."),
+    config: Path = typer.Argument(
+        ..., help="Job config (TOML) with \\[corpus], \\[\\[chunkers]], \\[exam], \\[sweep], ..."
+    ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
@@ -57,10 +59,12 @@ def run_cmd(
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
     cfg = load_job_config(config, overrides)
+    target = out or Path(cfg.out)
     if check:
-        _print_plan(cfg, out or Path(cfg.out), as_json)
+        _print_plan(cfg, target, as_json)
         return
-    result = run_job(cfg, out or Path(cfg.out), force=force)
+    _warn_foreign_layout(target)
+    result = run_job(cfg, target, force=force)
     _finish(result, as_json)
 
 
@@ -78,6 +82,21 @@ def _print_plan(cfg: Any, out: Path, as_json: bool) -> None:
     typer.echo(
         f"{sum(s['action'] == 'run' for s in plan)} stage(s) to run, {sum(s['action'] == 'reuse' for s in plan)} reused"
     )
+
+
+def _warn_foreign_layout(target: Path) -> None:
+    """Warn when ``target`` holds another command's run (e.g. `exam take`): the job's layout would mix in."""
+    if not target.is_dir() or (target / "stages.json").exists():
+        return
+    marks = [name for name in ("responses.parquet", "answers.jsonl", "results.jsonl", "manifest.json")
+             if (target / name).exists()]
+    if marks:
+        typer.echo(
+            f"ragrade: warning: {target} holds another command's run ({', '.join(marks)} at its top, e.g. from "
+            "`ragrade exam take`); `ragrade run` adds its own layout (corpus/, exam/, sweep/, ...) beside it; "
+            "give a new folder with --out to keep them apart",
+            err=True,
+        )
 
 
 def demo_cmd(

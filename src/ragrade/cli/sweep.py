@@ -60,7 +60,7 @@ def take(
     shard_size: ShardSizeOption = None,
     executor: ExecutorOption = None,
     ray_address: str | None = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
-    ray_workers: int | None = typer.Option(None, "--ray-workers", help="Ray actors (default: the CPUs)."),
+    ray_workers: int | None = typer.Option(None, "--ray-workers", min=1, help="Ray actors (default: the CPUs)."),
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,
@@ -111,12 +111,14 @@ def compare(
     all_pairs: bool = typer.Option(
         False, "--all", help="Compare the top distinct pipelines pairwise (identical twins are skipped, named)."
     ),
-    top: int = typer.Option(5, "--top", help="How many top pipelines --all compares."),
+    top: int = typer.Option(5, "--top", min=2, help="How many top pipelines --all compares."),
     correction: str = typer.Option("holm", "--correction", help="holm, bonferroni, bh or none (with --all)."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the verdicts."),
-    n_boot: int = typer.Option(2000, "--n-boot", help="Bootstrap resamples."),
+    n_boot: int = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    out: Path | None = typer.Option(None, "--out", help="Also write the comparisons as JSON (e.g. comparisons.json)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="JSON file of the comparisons (default: RUN_DIR/comparisons.json, read by the report)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Paired comparison of pipelines: accuracy difference, bootstrap CI, McNemar exact p-value."""
@@ -160,6 +162,10 @@ def compare(
             "seed": seed,
             "comparisons": [comp.to_dict()],
         }
+    if out is None and run_dir.is_dir():
+        from ragrade.run.compare import COMPARISONS_FILE
+
+        out = run_dir / COMPARISONS_FILE
     if out is not None:
         write_comparisons(out, result)
     if as_json:
@@ -178,6 +184,8 @@ def compare(
         typer.echo(f"(skipped {twin}: it answered every question exactly like {same})")
     if not result["comparisons"]:
         typer.echo("fewer than two pipelines: nothing to compare")
+    if out is not None:
+        typer.echo(f"comparisons written to {out}")
 
 
 def register(app: typer.Typer) -> None:

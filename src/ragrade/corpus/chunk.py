@@ -13,7 +13,10 @@ Guarantees of every chunker, for every document:
   together cover every non-whitespace character (only whitespace between
   chunks is left out);
 * a chunk holds at most ``size`` tokens, except a chunk made of a single
-  tokenizer word longer than ``size``, which is marked ``oversize``.
+  tokenizer word longer than ``size``, which is marked ``oversize``;
+* a fragment under ``min_size`` tokens (a lone heading, an admonition marker)
+  is merged into its next (else previous) neighbour when the result fits in
+  ``size``; the effective minimum is at most ``size // 4``.
 
 Strategies:
 
@@ -46,6 +49,7 @@ from ragrade.registry import create, names, register
 
 DEFAULT_SIZE = 200
 DEFAULT_OVERLAP = 20
+DEFAULT_MIN_SIZE = 10
 STRATEGIES = ("token", "recursive", "sentence", "semantic")
 
 
@@ -76,10 +80,14 @@ class BaseChunker:
     """Common parts: validation, tokenisation, chunk records. Subclasses implement :meth:`spans`."""
 
     strategy: ClassVar[str] = ""
-    options: ClassVar[tuple[str, ...]] = ("size", "overlap", "tokenizer")
+    options: ClassVar[tuple[str, ...]] = ("size", "overlap", "tokenizer", "min_size")
 
     def __init__(
-        self, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER
+        self,
+        size: int = DEFAULT_SIZE,
+        overlap: int = DEFAULT_OVERLAP,
+        tokenizer: str = DEFAULT_TOKENIZER,
+        min_size: int = DEFAULT_MIN_SIZE,
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"chunk size must be a positive whole number of tokens, got {size!r}")
@@ -87,6 +95,9 @@ class BaseChunker:
             raise ConfigError(f"chunk overlap must be zero or a positive whole number, got {overlap!r}")
         if overlap >= size:
             raise ConfigError(f"the overlap ({overlap}) must be smaller than the size ({size})")
+        if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
+            raise ConfigError(f"the minimum chunk size must be zero or a positive whole number, got {min_size!r}")
+        self.min_size = min_size
         self.size = size
         self.overlap = overlap
         self.tokenizer = tokenizer
@@ -102,7 +113,13 @@ class BaseChunker:
 
     def params(self) -> dict[str, Any]:
         """Parameters recorded on every chunk."""
-        return {"size": self.size, "overlap": self.overlap, "unit": "tokens", "tokenizer": self.tokenizer}
+        return {
+            "size": self.size,
+            "overlap": self.overlap,
+            "unit": "tokens",
+            "tokenizer": self.tokenizer,
+            "min_size": self.min_size,
+        }
 
     def describe(self) -> dict[str, Any]:
         """Strategy and parameters."""
@@ -120,7 +137,29 @@ class BaseChunker:
     def chunk_many(self, docs: Sequence[Document]) -> list[list[Chunk]]:
         """The chunks of each of ``docs`` (tokenised as one batch)."""
         indexes = self.counter.index_many([d.text for d in docs])
-        return [self._records(doc, self.spans(ix)) for doc, ix in zip(docs, indexes, strict=True)]
+        return [self._records(doc, self.merge_small(ix, self.spans(ix))) for doc, ix in zip(docs, indexes, strict=True)]
+
+    def merge_small(self, index: TokenIndex, spans: list[Span]) -> list[Span]:
+        """Merge each span under the minimum size into its next (else previous) neighbour when that fits."""
+        floor = min(self.min_size, self.size // 4)
+        out = list(spans)
+        i = 0
+        while i < len(out) and len(out) > 1:
+            if out[i][2] >= floor:
+                i += 1
+                continue
+            for j in (i + 1, i - 1):
+                if 0 <= j < len(out):
+                    a, b = min(i, j), max(i, j)
+                    s, e = out[a][0], out[b][1]
+                    n = index.count(s, e)
+                    if n <= self.size:
+                        out[a : b + 1] = [(s, e, n)]
+                        i = a
+                        break
+            else:
+                i += 1
+        return out
 
     def _records(self, doc: Document, spans: list[Span]) -> list[Chunk]:
         if self._params_cache is None:
@@ -208,26 +247,38 @@ def _checked(cls_name: str, options: Iterable[str], extra: dict[str, Any]) -> No
 
 @register("chunker", "token")
 def _make_token(
-    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+    size: int = DEFAULT_SIZE,
+    overlap: int = DEFAULT_OVERLAP,
+    tokenizer: str = DEFAULT_TOKENIZER,
+    min_size: int = DEFAULT_MIN_SIZE,
+    **extra: Any,
 ) -> TokenChunker:
     _checked("token", TokenChunker.options, extra)
-    return TokenChunker(size, overlap, tokenizer)
+    return TokenChunker(size, overlap, tokenizer, min_size)
 
 
 @register("chunker", "recursive")
 def _make_recursive(
-    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+    size: int = DEFAULT_SIZE,
+    overlap: int = DEFAULT_OVERLAP,
+    tokenizer: str = DEFAULT_TOKENIZER,
+    min_size: int = DEFAULT_MIN_SIZE,
+    **extra: Any,
 ) -> RecursiveChunker:
     _checked("recursive", RecursiveChunker.options, extra)
-    return RecursiveChunker(size, overlap, tokenizer)
+    return RecursiveChunker(size, overlap, tokenizer, min_size)
 
 
 @register("chunker", "sentence")
 def _make_sentence(
-    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+    size: int = DEFAULT_SIZE,
+    overlap: int = DEFAULT_OVERLAP,
+    tokenizer: str = DEFAULT_TOKENIZER,
+    min_size: int = DEFAULT_MIN_SIZE,
+    **extra: Any,
 ) -> SentenceChunker:
     _checked("sentence", SentenceChunker.options, extra)
-    return SentenceChunker(size, overlap, tokenizer)
+    return SentenceChunker(size, overlap, tokenizer, min_size)
 
 
 @register("chunker", "semantic")
@@ -243,7 +294,7 @@ def _make_semantic(
 def create_chunker(strategy: str, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, **kw: Any) -> Chunker:
     """Build the chunker registered as ``strategy`` (token, recursive, sentence, semantic).
 
-    ``kw`` are strategy options: ``tokenizer`` for all; ``embedder``, ``threshold``
+    ``kw`` are strategy options: ``tokenizer`` and ``min_size`` for all; ``embedder``, ``threshold``
     and ``buffer`` for semantic. Unknown strategies and options raise ConfigError.
     """
     chunker: Chunker = create("chunker", strategy, size=size, overlap=overlap, **kw)
@@ -258,11 +309,16 @@ def strategies() -> list[str]:
 def chunk_documents(
     docs: Sequence[Document], chunker: Chunker, *, batch_size: int = 256, progress: Callable[[int], None] | None = None
 ) -> list[Chunk]:
-    """Chunk ``docs`` in order; ``progress`` is called with the number of documents done per batch."""
+    """Chunk ``docs`` in order; ``progress`` is called with the number of documents done per batch.
+
+    With ``progress``, batches are small enough (about 1/50 of the documents, at least 8) for the
+    count to advance with the work, also for the semantic chunker, which embeds a batch at once.
+    """
     out: list[Chunk] = []
     many = getattr(chunker, "chunk_many", None)
-    for lo in range(0, len(docs), batch_size):
-        batch = docs[lo : lo + batch_size]
+    step = batch_size if progress is None else max(1, min(batch_size, max(8, -(-len(docs) // 50))))
+    for lo in range(0, len(docs), step):
+        batch = docs[lo : lo + step]
         if many is not None:
             for chunks in many(batch):
                 out.extend(chunks)
@@ -307,6 +363,7 @@ def summarize_chunks(chunks: Sequence[Chunk], n_docs: int | None = None) -> dict
 
 
 __all__ = [
+    "DEFAULT_MIN_SIZE",
     "DEFAULT_OVERLAP",
     "DEFAULT_SIZE",
     "STRATEGIES",

@@ -13,7 +13,8 @@ offsets refer to:
 5. whitespace normalised: tabs and runs of horizontal space (including
    no-break and other Unicode spaces) become one space, lines are stripped,
    runs of blank lines collapse into one blank line (a paragraph break), and
-   the text is stripped.
+   the text is stripped. Lines inside fenced code blocks (```` ``` ```` or
+   ``~~~``) keep their indentation and inner spacing (only trailing space goes).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ _NEWLINES_RE = re.compile("\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 # horizontal whitespace: everything str.isspace() accepts except the newline
 _HSPACE_RE = re.compile(r"[^\S\n]+")
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
+_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 
 
 def compile_patterns(patterns: Iterable[str] | None) -> list[re.Pattern[str]]:
@@ -60,9 +62,20 @@ def drop_lines(text: str, patterns: Sequence[re.Pattern[str]]) -> tuple[str, int
 
 def normalize_whitespace(text: str) -> str:
     """Collapse horizontal whitespace, strip lines, keep at most one blank line between paragraphs."""
-    text = _HSPACE_RE.sub(" ", text)
-    text = "\n".join(line.strip() for line in text.split("\n"))
-    text = _BLANK_LINES_RE.sub("\n\n", text)
+    lines: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        m = _FENCE_RE.match(line)
+        if fence is not None:
+            lines.append(line.rstrip())
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+                fence = None
+                lines[-1] = _HSPACE_RE.sub(" ", line).strip()
+            continue
+        if m:
+            fence = m.group(1)
+        lines.append(_HSPACE_RE.sub(" ", line).strip())
+    text = _BLANK_LINES_RE.sub("\n\n", "\n".join(lines))
     return text.strip()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, DOCUMENTS_KIND, DOCUMENTS_VERSION, Chunk, Document
 from ragrade.errors import DataError
 from ragrade.io import HEADER_KEY, iter_jsonl, write_jsonl
+from ragrade.schemas import check_chunk, check_document
 
 
 @dataclass
@@ -64,8 +65,7 @@ def read_documents(path: str | Path) -> list[Document]:
     docs: list[Document] = []
     seen: set[str] = set()
     for lineno, rec in _records(path, DOCUMENTS_KIND, DOCUMENTS_VERSION)[1]:
-        if "id" not in rec or not isinstance(rec.get("text"), str):
-            raise DataError(f"{path}:{lineno}: a document record needs 'id' and a text field 'text'")
+        check_document(rec, f"{path}:{lineno}")
         doc = Document.from_record(rec)
         if doc.id in seen:
             raise DataError(f"{path}:{lineno}: duplicate document id '{doc.id}'")
@@ -90,9 +90,7 @@ def read_chunk_file(path: str | Path) -> ChunkFile:
     chunks: list[Chunk] = []
     seen: set[str] = set()
     for lineno, rec in records:
-        missing = [k for k in ("id", "doc_id", "text", "start", "end") if k not in rec]
-        if missing:
-            raise DataError(f"{path}:{lineno}: a chunk record needs {', '.join(missing)}")
+        check_chunk(rec, f"{path}:{lineno}")
         try:
             chunk = Chunk.from_record(rec)
         except (TypeError, ValueError) as exc:

@@ -116,6 +116,13 @@ _MD_REFDEF_RE = re.compile(r"^[ ]{0,3}\[[^\]]+\]:\s+\S+.*$", re.M)
 _MD_HEADING_RE = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
 _MD_STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+_MD_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+# attribute lists of headings and blocks (MkDocs / Python-Markdown attr_list): "{ #anchor }", "{#id .cls}"
+_MD_ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$", re.M)
+# admonitions: "!!! note "Title"", "??? tip", "???+ warning" and pymdownx blocks "/// note | Title" ... "///"
+_MD_ADMONITION_RE = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+\"([^\"]*)\")?[ \t]*$", re.M)
+_MD_BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
+_MD_TAB_RE = re.compile(r"^([ \t]*)===\+?[ \t]+\"([^\"]*)\"[ \t]*$", re.M)
 
 
 def read_text(text: str) -> Extracted:
@@ -125,8 +132,58 @@ def read_text(text: str) -> Extracted:
     return Extracted(text=text, metadata=meta)
 
 
+def _admonition_title(m: re.Match[str]) -> str:
+    title = m.group(3) if m.group(3) is not None else m.group(2).replace("-", " ").capitalize()
+    return f"{m.group(1)}{title}" if title.strip() else ""
+
+
+def _markdown_prose(text: str) -> str:
+    """Markup removed from Markdown outside code: attribute lists, admonition markers, links, headings, emphasis."""
+    text = _HTML_COMMENT_RE.sub("", text)
+    text = _MD_REFDEF_RE.sub("", text)
+    text = _MD_ATTR_LIST_RE.sub("", text)
+    text = _MD_ADMONITION_RE.sub(_admonition_title, text)
+    text = _MD_BLOCK_RE.sub(lambda m: _admonition_title(m) if m.group(2) else "", text)
+    text = _MD_TAB_RE.sub(r"\1\2", text)
+    text = _MD_IMAGE_RE.sub(r"\1", text)
+    text = _MD_LINK_RE.sub(r"\1", text)
+    text = _MD_HEADING_RE.sub(r"\1", text)
+    return _MD_STRONG_RE.sub(r"\2", text)
+
+
+def markdown_blocks(text: str) -> list[tuple[bool, str]]:
+    """``text`` cut into ``(is_code, block)`` parts: fenced code blocks (fences included) and the rest.
+
+    A fence is a line starting with three or more backticks or tildes; it closes at a line starting
+    with the same character at least as many times (or at the end of the text).
+    """
+    out: list[tuple[bool, str]] = []
+    buf: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        m = _MD_FENCE_RE.match(line)
+        if fence is None and m:
+            if buf:
+                out.append((False, "\n".join(buf)))
+            buf, fence = [line], m.group(1)
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            buf.append(line)
+            out.append((True, "\n".join(buf)))
+            buf, fence = [], None
+        else:
+            buf.append(line)
+    if buf:
+        out.append((fence is not None, "\n".join(buf)))
+    return out
+
+
 def read_markdown(text: str) -> Extracted:
-    """Markdown: front matter to metadata, link/image/heading/emphasis markup removed, text kept."""
+    """Markdown: front matter to metadata; markup removed outside fenced code, which is kept verbatim.
+
+    Headings lose their ``#`` marks and attribute lists (``{ #anchor }``); admonition markers
+    (``!!! note "Title"``, ``??? tip``, ``/// note | Title`` ... ``///``) become their title;
+    ``# comment`` lines inside code blocks stay as they are.
+    """
     meta: dict[str, Any] = {}
     m = _FRONT_MATTER_RE.match(text)
     if m:
@@ -135,16 +192,17 @@ def read_markdown(text: str) -> Extracted:
             if sep and key.strip() and not key.startswith((" ", "\t", "-")):
                 meta[key.strip()] = value.strip().strip("\"'")
         text = text[m.end() :]
-    text = _HTML_COMMENT_RE.sub("", text)
-    text = _MD_REFDEF_RE.sub("", text)
-    text = _MD_IMAGE_RE.sub(r"\1", text)
-    text = _MD_LINK_RE.sub(r"\1", text)
-    heading = _MD_HEADING_RE.search(text)
-    if "title" not in meta and heading:
-        meta["title"] = heading.group(1).strip()
-    text = _MD_HEADING_RE.sub(r"\1", text)
-    text = _MD_STRONG_RE.sub(r"\2", text)
-    return Extracted(text=text, metadata=meta)
+    parts = []
+    for is_code, block in markdown_blocks(text):
+        if is_code:
+            parts.append(block)
+            continue
+        if "title" not in meta:
+            heading = _MD_HEADING_RE.search(_MD_ATTR_LIST_RE.sub("", _MD_LINK_RE.sub(r"\1", block)))
+            if heading:
+                meta["title"] = heading.group(1).strip()
+        parts.append(_markdown_prose(block))
+    return Extracted(text="\n".join(parts), metadata=meta)
 
 
 # --------------------------------------------------------------------------- html
@@ -322,6 +380,9 @@ def read_jsonl(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         except json.JSONDecodeError as exc:
             out.append(BadRecord(f":{lineno}", "invalid-record", f"not valid JSON ({exc.msg})"))
             continue
+        except RecursionError:
+            out.append(BadRecord(f":{lineno}", "invalid-record", "JSON nested too deeply"))
+            continue
         if isinstance(rec, dict) and len(rec) == 1 and isinstance(rec.get("ragrade"), dict):
             continue
         out.append(record_to_extracted(rec, f":{lineno}", fields))
@@ -334,6 +395,8 @@ def read_json(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise Skip("invalid-record", f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except RecursionError as exc:
+        raise Skip("invalid-record", "JSON nested too deeply") from exc
     if isinstance(obj, dict):
         if _pick(obj, fields.text_field, TEXT_FIELDS) is not None:
             return [record_to_extracted(obj, "", fields)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.corpus import formats as fmt
 from ragrade.corpus.clean import clean_text_counted, compile_patterns, looks_binary
@@ -32,7 +32,9 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 class CorpusConfig(BaseModel):
-    """Options of corpus loading (``[corpus]`` in a config file; CLI flags override)."""
+    """Options of corpus loading (``[corpus]`` in a config file; CLI flags override; unknown keys rejected)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     text_field: str | None = Field(default=None, description="JSON field with the text (default: text, ...)")
     id_field: str | None = Field(default=None, description="JSON field with the id (default: id, ...)")
@@ -58,6 +60,7 @@ class LoadReport:
     files_read: int = 0
     hidden_ignored: int = 0
     lines_dropped: int = 0
+    assets_ignored: Counter[str] = field(default_factory=Counter)
 
     def skip(self, path: str, kind: str, reason: str) -> None:
         """Record one skipped file or record."""
@@ -75,9 +78,15 @@ class LoadReport:
             "skipped_by_reason": dict(sorted(self.skip_kinds.items())),
             "warnings": len(self.warnings),
             "hidden_ignored": self.hidden_ignored,
+            "assets_ignored": dict(sorted(self.assets_ignored.items())),
             "lines_dropped": self.lines_dropped,
         }
 
+
+# files of a documentation site that hold no text to evaluate on: counted in one line, not warned one by one
+_ASSETS = ".png .jpg .jpeg .gif .svg .webp .ico .bmp .tif .tiff .avif .css .scss .sass .less .js .mjs .cjs .map"
+_MEDIA = ".woff .woff2 .ttf .otf .eot .mp4 .webm .mp3 .wav .ogg .zip .gz"
+ASSET_EXTS = frozenset(f"{_ASSETS} {_MEDIA}".split())
 
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
 
@@ -125,6 +134,9 @@ class _Loader:
     def load_file(self, path: Path, rel: str, topic: str | None) -> None:
         ext = path.suffix.lower()
         kind = fmt.FORMATS.get(ext)
+        if kind is None and ext in ASSET_EXTS:
+            self.report.assets_ignored[ext] += 1
+            return
         if kind is None:
             self.report.skip(
                 str(path),

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragrade.corpus.chunk import DEFAULT_OVERLAP, DEFAULT_SIZE, BaseChunker, sentence_pieces
+from ragrade.corpus.chunk import DEFAULT_MIN_SIZE, DEFAULT_OVERLAP, DEFAULT_SIZE, BaseChunker, sentence_pieces
 from ragrade.corpus.spans import Piece, Span, merge, pieces_at, trimmed
 from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenIndex
 from ragrade.corpus.types import Chunk, Document
@@ -48,7 +48,9 @@ class SemanticChunker(BaseChunker):
     """Embedding-similarity breakpoints between sentences (percentile threshold)."""
 
     strategy = "semantic"
-    options: ClassVar[tuple[str, ...]] = ("size", "overlap", "tokenizer", "embedder", "threshold", "buffer")
+    options: ClassVar[tuple[str, ...]] = (
+        "size", "overlap", "tokenizer", "min_size", "embedder", "threshold", "buffer"
+    )
 
     def __init__(
         self,
@@ -58,8 +60,9 @@ class SemanticChunker(BaseChunker):
         embedder: Embedder | str | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         buffer: int = DEFAULT_BUFFER,
+        min_size: int = DEFAULT_MIN_SIZE,
     ) -> None:
-        super().__init__(size, overlap, tokenizer)
+        super().__init__(size, overlap, tokenizer, min_size)
         if not isinstance(threshold, (int, float)) or not 0 < float(threshold) <= 100:
             raise ConfigError(f"the semantic threshold is a percentile in (0, 100], got {threshold!r}")
         if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
@@ -105,7 +108,7 @@ class SemanticChunker(BaseChunker):
         out: list[list[Chunk]] = []
         for doc, ix, sents, row in zip(docs, indexes, sentences, keys, strict=True):
             breaks = self._breakpoints(np.asarray(vectors[row], dtype=np.float64)) if row else []
-            out.append(self._records(doc, self._group_spans(ix, sents, breaks)))
+            out.append(self._records(doc, self.merge_small(ix, self._group_spans(ix, sents, breaks))))
         return out
 
     def spans(self, index: TokenIndex) -> list[Span]:
@@ -115,7 +118,7 @@ class SemanticChunker(BaseChunker):
         if len(sents) >= 3:
             vecs = self.embedder.embed(self._windows(index.text, sents))
             breaks = self._breakpoints(np.asarray(vecs, dtype=np.float64))
-        return self._group_spans(index, sents, breaks)
+        return self.merge_small(index, self._group_spans(index, sents, breaks))
 
     def _windows(self, text: str, sents: list[Piece]) -> list[str]:
         """Each sentence with ``buffer`` neighbours on each side."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from ragrade.errors import DataError
 from ragrade.io import Header, read_jsonl, write_jsonl
+from ragrade.schemas import check_question
 
 EXAM_KIND = "exam"
 EXAM_VERSION = 1
@@ -43,6 +44,7 @@ class Question:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], where: str = "") -> Question:
         """Validate and build from a record; DataError (with ``where``) when malformed."""
+        check_question(rec, where)
         try:
             choices = [str(c) for c in rec["choices"]]
             answer = int(rec["answer"])

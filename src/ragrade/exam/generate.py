@@ -257,7 +257,8 @@ def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) 
     eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
     if not eligible:
         raise DataError(
-            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters (lower min_chunk_chars)"
+            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters; lower min_chunk_chars "
+            "(in a job config: the [exam.options] table; for `exam generate --config`: the [exam] table)"
         )
     return eligible
 
@@ -270,6 +271,12 @@ class _Rounds:
     reasons: list[str | None]  # one per parsed candidate (``r.ok``), None when kept
     records: dict[str, dict[str, Any]]
     rounds: int
+
+
+def _dry_run() -> bool:
+    from ragrade.llm.dryrun import session_active
+
+    return session_active()
 
 
 def _generate_rounds(
@@ -298,8 +305,8 @@ def _generate_rounds(
         parsed = [r for r in raws if r.ok]
         reasons, records = run_filters(parsed, cfg, emb)
         survivors = sum(r is None for r in reasons)
-        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds:
-            break
+        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds or _dry_run():
+            break  # a dry run counts one round: top-up rounds only replace rejected candidates
         rate = max(survivors / max(1, len(raws)), 0.1)
         want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
     return _Rounds(raws, reasons, records, rounds)

@@ -8,7 +8,7 @@ file layer.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -88,8 +88,8 @@ class SweepSection(_Section):
     enabled: bool = True
     retrievers: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
     llms: list[str] = Field(default_factory=lambda: ["offline/student"])
-    icl: list[int] = Field(default_factory=lambda: [0])
-    k: list[int] = Field(default_factory=lambda: [3])
+    icl: list[Annotated[int, Field(ge=0, le=16)]] = Field(default_factory=lambda: [0])
+    k: list[Annotated[int, Field(ge=0, le=1000)]] = Field(default_factory=lambda: [3])
     chunkers: list[str] | None = None  # default: every chunking
     executor: str = "local"
     seed: int = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -18,35 +19,94 @@ def _brief(summary: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-class Display:
-    """Plain display: one line per finished or reused stage on ``stream`` (stderr by default)."""
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60}m{whole % 60:02d}s" if whole >= 60 else f"{whole}s"
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+
+class Display:
+    """Plain display: one line per finished or reused stage on ``stream`` (stderr by default).
+
+    While a stage runs longer than ``interval`` seconds, a line every ``interval`` seconds says
+    what it is doing: items done / total, rate and the time left at that rate (predicted).
+    """
+
+    def __init__(self, stream: TextIO | None = None, interval: float = 30.0) -> None:
         self.stream = stream or sys.stderr
+        self.interval = interval
+        self._stage: tuple[int, int, str, float] | None = None
+        self._work: tuple[str, int, int] | None = None  # what, done, total
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Display:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._end_stage()
 
     def _line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
+    def _end_stage(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+        self._thread = None
+        with self._lock:
+            self._stage, self._work = None, None
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            line = self.status_line()
+            if line:
+                self._line(line)
+
+    def status_line(self, now: float | None = None) -> str | None:
+        """The running stage's progress line (None when no stage runs)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if self._stage is None:
+                return None
+            i, n, name, started = self._stage
+            head = f"[{i + 1:>2}/{n}] {name:<28} running for {_duration(now - started)}"
+            if self._work is None:
+                return head
+            what, done, total = self._work
+        text = f"{head}: {what} {done:,}/{total:,}" if total else f"{head}: {what} {done:,}"
+        rate = done / (now - started) if now > started and done else 0.0
+        if rate > 0:
+            text += f", {rate:.1f}/s"
+            if total and done < total:
+                text += f", about {_duration((total - done) / rate)} left (predicted)"
+        return text
+
     def stage_start(self, i: int, n: int, name: str) -> None:
-        """A stage begins."""
+        """A stage begins (a plain display starts its heartbeat)."""
+        self._end_stage()
+        with self._lock:
+            self._stage = (i, n, name, time.monotonic())
+        if type(self) is Display and self.interval > 0:
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._heartbeat, args=(self._stop,), daemon=True)
+            self._thread.start()
 
     def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
         """A stage finished."""
+        self._end_stage()
         brief = _brief(summary)
         self._line(f"[{i + 1:>2}/{n}] {name:<28} done in {seconds:7.1f}s" + (f"  ({brief})" if brief else ""))
 
     def stage_reused(self, i: int, n: int, name: str, seconds: float | None) -> None:
         """A stage was reused from an earlier run."""
+        self._end_stage()
         self._line(f"[{i + 1:>2}/{n}] {name:<28} reused (unchanged config)")
 
     def sub_progress(self, what: str, done: int, total: int) -> None:
-        """Progress inside the running stage (ignored by the plain display)."""
+        """Progress inside the running stage (shown by the plain display's heartbeat lines)."""
+        with self._lock:
+            self._work = (what, done, total)
 
 
 class RichDisplay(Display):

@@ -26,6 +26,7 @@ from typing import Any
 
 from ragrade.errors import DataError
 from ragrade.io import Header, read_jsonl, write_jsonl
+from ragrade.schemas import check_qa
 
 QA_KIND = "qa"
 QA_VERSION = 1
@@ -59,6 +60,7 @@ class QAItem:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any], where: str = "") -> QAItem:
         """Validate and build from a record; DataError naming ``where`` when malformed."""
+        check_qa(rec, where)
         try:
             item = cls(
                 id=str(rec["id"]),

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ragrade.deps import require
 from ragrade.errors import ConfigError, DataError
+from ragrade.io import read_json
 
 Results = list[list[tuple[int, float]]]
 
@@ -47,7 +48,18 @@ def _stemmer(name: str | None) -> Any:
 def _tokenizer(cfg: BM25Config) -> Any:
     tok_mod = require("bm25s.tokenization", package="bm25s", purpose="BM25 retrieval")
     stop: Any = cfg.stopwords if cfg.stopwords not in (None, "none") else None
-    return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
+    try:
+        return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
+    except ValueError as exc:
+        raise ConfigError(
+            f"unknown BM25 stopwords '{cfg.stopwords}'; give en, none, or a language name bm25s knows "
+            "(german, dutch, french, spanish, portuguese, italian, russian, swedish, norwegian, chinese, ...)"
+        ) from exc
+
+
+def check_bm25_config(cfg: BM25Config) -> None:
+    """ConfigError now (before any file is written) when the stemmer or stopwords are unknown."""
+    _tokenizer(cfg)
 
 
 class BM25Index:
@@ -90,14 +102,20 @@ class BM25Index:
         cfg_path = folder / "bm25_config.json"
         if not cfg_path.is_file():
             raise DataError(f"{folder}: no BM25 index here (bm25_config.json missing)")
-        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-        n_docs = int(raw.pop("n_docs", 0))
-        raw.pop("version", None)
-        cfg = BM25Config.model_validate(raw)
-        retriever = bm25s.BM25.load(str(folder), mmap=False, show_progress=False)
-        tokenizer = _tokenizer(cfg)
-        tokenizer.load_vocab(str(folder))
-        tokenizer.load_stopwords(str(folder))
+        raw = read_json(cfg_path)
+        try:
+            if not isinstance(raw, dict):
+                raise ValueError(f"expected a JSON object, got {type(raw).__name__}")
+            n_docs = int(raw.pop("n_docs", 0))
+            raw.pop("version", None)
+            cfg = BM25Config.model_validate(raw)
+            retriever = bm25s.BM25.load(str(folder), mmap=False, show_progress=False)
+            tokenizer = _tokenizer(cfg)
+            tokenizer.load_vocab(str(folder))
+            tokenizer.load_stopwords(str(folder))
+        except (ValueError, TypeError, KeyError, OSError, RecursionError) as exc:  # json/pydantic/numpy errors
+            first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            raise DataError(f"{folder}: damaged BM25 index ({first}); rebuild it with `ragrade index`") from exc
         return cls(retriever, tokenizer, cfg, n_docs)
 
     def search(self, queries: Sequence[str], k: int) -> Results:
@@ -116,4 +134,4 @@ class BM25Index:
         return out
 
 
-__all__ = ["BM25Config", "BM25Index"]
+__all__ = ["BM25Config", "BM25Index", "check_bm25_config"]

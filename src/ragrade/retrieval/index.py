@@ -31,6 +31,7 @@ from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, Chunk, Document
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import read_json, read_jsonl, write_json, write_jsonl
 from ragrade.retrieval.bm25 import BM25Config, BM25Index
+from ragrade.schemas import check_index_manifest
 
 INDEX_FORMAT = "ragrade-index"
 INDEX_VERSION = 1
@@ -74,12 +75,21 @@ class IndexStats:
 Progress = Callable[[str, int, int], None]
 
 
-def _chunk_docs(docs: Sequence[Document], cfg: IndexConfig) -> tuple[list[Chunk], dict[str, Any]]:
+def _chunk_docs(
+    docs: Sequence[Document], cfg: IndexConfig, progress: Progress | None = None
+) -> tuple[list[Chunk], dict[str, Any]]:
     from ragrade.corpus.chunk import chunk_documents, create_chunker
 
     chunker = create_chunker(cfg.strategy, size=cfg.size, overlap=cfg.overlap, **cfg.chunker_options)
     desc = chunker.describe() if hasattr(chunker, "describe") else {"strategy": cfg.strategy}
-    return chunk_documents(docs, chunker), dict(desc)
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if progress is not None:
+            progress("chunk", done[0], len(docs))
+
+    return chunk_documents(docs, chunker, progress=tick if progress is not None else None), dict(desc)
 
 
 def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str, Any]]:
@@ -102,7 +112,9 @@ def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str
 
 
 def _resolve_chunks(
-    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path, cfg: IndexConfig
+    chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path,
+    cfg: IndexConfig,
+    progress: Progress | None = None,
 ) -> tuple[list[Chunk], int, dict[str, Any]]:
     """The chunks to index, the document count and the chunker description (chunking documents if given)."""
     chunker_desc: dict[str, Any] = {}
@@ -115,7 +127,7 @@ def _resolve_chunks(
         raise DataError("nothing to index: the input has no documents or chunks")
     if all(isinstance(x, Document) for x in items):
         n_docs = len(items)
-        chunks, chunker_desc = _chunk_docs([x for x in items if isinstance(x, Document)], cfg)
+        chunks, chunker_desc = _chunk_docs([x for x in items if isinstance(x, Document)], cfg, progress)
     elif all(isinstance(x, Chunk) for x in items):
         chunks = [x for x in items if isinstance(x, Chunk)]
         n_docs = len({c.doc_id for c in chunks})
@@ -177,7 +189,10 @@ def build_index(
     cfg = cfg or IndexConfig()
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg)
+    from ragrade.retrieval.bm25 import check_bm25_config
+
+    check_bm25_config(cfg.bm25)
+    chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg, progress)
     timings["chunk"] = time.perf_counter() - t0
 
     out = Path(out_dir)
@@ -355,8 +370,10 @@ class Index:
                 opts = {k: v for k, v in built.items() if k != "backend"} if name == built.get("backend") else {}
                 opts.update(options)
                 store = create_store(name, self.path / "dense", int(info["dim"]), **opts)
+                exact = store if name == "exact" else create_store("exact", self.path / "dense", int(info["dim"]))
+                if exact.exists():
+                    exact.check_rows(len(self.chunks))  # type: ignore[attr-defined]
                 if not store.exists():
-                    exact = create_store("exact", self.path / "dense", int(info["dim"]))
                     store.build(exact.matrix())  # type: ignore[attr-defined]
                 self._stores[name] = store
             return self._stores[name]
@@ -395,8 +412,7 @@ def load_index(path: str | Path) -> Index:
     if not mpath.is_file():
         raise DataError(f"{path}: not a ragrade index (no manifest.json; build it with `ragrade index`)")
     manifest = read_json(mpath)
-    if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
-        raise DataError(f"{mpath}: not a ragrade index manifest")
+    check_index_manifest(manifest, str(mpath), INDEX_FORMAT)
     if int(manifest.get("version", 0)) > INDEX_VERSION:
         raise DataError(
             f"{mpath}: index version {manifest.get('version')} is newer than this ragrade "

@@ -28,6 +28,7 @@ import numpy as np
 
 from ragrade.errors import DataError
 from ragrade.io import read_jsonl
+from ragrade.schemas import check_question
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 Level = Literal["chunk", "doc"]
@@ -138,12 +139,15 @@ def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float
 
 def read_qrels(path: str | Path, level: Level = "chunk") -> dict[str, dict[str, float]]:
     """Query -> {relevant id: grade} from a qrels JSONL or an exam file (duplicate queries merge)."""
-    _header, records = read_jsonl(path)
+    header, records = read_jsonl(path)
     if not records:
         raise DataError(f"{path}: no qrels records")
     qrels: dict[str, dict[str, float]] = {}
-    for n, rec in enumerate(records, start=1):
-        where = f"{path}: record {n}"
+    first_line = 2 if header is not None else 1
+    for n, rec in enumerate(records, start=first_line):
+        where = f"{path}:{n}"
+        if header is not None and header.kind == "exam":
+            check_question(rec, where)
         query = rec.get("query", rec.get("question"))
         if not isinstance(query, str) or not query.strip():
             raise DataError(f"{where}: missing 'query' text")

@@ -76,6 +76,26 @@ def topk_exact(matrix: Matrix, queries: Matrix, k: int) -> Results:
     return out
 
 
+def load_vectors(file: Path, dim: int, rows: int | None = None) -> Matrix:
+    """Read a ``vectors.npy`` matrix (never pickled); DataError when damaged or of the wrong shape."""
+    hint = "rebuild the index with `ragrade index`"
+    try:
+        raw = np.load(file, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DataError(f"{file}: damaged vector file ({str(exc).splitlines()[0][:120]}); {hint}") from exc
+    if not isinstance(raw, np.ndarray) or raw.ndim != 2 or raw.dtype.kind not in "fiu":
+        shape = getattr(raw, "shape", "?")
+        raise DataError(f"{file}: expected a 2-D numeric matrix, found shape {shape} of {raw.dtype}; {hint}")
+    if raw.shape[1] != dim:
+        raise DataError(f"{file}: vectors have {raw.shape[1]} dimensions, the index manifest says {dim}; {hint}")
+    if rows is not None and raw.shape[0] != rows:
+        raise DataError(f"{file}: {raw.shape[0]} vectors for {rows} chunks; {hint}")
+    matrix = np.asarray(raw, dtype=np.float32)
+    if not np.isfinite(matrix).all():
+        raise DataError(f"{file}: vectors hold NaN or infinite values; {hint}")
+    return matrix
+
+
 class ExactStore:
     """``vectors.npy`` searched exactly with numpy (memory-mapped on load)."""
 
@@ -109,8 +129,12 @@ class ExactStore:
         if self._matrix is None:
             if not self.exists():
                 raise DataError(f"{self.file}: vectors missing; rebuild the index with `ragrade index`")
-            self._matrix = np.asarray(np.load(self.file, allow_pickle=False), dtype=np.float32)
+            self._matrix = load_vectors(self.file, self.dim)
         return self._matrix
+
+    def check_rows(self, rows: int) -> None:
+        """Load the matrix, checking that it holds one vector per chunk (``rows``)."""
+        self._matrix = load_vectors(self.file, self.dim, rows)
 
     def search(self, queries: Matrix, k: int) -> Results:
         """Exact cosine top-k."""

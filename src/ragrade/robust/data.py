@@ -34,6 +34,7 @@ from typing import Any
 
 from ragrade.errors import DataError
 from ragrade.io import iter_jsonl, write_jsonl
+from ragrade.schemas import check_rgb
 
 DATA_KIND = "robust_data"
 DATA_VERSION = 1
@@ -136,6 +137,7 @@ def _integration_answer(rec: Mapping[str, Any], where: str) -> Answer:
 
 def parse_item(rec: Mapping[str, Any], where: str) -> RGBItem:
     """Validate one record and build an :class:`RGBItem`."""
+    check_rgb(rec, where)
     for key in ("id", "query"):
         if key not in rec:
             raise DataError(f"{where}: missing '{key}'")

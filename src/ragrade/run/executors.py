@@ -20,6 +20,7 @@ import asyncio
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,10 +56,17 @@ class Executor(Protocol):
 
 
 def resolve_callable(target: str) -> Callable[..., Any]:
-    """Import ``"package.module:function"`` (dotted attribute paths allowed after the colon)."""
+    """Import ``"package.module:function"`` (dotted attribute paths allowed after the colon).
+
+    This imports and runs the user's code. The current folder is put first on ``sys.path``
+    (as ``python -m`` does), so a ``my_rag.py`` beside the command line is found.
+    """
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ConfigError(f"expected 'module:function', got '{target}'")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:

@@ -22,14 +22,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from ragrade.errors import ConfigError, MissingDependency
+from ragrade.errors import ConfigError, DataError, MissingDependency
 from ragrade.exam.files import Question, read_exam
 from ragrade.run.external import ExternalResult, ExternalSystem, create_external
 from ragrade.run.prompts import PromptTemplate, resolve_template
 from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec
 
 PY_PREFIX = "py:"  # LLM specs naming a factory: "py:package.module:function" returns an LLM object
-_FATAL = (ConfigError, MissingDependency)  # a worker stops on these; other failures become error rows
+_FATAL = (ConfigError, DataError, MissingDependency)  # a worker stops on these (a damaged index is DataError)
 
 
 @dataclass

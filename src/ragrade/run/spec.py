@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragrade.config import build_config, load_toml
+from ragrade.config import build_config, describe_validation, load_toml
 from ragrade.errors import ConfigError
 
 NO_INDEX = "none"
@@ -193,9 +193,11 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
         for llm, ret, k, icl, chunker, prompt, method in itertools.product(
             g.llm, g.retriever, g.k, g.icl, chunkers, g.prompt, g.method
         ):
-            raw.append(
-                PipelineSpec(llm=llm, retriever=ret, k=k, icl=icl, chunker=chunker, prompt=prompt, method=method)
-            )
+            try:
+                spec = PipelineSpec(llm=llm, retriever=ret, k=k, icl=icl, chunker=chunker, prompt=prompt, method=method)
+            except ValidationError as exc:
+                raise ConfigError(f"invalid pipeline: {describe_validation(exc)}") from exc
+            raw.append(spec)
     out: list[PipelineSpec] = []
     seen: set[str] = set()
     for spec in raw:

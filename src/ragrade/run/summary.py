@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from ragrade.errors import DataError
 from ragrade.io import atomic_write_bytes, atomic_write_text
 from ragrade.run.stats import wilson_interval
+from ragrade.schemas import check_response_columns
 
 RESPONSES_FILE = "responses.parquet"
 SUMMARY_FILE = "summary.csv"
@@ -90,9 +91,16 @@ def read_responses(run_dir: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: no responses file (has the run finished?)")
     try:
-        return pq.read_table(path).to_pandas()
+        df = pq.read_table(path).to_pandas()
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path}: unreadable Parquet ({exc})") from exc
+    check_response_columns(df.columns, str(path))
+    correct = df["correct"].dropna()
+    if not (pd.api.types.is_bool_dtype(correct) or pd.api.types.is_numeric_dtype(correct)) or not correct.isin(
+        (0, 1)
+    ).all():
+        raise DataError(f"{path}: column 'correct' must hold 0/1 values")
+    return df
 
 
 def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:
