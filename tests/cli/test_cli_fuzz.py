@@ -288,7 +288,7 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
         "exam-prompt-missing": (["exam", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl",
                                  "--prompt", t / "nonexistent.txt"], "nonexistent.txt"),
         "qa-student-writes-nothing": (["qa", "generate", p["idx"], "--llm", "offline/student",
-                                       "--out", t / "o.jsonl"], "no usable triplet"),
+                                       "--out", t / "o.jsonl"], "writes none"),
         "chunk-size-zero": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--size", "0"], "--size"),
         "chunk-min-size": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--min-size", "-1"], "--min-size"),
         "irt-drop": (["irt", "improve", p["run"], "--drop", "2", "--out", t / "o"], "fraction"),

@@ -54,7 +54,8 @@ def test_label_page_end_to_end(judged: Path, tmp_path: Path) -> None:
         assert b.eval("document.body.dataset.graded") == "4"
         time.sleep(1.0)  # let the browser commit localStorage, as any person's pause would
         b.reload()
-        assert b.eval("document.body.dataset.graded") == "4"  # progress kept in localStorage
+        kept = b.eval("document.body.dataset.graded")
+        assert kept == "4", (kept, b.eval("document.readyState"), b.eval("Object.keys(localStorage)"))  # progress kept
         assert b.eval("document.body.dataset.pos") == "4"
         seen_script = False
         for _ in range(30):

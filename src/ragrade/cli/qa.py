@@ -241,6 +241,9 @@ def qa_generate(
     chunks = _load_chunks(source)
     cfg = QAGenConfig(n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None)
     model = None
+    if llm != OFFLINE and llm.startswith("offline/"):
+        raise ConfigError(f"--llm {llm} answers questions and writes none; use --llm {OFFLINE} (the offline "
+                          "extractive generator) or a real model")
     if llm != OFFLINE:
         from ragrade.llm import create_llm
 
@@ -257,7 +260,6 @@ def qa_generate(
         counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
         raise DataError(
             f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}"
-            + ("; offline/* answer models write no questions, use --llm offline" if llm.startswith("offline/") else "")
         )
     write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
     if qrels is not None:
