@@ -147,7 +147,7 @@ def test_bootstrap_se_and_json_output(tmp_path):
     res = fit_irt(df, config=cfg, out=out)
     assert res.se_method.startswith("bootstrap over items (B=8")
     doc = json.loads(out.read_text())
-    assert doc["kind"] == "irt" and doc["version"] == 1
+    assert doc["kind"] == "irt" and doc["version"] == 2
     for key in ("abilities", "items", "effects", "fit", "information", "identifiability", "counts"):
         assert key in doc
     assert set(doc["effects"]) == {"llm", "icl"}

@@ -93,7 +93,7 @@ def test_cli_fit_on_run_dir(run_dir, capsys):
     code = main(["irt", "fit", str(run_dir), "--factors", "llm,retriever,icl", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
-    assert doc["kind"] == "irt" and doc["version"] == 1
+    assert doc["kind"] == "irt" and doc["version"] == 2
     assert doc["counts"]["n_missing_correct"] == 7
     assert list(doc["effects"]["llm"]) == ["llm0", "llm1", "llm2"]
     groups = doc["information"]["groups"]

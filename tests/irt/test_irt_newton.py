@@ -123,7 +123,11 @@ def test_newton_ml_2pl_anchors_and_agrees_with_lbfgs():
     new = fit_responses(data, FitConfig(solver="newton", **cfg), compute_se=False)
     old = fit_responses(data, FitConfig(solver="lbfgs", **cfg), compute_se=False)
     assert new.converged and "line search" not in new.fit["message"]
-    assert np.exp(np.log(new.discrimination).mean()) == pytest.approx(1.0, abs=0.01)  # up to clipping
+    gm = np.exp(np.log(new.discrimination).mean())
+    # anchored to geometric mean 1 unless a bound binds (abilities of all-correct pipelines sit at their
+    # bound): then only as far as the bounds allow, and the record says so (nothing is clipped)
+    anchoring = new.identifiability["anchoring"]
+    assert gm == pytest.approx(1.0, abs=1e-9) if anchoring == "exact" else ("bounds bind" in anchoring and gm < 1)
     assert abs(new.theta.mean()) < 1e-9
     assert new.fit["log_likelihood"] >= old.fit["log_likelihood"] - 0.05
     np.testing.assert_allclose(new.theta, old.theta, atol=0.02)

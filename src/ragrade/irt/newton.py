@@ -30,16 +30,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 
 from ragrade.irt.model import _block_slices
-
-if TYPE_CHECKING:
-    from ragrade.irt.fit import Problem
+from ragrade.irt.problem import Problem
 
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
