@@ -80,7 +80,15 @@ def anchor(prob: Problem, theta: F64, d: F64, b: F64, z: F64) -> tuple[F64, F64,
         if abs(s / want - 1.0) > 1e-12:
             binding.append(f"scale: bounds bind, discriminations normalised only to geometric mean {want / s:.4g}")
     # the moves stayed inside the bounds: clipping only removes rounding
-    theta, b, d = np.clip(theta, *bd.theta), np.clip(b, *bd.difficulty), np.clip(d, *bd.discrimination)
+    b, d = np.clip(b, *bd.difficulty), np.clip(d, *bd.discrimination)
+    if prob.design is None:
+        theta = np.clip(theta, *bd.theta)
+    else:
+        z = np.clip(z, *bd.theta)
+        ident["theta_bounds"] = (
+            "hierarchical model: the ability bounds hold each effect coordinate; an ability (a sum of "
+            "effects) beyond them is flagged theta_beyond_bound"
+        )
     ident["anchoring"] = "exact" if not binding else "partial: " + "; ".join(binding) + " (nothing clipped)"
     ident["clipped_after_anchoring"] = 0
     return theta, d, b, z, ident

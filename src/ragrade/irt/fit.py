@@ -35,7 +35,7 @@ from ragrade.errors import ConfigError
 from ragrade.irt.hierarchical import Design
 from ragrade.irt.io import Responses, load_responses
 from ragrade.irt.newton import newton_optimise
-from ragrade.irt.problem import SOLVERS, FitConfig, Problem, pick_kernel
+from ragrade.irt.problem import SOLVERS, WEAK_PENALTY, FitConfig, Problem, pick_kernel
 from ragrade.irt.result import IRTResult, finish_result
 
 F64 = npt.NDArray[np.float64]
@@ -186,6 +186,30 @@ def lbfgs(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
     return x, report
 
 
+def _repolish(prob: Problem, x: F64, report: dict[str, Any]) -> tuple[F64, dict[str, Any]]:
+    """Without priors: if a bound keeps the optimum off its anchored member (mean ability 0, geometric
+    mean discrimination 1), optimise again from there with the anchoring penalties weakened, so that
+    they do not trade likelihood for themselves; the report says so."""
+    pr = prob.cfg.priors
+    theta, d, _, _, _ = prob.unpack(x)
+    weak = list(prob.penalty)
+    if pr.theta_sd is None and prob.design is None and abs(float(theta.mean())) > 1e-6:
+        weak[0] = WEAK_PENALTY
+    scale_free = pr.theta_sd is None and pr.log_discrimination_sd is None and prob.free_d
+    if scale_free and abs(float(np.log(d).mean())) > 1e-6:
+        weak[1] = WEAK_PENALTY
+    if weak == prob.penalty:
+        return x, report
+    prob.penalty = weak
+    x2, rep2 = optimise(prob, x)
+    rep2["iterations"] += report["iterations"]
+    rep2["anchor_penalty"] = (
+        f"bounds keep the optimum off the anchored scale: refined with penalties weakened to {weak} "
+        f"(first pass: {report['iterations']} iterations, {report['message']})"
+    )
+    return x2, rep2
+
+
 def fit_responses(
     data: Responses, cfg: FitConfig | None = None, *, init: IRTResult | None = None, compute_se: bool = True
 ) -> IRTResult:
@@ -202,6 +226,7 @@ def fit_responses(
     prob = Problem(data, cfg, design)
     start = warm_start(prob, data, init) if init is not None else cold_start(data, prob)
     x, report = optimise(prob, prob.pack(*start))
+    x, report = _repolish(prob, x, report)
     report["warm_start"] = init is not None
     theta, d, b, g, z = prob.unpack(x)
     return finish_result(prob, data, cfg, theta, d, b, g, z, report, compute_se=compute_se)

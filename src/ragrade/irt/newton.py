@@ -277,7 +277,7 @@ class NewtonSolver:
             cross, _ = self.apply_fn(self.A, self.Bg, theta, d, b, Binv, vt, np.zeros((len(d), 3)), self.has_g)
             out = from_theta(pt.dth * vt - cross) + (prior_prec + lam * base) * v
             if self.loc_penalty:
-                out = out + v.mean()
+                out = out + prob.penalty[0] * v.mean()
             return out * free_p
 
         self.n_apply += 1
@@ -327,7 +327,7 @@ class NewtonSolver:
         if pr.theta_sd is not None:
             quad += 0.5 * float(person @ person) / pr.theta_sd**2
         elif prob.design is None:
-            quad += 0.5 * len(person) * float(person.mean()) ** 2  # the location penalty
+            quad += 0.5 * prob.penalty[0] * len(person) * float(person.mean()) ** 2  # the location penalty
         if pr.difficulty_sd is not None:
             quad += 0.5 * float(b @ b) / pr.difficulty_sd**2
         ld = np.log(d)
@@ -340,7 +340,7 @@ class NewtonSolver:
             if lsd is not None:
                 v += (s2 - 2.0 * u * s1 + n * u * u) / (2.0 * lsd**2)
             if scale_penalty:
-                v += 0.5 * n * (s1 / n - u) ** 2
+                v += 0.5 * prob.penalty[1] * n * (s1 / n - u) ** 2
             return v
 
         res = minimize_scalar(f, bounds=(np.log(smin), np.log(smax)), method="bounded", options={"xatol": 1e-12})
@@ -364,8 +364,8 @@ class NewtonSolver:
             a += 0.5 * len(theta) / pr.theta_sd**2
             beta += float(theta.sum()) / pr.theta_sd**2
         else:  # the location penalty 0.5 n mean(theta)^2
-            a += 0.5 * len(theta)
-            beta += float(theta.sum())
+            a += 0.5 * prob.penalty[0] * len(theta)
+            beta += prob.penalty[0] * float(theta.sum())
         if pr.difficulty_sd is not None:
             a += 0.5 * len(b) / pr.difficulty_sd**2
             beta += float(b.sum()) / pr.difficulty_sd**2

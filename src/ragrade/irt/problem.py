@@ -34,6 +34,9 @@ NUMBA_MIN_RESPONSES = 250_000
 NUMBA_COLD_MIN_RESPONSES = 5_000_000
 GUESS_EPS = 1e-6
 SOLVERS = ("newton", "lbfgs")
+# weight of the penalties that remove the flat location/scale directions without priors once bounds bind
+# (see :func:`ragrade.irt.fit.fit_responses`): small, so that they no longer trade likelihood for themselves
+WEAK_PENALTY = 1e-3
 SE_METHODS = ("observed", "sandwich", "bootstrap", "none")
 
 
@@ -140,6 +143,9 @@ class Problem:
         self.item_counts = obs.sum(axis=1).astype(np.float64)
         self.person_counts = obs.sum(axis=0).astype(np.float64)
         self.n_evals = 0
+        # weights of the location and scale penalties (no priors only); they vanish on the anchored member
+        # of each flat family of the likelihood, and are weakened when a bound makes that member infeasible
+        self.penalty = [1.0, 1.0]
         self._box: tuple[F64, F64] | None = None
 
     # layout: [person block (theta or z)] [d]? [b] [g]?
@@ -205,12 +211,12 @@ class Problem:
         # remove the flat directions the optimiser would otherwise wander along
         if pr.theta_sd is None and self.design is None:
             mt = float(person.mean())
-            f += 0.5 * len(person) * mt**2
-            grads[0] = grads[0] + mt
+            f += 0.5 * self.penalty[0] * len(person) * mt**2
+            grads[0] = grads[0] + self.penalty[0] * mt
         if pr.theta_sd is None and pr.log_discrimination_sd is None and self.free_d:
             ml = float(np.log(d).mean())
-            f += 0.5 * len(d) * ml**2
-            grads[1] = grads[1] + ml / d
+            f += 0.5 * self.penalty[1] * len(d) * ml**2
+            grads[1] = grads[1] + self.penalty[1] * ml / d
         return f, grads
 
     def objective(self, x: F64) -> tuple[float, F64]:
@@ -252,6 +258,7 @@ __all__ = [
     "NUMBA_MIN_RESPONSES",
     "SE_METHODS",
     "SOLVERS",
+    "WEAK_PENALTY",
     "FitConfig",
     "Problem",
     "choose_backend",

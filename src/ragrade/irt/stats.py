@@ -90,7 +90,9 @@ def pipeline_stats(data: Responses, sq_person: F64, theta: F64, prob: Problem) -
             f.append("all_correct")
         elif right[m] == 0:
             f.append("none_correct")
-        if theta[m] <= bd.theta[0] + 1e-6 or theta[m] >= bd.theta[1] - 1e-6:
+        if theta[m] < bd.theta[0] - 1e-6 or theta[m] > bd.theta[1] + 1e-6:
+            f.append("theta_beyond_bound")  # hierarchical: the bound holds each effect coordinate
+        elif theta[m] <= bd.theta[0] + 1e-6 or theta[m] >= bd.theta[1] - 1e-6:
             f.append("theta_at_bound")
         flags.append(f)
     df = pd.DataFrame(
