@@ -190,6 +190,10 @@ def _parse_correct(col: pd.Series, where: str) -> tuple[npt.NDArray[np.float64],
     """0/1 (bool, int, float, 'true'/'false' text) -> float array with NaN for missing."""
     if col.dtype == bool:
         return col.to_numpy(dtype=np.float64), 0
+    if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+        ints = col.to_numpy()
+        if ((ints == 0) | (ints == 1)).all():  # the common case, without NaN bookkeeping
+            return ints.astype(np.float64), 0
     if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
         col = col.astype(object)
         words = {"true": 1.0, "false": 0.0, **dict.fromkeys(("", "nan", "none", "na", "n/a", "null"), np.nan)}
@@ -273,9 +277,9 @@ def _label_codes(col: pd.Series) -> tuple[npt.NDArray[np.int32], list[str]]:
     table costs one pass over its codes.
     """
     if isinstance(col.dtype, pd.CategoricalDtype):
-        codes = np.asarray(col.cat.codes.to_numpy())
+        codes = np.asarray(col.cat.codes.to_numpy())  # no -1: empty labels were rejected before
         uniques = pd.Series(np.asarray(col.cat.categories, dtype=object))
-        used = np.bincount(codes[codes >= 0], minlength=len(uniques)) > 0
+        used = np.bincount(codes, minlength=len(uniques)) > 0
     else:
         codes, uniq = pd.factorize(col, sort=False)
         uniques = pd.Series(np.asarray(uniq, dtype=object))
@@ -283,6 +287,8 @@ def _label_codes(col: pd.Series) -> tuple[npt.NDArray[np.int32], list[str]]:
     texts = _as_text(uniques)
     levels = sorted_levels(texts[used].tolist())
     lookup = pd.Index(levels).get_indexer(pd.Index(texts)).astype(np.int32)
+    if np.array_equal(lookup, np.arange(len(lookup))):  # already in sorted order: no gather
+        return codes.astype(np.int32, copy=False), levels
     return lookup[codes], levels
 
 

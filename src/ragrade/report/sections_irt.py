@@ -298,30 +298,56 @@ def _improvement(sec: Section, files: RunFiles) -> None:
         sec.add(f'<p class="note">not in this run: {IMPROVE}</p>')
         return
     grid = doc["theta_grid"]
-    series = [(f"step {s['step']} ({s['n_items']} items)", grid, s["information_mean"]) for s in doc["steps"]]
+    linked = all("linked" in s for s in doc["steps"])
+
+    def curve(s: dict[str, Any]) -> list[float]:
+        return list(s["linked"]["information_mean"] if linked else s["information_mean"])
+
+    series = [(f"step {s['step']} ({s['n_items']} items)", grid, curve(s)) for s in doc["steps"]]
+    base = doc["steps"][0]["linked"]["mean_information_at_abilities"] if linked else None
     rows = [
         [
             s["step"],
             s["n_items"],
             len(s.get("dropped", [])),
             s["discrimination"]["mean"],
-            max(s["information_mean"]),
+            max(curve(s)),
+            s["linked"]["mean_information_at_abilities"] if linked else None,
+            None if base is None else 100.0 * (s["linked"]["mean_information_at_abilities"] / base - 1.0),
             s["fit"].get("rmse"),
             s["fit"].get("converged"),
         ]
         for s in doc["steps"]
     ]
-    sec.add_text(f"Each step drops the {doc.get('drop', 0):.0%} least discriminative questions and refits.", IMPROVE)
+    text = f"Each step drops the {doc.get('drop', 0):.0%} least discriminative questions and refits."
+    if linked:
+        text += (
+            " Every step is linked to the ability scale of the first fit (mean/mean on the kept questions), so "
+            "the curves and the information at the pipelines' abilities compare across steps."
+        )
+    else:
+        text += " These curves are each on their own refit's scale (an older file): they do not compare across steps."
+    sec.add_text(text, IMPROVE)
     sec.add(
         charts.lines(
             "improve",
-            "Mean information per step of the improvement",
+            "Mean information per step of the improvement" + (" (on the first fit's scale)" if linked else ""),
             series,
             source=IMPROVE,
             x_title="ability theta",
             y_title="mean information",
             table=Table(
-                ["step", "items", "dropped", "mean discrimination", "peak mean information", "RMSE", "converged"],
+                [
+                    "step",
+                    "items",
+                    "dropped",
+                    "mean discrimination",
+                    "peak mean information",
+                    "mean information at the pipelines' abilities",
+                    "change vs step 0 (%)",
+                    "RMSE",
+                    "converged",
+                ],
                 rows,
                 source=IMPROVE,
             ),
