@@ -259,7 +259,7 @@ def fit_irt(
     if cfg.se == "bootstrap":
         bootstrap_se(resp, cfg, result)
     result.timings = {"read": t_read, "fit": float(result.fit.get("time_s", 0.0)), **result.timings}
-    result.timings["fit_to_se"] = time.perf_counter() - t0 - t_read
+    result.timings["fit_se_stats"] = time.perf_counter() - t0 - t_read  # fit, SEs, statistics and flags
     if out is not None:
         from ragrade.irt.io import exam_tags
 

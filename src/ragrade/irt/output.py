@@ -120,8 +120,10 @@ def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]
             "estimate": "logits (ability units); the unit is set by the priors / anchoring, see identifiability",
             "accuracy_pp": "change in expected accuracy on this exam, in percentage points, if every pipeline "
             "where the factor applies had this level instead of the average level (other components as "
-            "they are); accuracy_pp_ci95 maps the logit interval through the same curve (item parameters "
-            "taken as known)",
+            "they are); accuracy_pp_ci95_low/high map the logit interval through the same curve (item "
+            "parameters taken as known)",
+            "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
+            "se is the one of se_method",
         },
         "information": res.information(),
     }

@@ -53,24 +53,31 @@ def item_rest_corr(R: npt.NDArray[np.int8]) -> F64:
     NaN when fewer than 3 pipelines answered it (among those with 2+ answers) or either side is constant.
     Vectorised by blocks of items (bounded temporaries).
     """
+    # with x the item's 0/1 answers, w = 1 / (n_p - 1) and u = (right_p) w, the rest score is y = u - x w;
+    # every sum the correlation needs is a product of the 0/1 blocks with a few per-pipeline vectors
     obs = R >= 0
     tot_r = (R == 1).sum(axis=0).astype(np.float64)
     tot_n = obs.sum(axis=0).astype(np.float64)
     ok = tot_n > 1
-    den = np.where(ok, tot_n - 1.0, 1.0)
+    w = np.where(ok, 1.0 / np.where(ok, tot_n - 1.0, 1.0), 0.0)
+    u = tot_r * w
+    right_vecs = np.stack([w, u - w, u * w, w * w], 1)
+    obs_vecs = np.stack([ok.astype(np.float64), u, u * u], 1)
     corr = np.full(R.shape[0], np.nan)
     for sl in _block_slices(*R.shape):
-        M = (obs[sl] & ok[None, :]).astype(np.float64)
-        X = (R[sl] == 1).astype(np.float64)
-        Y = (tot_r[None, :] - X) / den[None, :]
-        cnt = M.sum(1)
-        c = np.maximum(cnt, 1.0)[:, None]
-        Xc = (X - (M * X).sum(1, keepdims=True) / c) * M
-        Yc = (Y - (M * Y).sum(1, keepdims=True) / c) * M
-        vx, vy, cov = (Xc * Xc).sum(1), (Yc * Yc).sum(1), (Xc * Yc).sum(1)
-        good = (cnt >= 3) & (vx > 1e-12) & (vy > 1e-24 * np.maximum(cnt, 1.0))
+        X = (R[sl] == 1) * ok[None, :].astype(np.float64)
+        M = (R[sl] >= 0).astype(np.float64)
+        xw, xuw, xuw2, xw2 = (X @ right_vecs).T
+        cnt, mu, mu2 = (M @ obs_vecs).T
+        sx = X.sum(1)
+        sy = mu - xw
+        sxy = xuw
+        syy = mu2 - 2.0 * xuw2 + xw2
+        c = np.maximum(cnt, 1.0)
+        vx, vy, cov = sx - sx * sx / c, syy - sy * sy / c, sxy - sx * sy / c
+        good = (cnt >= 3) & (vx > 1e-9) & (vy > 1e-12 * np.maximum(cnt, 1.0))
         with np.errstate(invalid="ignore", divide="ignore"):
-            corr[sl] = np.where(good, cov / np.sqrt(vx * vy), np.nan)
+            corr[sl] = np.where(good, cov / np.sqrt(np.maximum(vx * vy, 1e-300)), np.nan)
     return corr
 
 
