@@ -84,6 +84,14 @@ def _config(
     )
 
 
+def _pp(rec: dict[str, float]) -> str:
+    """`` (+3.7 pp accuracy, 95% [+1.8, +5.6])`` from an effect's detail, or '' without an interval."""
+    if "accuracy_pp_ci95_low" not in rec:
+        return ""
+    lo, hi = rec["accuracy_pp_ci95_low"], rec["accuracy_pp_ci95_high"]
+    return f" ({rec['accuracy_pp']:+.1f} pp accuracy, 95% [{lo:+.1f}, {hi:+.1f}])"
+
+
 def _summary_lines(res: Any) -> list[str]:
     fit = res.fit
     lines = [
@@ -95,7 +103,8 @@ def _summary_lines(res: Any) -> list[str]:
         f"RMSE {fit['rmse']:.4f} (mean baseline {fit['rmse_baseline']:.4f})",
     ]
     for f, levels in res.effects.items():
-        parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}" for lvl, (e, s) in levels.items())
+        detail = res.effects_detail.get(f, {})
+        parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}{_pp(detail.get(lvl, {}))}" for lvl, (e, s) in levels.items())
         na = res.not_applicable.get(f, {})
         if na.get("n_pipelines"):
             seen = "/".join(v or "<empty>" for v in na["seen"])
