@@ -235,7 +235,9 @@ def run_cli(args: list[str], env: dict[str, str]) -> tuple[float, float, dict[st
         err.seek(0)
         if proc.returncode != 0:
             raise SystemExit(f"ragrade {' '.join(args)} failed: {err.read().decode()[-2000:]}")
-        return wall, usage.ru_maxrss / 1024**2, json.loads(out.read().decode())
+        doc = json.loads(out.read().decode())
+        doc["child_cpu_s"] = usage.ru_utime + usage.ru_stime
+        return wall, usage.ru_maxrss / 1024**2, doc
 
 
 def bench_end_to_end(n_items: int, repeat: int) -> None:
@@ -269,7 +271,8 @@ def bench_end_to_end(n_items: int, repeat: int) -> None:
                 f"[end-to-end 1000x{n_items}] run {k + 1}: {wall:.1f} s wall (process start to exit), peak RSS "
                 f"{rss:.2f} GiB; split: read {t.get('read', 0):.1f} s, fit {t.get('fit', 0):.1f} s, SEs "
                 f"{t.get('se', 0):.1f} s, write {t.get('write', 0):.1f} s, rest (imports, stats, flags) "
-                f"{wall - sum(t.get(x, 0) for x in ('read', 'fit', 'se', 'write')):.1f} s; "
+                f"{wall - sum(t.get(x, 0) for x in ('read', 'fit', 'se', 'write')):.1f} s; CPU time "
+                f"{doc['child_cpu_s']:.1f} s (wall above CPU/cores = waiting for shared cores); "
                 f"converged={doc['fit']['converged']}, backend {doc['fit']['backend']}; goal <= 60 s, <= 4 GiB"
             )
             listing = ", ".join(f"{n} {v:.1f}" for n, v in sorted(sizes.items()))
