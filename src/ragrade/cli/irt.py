@@ -18,7 +18,9 @@ _MODEL = typer.Option("3pl", "--model", help="1pl, 2pl or 3pl.")
 _FACTORS = typer.Option(None, "--factors", help="Comma-separated factor columns for the hierarchical model.")
 _PRIOR = typer.Option("weak", "--prior", help="weak (MAP, the default) or none (joint maximum likelihood).")
 _BOUNDS = typer.Option(None, "--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
-_SE = typer.Option("observed", "--se", help="observed, bootstrap (over items) or none.")
+_SE = typer.Option(
+    "observed", "--se", help="observed, sandwich (robust SEs of factor effects), bootstrap (over items) or none."
+)
 _BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
 _SOLVER = typer.Option(
     "newton", "--solver", help="newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
@@ -82,6 +84,14 @@ def _config(
     )
 
 
+def _pp(rec: dict[str, float]) -> str:
+    """`` (+3.7 pp accuracy, 95% [+1.8, +5.6])`` from an effect's detail, or '' without an interval."""
+    if "accuracy_pp_ci95_low" not in rec:
+        return ""
+    lo, hi = rec["accuracy_pp_ci95_low"], rec["accuracy_pp_ci95_high"]
+    return f" ({rec['accuracy_pp']:+.1f} pp accuracy, 95% [{lo:+.1f}, {hi:+.1f}])"
+
+
 def _summary_lines(res: Any) -> list[str]:
     fit = res.fit
     lines = [
@@ -93,7 +103,8 @@ def _summary_lines(res: Any) -> list[str]:
         f"RMSE {fit['rmse']:.4f} (mean baseline {fit['rmse_baseline']:.4f})",
     ]
     for f, levels in res.effects.items():
-        parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}" for lvl, (e, s) in levels.items())
+        detail = res.effects_detail.get(f, {})
+        parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}{_pp(detail.get(lvl, {}))}" for lvl, (e, s) in levels.items())
         na = res.not_applicable.get(f, {})
         if na.get("n_pipelines"):
             seen = "/".join(v or "<empty>" for v in na["seen"])
@@ -141,6 +152,7 @@ def fit_cmd(
                 "fit": res.fit,
                 "counts": res.counts,
                 "se_method": res.se_method,
+                "timings_s": {k: round(v, 3) for k, v in res.timings.items()},
                 "not_applicable": {
                     f: {k: v for k, v in na.items() if k != "pipelines"} for f, na in res.not_applicable.items()
                 },
@@ -149,6 +161,7 @@ def fit_cmd(
         return
     for line in _summary_lines(res):
         typer.echo(line)
+    typer.echo("time (s): " + ", ".join(f"{k} {v:.2f}" for k, v in res.timings.items()))
     typer.echo(f"wrote {out}")
 
 
@@ -188,12 +201,15 @@ def improve_cmd(
     if as_json:
         echo_json(summary)
         return
+    base = imp.steps[0]["linked"]["mean_information_at_abilities"]
     for rec in imp.steps:
-        mean_info = max(rec["information_mean"])
+        linked = rec["linked"]
+        at = linked["mean_information_at_abilities"]
         typer.echo(
             f"step {rec['step']}: {rec['n_items']} items, mean discrimination "
-            f"{rec['discrimination']['mean']:.3f}, peak mean information {mean_info:.4f}, "
-            f"converged {rec['fit']['converged']}"
+            f"{rec['discrimination']['mean']:.3f}, mean information at the pipelines' abilities {at:.4f} "
+            f"({100 * (at / base - 1):+.1f}% vs step 0), peak mean information {max(linked['information_mean']):.4f} "
+            f"(on step 0's scale), converged {rec['fit']['converged']}"
         )
     if not exam_path:
         typer.echo("no exam file known (no manifest exam path, no --exam): wrote the evolution only")

@@ -21,8 +21,8 @@ and recorded:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,191 +34,11 @@ from scipy.optimize import minimize
 from ragrade.errors import ConfigError
 from ragrade.irt.hierarchical import Design
 from ragrade.irt.io import Responses, load_responses
-from ragrade.irt.model import Bounds, Priors, check_model, nll_grad_numpy
+from ragrade.irt.newton import newton_optimise
+from ragrade.irt.problem import SOLVERS, WEAK_PENALTY, FitConfig, Problem, pick_kernel
 from ragrade.irt.result import IRTResult, finish_result
 
 F64 = npt.NDArray[np.float64]
-Kernel = Callable[..., tuple[float, F64, F64, F64, F64]]
-NUMBA_MIN_RESPONSES = 250_000
-GUESS_EPS = 1e-6
-SOLVERS = ("newton", "lbfgs")
-
-
-@dataclass(frozen=True)
-class FitConfig:
-    """Options of an IRT fit (defaults: 3PL, weak priors, observed-information SEs)."""
-
-    model: str = "3pl"
-    factors: tuple[str, ...] = ()
-    bounds: Bounds = field(default_factory=Bounds)
-    priors: Priors = field(default_factory=Priors)
-    max_iter: int = 3000
-    ftol: float = 1e-13  # L-BFGS-B only; small, so that the SE-based criterion decides
-    gtol: float = 0.05  # converged when no coordinate is more than this many SEs from its optimum
-    backend: str = "auto"  # auto | numpy | numba
-    solver: str = "newton"  # newton (block Fisher scoring, the default) | lbfgs (L-BFGS-B)
-    se: str = "observed"  # observed | bootstrap | none
-    n_boot: int = 50
-    seed: int = 0
-    theta_grid: tuple[float, float, int] = (-4.0, 4.0, 81)
-    # factor (or "*" for every factor not named) -> values meaning "does not apply to this pipeline";
-    # None: DEFAULT_NOT_APPLICABLE ("none" and empty cells) for every factor; an empty tuple: strict
-    not_applicable: Mapping[str, tuple[str, ...]] | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "model", check_model(self.model))
-        if self.not_applicable is not None:
-            spec = dict(self.not_applicable)
-            for key, values in spec.items():
-                if isinstance(values, str) or not all(isinstance(v, str) for v in values):
-                    raise ConfigError(f"not-applicable values of '{key}' must be a list of strings, got {values!r}")
-            object.__setattr__(self, "not_applicable", {k: tuple(v) for k, v in spec.items()})
-        if self.backend not in ("auto", "numpy", "numba"):
-            raise ConfigError(f"unknown backend '{self.backend}'; valid choices: auto, numpy, numba")
-        if self.solver not in SOLVERS:
-            raise ConfigError(f"unknown solver '{self.solver}'; valid choices: {', '.join(SOLVERS)}")
-        if self.se not in ("observed", "bootstrap", "none"):
-            raise ConfigError(f"unknown SE method '{self.se}'; valid choices: observed, bootstrap, none")
-        if self.max_iter < 1 or self.n_boot < 2:
-            raise ConfigError("max_iter must be >= 1 and n_boot >= 2")
-        if len(set(self.factors)) != len(self.factors):
-            raise ConfigError("a factor is listed twice")
-
-
-def pick_kernel(backend: str, n_responses: int) -> tuple[Kernel, str]:
-    """The numpy or the fused numba kernel; numba is imported only when used."""
-    if backend == "numpy" or (backend == "auto" and n_responses < NUMBA_MIN_RESPONSES):
-        return nll_grad_numpy, "numpy"
-    try:
-        from ragrade.irt._kernels import nll_grad_numba
-    except ImportError:
-        if backend == "numba":
-            from ragrade.errors import MissingDependency
-
-            raise MissingDependency("numba", extra="fast", purpose="the fused IRT kernel") from None
-        return nll_grad_numpy, "numpy"
-    return nll_grad_numba, "numba"
-
-
-class Problem:
-    """Packs the free parameters into one vector; evaluates objective and gradient."""
-
-    def __init__(self, data: Responses, cfg: FitConfig, design: Design | None) -> None:
-        self.data, self.cfg, self.design = data, cfg, design
-        self.n_items, self.n_persons = data.R.shape
-        self.free_d = cfg.model in ("2pl", "3pl")
-        self.free_g = cfg.model == "3pl"
-        self.k = design.k if design else self.n_persons
-        self.n_obs = max(1, data.n_observed)
-        self.kernel, self.backend = pick_kernel(cfg.backend, data.R.size)
-        obs = data.R >= 0
-        self.item_counts = obs.sum(axis=1).astype(np.float64)
-        self.person_counts = obs.sum(axis=0).astype(np.float64)
-        self.n_evals = 0
-        self._box: tuple[F64, F64] | None = None
-
-    # layout: [person block (theta or z)] [d]? [b] [g]?
-    def sizes(self) -> list[int]:
-        """Block sizes of the parameter vector."""
-        return [self.k, self.n_items if self.free_d else 0, self.n_items, self.n_items if self.free_g else 0]
-
-    def unpack(self, x: F64) -> tuple[F64, F64, F64, F64, F64]:
-        """(theta, d, b, g, z) from the parameter vector (z is empty for the flat model)."""
-        k, nd, nb, ng = self.sizes()
-        pos = np.cumsum([0, k, nd, nb, ng])
-        person = x[pos[0] : pos[1]]
-        d = x[pos[1] : pos[2]] if self.free_d else np.ones(self.n_items)
-        b = x[pos[2] : pos[3]]
-        g = x[pos[3] : pos[4]] if self.free_g else np.zeros(self.n_items)
-        if self.design is not None:
-            return self.design.X @ person, d, b, g, person
-        return person, d, b, g, np.zeros(0)
-
-    def pack(self, person: F64, d: F64, b: F64, g: F64) -> F64:
-        """The parameter vector of given blocks."""
-        parts = [person, d if self.free_d else None, b, g if self.free_g else None]
-        return np.concatenate([p for p in parts if p is not None])
-
-    def box(self) -> list[tuple[float, float]]:
-        """L-BFGS-B bounds for every coordinate."""
-        bd = self.cfg.bounds
-        glo = bd.guessing[0]
-        if self.cfg.priors.guessing_beta is not None:
-            glo = max(glo, GUESS_EPS)
-        k, nd, nb, ng = self.sizes()
-        return [bd.theta] * k + [bd.discrimination] * nd + [bd.difficulty] * nb + [(glo, bd.guessing[1])] * ng
-
-    def box_arrays(self) -> tuple[F64, F64]:
-        """Lower and upper bounds of every coordinate as arrays (cached)."""
-        if self._box is None:
-            lo, hi = np.array(self.box(), dtype=np.float64).reshape(-1, 2).T
-            self._box = (lo, hi)
-        return self._box
-
-    def prior_terms(self, person: F64, d: F64, b: F64, g: F64) -> tuple[float, list[F64]]:
-        """Negative log prior and its gradient per block."""
-        pr = self.cfg.priors
-        f = 0.0
-        grads = [np.zeros_like(person), np.zeros_like(d), np.zeros_like(b), np.zeros_like(g)]
-        if pr.theta_sd is not None:
-            f += 0.5 * float(person @ person) / pr.theta_sd**2
-            grads[0] = person / pr.theta_sd**2
-        if pr.log_discrimination_sd is not None and self.free_d:
-            ld = np.log(d)
-            s2 = pr.log_discrimination_sd**2
-            f += float((0.5 * ld**2 / s2).sum())  # normal on log d: its mode is d = 1
-            grads[1] = ld / (s2 * d)
-        if pr.difficulty_sd is not None:
-            f += 0.5 * float(b @ b) / pr.difficulty_sd**2
-            grads[2] = b / pr.difficulty_sd**2
-        if pr.guessing_beta is not None and self.free_g:
-            a, c = pr.guessing_beta
-            f -= float(((a - 1.0) * np.log(g) + (c - 1.0) * np.log1p(-g)).sum())
-            grads[3] = -(a - 1.0) / g + (c - 1.0) / (1.0 - g)
-        # without priors the likelihood is flat along location (flat model) and scale shifts; these
-        # penalties vanish on the anchored member of each flat family, so they change no estimate but
-        # remove the flat directions the optimiser would otherwise wander along
-        if pr.theta_sd is None and self.design is None:
-            mt = float(person.mean())
-            f += 0.5 * len(person) * mt**2
-            grads[0] = grads[0] + mt
-        if pr.theta_sd is None and pr.log_discrimination_sd is None and self.free_d:
-            ml = float(np.log(d).mean())
-            f += 0.5 * len(d) * ml**2
-            grads[1] = grads[1] + ml / d
-        return f, grads
-
-    def objective(self, x: F64) -> tuple[float, F64]:
-        """Negative log-posterior per observed response, and its gradient."""
-        self.n_evals += 1
-        theta, d, b, g, z = self.unpack(x)
-        nll, gt, gd, gb, gg = self.kernel(self.data.R, theta, d, b, g)
-        person = z if self.design is not None else theta
-        fp, pg = self.prior_terms(person, d, b, g)
-        g_person = (self.design.X.T @ gt if self.design is not None else gt) + pg[0]
-        grad = self.pack(g_person, gd + pg[1], gb + pg[2], gg + pg[3])
-        return (nll + fp) / self.n_obs, grad / self.n_obs
-
-    def scales(self) -> F64:
-        """Rough square roots of each coordinate's curvature (Fisher information ~ 0.15 per response)."""
-        if self.design is not None:
-            pc = (self.design.X**2).T @ self.person_counts
-        else:
-            pc = self.person_counts
-        _, nd, _, ng = self.sizes()
-        ic = self.item_counts
-        parts = [pc * 0.15, ic * 0.15 if nd else None, ic * 0.15, ic * 1.0 if ng else None]
-        curv = np.concatenate([p for p in parts if p is not None]) / self.n_obs
-        return np.sqrt(np.maximum(curv, 1e-12))
-
-    def step_in_se(self, x: F64, grad: F64, scale: F64) -> float:
-        """Largest projected gradient / sqrt(curvature): the step left to go, in standard errors."""
-        if not x.size:
-            return 0.0
-        lo, hi = self.box_arrays()
-        gproj = np.where((x <= lo + 1e-12) & (grad > 0), 0.0, grad)
-        gproj = np.where((x >= hi - 1e-12) & (gproj < 0), 0.0, gproj)
-        return float(np.max(np.abs(gproj / scale)) * np.sqrt(self.n_obs))
 
 
 def cold_start(data: Responses, prob: Problem) -> tuple[F64, F64, F64, F64]:
@@ -277,8 +97,6 @@ def optimise(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
         x, report = lbfgs(prob, x0)
         report["solver"] = "lbfgs"
         return x, report
-    from ragrade.irt.newton import newton_optimise
-
     t0 = time.perf_counter()
     x, nrep = newton_optimise(prob, x0)
     if nrep["newton_status"] == 0:
@@ -368,6 +186,30 @@ def lbfgs(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
     return x, report
 
 
+def _repolish(prob: Problem, x: F64, report: dict[str, Any]) -> tuple[F64, dict[str, Any]]:
+    """Without priors: if a bound keeps the optimum off its anchored member (mean ability 0, geometric
+    mean discrimination 1), optimise again from there with the anchoring penalties weakened, so that
+    they do not trade likelihood for themselves; the report says so."""
+    pr = prob.cfg.priors
+    theta, d, _, _, _ = prob.unpack(x)
+    weak = list(prob.penalty)
+    if pr.theta_sd is None and prob.design is None and abs(float(theta.mean())) > 1e-6:
+        weak[0] = WEAK_PENALTY
+    scale_free = pr.theta_sd is None and pr.log_discrimination_sd is None and prob.free_d
+    if scale_free and abs(float(np.log(d).mean())) > 1e-6:
+        weak[1] = WEAK_PENALTY
+    if weak == prob.penalty:
+        return x, report
+    prob.penalty = weak
+    x2, rep2 = optimise(prob, x)
+    rep2["iterations"] += report["iterations"]
+    rep2["anchor_penalty"] = (
+        f"bounds keep the optimum off the anchored scale: refined with penalties weakened to {weak} "
+        f"(first pass: {report['iterations']} iterations, {report['message']})"
+    )
+    return x2, rep2
+
+
 def fit_responses(
     data: Responses, cfg: FitConfig | None = None, *, init: IRTResult | None = None, compute_se: bool = True
 ) -> IRTResult:
@@ -384,6 +226,7 @@ def fit_responses(
     prob = Problem(data, cfg, design)
     start = warm_start(prob, data, init) if init is not None else cold_start(data, prob)
     x, report = optimise(prob, prob.pack(*start))
+    x, report = _repolish(prob, x, report)
     report["warm_start"] = init is not None
     theta, d, b, g, z = prob.unpack(x)
     return finish_result(prob, data, cfg, theta, d, b, g, z, report, compute_se=compute_se)
@@ -409,20 +252,62 @@ def fit_irt(
     run's exam).
     """
     cfg = config or FitConfig(model=model, factors=tuple(factors), not_applicable=not_applicable)
+    t0 = time.perf_counter()
     resp = data if isinstance(data, Responses) else load_responses(data, cfg.factors, cfg.not_applicable)
+    t_read = time.perf_counter() - t0
     result = fit_responses(resp, cfg, init=init)
     if cfg.se == "bootstrap":
-        from ragrade.irt.result import bootstrap_se
-
         bootstrap_se(resp, cfg, result)
+    result.timings = {"read": t_read, "fit": float(result.fit.get("time_s", 0.0)), **result.timings}
+    result.timings["fit_se_stats"] = time.perf_counter() - t0 - t_read  # fit, SEs, statistics and flags
     if out is not None:
         from ragrade.irt.io import exam_tags
 
         exam_path = exam or resp.exam_path
         result.tags = exam_tags(exam_path) if exam_path and Path(exam_path).exists() else {}
         result.exam_path = str(exam_path) if exam_path else None
+        t1 = time.perf_counter()
         result.write(out)
+        result.timings["write"] = time.perf_counter() - t1
     return result
 
 
-__all__ = ["SOLVERS", "FitConfig", "Problem", "fit_irt", "fit_responses", "lbfgs", "optimise", "pick_kernel"]
+def bootstrap_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResult:
+    """Replace ability and effect SEs by a bootstrap over items (refits warm-started from ``result``)."""
+    rng = np.random.default_rng(cfg.seed)
+    sub_cfg = replace(cfg, se="none")
+    thetas, effs = [], []
+    n_conv = 0
+    for _ in range(cfg.n_boot):
+        idx = rng.integers(0, len(data.items), len(data.items))
+        res = fit_responses(data.subset_items(idx.tolist()), sub_cfg, init=result, compute_se=False)
+        n_conv += int(res.converged)
+        thetas.append(res.theta)
+        effs.append({f: [v[0] for v in lv.values()] for f, lv in res.effects.items()})
+    result.theta_se = np.asarray(np.std(thetas, axis=0, ddof=1))
+    for f, levels in result.effects.items():
+        sd = np.std([e[f] for e in effs], axis=0, ddof=1)
+        result.effects[f] = {lvl: (est, float(sd[j])) for j, (lvl, (est, _)) in enumerate(levels.items())}
+        for j, lvl in enumerate(levels):
+            result.effects_detail.setdefault(f, {}).setdefault(lvl, {})["se_bootstrap"] = float(sd[j])
+    factors = [f for f in data.factors if f.name in cfg.factors]
+    if factors and result.effects:
+        from ragrade.irt.result import add_accuracy
+
+        items = (result.discrimination, result.difficulty, result.guessing)
+        add_accuracy(result.effects_detail, Design(factors), result.theta, result.effects, items)
+    result.se_method = f"bootstrap over items (B={cfg.n_boot}, {n_conv} refits converged)"
+    return result
+
+
+__all__ = [
+    "SOLVERS",
+    "FitConfig",
+    "Problem",
+    "bootstrap_se",
+    "fit_irt",
+    "fit_responses",
+    "lbfgs",
+    "optimise",
+    "pick_kernel",
+]

@@ -83,9 +83,6 @@ def not_applicable_values(name: str, spec: NotApplicable | None) -> tuple[str, .
     return DEFAULT_NOT_APPLICABLE
 
 
-_NA_MARK = "\x00not applicable"
-
-
 def _na_key(value: str) -> str:
     return value.strip().lower()
 
@@ -173,7 +170,7 @@ def read_table(source: str | Path) -> tuple[pd.DataFrame, str | None, str]:
         raise DataError(f"{source}: file not found")
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
-            df = pd.read_parquet(path)
+            df = _read_parquet(path)
         elif path.suffix.lower() in (".csv", ".tsv"):
             # only empty cells are missing: labels such as 'NA', 'None' or 'n/a' stay text (a factor's
             # not-applicable values decide what they mean)
@@ -193,6 +190,10 @@ def _parse_correct(col: pd.Series, where: str) -> tuple[npt.NDArray[np.float64],
     """0/1 (bool, int, float, 'true'/'false' text) -> float array with NaN for missing."""
     if col.dtype == bool:
         return col.to_numpy(dtype=np.float64), 0
+    if pd.api.types.is_integer_dtype(col.dtype) and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+        ints = col.to_numpy()
+        if ((ints == 0) | (ints == 1)).all():  # the common case, without NaN bookkeeping
+            return ints.astype(np.float64), 0
     if col.dtype == object or pd.api.types.is_string_dtype(col.dtype):
         col = col.astype(object)
         words = {"true": 1.0, "false": 0.0, **dict.fromkeys(("", "nan", "none", "na", "n/a", "null"), np.nan)}
@@ -239,24 +240,13 @@ def build_responses(
         n_bad = int(df[["pipeline", "question_id"]].isna().any(axis=1).sum())
         raise DataError(f"{source}: empty 'pipeline' or 'question_id' in {n_bad} rows")
     correct, n_nan = _parse_correct(df["correct"], source)
-    pipe = _as_text(df["pipeline"])
-    qid = _as_text(df["question_id"])
-    dup = pd.DataFrame({"p": pipe, "q": qid}).duplicated()
-    if dup.any():
-        first = df.loc[dup.to_numpy()].iloc[0]
-        raise DataError(
-            f"{source}: {int(dup.sum())} duplicate (pipeline, question_id) rows, "
-            f"e.g. ({first['pipeline']}, {first['question_id']})"
-        )
-    pipelines = sorted_levels(pipe.tolist())
-    items = sorted_levels(qid.tolist())
-    p_idx = pd.Index(pipelines).get_indexer(pd.Index(pipe))
-    q_idx = pd.Index(items).get_indexer(pd.Index(qid))
-    R = np.full((len(items), len(pipelines)), -1, dtype=np.int8)
+    p_codes, pipelines = _label_codes(df["pipeline"])
+    q_codes, items = _label_codes(df["question_id"])
+    R = _fill_matrix(df, p_codes, q_codes, correct, len(items), len(pipelines), source)
     ok = ~np.isnan(correct)
-    R[q_idx[ok], p_idx[ok]] = correct[ok].astype(np.int8)
     coded = [
-        _code_factor(df, name, pipe, pipelines, source, not_applicable_values(name, not_applicable)) for name in factors
+        _code_factor(df, name, p_codes, pipelines, source, not_applicable_values(name, not_applicable))
+        for name in factors
     ]
     counts = {
         "n_rows": len(df),
@@ -269,30 +259,110 @@ def build_responses(
     return Responses(pipelines, items, R, coded, counts, source)
 
 
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """A Parquet file with its text columns dictionary-encoded (pandas categoricals: small and fast)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    table = pq.read_table(path, read_dictionary=text)
+    return table.to_pandas(self_destruct=True, split_blocks=True)
+
+
+def _label_codes(col: pd.Series) -> tuple[npt.NDArray[np.int32], list[str]]:
+    """Per row: the position of its label among the sorted labels (as text); and those labels.
+
+    Works on the distinct values only (a categorical's categories, or a factorisation), so a long
+    table costs one pass over its codes.
+    """
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = np.asarray(col.cat.codes.to_numpy())  # no -1: empty labels were rejected before
+        uniques = pd.Series(np.asarray(col.cat.categories, dtype=object))
+        used = np.bincount(codes, minlength=len(uniques)) > 0
+    else:
+        codes, uniq = pd.factorize(col, sort=False)
+        uniques = pd.Series(np.asarray(uniq, dtype=object))
+        used = np.ones(len(uniques), dtype=bool)
+    texts = _as_text(uniques)
+    levels = sorted_levels(texts[used].tolist())
+    lookup = pd.Index(levels).get_indexer(pd.Index(texts)).astype(np.int32)
+    if np.array_equal(lookup, np.arange(len(lookup))):  # already in sorted order: no gather
+        return codes.astype(np.int32, copy=False), levels
+    return lookup[codes], levels
+
+
+FILL_CHUNK = 1 << 24
+
+
+def _fill_matrix(
+    df: pd.DataFrame,
+    p_codes: npt.NDArray[np.int32],
+    q_codes: npt.NDArray[np.int32],
+    correct: npt.NDArray[np.float64],
+    n_items: int,
+    n_pipelines: int,
+    source: str,
+) -> npt.NDArray[np.int8]:
+    """The items-major matrix (-1 missing); a (pipeline, question_id) pair given twice is a DataError."""
+    R = np.full((n_items, n_pipelines), -2, dtype=np.int8)  # -2: no row yet
+    for lo in range(0, len(correct), FILL_CHUNK):
+        sl = slice(lo, lo + FILL_CHUNK)
+        c = correct[sl]
+        R[q_codes[sl], p_codes[sl]] = np.where(np.isnan(c), -1, c).astype(np.int8)
+    n_cells = int(np.count_nonzero(R != -2))
+    if n_cells < len(correct):
+        dup = pd.DataFrame({"p": p_codes, "q": q_codes}).duplicated()
+        first = df.loc[dup.to_numpy()].iloc[0]
+        raise DataError(
+            f"{source}: {int(dup.sum())} duplicate (pipeline, question_id) rows, "
+            f"e.g. ({first['pipeline']}, {first['question_id']})"
+        )
+    R[R == -2] = -1
+    return R
+
+
 def _code_factor(
-    df: pd.DataFrame, name: str, pipe: pd.Series, pipelines: list[str], source: str, na_values: tuple[str, ...]
+    df: pd.DataFrame,
+    name: str,
+    p_codes: npt.NDArray[np.int32],
+    pipelines: list[str],
+    source: str,
+    na_values: tuple[str, ...],
 ) -> Factor:
     na_keys = {_na_key(v) for v in na_values}
-    empty = df[name].isna()
+    col = df[name]
+    empty = col.isna().to_numpy()
     if empty.any() and "" not in na_keys:
         raise DataError(
             f"{source}: factor column '{name}' is empty in {int(empty.sum())} rows "
             "(declare empty cells not applicable to this factor, or fill them)"
         )
-    values = _as_text(df[name]).where(~empty, "")
-    na_found = [v for v in pd.unique(values) if _na_key(v) in na_keys]
-    is_na = values.isin(na_found).to_numpy(dtype=bool)
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        v_codes = np.asarray(col.cat.codes.to_numpy(), dtype=np.int64)
+        uniques = pd.Series(np.asarray(col.cat.categories, dtype=object))
+    else:
+        v_codes, uniq = pd.factorize(col, sort=False)
+        uniques = pd.Series(np.asarray(uniq, dtype=object))
+    texts = [*_as_text(uniques).tolist(), ""]  # the last one: an empty cell
+    v_codes = np.where(v_codes < 0, len(texts) - 1, v_codes)
+    is_na = np.array([_na_key(t) in na_keys for t in texts])
     # one marker for every not-applicable value, so that 'none' and an empty cell do not clash per pipeline
-    coded = values.where(~is_na, _NA_MARK)
-    per_pipe = pd.DataFrame({"p": pipe, "v": coded}).drop_duplicates()
-    clash = per_pipe["p"].duplicated(keep=False)
+    first: dict[str, int] = {}
+    key = np.array([first.setdefault(t, k) for k, t in enumerate(texts)])  # equal texts, one key
+    key[is_na] = -1
+    row_key = key[v_codes]
+    per_pipe = np.full(len(pipelines), -2, dtype=np.int64)
+    per_pipe[p_codes] = row_key
+    clash = row_key != per_pipe[p_codes]
     if clash.any():
-        bad = per_pipe.loc[clash, "p"].iloc[0]
+        bad = pipelines[int(p_codes[np.flatnonzero(clash)[0]])]
         raise DataError(f"{source}: pipeline '{bad}' has several values of factor '{name}'")
-    levels = sorted_levels([v for v in per_pipe["v"] if v != _NA_MARK])
-    mapping = dict(zip(per_pipe["p"], per_pipe["v"], strict=True))
-    codes = pd.Index(levels).get_indexer(pd.Index([mapping[p] for p in pipelines])).astype(np.int64)
-    seen = sorted_levels([v.strip() for v in na_found])
+    levels = sorted_levels([texts[k] for k in set(per_pipe.tolist()) if k >= 0])
+    level_pos = {lvl: j for j, lvl in enumerate(levels)}
+    codes = np.array([level_pos[texts[k]] if k >= 0 else -1 for k in per_pipe], dtype=np.int64)
+    present = np.bincount(v_codes, minlength=len(texts)) > 0
+    seen = sorted_levels(list({texts[k].strip() for k in np.flatnonzero(is_na & present)}))
     return Factor(name, levels, codes, tuple(na_values), seen)
 
 
@@ -306,6 +376,29 @@ def load_responses(
     resp = build_responses(df, factors, source=label, not_applicable=not_applicable)
     resp.exam_path = exam_path
     return resp
+
+
+def load_item_params(path: str | Path) -> pd.DataFrame:
+    """Item parameters of a fit, from ``irt.json`` (items inline, version 1 and small exams) or the
+    per-item Parquet table it names (``tables.items``, version 2): one row per question, indexed by
+    ``question_id``, with ``discrimination``, ``difficulty``, ``guessing`` and, where present, their SEs
+    and the other per-item columns."""
+    from ragrade.io import read_json
+
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("kind") != "irt":
+        raise DataError(f"{path}: not an irt.json file")
+    if isinstance(doc.get("items"), dict):
+        df = pd.DataFrame.from_dict(doc["items"], orient="index")
+        df.index = df.index.astype(str)
+    else:
+        table = (doc.get("tables") or {}).get("items")
+        if not table or not str(table).endswith(".parquet") or not (path.parent / table).is_file():
+            raise DataError(f"{path}: no item parameters (neither inline nor a per-item Parquet table)")
+        df = pd.read_parquet(path.parent / table).set_index("question_id")
+    df.index.name = "question_id"
+    return df
 
 
 def exam_tags(path: str | Path | None) -> dict[str, dict[str, Any]]:
@@ -343,6 +436,7 @@ __all__ = [
     "build_responses",
     "exam_tags",
     "groups_from_tags",
+    "load_item_params",
     "load_responses",
     "not_applicable_values",
     "read_table",

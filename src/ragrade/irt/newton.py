@@ -30,16 +30,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 
 from ragrade.irt.model import _block_slices
-
-if TYPE_CHECKING:
-    from ragrade.irt.fit import Problem
+from ragrade.irt.problem import Problem
 
 F64 = npt.NDArray[np.float64]
 F32 = npt.NDArray[np.float32]
@@ -279,7 +277,7 @@ class NewtonSolver:
             cross, _ = self.apply_fn(self.A, self.Bg, theta, d, b, Binv, vt, np.zeros((len(d), 3)), self.has_g)
             out = from_theta(pt.dth * vt - cross) + (prior_prec + lam * base) * v
             if self.loc_penalty:
-                out = out + v.mean()
+                out = out + prob.penalty[0] * v.mean()
             return out * free_p
 
         self.n_apply += 1
@@ -329,7 +327,7 @@ class NewtonSolver:
         if pr.theta_sd is not None:
             quad += 0.5 * float(person @ person) / pr.theta_sd**2
         elif prob.design is None:
-            quad += 0.5 * len(person) * float(person.mean()) ** 2  # the location penalty
+            quad += 0.5 * prob.penalty[0] * len(person) * float(person.mean()) ** 2  # the location penalty
         if pr.difficulty_sd is not None:
             quad += 0.5 * float(b @ b) / pr.difficulty_sd**2
         ld = np.log(d)
@@ -342,7 +340,7 @@ class NewtonSolver:
             if lsd is not None:
                 v += (s2 - 2.0 * u * s1 + n * u * u) / (2.0 * lsd**2)
             if scale_penalty:
-                v += 0.5 * n * (s1 / n - u) ** 2
+                v += 0.5 * prob.penalty[1] * n * (s1 / n - u) ** 2
             return v
 
         res = minimize_scalar(f, bounds=(np.log(smin), np.log(smax)), method="bounded", options={"xatol": 1e-12})
@@ -366,8 +364,8 @@ class NewtonSolver:
             a += 0.5 * len(theta) / pr.theta_sd**2
             beta += float(theta.sum()) / pr.theta_sd**2
         else:  # the location penalty 0.5 n mean(theta)^2
-            a += 0.5 * len(theta)
-            beta += float(theta.sum())
+            a += 0.5 * prob.penalty[0] * len(theta)
+            beta += prob.penalty[0] * float(theta.sum())
         if pr.difficulty_sd is not None:
             a += 0.5 * len(b) / pr.difficulty_sd**2
             beta += float(b.sum()) / pr.difficulty_sd**2

@@ -103,7 +103,7 @@ def irt_section(files: RunFiles) -> Section:
     plan = files.json(PLAN) or {}
     for f in fits:
         _effects(sec, files, f, summary, plan.get("not_applicable_values"))
-    _curves(sec, main, fits[0]["file"])
+    _curves(sec, main, fits[0]["file"], item_params(files, fits[0]["file"]))
     _information(sec, main, fits[0]["file"])
     _improvement(sec, files)
     return sec
@@ -119,6 +119,7 @@ def _effects(
         sec.add(f'<p class="note">{html.escape(str(fit["name"]))}: flat model (no factors), abilities only.</p>')
         return
     labels, vals, lows, highs, rows = [], [], [], [], []
+    pp, pp_lows, pp_highs = [], [], []
     for factor, levels in effects.items():
         for level, e in levels.items():
             est, se = e.get("estimate"), e.get("se")
@@ -126,9 +127,35 @@ def _effects(
             vals.append(est)
             lows.append(None if est is None or se is None else est - 1.96 * se)
             highs.append(None if est is None or se is None else est + 1.96 * se)
-            rows.append([factor, level, est, se])
+            pp.append(e.get("accuracy_pp"))
+            pp_lows.append(e.get("accuracy_pp_ci95_low"))
+            pp_highs.append(e.get("accuracy_pp_ci95_high"))
+            rows.append([factor, level, e.get("accuracy_pp"), pp_lows[-1], pp_highs[-1], est, se])
     scope = fit.get("subset") or "all pipelines"
     sec.add(f"<h3>Component effects ({html.escape(str(fit['name']))}: {html.escape(str(scope))})</h3>")
+    columns = ["factor", "level", "accuracy change (pp)", "pp low", "pp high", "effect (logits)", "se (logits)"]
+    table: Table | None = Table(columns, rows, source=src)
+    if any(v is not None for v in pp):
+        sec.add_text(
+            "Each effect as the change in expected accuracy on this exam, in percentage points, if every "
+            "pipeline where the factor applies had this level instead of the average level (95% interval); "
+            "the logit effects, whose unit is set by the model's priors, follow for experts.",
+            f"{src} (effects_units)",
+        )
+        sec.add(
+            charts.bar_with_errors(
+                f"effects-pp-{fit['name']}",
+                f"Change in expected accuracy per component level ({scope}, 95% interval)",
+                labels,
+                pp,
+                pp_lows,
+                pp_highs,
+                source=src,
+                axis_title="change in expected accuracy (percentage points)",
+                table=table,
+            )
+        )
+        table = None
     sec.add(
         charts.bar_with_errors(
             f"effects-{fit['name']}",
@@ -138,8 +165,8 @@ def _effects(
             lows,
             highs,
             source=src,
-            axis_title="effect on ability (theta)",
-            table=Table(["factor", "level", "estimate", "se"], rows, source=src),
+            axis_title="effect on ability (theta, logits)",
+            table=table or Table(["factor", "level", "estimate", "se"], [r[:2] + r[5:] for r in rows], source=src),
         )
     )
     note = not_applicable_note(doc)
@@ -182,13 +209,30 @@ def _spread(items: list[str], difficulty: dict[str, float], n: int) -> list[str]
     return [ordered[round(k * step)] for k in range(n)]
 
 
-def _curves(sec: Section, doc: dict[str, Any], src: str) -> None:
+def item_params(files: RunFiles, rel: str) -> dict[str, dict[str, Any]]:
+    """Question id -> its row of item parameters: inline in irt.json (version 1, small exams) or from the
+    per-item Parquet table it names (version 2); {} when neither is there."""
+    doc = files.json(rel) or {}
+    if isinstance(doc.get("items"), dict):
+        return dict(doc["items"])
+    table = (doc.get("tables") or {}).get("items")
+    if not table or not str(table).endswith(".parquet"):
+        return {}
+    folder = rel.rsplit("/", 1)[0] + "/" if "/" in rel else ""
+    df = files.parquet(folder + table)
+    if df is None:
+        return {}
+    cols = ["question_id", "discrimination", "difficulty", "guessing"]
+    return {str(r.pop("question_id")): {str(k): v for k, v in r.items()} for r in df[cols].to_dict("records")}
+
+
+def _curves(sec: Section, doc: dict[str, Any], src: str, items: dict[str, dict[str, Any]]) -> None:
     info = doc.get("information") or {}
     icc = info.get("item_characteristic")
     grid = info.get("theta_grid")
     if not icc or not grid:
         return
-    difficulty = {k: v.get("difficulty") for k, v in (doc.get("items") or {}).items()}
+    difficulty = {k: float(v.get("difficulty") or 0.0) for k, v in items.items()}
     chosen = _spread(list(icc), difficulty, MAX_CURVES)
     abilities = doc.get("abilities") or {}
     marks = {
@@ -202,7 +246,7 @@ def _curves(sec: Section, doc: dict[str, Any], src: str) -> None:
         "hovertemplate": "%{text}: theta %{x:.2f}<extra></extra>",
     }
     series = [(q, grid, icc[q]) for q in chosen]
-    rows = [[q, *(doc["items"][q].get(k) for k in ("discrimination", "difficulty", "guessing"))] for q in chosen]
+    rows = [[q, *(items.get(q, {}).get(k) for k in ("discrimination", "difficulty", "guessing"))] for q in chosen]
     sec.add("<h3>Item characteristic curves</h3>")
     sec.add(
         charts.lines(
@@ -255,30 +299,56 @@ def _improvement(sec: Section, files: RunFiles) -> None:
         sec.add(f'<p class="note">not in this run: {IMPROVE}</p>')
         return
     grid = doc["theta_grid"]
-    series = [(f"step {s['step']} ({s['n_items']} items)", grid, s["information_mean"]) for s in doc["steps"]]
+    linked = all("linked" in s for s in doc["steps"])
+
+    def curve(s: dict[str, Any]) -> list[float]:
+        return list(s["linked"]["information_mean"] if linked else s["information_mean"])
+
+    series = [(f"step {s['step']} ({s['n_items']} items)", grid, curve(s)) for s in doc["steps"]]
+    base = doc["steps"][0]["linked"]["mean_information_at_abilities"] if linked else None
     rows = [
         [
             s["step"],
             s["n_items"],
             len(s.get("dropped", [])),
             s["discrimination"]["mean"],
-            max(s["information_mean"]),
+            max(curve(s)),
+            s["linked"]["mean_information_at_abilities"] if linked else None,
+            None if base is None else 100.0 * (s["linked"]["mean_information_at_abilities"] / base - 1.0),
             s["fit"].get("rmse"),
             s["fit"].get("converged"),
         ]
         for s in doc["steps"]
     ]
-    sec.add_text(f"Each step drops the {doc.get('drop', 0):.0%} least discriminative questions and refits.", IMPROVE)
+    text = f"Each step drops the {doc.get('drop', 0):.0%} least discriminative questions and refits."
+    if linked:
+        text += (
+            " Every step is linked to the ability scale of the first fit (mean/mean on the kept questions), so "
+            "the curves and the information at the pipelines' abilities compare across steps."
+        )
+    else:
+        text += " These curves are each on their own refit's scale (an older file): they do not compare across steps."
+    sec.add_text(text, IMPROVE)
     sec.add(
         charts.lines(
             "improve",
-            "Mean information per step of the improvement",
+            "Mean information per step of the improvement" + (" (on the first fit's scale)" if linked else ""),
             series,
             source=IMPROVE,
             x_title="ability theta",
             y_title="mean information",
             table=Table(
-                ["step", "items", "dropped", "mean discrimination", "peak mean information", "RMSE", "converged"],
+                [
+                    "step",
+                    "items",
+                    "dropped",
+                    "mean discrimination",
+                    "peak mean information",
+                    "mean information at the pipelines' abilities",
+                    "change vs step 0 (%)",
+                    "RMSE",
+                    "converged",
+                ],
                 rows,
                 source=IMPROVE,
             ),
@@ -286,4 +356,4 @@ def _improvement(sec: Section, files: RunFiles) -> None:
     )
 
 
-__all__ = ["effect_agreement", "irt_section", "not_applicable_note"]
+__all__ = ["effect_agreement", "irt_section", "item_params", "not_applicable_note"]

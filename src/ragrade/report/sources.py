@@ -77,6 +77,16 @@ class RunFiles:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise DataError(f"{p}: unreadable CSV ({exc})") from exc
 
+    def parquet(self, rel: str) -> pd.DataFrame | None:
+        """A Parquet file as a DataFrame, or None when absent."""
+        p = self.path(rel)
+        if not p.is_file():
+            return None
+        try:
+            return pd.read_parquet(p)
+        except Exception as exc:  # pyarrow raises several types on a corrupt file
+            raise DataError(f"{p}: unreadable Parquet ({type(exc).__name__}: {exc})") from exc
+
     def jsonl(self, rel: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """A JSONL file's header meta and records, or None when absent."""
         p = self.path(rel)
