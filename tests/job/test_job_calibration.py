@@ -42,7 +42,7 @@ def test_calibration_stage_follows_the_judges(tmp_path: Path) -> None:
 
 def test_calibration_needs_the_judges(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="calibration"):
-        load_job_config(None, {"calibration": {"human": "x.jsonl"}}, base=DEMO_CONFIG)
+        load_job_config(None, {"calibration": {"human": "x.jsonl"}, "judge": {"enabled": False}}, base=DEMO_CONFIG)
 
 
 def test_calibration_stage_writes_calibration_json(tmp_path: Path) -> None:

@@ -121,10 +121,41 @@ def test_stage_hashes_chain(tmp_path: Path) -> None:
     h2 = stage_hashes(build_stages(changed, layout))
     assert h1["corpus"] == h2["corpus"] and h1["chunk:sentence-120"] == h2["chunk:sentence-120"]
     assert h1["chunk:recursive-200"] != h2["chunk:recursive-200"]
-    for downstream in ("index:recursive-200", "exam", "sweep", "irt", "robust:build", "robust:noise"):
+    for downstream in ("index:recursive-200", "exam", "sweep", "irt", "robust:build", "robust:noise", "judge"):
         assert h1[downstream] != h2[downstream], downstream
     names = [s.name for s in build_stages(base, layout)]
-    assert names[0] == "corpus" and names[-1] == "report" and "judge" not in names
+    assert names[0] == "corpus" and names[-1] == "report" and names[-2] == "judge"
+
+
+def test_demo_judges_a_small_grid_over_one_chunker(tmp_path: Path) -> None:
+    from ragrade.job.analysis import judge_sweep_config
+    from ragrade.run.spec import expand_pipelines
+
+    layout = RunLayout(tmp_path)
+    cfg = load_job_config(None, base=DEMO_CONFIG)
+    assert cfg.judge.metrics == ["claims", "exact"] and cfg.judge.judge_llm == "offline/judge"
+    judge = next(s for s in build_stages(cfg, layout) if s.name == "judge")
+    assert judge.needs == ["chunk:recursive-200", "index:recursive-200"]  # the other chunking is not read
+    ids = {p.id for p in expand_pipelines(judge_sweep_config(cfg, layout))}
+    assert ids == {
+        "llm=offline/extractive|retriever=closed|k=0|icl=0|chunker=none",
+        "llm=offline/extractive|retriever=bm25|k=3|icl=0|chunker=recursive-200",
+        "llm=offline/extractive|retriever=dense|k=3|icl=0|chunker=recursive-200",
+        "llm=offline/extractive|retriever=oracle|k=1|icl=0|chunker=none",
+    }
+    h1 = stage_hashes(build_stages(cfg, layout))
+    other = load_job_config(
+        None, {"chunkers": [DEMO_CONFIG["chunkers"][0], {"strategy": "sentence", "size": 100}]}, base=DEMO_CONFIG
+    )
+    h2 = stage_hashes(build_stages(other, layout))
+    assert h1["judge"] == h2["judge"] and h1["sweep"] != h2["sweep"]
+    # without [judge] chunkers / k: every chunking of the sweep at the sweep's first k (as before)
+    judge_table = {k: v for k, v in DEMO_CONFIG["judge"].items() if k not in ("chunkers", "k")}
+    plain = load_job_config(None, base={**DEMO_CONFIG, "judge": judge_table})
+    ks = {(p.k, p.chunker) for p in expand_pipelines(judge_sweep_config(plain, layout)) if p.retriever == "bm25"}
+    assert ks == {(1, "recursive-200"), (1, "sentence-120")}
+    with pytest.raises(ConfigError, match="unknown chunker 'nope'"):
+        load_job_config(None, {"judge": {"chunkers": ["nope"]}}, base=DEMO_CONFIG)
 
 
 def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

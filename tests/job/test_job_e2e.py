@@ -57,6 +57,10 @@ def test_every_stage_wrote_its_files(demo: tuple[Path, JobResult, float]) -> Non
         "robust/testbeds/build_report.json",
         "robust/noise/metrics.json",
         "robust/negative/metrics.json",
+        "judge/qa.jsonl",
+        "judge/answers/answers.jsonl",
+        "judge/scores/scores.jsonl",
+        "judge/scores/summary.json",
         "manifest.json",
         "stages.json",
         "timings.json",
@@ -68,6 +72,33 @@ def test_every_stage_wrote_its_files(demo: tuple[Path, JobResult, float]) -> Non
     assert read_json(out / "manifest.json")["status"] == "complete"
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<section id="leaderboard">' in page and 'id="plot-effects-main"' in page
+
+
+def test_free_text_answers_are_judged_with_the_offline_baselines(demo: tuple[Path, JobResult, float]) -> None:
+    out, result, _ = demo
+    summary = read_json(out / "judge" / "scores" / "summary.json")
+    assert (
+        summary["judges"]["claims"]["baseline"] is True and summary["judges"]["claims"]["llm_name"] == "offline/judge"
+    )
+    stats = {
+        (cfg.split("retriever=")[1].split("|")[0], metric): {s["statistic"]: s["value"] for s in m["statistics"]}
+        for cfg, metrics in summary["configs"].items()
+        for metric, m in metrics.items()
+    }
+    assert {r for r, _ in stats} == {"closed", "bm25", "dense", "oracle"}  # one chunker: one config per retriever
+    assert result.stages["judge"]["summary"]["answers"] == 4 * 12  # [judge] n = 12 in the small demo
+    assert all(
+        m.get("n_failed", 0) == 0 and m.get("n_unparsed", 0) == 0
+        for c in summary["configs"].values()
+        for m in c.values()
+    )
+    # closed book retrieves nothing and answers nothing; the oracle passage holds the reference
+    assert stats["closed", "claims"]["claim_recall"] == 0.0 and stats["closed", "exact"]["f1"] == 0.0
+    assert stats["oracle", "claims"]["claim_recall"] >= 0.7 and stats["oracle", "claims"]["recall"] >= 0.5
+    assert stats["oracle", "exact"]["f1"] > stats["closed", "exact"]["f1"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "claims (baseline)" in page  # "Judged answers"
+    assert "Claim-level diagnosis per configuration (offline baseline)" in page  # "Can the judges be trusted?"
 
 
 def _by_retriever(out: Path) -> dict[str, float]:

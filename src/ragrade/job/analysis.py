@@ -25,6 +25,7 @@ from ragrade.errors import DataError
 from ragrade.io import write_json
 from ragrade.irt.io import DEFAULT_NOT_APPLICABLE
 from ragrade.job.config import JobConfig
+from ragrade.job.layout import RunLayout
 from ragrade.job.stages import StageContext, sweep_config
 
 NOT_APPLICABLE: tuple[str, ...] = DEFAULT_NOT_APPLICABLE
@@ -279,6 +280,21 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- judged free-text answers
 
 
+def judge_sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
+    """The grid that answers the QA triplets: ``[judge]`` answer LLMs x retrievers at one k, ICL 0."""
+    j = cfg.judge
+    base = sweep_config(cfg, layout)
+    grid: dict[str, Any] = {
+        "llm": list(j.answer_llms),
+        "retriever": list(j.retrievers),
+        "icl": [0],
+        "k": [j.k or cfg.sweep.k[0]],
+    }
+    if j.chunkers:
+        grid["chunker"] = list(j.chunkers)
+    return base.model_copy(update={"grid": base.grid.model_copy(update=grid)})
+
+
 def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
     """QA triplets from the chunks, free-text answers by the pipelines, then the judges; under ``judge/``."""
     from ragrade.corpus.files import read_chunks
@@ -297,19 +313,7 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
         if not items:
             raise DataError("no question/answer triplet could be generated for the judges")
         write_qa(qa_path, items, meta={"generator": j.qa_llm, "funnel": funnel.to_dict()})
-    base = sweep_config(ctx.cfg, ctx.layout)
-    scfg = base.model_copy(
-        update={
-            "grid": base.grid.model_copy(
-                update={
-                    "llm": list(j.answer_llms),
-                    "retriever": list(j.retrievers),
-                    "icl": [0],
-                    "k": [ctx.cfg.sweep.k[0]],
-                }
-            )
-        }
-    )
+    scfg = judge_sweep_config(ctx.cfg, ctx.layout)
 
     def progress(pipeline: str, n: int, total: int) -> None:
         ctx.progress(f"judge answers: {pipeline[:40]}", n, total)
@@ -353,6 +357,7 @@ __all__ = [
     "PLAN_VERSION",
     "applies",
     "design_rank_ok",
+    "judge_sweep_config",
     "plan_irt",
     "run_calibration_stage",
     "run_irt_stage",

@@ -134,6 +134,8 @@ class JudgeSection(_Section):
     qa_llm: str = "offline"
     answer_llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
     retrievers: list[str] = Field(default_factory=lambda: ["bm25"])
+    chunkers: list[str] | None = None  # default: the sweep's chunkers
+    k: int | None = Field(default=None, ge=1)  # passages per answer (default: the sweep's first k)
     metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
     judge_llm: str | None = None
 
@@ -182,7 +184,8 @@ class JobConfig(_Section):
             raise ValueError(f"chunkers: names must be unique, got {labels}")
         if self.calibration.human and not self.judge.enabled:
             raise ValueError("calibration: human labels calibrate the judges; set [judge] enabled = true")
-        for name in [self.exam.chunker, self.robust.chunker, *(self.sweep.chunkers or [])]:
+        named = [self.exam.chunker, self.robust.chunker, *(self.sweep.chunkers or []), *(self.judge.chunkers or [])]
+        for name in named:
             if name is not None and name not in labels:
                 raise ValueError(f"unknown chunker '{name}'; defined: {', '.join(labels)}")
         return self
@@ -214,6 +217,16 @@ DEMO_CONFIG: dict[str, Any] = {
     "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [1, 3]},
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
     "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
+    # the free-text path with offline baselines: QA from the corpus, extractive answers, claims + exact match
+    "judge": {
+        "enabled": True,
+        "n": 40,
+        "retrievers": ["closed", "bm25", "dense", "oracle"],
+        "chunkers": ["recursive-200"],
+        "k": 3,
+        "metrics": ["claims", "exact"],
+        "judge_llm": "offline/judge",
+    },
 }
 
 

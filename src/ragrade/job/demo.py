@@ -7,7 +7,10 @@ embedding-similarity student (``offline/student``) with ICL 0/1/2 (it cannot
 read examples, so the ICL effect it shows is the honest zero), closed-book /
 BM25 / dense / hybrid retrieval at k=1 and k=3 over two chunkings and the
 oracle passage, hierarchical IRT over (retriever, chunker, icl), robustness
-testbeds built from the corpus answered by the extractive reader, and the report.
+testbeds built from the corpus answered by the extractive reader, the free-text
+path (offline QA triplets from the corpus, answered by closed-book / BM25 /
+dense / oracle at k=3 over one chunking with the extractive reader, judged by
+exact match and by the offline claims baseline ``offline/judge``), and the report.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ SMALL_OVERRIDES: dict[str, Any] = {
     "exam": {"n": 45},
     "irt": {"improve_steps": 2},
     "robust": {"n": 20, "noise_ratios": [0.0, 0.4, 0.8]},
+    "judge": {"n": 12},
 }
 
 

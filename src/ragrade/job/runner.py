@@ -116,7 +116,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
             st.Stage(
                 "judge",
                 {"judge": cfg.judge.model_dump(), "llm": cfg.llm.model_dump(), "sweep": cfg.sweep.model_dump()},
-                [f"chunk:{exam_label}", *(f"index:{c}" for c in labels)],
+                [f"chunk:{exam_label}", *(f"index:{c}" for c in (cfg.judge.chunkers or labels))],
                 [layout.judge / "scores" / "summary.json"],
                 an.run_judge_stage,
                 resumable=True,
