@@ -155,7 +155,7 @@ async def _by_loglikelihood(
                 continuations=conts,
                 question=q.question,
                 passages=tuple(ctxs[i].passages),
-                meta={"question_id": q.id},
+                meta={"question_id": q.id, "pipeline": spec.id},
             )
         )
     t0 = time.perf_counter()
@@ -209,7 +209,7 @@ async def _by_generation(
                 passages=tuple(ctxs[i].passages),
                 choices=tuple(q.choices),
                 task="mcq",
-                meta={"question_id": q.id},
+                meta={"question_id": q.id, "pipeline": spec.id},
             )
         )
     results = await llm.agenerate(reqs) if reqs else []
