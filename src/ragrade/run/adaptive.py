@@ -244,8 +244,10 @@ class Scheduler:
                 continue
             if n_answered[p] == 0 and n_asked[p] >= batch_floor:
                 self.status[p], self.reason[p] = FAILED, "every request failed"
-            elif self.se[p] <= self.cfg.target_se and n_answered[p] >= self.cfg.min_items:
+            elif n_answered[p] >= self.cfg.min_items and self.se[p] <= self.cfg.target_se:
                 self._stop(p, "target SE")
+            elif n_answered[p] >= self.cfg.min_items and sd[p] <= (self.cfg.target_accuracy_se or -1.0):
+                self._stop(p, "target accuracy SE")
             elif n_asked[p] >= self.cap:
                 self._stop(p, "item cap")
         eliminated = self._eliminate(acc, sd) if self.cfg.eliminate else []

@@ -27,6 +27,7 @@ class AdaptiveConfig(BaseModel):
     calibration_model: Literal["1pl", "2pl", "3pl"] = "2pl"
     batch: int = Field(default=10, ge=1)  # items per pipeline per round
     target_se: float = 0.2  # on the ability scale
+    target_accuracy_se: float | None = Field(default=0.015, gt=0.0)  # or: the full-exam estimate's SD
     min_items: int = Field(default=30, ge=1)
     max_items: int | None = Field(default=None, ge=1)  # per-pipeline cap
     budget: int | None = None  # global cap on requests (calibration included)

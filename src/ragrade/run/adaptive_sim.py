@@ -46,22 +46,29 @@ def simulate_grid(
     levels: Mapping[str, int],
     n_items: int,
     seed: int = 0,
-    effect_sd: float = 0.6,
+    effect_sd: float | Mapping[str, float] = 0.6,
     interaction_sd: float = 0.0,
+    items: ItemParams | None = None,
 ) -> SimGrid:
-    """Every combination of ``levels`` answers ``n_items`` 3PL items; theta = sum of planted effects (+ noise)."""
+    """Every combination of ``levels`` answers ``n_items`` 3PL items; theta = sum of planted effects (+ noise).
+
+    ``effect_sd`` (one value, or one per factor) sets the spread of each factor's planted effects;
+    ``interaction_sd`` adds a pipeline-specific deviation (outside the additive model); ``items``
+    reuses an exam's item parameters (e.g. for an earlier run on the same exam).
+    """
     rng = np.random.default_rng(seed)
     names = list(levels)
-    effects = {n: rng.normal(0.0, effect_sd, levels[n]) for n in names}
+    sds = {n: float(effect_sd[n]) if isinstance(effect_sd, Mapping) else float(effect_sd) for n in names}
+    effects = {n: rng.normal(0.0, sds[n], levels[n]) for n in names}
     combos = list(itertools.product(*[range(levels[n]) for n in names]))
     theta = np.array([sum(effects[n][c[j]] for j, n in enumerate(names)) for c in combos])
     theta = theta - theta.mean() + rng.normal(0.0, interaction_sd, len(combos))
-    d, b, g = draw_items(n_items, rng)
+    d, b, g = draw_items(n_items, rng) if items is None else (items.d, items.b, items.g)
     R = sample_matrix(theta, d, b, g, rng).T.copy()
     pipelines = ["|".join(f"{n}={n}{c[j]}" for j, n in enumerate(names)) for c in combos]
     factors = [{n: f"{n}{c[j]}" for j, n in enumerate(names)} for c in combos]
-    items = [f"q{i:05d}" for i in range(n_items)]
-    return SimGrid(pipelines, factors, R, ItemParams(items, d, b, g, "truth"), theta, {"effects": effects})
+    ids = [f"q{i:05d}" for i in range(len(d))] if items is None else items.items
+    return SimGrid(pipelines, factors, R, ItemParams(ids, d, b, g, "truth"), theta, {"effects": effects})
 
 
 def fit_params(R: npt.NDArray[np.int8], items: Sequence[str], model: str = "2pl") -> ItemParams:
