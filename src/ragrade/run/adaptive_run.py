@@ -267,7 +267,7 @@ def _drive(
         rec = sched.finish_round()
         rec["asked_this_round"] = sum(len(v) for v in plan.values())
         log.append(rec)
-        atomic_write_text(run_dir / ROUNDS_FILE, "".join(dumps_line(r) for r in log))
+        atomic_write_text(run_dir / ROUNDS_FILE, "".join(dumps_line(r) + "\n" for r in log))
         if on_round is not None:
             on_round(rec)
         if sched.done:
