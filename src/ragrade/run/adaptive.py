@@ -5,7 +5,7 @@ highest Fisher information at its current ability estimate (chosen at random
 among near-ties, optionally balanced over topics or Bloom levels); the answers
 update its ability (EAP or MAP, with a standard error), pooled across the grid
 under the additive model (:mod:`ragrade.run.adaptive_pool`). A pipeline stops
-when its SE reaches ``target_se`` (after at least ``min_items`` answers), at
+when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``min_share`` of the exam), at
 its item cap, or when the global request budget runs out; successive
 elimination drops a pipeline once it is worse than the current best by more
 than ``margin`` at the stated confidence (Bonferroni over the pipelines still
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -81,8 +81,9 @@ class Scheduler:
         factors: Sequence[Mapping[str, object]] | None = None,
         groups: Sequence[str] | None = None,
         seed: int = 0,
+        refit: Callable[[Scheduler], ItemParams] | None = None,
     ) -> None:
-        self.cfg, self.seed = cfg, seed
+        self.cfg, self.seed, self.refit = cfg, seed, refit
         self.pipelines = list(pipelines)
         self.set_params(params)
         n_p, n_i = len(self.pipelines), len(params.items)
@@ -98,6 +99,7 @@ class Scheduler:
         self.reason = np.array([""] * n_p, dtype=object)
         self.X, _ = design_matrix(factors or [{} for _ in self.pipelines])
         self.cap = min(n_i, cfg.max_items or n_i)
+        self.min_items = min(self.cap, max(cfg.min_items, math.ceil(cfg.min_share * n_i)))
         self.groups = np.asarray(groups) if groups is not None and cfg.balance != "none" else None
         self.round = 0
         self.spent = 0
@@ -171,7 +173,8 @@ class Scheduler:
         n = self.y.shape[1]
         exp_sum, var = cat.sum_moments(self.weights, self._S, self._V)
         observed = (self.y == 1).sum(axis=1)
-        return (observed + exp_sum) / n, np.sqrt(var) / n
+        unseen = (self.y < 0).sum(axis=1) / n
+        return (observed + exp_sum) / n, np.sqrt(var / n**2 + (self.cfg.model_error * unseen) ** 2)
 
     # ------------------------------------------------------------------ planning
     def plan(self) -> dict[int, list[int]]:
@@ -235,23 +238,29 @@ class Scheduler:
     def finish_round(self) -> dict[str, Any]:
         """Re-estimate, stop and eliminate; returns this round's log record."""
         self.round += 1
+        if self.refit is not None and self.round % self.cfg.refit_every == 0:
+            self.set_params(self.refit(self))
         self.reestimate()
         acc, sd = self.accuracy()
         batch_floor = min(self.cfg.batch, self.cap)
         n_answered, n_asked = self.n_answered, self.n_asked
+        racing = self._contenders(acc, sd)
+        race_cap = min(self.cap, self.cfg.race_items or max(self.min_items, self.y.shape[1] // 2))
         for p in range(len(self.pipelines)):
             if self.status[p] != "active":
                 continue
+            precise = self.se[p] <= self.cfg.target_se or sd[p] <= (self.cfg.target_accuracy_se or -1.0)
             if n_answered[p] == 0 and n_asked[p] >= batch_floor:
                 self.status[p], self.reason[p] = FAILED, "every request failed"
-            elif n_answered[p] >= self.cfg.min_items and self.se[p] <= self.cfg.target_se:
+            elif n_answered[p] >= self.min_items and precise and (p not in racing or n_asked[p] >= race_cap):
                 self._stop(p, "target SE")
-            elif n_answered[p] >= self.cfg.min_items and sd[p] <= (self.cfg.target_accuracy_se or -1.0):
-                self._stop(p, "target accuracy SE")
             elif n_asked[p] >= self.cap:
                 self._stop(p, "item cap")
         eliminated = self._eliminate(acc, sd) if self.cfg.eliminate else []
         alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
+        if not alive and self.refit is not None and self.round % self.cfg.refit_every != 0:
+            self.set_params(self.refit(self))  # the final estimates use every answer
+            self.reestimate()
         return {
             "round": self.round,
             "requests": self.spent,
@@ -264,12 +273,23 @@ class Scheduler:
             "tau": self.pool_info.get("tau"),
         }
 
+    def _contenders(self, acc: F64, sd: F64) -> set[int]:
+        """Pipelines (running) whose 95% interval overlaps the current best's: candidates for the top."""
+        if not self.cfg.race:
+            return set()
+        live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
+        if live.sum() < 2:
+            return set()
+        best = int(np.flatnonzero(live)[np.argmax(acc[live])])
+        floor = acc[best] - 1.96 * sd[best]
+        return {int(p) for p in np.flatnonzero(live & (acc + 1.96 * sd >= floor)) if self.status[p] == "active"}
+
     def _stop(self, p: int, why: str) -> None:
         self.status[p], self.reason[p] = "stopped", why
 
     def _eliminate(self, acc: F64, sd: F64) -> list[int]:
         cfg = self.cfg
-        ok = (self.n_answered >= cfg.min_items) & np.isin(self.status, ["active", "stopped"])
+        ok = (self.n_answered >= self.min_items) & np.isin(self.status, ["active", "stopped"])
         if ok.sum() < 2:
             return []
         best = int(np.flatnonzero(ok)[np.argmax(acc[ok])])

@@ -97,6 +97,19 @@ def fit_item_params(
     )
 
 
+def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemParams) -> Any:
+    """A scheduler ``refit`` callback: the items re-fitted on every answer the scheduler holds."""
+
+    def refit(sched: Any) -> ItemParams:
+        rows = [
+            {"pipeline": ids[p], "question_id": items[i], "correct": int(sched.y[p, i])}
+            for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
+        ]
+        return fit_item_params(rows, items, model, base)
+
+    return refit
+
+
 def default_references(specs: Sequence[PipelineSpec], n_fallback: int, seed: int) -> list[str]:
     """Closed book, oracle and one pipeline per retriever kind at the largest k (first LLM, lowest ICL).
 
@@ -145,5 +158,6 @@ __all__ = [
     "default_references",
     "fit_item_params",
     "load_calibration",
+    "refitter",
     "resolve_references",
 ]

@@ -41,6 +41,7 @@ from ragrade.run.adaptive_calib import (
     cold_params,
     fit_item_params,
     load_calibration,
+    refitter,
     resolve_references,
 )
 from ragrade.run.answer import EXAM_WORKER
@@ -249,7 +250,9 @@ def _drive(
         params = fit_item_params(ref_rows, s.items, acfg.calibration_model, s.params)
         _write_calibration(run_dir, ref_rows, acfg.calibration_model)
     groups = _groups(s.questions, acfg.balance)
-    sched = Scheduler(params, ids, acfg, factors=[sp.factors() for sp in s.specs], groups=groups, seed=seed)
+    refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode != "file" else None
+    factors = [sp.factors() for sp in s.specs]
+    sched = Scheduler(params, ids, acfg, factors=factors, groups=groups, seed=seed, refit=refit)
     for r in s.refs:
         rows = {row["question_id"]: row for row in ref_rows if row["pipeline"] == r}
         sched.record(ids.index(r), list(range(len(s.items))), [_answer(rows.get(q)) for q in s.items])
@@ -262,8 +265,6 @@ def _drive(
         got = runner.ask({ids[p]: [s.items[i] for i in items] for p, items in plan.items()})
         for p, items in plan.items():
             sched.record(p, items, [_answer(got[ids[p]].get(s.items[i])) for i in items])
-        if s.mode == "cold" and (sched.round + 1) % acfg.refit_every == 0:
-            sched.set_params(fit_item_params(_answered(sched, ids, s.items), s.items, acfg.calibration_model, params))
         rec = sched.finish_round()
         rec["asked_this_round"] = sum(len(v) for v in plan.values())
         log.append(rec)
@@ -273,15 +274,6 @@ def _drive(
         if sched.done:
             break
     return sched, log
-
-
-def _answered(sched: Scheduler, ids: Sequence[str], items: Sequence[str]) -> list[dict[str, Any]]:
-    import numpy as np
-
-    return [
-        {"pipeline": ids[p], "question_id": items[i], "correct": int(sched.y[p, i]), "error": None}
-        for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
-    ]
 
 
 def _write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> None:

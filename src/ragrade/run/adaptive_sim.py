@@ -100,6 +100,7 @@ def adaptive_on_matrix(
     fixed: Sequence[int] = (),
     seed: int = 0,
     timings: list[float] | None = None,
+    refit: Any = None,
 ) -> tuple[Scheduler, list[dict[str, Any]]]:
     """Run the scheduler answering every request from ``R`` (-1 there: a failed request).
 
@@ -108,7 +109,7 @@ def adaptive_on_matrix(
     """
     import time
 
-    sched = Scheduler(params, pipelines, cfg, factors=factors, seed=seed)
+    sched = Scheduler(params, pipelines, cfg, factors=factors, seed=seed, refit=refit)
     all_items = list(range(R.shape[1]))
     for p in fixed:
         sched.record(p, all_items, [None if v < 0 else int(v) for v in R[p]])
