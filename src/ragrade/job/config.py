@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
+from ragrade.run.adaptive_config import AdaptiveConfig
 
 
 class _Section(BaseModel):
@@ -97,6 +98,16 @@ class SweepSection(_Section):
     top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
 
 
+class AdaptiveSection(AdaptiveConfig):
+    """Adaptive, IRT-driven evaluation of the sweep's grid into ``adaptive/`` (off by default).
+
+    ``replay``: answer from the full sweep's responses instead of asking the LLMs (the demo's check of
+    how close an adaptive run comes to the full grid; writes ``adaptive/comparison.json``).
+    """
+
+    replay: bool = False
+
+
 class IRTSection(_Section):
     """Item Response Theory over the sweep's responses."""
 
@@ -157,6 +168,7 @@ class JobConfig(_Section):
     exam: ExamSection = Field(default_factory=ExamSection)
     sweep: SweepSection = Field(default_factory=SweepSection)
     irt: IRTSection = Field(default_factory=IRTSection)
+    adaptive: AdaptiveSection = Field(default_factory=AdaptiveSection)
     robust: RobustSection = Field(default_factory=RobustSection)
     judge: JudgeSection = Field(default_factory=JudgeSection)
     report: ReportSection = Field(default_factory=ReportSection)
@@ -202,6 +214,8 @@ DEMO_CONFIG: dict[str, Any] = {
     "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [1, 3]},
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
     "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
+    # after the full sweep, an adaptive rerun replaying its answers: how close it comes, at what share of requests
+    "adaptive": {"enabled": True, "replay": True},
 }
 
 

@@ -245,7 +245,7 @@ class Scheduler:
         batch_floor = min(self.cfg.batch, self.cap)
         n_answered, n_asked = self.n_answered, self.n_asked
         racing = self._contenders(acc, sd)
-        race_cap = min(self.cap, self.cfg.race_items or max(self.min_items, self.y.shape[1] // 2))
+        race_cap = min(self.cap, self.cfg.race_items or self.cap)
         for p in range(len(self.pipelines)):
             if self.status[p] != "active":
                 continue

@@ -29,7 +29,7 @@ class AdaptiveConfig(BaseModel):
     target_se: float = 0.2  # on the ability scale
     target_accuracy_se: float | None = Field(default=0.015, gt=0.0)  # or: the full-exam estimate's SD
     min_items: int = Field(default=30, ge=1)
-    min_share: float = Field(default=0.12, ge=0.0, le=1.0)  # and at least this share of the exam
+    min_share: float = Field(default=0.1, ge=0.0, le=1.0)  # and at least this share of the exam
     max_items: int | None = Field(default=None, ge=1)  # per-pipeline cap
     budget: int | None = None  # global cap on requests (calibration included)
     estimator: Literal["eap", "map"] = "eap"
@@ -39,7 +39,7 @@ class AdaptiveConfig(BaseModel):
     margin: float = Field(default=0.02, ge=0.0)  # accuracy points
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     race: bool = True  # pipelines not separated from the best keep going past the target SE
-    race_items: int | None = Field(default=None, ge=1)  # their cap (default: half the exam)
+    race_items: int | None = Field(default=None, ge=1)  # their cap (default: the item cap)
     model_error: float = Field(default=0.015, ge=0.0)  # allowance for calibration error, accuracy SD on unasked items
     pooling: bool = True
     min_tau: float = Field(default=0.1, ge=0.0)
