@@ -88,8 +88,6 @@ def compare_with_full(adaptive: Any, full_summary: Any, cost: dict[str, Any]) ->
         "full_grid_requests": cost["full_grid_requests"],
         "share": cost["share"],
         "top1": bool(len(ok) and ok["pipeline"].iloc[int(np.argmax(est))] == full_best),
-            len(ok) and ok["pipeline"].iloc[int(np.argmax(est))] == full.loc[full["accuracy"].idxmax(), "pipeline"]
-        ),
         "kendall_tau": None if math.isnan(tau) else round(tau, 4),
         "mae": round(float(np.abs(est - acc).mean()), 4) if len(ok) else None,
         "coverage": round(float(((ok["low"] <= acc) & (acc <= ok["high"])).mean()), 4) if len(ok) else None,
