@@ -103,6 +103,7 @@ class Scheduler:
         self.groups = np.asarray(groups) if groups is not None and cfg.balance != "none" else None
         self.round = 0
         self.spent = 0
+        self.refit_seconds = 0.0  # time spent re-fitting items (calibration, not scheduling)
         self.prior_mean, self.prior_sd = np.zeros(n_p), np.ones(n_p)
         self.pool_info: dict[str, float] = {}
         if cfg.factorial is not None and n_p > 1:
@@ -168,13 +169,25 @@ class Scheduler:
             se = cat.map_se(info, self.prior_sd)
         self.theta, self.se, self.weights = theta, se, w
 
-    def accuracy(self) -> tuple[F64, F64]:
-        """Full-exam accuracy estimates and their SDs: observed answers + expected score on the rest."""
+    @property
+    def model_error(self) -> float:
+        """The calibration-error allowance (accuracy SD on unasked items): configured, or 0.015 with a
+        calibration file and 0.03 with items calibrated in the run."""
+        if self.cfg.model_error is not None:
+            return self.cfg.model_error
+        return 0.03 if self.refit is not None else 0.015
+
+    def accuracy(self, *, sampling_only: bool = False) -> tuple[F64, F64]:
+        """Full-exam accuracy estimates and their SDs: observed answers + expected score on the rest.
+
+        The SD adds the calibration-error allowance on the unasked share unless ``sampling_only``.
+        """
         n = self.y.shape[1]
         exp_sum, var = cat.sum_moments(self.weights, self._S, self._V)
         observed = (self.y == 1).sum(axis=1)
         unseen = (self.y < 0).sum(axis=1) / n
-        return (observed + exp_sum) / n, np.sqrt(var / n**2 + (self.cfg.model_error * unseen) ** 2)
+        allowance = 0.0 if sampling_only else self.model_error
+        return (observed + exp_sum) / n, np.sqrt(var / n**2 + (allowance * unseen) ** 2)
 
     # ------------------------------------------------------------------ planning
     def plan(self) -> dict[int, list[int]]:
@@ -239,12 +252,12 @@ class Scheduler:
         """Re-estimate, stop and eliminate; returns this round's log record."""
         self.round += 1
         if self.refit is not None and self.round % self.cfg.refit_every == 0:
-            self.set_params(self.refit(self))
+            self._refit()
         self.reestimate()
-        acc, sd = self.accuracy()
+        _, sd = self.accuracy(sampling_only=True)
         batch_floor = min(self.cfg.batch, self.cap)
         n_answered, n_asked = self.n_answered, self.n_asked
-        racing = self._contenders(acc, sd)
+        racing = self._contenders(*self.accuracy())
         race_cap = min(self.cap, self.cfg.race_items or self.cap)
         for p in range(len(self.pipelines)):
             if self.status[p] != "active":
@@ -256,10 +269,10 @@ class Scheduler:
                 self._stop(p, "target SE")
             elif n_asked[p] >= self.cap:
                 self._stop(p, "item cap")
-        eliminated = self._eliminate(acc, sd) if self.cfg.eliminate else []
+        eliminated = self._eliminate(*self.accuracy()) if self.cfg.eliminate else []
         alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
         if not alive and self.refit is not None and self.round % self.cfg.refit_every != 0:
-            self.set_params(self.refit(self))  # the final estimates use every answer
+            self._refit()  # the final estimates use every answer
             self.reestimate()
         return {
             "round": self.round,
@@ -272,6 +285,14 @@ class Scheduler:
             "se": {self.pipelines[p]: round(float(self.se[p]), 4) for p in alive},
             "tau": self.pool_info.get("tau"),
         }
+
+    def _refit(self) -> None:
+        import time
+
+        assert self.refit is not None
+        t0 = time.perf_counter()
+        self.set_params(self.refit(self))
+        self.refit_seconds += time.perf_counter() - t0
 
     def _contenders(self, acc: F64, sd: F64) -> set[int]:
         """Pipelines (running) whose 95% interval overlaps the current best's: candidates for the top."""

@@ -40,7 +40,8 @@ class AdaptiveConfig(BaseModel):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     race: bool = True  # pipelines not separated from the best keep going past the target SE
     race_items: int | None = Field(default=None, ge=1)  # their cap (default: the item cap)
-    model_error: float = Field(default=0.015, ge=0.0)  # allowance for calibration error, accuracy SD on unasked items
+    # allowance for calibration error (accuracy SD on the unasked share); None: 0.015 with a file, 0.03 in-run
+    model_error: float | None = Field(default=None, ge=0.0)
     pooling: bool = True
     min_tau: float = Field(default=0.1, ge=0.0)
     factorial: float | None = Field(default=None, gt=0.0, le=1.0)  # share of the grid measured
