@@ -177,3 +177,21 @@ def test_dry_run_prints_the_plan(setup, tmp_path: Path, capsys: pytest.CaptureFi
     assert plan["full_grid_requests"] == 18 * 155
     assert 0 < plan["expected_requests"] <= plan["upper_bound_requests"] <= plan["full_grid_requests"]
     assert not (tmp_path / "dry").exists()
+
+
+def test_cold_start_factorial_map_and_balance(setup, tmp_path: Path):
+    _, exam, toml, _ = setup
+    cfg = build_sweep_config(load_sweep_file(toml))
+    over = {"enabled": True, "calibration_mode": "cold", "factorial": 0.6, "estimator": "map", "balance": "topic"}
+    acfg = cfg.adaptive.model_copy(update=over)
+    result = run_adaptive(exam, cfg, acfg, tmp_path / "cold")
+    s = result.summary.set_index("pipeline")
+    pred = s[s["status"] == "predicted"]
+    assert len(pred) > 0 and (pred["n_asked"] == 0).all() and (pred["n"] == 0).all()
+    assert pred["accuracy_estimate"].notna().all() and pred["accuracy"].isna().all()
+    assert not set(pred.index) & set(read_responses(tmp_path / "cold")["pipeline"])
+    m = read_manifest(tmp_path / "cold")
+    assert m["adaptive"]["calibration"]["mode"] == "cold" and m["adaptive"]["calibration"]["source"].startswith("fit:")
+    assert not (tmp_path / "cold" / "calibration").exists()
+    text = (tmp_path / "cold" / "summary.csv").read_text()
+    assert "predicted" in text

@@ -50,11 +50,12 @@ def run_adaptive_stage(ctx: StageContext) -> dict[str, Any]:
         result = run_adaptive(ctx.layout.exam, cfg, acfg, out, on_round=on_round)
     except JournalMismatch:  # answers of another exam or other settings: start over
         result = run_adaptive(ctx.layout.exam, cfg, acfg, out, on_round=on_round, overwrite=True)
-    summary = {"requests": result.cost["requests"], "share": result.cost["share"], "rounds": result.cost["rounds"]}
+    summary: dict[str, Any] = {"share": result.cost["share"]}
     if section.replay:
         comparison = compare_with_full(result.summary, ctx.layout.sweep / "summary.csv", result.cost)
         write_json(out / COMPARISON_FILE, comparison)
         summary.update({k: comparison[k] for k in ("top1", "kendall_tau", "mae", "coverage")})
+    summary.update({"requests": result.cost["requests"], "rounds": result.cost["rounds"]})
     return summary
 
 
