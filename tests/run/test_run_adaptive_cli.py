@@ -195,3 +195,13 @@ def test_cold_start_factorial_map_and_balance(setup, tmp_path: Path):
     assert not (tmp_path / "cold" / "calibration").exists()
     text = (tmp_path / "cold" / "summary.csv").read_text()
     assert "predicted" in text
+
+
+def test_report_shows_what_it_cost(first):
+    from ragrade.report.render import render_report
+
+    html = render_report(first, inline_js=False)
+    m = read_manifest(first)
+    assert "What it cost" in html and "Adaptive leaderboard" in html
+    assert f"asked {m['adaptive']['cost']['requests']} of the full grid" in html
+    assert "adaptive_rounds.jsonl" in html
