@@ -205,3 +205,18 @@ def test_report_shows_what_it_cost(first):
     assert "What it cost" in html and "Adaptive leaderboard" in html
     assert f"asked {m['adaptive']['cost']['requests']} of the full grid" in html
     assert "adaptive_rounds.jsonl" in html
+
+
+def test_rerun_with_other_settings_reuses_the_answers(setup, first, tmp_path: Path):
+    import shutil
+
+    _, exam, toml, _ = setup
+    out = tmp_path / "more"
+    shutil.copytree(first, out)
+    cfg = build_sweep_config(load_sweep_file(toml))
+    acfg = cfg.adaptive.model_copy(update={"enabled": True, "target_se": 0.12, "min_items": 40})
+    before = len(read_responses(first))
+    result = run_adaptive(exam, cfg, acfg, out)
+    assert result.cost["requests"] > before  # a tighter target asks more ...
+    assert 0 < result.n_new_rows < result.cost["requests"]  # ... but only what is new is sent
+    assert len(read_responses(out)) == result.cost["requests"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ragrade.errors import ConfigError
@@ -59,7 +60,14 @@ from ragrade.run.summary import (
     write_csv,
     write_responses,
 )
-from ragrade.run.sweep import SweepResult, clear_run_dir, executor_for, plan_items, worker_context
+from ragrade.run.sweep import (
+    _THROUGHPUT_OPTIONS,
+    SweepResult,
+    clear_run_dir,
+    executor_for,
+    plan_items,
+    worker_context,
+)
 
 ROUNDS_FILE = "adaptive_rounds.jsonl"
 CALIBRATION_DIR = "calibration"
@@ -135,8 +143,6 @@ def adaptive_plan(exam_path: str | Path, cfg: SweepConfig, acfg: AdaptiveConfig)
     The expectation simulates the run with the calibration's items (or uninformed ones) and abilities
     drawn N(0, 1): a rough guide, since the real abilities are unknown before the run.
     """
-    import numpy as np
-
     from ragrade.irt.simulate import sample_matrix
 
     s = _setup(Path(exam_path), cfg, acfg)
@@ -188,12 +194,14 @@ def run_adaptive(
     pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
     worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
     manifest = _manifest(exam_path, cfg, acfg, s, exe, config_files)
+    # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
+    # reuses every journaled answer and asks only what is new)
     fp = {
         "exam": manifest["exam"].get("sha256"),
         "items": s.items,
         "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options")},
-        "adaptive": acfg.model_dump(mode="json"),
-        "calibration": s.params.source if s.mode == "file" else s.mode,
+        "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
+        "kind": "adaptive",
     }
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = Journal(run_dir / JOURNAL_FILE)
@@ -204,7 +212,11 @@ def run_adaptive(
         runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size)
         added_before = journal.count()
         sched, rounds = _drive(run_dir, s, acfg, cfg.seed, runner, on_round)
-        rows = [r for sp in s.specs for r in journal.rows(sp.id) if r["question_id"] in set(s.items)]
+        rows = [
+            r
+            for p, sp in enumerate(s.specs)
+            for r in journal.rows(sp.id, [s.items[i] for i in np.flatnonzero(sched.asked[p])])
+        ]
         added = journal.count() - added_before
     finally:
         journal.close()
