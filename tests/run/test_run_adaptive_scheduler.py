@@ -122,3 +122,36 @@ def test_bad_settings():
         AdaptiveConfig(target_se=0).check()
     with pytest.raises(ConfigError, match="budget"):
         AdaptiveConfig(budget=0).check()
+
+
+def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim):
+    sched, _ = _run(sim, budget=60, batch=10)
+    res = sched.results()
+    asked = [r for r in res if r["n_asked"] > 0]
+    never = [r for r in res if r["n_asked"] == 0]
+    assert sched.spent == 60 and len(asked) == 6 and never
+    assert all(r["status"] == "predicted" for r in never) and all(r["status"] == "measured" for r in asked)
+
+
+def test_default_references_span_the_grid_and_leave_most_pipelines_adaptive():
+    from ragrade.run.adaptive_calib import default_references
+    from ragrade.run.spec import PipelineSpec
+
+    specs = [
+        PipelineSpec(llm=m, retriever=r, k=k, icl=i, chunker="none" if r in ("closed", "oracle") else "c1").normalised()
+        for m in ("a/x", "b/y")
+        for r in ("closed", "bm25", "dense", "oracle")
+        for k in (1, 3)
+        for i in (0, 1)
+    ]
+    specs = list({s.id: s for s in specs}.values())
+    refs = default_references(specs, 5, 0)
+    want = {
+        "llm=a/x|retriever=closed|k=0|icl=0|chunker=none",
+        "llm=a/x|retriever=oracle|k=1|icl=0|chunker=none",
+        "llm=a/x|retriever=bm25|k=3|icl=0|chunker=c1",
+        "llm=a/x|retriever=dense|k=3|icl=0|chunker=c1",
+    }
+    assert set(refs) == want
+    small = specs[:3]
+    assert len(default_references(small, 5, 0)) == 1  # at most half of a small grid

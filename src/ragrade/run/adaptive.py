@@ -338,6 +338,8 @@ class Scheduler:
         for p, pid in enumerate(self.pipelines):
             st = str(self.status[p])
             status = st if st in (ELIMINATED, PREDICTED, FAILED) else MEASURED
+            if status == MEASURED and self.n_asked[p] == 0:  # never asked (e.g. the budget ran out first)
+                status = PREDICTED
             ok = status != FAILED
             out.append(
                 {

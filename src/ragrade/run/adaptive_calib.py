@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import ConfigError, DataError, RagradeError
 from ragrade.io import read_json
 from ragrade.run.adaptive import AdaptiveConfig, ItemParams
 from ragrade.run.adaptive_pool import design_matrix, design_subset
@@ -105,7 +105,11 @@ def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemPar
             {"pipeline": ids[p], "question_id": items[i], "correct": int(sched.y[p, i])}
             for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
         ]
-        return fit_item_params(rows, items, model, base)
+        try:
+            return fit_item_params(rows, items, model, base)
+        except RagradeError:  # too little data to fit yet: keep the current items
+            current: ItemParams = sched.params
+            return current
 
     return refit
 
@@ -113,7 +117,8 @@ def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemPar
 def default_references(specs: Sequence[PipelineSpec], n_fallback: int, seed: int) -> list[str]:
     """Closed book, oracle and one pipeline per retriever kind at the largest k (first LLM, lowest ICL).
 
-    When the grid has no such pipelines (fewer than two found), a D-optimal subset of ``n_fallback``.
+    When the grid has fewer than two such pipelines, or they are more than half of it, a D-optimal
+    subset of ``n_fallback`` (at most half the grid).
     """
     if not specs:
         return []
@@ -127,9 +132,10 @@ def default_references(specs: Sequence[PipelineSpec], n_fallback: int, seed: int
         if cur is None or s.k > cur.k:
             picked[s.retriever] = s
     refs = [s.id for s in picked.values()]
-    if len(refs) < 2 or len(refs) >= len(specs):
+    half = max(1, len(specs) // 2)  # a small grid keeps most of its pipelines adaptive
+    if len(refs) < 2 or len(refs) > half:
         X, _ = design_matrix([s.factors() for s in specs])
-        refs = [specs[i].id for i in sorted(design_subset(X, min(n_fallback, len(specs)), seed))]
+        refs = [specs[i].id for i in sorted(design_subset(X, min(n_fallback, half), seed)[: min(n_fallback, half)])]
     return refs
 
 
