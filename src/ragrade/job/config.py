@@ -215,7 +215,7 @@ DEMO_CONFIG: dict[str, Any] = {
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
     "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
     # after the full sweep, an adaptive rerun replaying its answers: how close it comes, at what share of requests
-    "adaptive": {"enabled": True, "replay": True},
+    "adaptive": {"enabled": True, "replay": True, "min_items": 20, "batch": 5},
 }
 
 

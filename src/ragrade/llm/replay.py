@@ -9,7 +9,8 @@ a pair the run does not hold is an error naming it. So a grid of ``replay/...``
 pipelines reproduces the finished grid's answers, which is how adaptive runs are
 validated against a full grid whose answers are known (the request's
 ``meta`` must carry ``pipeline`` and ``question_id``, as the exam worker's do).
-It answers by generating the chosen letter; it offers no log-likelihoods.
+It answers by generating the chosen letter; it offers no log-likelihoods. The exam worker retrieves
+nothing for a replay pipeline (the replayed answers already reflect the original retrieval).
 """
 
 from __future__ import annotations
