@@ -68,6 +68,16 @@ def take(
     max_retries: MaxRetriesOption = None,
     max_failed: MaxFailedOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
+    adaptive: bool = typer.Option(
+        False, "--adaptive", help="Adaptive, IRT-driven run: ask only informative questions, stop when known."
+    ),
+    budget: int | None = typer.Option(None, "--budget", help="Adaptive: at most N LLM requests in all."),
+    target_se: float | None = typer.Option(
+        None, "--target-se", help="Adaptive: stop a pipeline at this ability standard error (default 0.2)."
+    ),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Adaptive: irt.json of an earlier run on the same exam (item parameters)."
+    ),
     as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid take the exam; resumable; writes a run directory.
@@ -79,6 +89,14 @@ def take(
     if not exam.is_file():
         raise ConfigError(f"{exam}: exam file not found")
     cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
+    if adaptive or cfg.adaptive.enabled:
+        from ragrade.cli.adaptive import take_adaptive
+
+        flags = {"budget": budget, "target_se": target_se, "calibration": str(calibration) if calibration else None}
+        take_adaptive(exam, cfg, flags, out, overwrite=overwrite, as_json=as_json, config=config)
+        return
+    if budget is not None or target_se is not None or calibration is not None:
+        raise ConfigError("--budget, --target-se and --calibration apply to adaptive runs; add --adaptive")
     with GridProgress(enabled=is_tty()) as bar:
         result = run_sweep(
             exam, cfg, out, overwrite=overwrite, progress=bar.update, config_files=[str(config)] if config else []

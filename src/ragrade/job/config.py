@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
+from ragrade.run.adaptive_config import AdaptiveConfig
 
 
 class _Section(BaseModel):
@@ -98,6 +99,16 @@ class SweepSection(_Section):
     top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
 
 
+class AdaptiveSection(AdaptiveConfig):
+    """Adaptive, IRT-driven evaluation of the sweep's grid into ``adaptive/`` (off by default).
+
+    ``replay``: answer from the full sweep's responses instead of asking the LLMs (the demo's check of
+    how close an adaptive run comes to the full grid; writes ``adaptive/comparison.json``).
+    """
+
+    replay: bool = False
+
+
 class IRTSection(_Section):
     """Item Response Theory over the sweep's responses."""
 
@@ -168,6 +179,7 @@ class JobConfig(_Section):
     exam: ExamSection = Field(default_factory=ExamSection)
     sweep: SweepSection = Field(default_factory=SweepSection)
     irt: IRTSection = Field(default_factory=IRTSection)
+    adaptive: AdaptiveSection = Field(default_factory=AdaptiveSection)
     robust: RobustSection = Field(default_factory=RobustSection)
     judge: JudgeSection = Field(default_factory=JudgeSection)
     calibration: CalibrationSection = Field(default_factory=CalibrationSection)
@@ -227,6 +239,8 @@ DEMO_CONFIG: dict[str, Any] = {
         "metrics": ["claims", "exact"],
         "judge_llm": "offline/judge",
     },
+    # after the full sweep, an adaptive rerun replaying its answers: how close it comes, at what share of requests
+    "adaptive": {"enabled": True, "replay": True, "min_items": 20, "batch": 5},
 }
 
 

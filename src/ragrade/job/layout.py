@@ -11,6 +11,8 @@
       index/<label>/           ragrade index (chunks, bm25, dense vectors, manifest.json)
       exam/exam.jsonl          + exam.funnel.json, exam.rejected.jsonl
       sweep/                   manifest.json, responses.parquet, summary.csv, summary_by_tag.csv, comparisons.json
+      adaptive/                an adaptive run of the sweep's grid (summary.csv with estimates, adaptive_rounds.jsonl,
+                               comparison.json when it replayed the full sweep)
       irt/irt.json             main (hierarchical) fit + irt_*.csv tables
       irt/plan.json            which factors were fitted (not-applicable levels, confounded factors)
       irt/improve/             irt_improve.json, exam.improved.jsonl, irt.json

@@ -110,6 +110,10 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
             stages.append(
                 st.Stage("irt", {"irt": cfg.irt.model_dump()}, ["sweep"], [layout.irt / "irt.json"], an.run_irt_stage)
             )
+    if cfg.adaptive.enabled and has_exam:
+        from ragrade.job.adaptive_stage import adaptive_stage
+
+        stages.append(adaptive_stage(cfg, layout))
     stages.extend(_robust_stages(cfg, layout, has_exam))
     if cfg.judge.enabled:
         stages.append(

@@ -6,7 +6,8 @@
 
 Providers (registry kind ``llm``): ``openai`` (any OpenAI-compatible server),
 ``hf`` (a local Hugging Face model path), ``offline`` (``offline/student`` and
-``offline/extractive`` baselines, no model download). Every backend caches
+``offline/extractive`` baselines, no model download), ``replay`` (answers from a finished run,
+see :mod:`ragrade.llm.replay`). Every backend caches
 responses in SQLite (``$RAGRADE_CACHE_DIR``), limits requests in flight and per
 minute, retries transient failures and records the final error per request.
 """
@@ -121,6 +122,13 @@ def _offline(model: str, *, base_url: str | None = None, api_key: str | None = N
     from ragrade.llm.offline import create_offline
 
     return create_offline(model, **kw)
+
+
+@register("llm", "replay")
+def _replay(model: str, *, replay_from: str | None = None, **_kw: Any) -> LLM:
+    from ragrade.llm.replay import ReplayLLM
+
+    return ReplayLLM(model, replay_from=replay_from)
 
 
 __all__ = [

@@ -14,13 +14,14 @@ from typing import Any
 from ragrade.errors import DataError
 from ragrade.io import atomic_write_text, now_iso
 from ragrade.report.html import Section, render_page
+from ragrade.report.sections_adaptive import cost_section
 from ragrade.report.sections_core import exam_section, leaderboard, topics
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sections_judge_trust import trust
 from ragrade.report.sections_more import judges, robustness, run_info
 from ragrade.report.sources import RunFiles
 
-KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "irt", "robust", "judge")
+KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "irt", "robust", "judge", "adaptive")
 
 
 def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
@@ -28,6 +29,7 @@ def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
     files = RunFiles.for_dir(Path(run_dir))
     return [
         leaderboard(files, top),
+        cost_section(files),
         irt_section(files),
         topics(files),
         exam_section(files),

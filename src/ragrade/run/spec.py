@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragrade.config import build_config, describe_validation, load_toml
 from ragrade.errors import ConfigError
+from ragrade.run.adaptive_config import AdaptiveConfig
 
 NO_INDEX = "none"
 # retrievers that need no index: closed book (no context) and oracle (the question's source chunk)
@@ -167,6 +168,7 @@ class SweepConfig(BaseModel):
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
     ray_workers: int | None = Field(default=None, ge=1)
+    adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)  # the [adaptive] table
 
     @model_validator(mode="after")
     def _check(self) -> SweepConfig:

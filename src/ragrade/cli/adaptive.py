@@ -1,0 +1,93 @@
+"""``ragrade exam take --adaptive``: run the grid adaptively and print the estimates (or, in a dry run, the plan)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from ragrade.cli.common import echo_json, is_tty
+
+if TYPE_CHECKING:
+    from ragrade.run.spec import SweepConfig
+
+
+def take_adaptive(
+    exam: Path,
+    cfg: SweepConfig,
+    flags: dict[str, Any],
+    out: Path,
+    *,
+    overwrite: bool,
+    as_json: bool,
+    config: Path | None,
+) -> None:
+    """Merge the adaptive flags over the ``[adaptive]`` table and run (or plan, under ``--dry-run``)."""
+    from ragrade.llm import dryrun
+    from ragrade.run.adaptive_config import AdaptiveConfig
+    from ragrade.run.adaptive_run import adaptive_plan, run_adaptive
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    acfg = AdaptiveConfig.model_validate({**cfg.adaptive.model_dump(), **given, "enabled": True}).check()
+    if dryrun.session_active():
+        plan = adaptive_plan(exam, cfg, acfg)
+        if as_json:
+            echo_json({"adaptive_plan": plan})
+        else:
+            typer.echo(
+                f"adaptive plan: {plan['pipelines']} pipelines x {plan['questions']} questions "
+                f"(full grid {plan['full_grid_requests']} requests); at most {plan['upper_bound_requests']} "
+                f"requests, about {plan['expected_requests']} expected ({plan['calibration']} calibration)"
+            )
+        return
+    show = is_tty() and not as_json
+
+    def on_round(rec: dict[str, Any]) -> None:
+        if show:
+            se = rec.get("max_se")
+            typer.echo(
+                f"round {rec['round']}: {rec['asked_this_round']} requests ({rec['requests']} in all), "
+                f"{rec['alive']} pipelines running" + (f", max SE {se:.3f}" if se is not None else ""),
+                err=True,
+            )
+
+    result = run_adaptive(
+        exam, cfg, acfg, out, overwrite=overwrite, on_round=on_round, config_files=[str(config)] if config else []
+    )
+    print_adaptive(result.summary, result.cost, as_json, result.run_dir)
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def print_adaptive(summary: Any, cost: dict[str, Any], as_json: bool, run_dir: Path) -> None:
+    """The adaptive leaderboard: estimate with its 95% interval, status, items asked, observed accuracy."""
+    cols = ["pipeline", "status", "n_asked", "accuracy", "accuracy_estimate", "accuracy_estimate_low"]
+    cols += ["accuracy_estimate_high", "n_errors"]
+    table = summary.reindex(columns=cols).sort_values("accuracy_estimate", ascending=False, na_position="last")
+    if as_json:
+        recs = [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+            for r in table.to_dict(orient="records")
+        ]
+        echo_json({"run_dir": str(run_dir), "cost": cost, "pipelines": recs})
+        return
+    width = max(len(str(p)) for p in table["pipeline"])
+    typer.echo(f"{'pipeline':<{width}}  {'status':<10}  {'asked':>5}  {'observed':>8}  estimate  95% interval")
+    for r in table.itertuples(index=False):
+        label = "predicted" if r.status == "predicted" else r.status
+        typer.echo(
+            f"{r.pipeline:<{width}}  {label:<10}  {int(r.n_asked):>5}  {_fmt(r.accuracy, '8.1%')}  "
+            f"{_fmt(r.accuracy_estimate, '8.1%')}  [{_fmt(r.accuracy_estimate_low, '.1%')}, "
+            f"{_fmt(r.accuracy_estimate_high, '.1%')}]"
+        )
+    typer.echo(
+        f"requests: {cost['requests']} of the full grid's {cost['full_grid_requests']} "
+        f"({cost['share']:.1%}) in {cost['rounds']} rounds; run directory: {run_dir}"
+    )
+
+
+__all__ = ["print_adaptive", "take_adaptive"]

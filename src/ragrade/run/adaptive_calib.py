@@ -1,0 +1,169 @@
+"""Item calibration for adaptive runs: an earlier run's irt.json, reference pipelines, or a cold start.
+
+* ``file``: :func:`load_calibration` reads the item parameters of an ``irt.json``
+  fitted on an earlier run of the same exam (every evaluated question must be in
+  it; a file for another exam is refused). This is the one place that knows the
+  irt.json layout.
+* ``reference``: a few reference pipelines (:func:`default_references`: closed
+  book, oracle and one pipeline per retriever kind at the largest k, for the
+  first LLM at the lowest ICL level) take the whole exam first; a flat IRT model
+  is fitted on their answers (:func:`fit_item_params`).
+* ``cold``: no calibration; items start at d=1, b=0, g=1/choices
+  (:func:`cold_params`) and are re-fitted on every answer gathered so far every
+  few rounds. Early item choices are therefore close to random, and the
+  estimates approximate a joint (JML-style) fit on a sparse matrix; expect
+  wider intervals than with a calibration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragrade.errors import ConfigError, DataError, RagradeError
+from ragrade.io import read_json
+from ragrade.run.adaptive import AdaptiveConfig, ItemParams
+from ragrade.run.adaptive_pool import design_matrix, design_subset
+from ragrade.run.spec import PipelineSpec
+
+
+def load_calibration(path: str | Path, items: Sequence[str]) -> ItemParams:
+    """Item parameters of ``items`` from an ``irt.json`` (ConfigError when it does not cover them all)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: calibration file not found")
+    try:
+        doc = read_json(path)
+    except DataError as exc:
+        raise ConfigError(f"{path}: not a readable irt.json ({exc})") from exc
+    table = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("kind") != "irt" or not isinstance(table, dict):
+        raise ConfigError(f"{path}: not an irt.json (expected kind 'irt' with an 'items' table)")
+    missing = [q for q in items if q not in table]
+    if missing:
+        covered = len(items) - len(missing)
+        raise ConfigError(
+            f"{path}: the calibration covers {covered} of the exam's {len(items)} questions "
+            f"(e.g. '{missing[0]}' is not in it); it was fitted on another exam or a subset"
+        )
+    try:
+        d = np.array([float(table[q].get("discrimination", 1.0)) for q in items])
+        b = np.array([float(table[q]["difficulty"]) for q in items])
+        g = np.array([float(table[q].get("guessing", 0.0) or 0.0) for q in items])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{path}: malformed item parameters ({exc})") from exc
+    if not (np.isfinite(d).all() and np.isfinite(b).all() and np.isfinite(g).all()):
+        raise ConfigError(f"{path}: item parameters are not all finite")
+    return ItemParams(list(items), np.maximum(d, 1e-3), b, np.clip(g, 0.0, 0.99), f"file:{path.resolve()}")
+
+
+def cold_params(items: Sequence[str], n_choices: Mapping[str, int]) -> ItemParams:
+    """Uninformed starting parameters: d=1, b=0, g = 1 / number of choices."""
+    g = np.array([1.0 / max(2, n_choices.get(q, 4)) for q in items])
+    return ItemParams(list(items), np.ones(len(items)), np.zeros(len(items)), g, "cold start")
+
+
+def fit_item_params(
+    rows: Sequence[Mapping[str, Any]], items: Sequence[str], model: str, base: ItemParams
+) -> ItemParams:
+    """Item parameters fitted (flat model) on journal rows; items without answers keep ``base``'s values.
+
+    A row with an ``error`` is missing, never wrong.
+    """
+    from ragrade.irt.fit import fit_irt
+
+    data = [
+        {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
+        for r in rows
+        if r.get("error") is None
+    ]
+    if not data:
+        return base
+    res = fit_irt(pd.DataFrame(data), model=model)
+    pos = {q: k for k, q in enumerate(res.items)}
+    idx = np.array([pos.get(q, -1) for q in items])
+    have = idx >= 0
+    safe = np.where(have, idx, 0)
+    return ItemParams(
+        list(items),
+        np.where(have, res.discrimination[safe], base.d),
+        np.where(have, res.difficulty[safe], base.b),
+        np.where(have, res.guessing[safe], base.g),
+        f"fit:{model} on {len(data)} answers",
+    )
+
+
+def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemParams) -> Any:
+    """A scheduler ``refit`` callback: the items re-fitted on every answer the scheduler holds."""
+
+    def refit(sched: Any) -> ItemParams:
+        rows = [
+            {"pipeline": ids[p], "question_id": items[i], "correct": int(sched.y[p, i])}
+            for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
+        ]
+        try:
+            return fit_item_params(rows, items, model, base)
+        except RagradeError:  # too little data to fit yet: keep the current items
+            current: ItemParams = sched.params
+            return current
+
+    return refit
+
+
+def default_references(specs: Sequence[PipelineSpec], n_fallback: int, seed: int) -> list[str]:
+    """Closed book, oracle and one pipeline per retriever kind at the largest k (first LLM, lowest ICL).
+
+    When the grid has fewer than two such pipelines, or they are more than half of it, a D-optimal
+    subset of ``n_fallback`` (at most half the grid).
+    """
+    if not specs:
+        return []
+    llm, icl = specs[0].llm, min(s.icl for s in specs)
+    first = {s.retriever: s.chunker for s in specs[::-1]}
+    picked: dict[str, PipelineSpec] = {}
+    for s in specs:
+        if s.llm != llm or s.icl != icl or s.prompt != specs[0].prompt or s.chunker != first[s.retriever]:
+            continue
+        cur = picked.get(s.retriever)
+        if cur is None or s.k > cur.k:
+            picked[s.retriever] = s
+    refs = [s.id for s in picked.values()]
+    half = max(1, len(specs) // 2)  # a small grid keeps most of its pipelines adaptive
+    if len(refs) < 2 or len(refs) > half:
+        X, _ = design_matrix([s.factors() for s in specs])
+        refs = [specs[i].id for i in sorted(design_subset(X, min(n_fallback, half), seed)[: min(n_fallback, half)])]
+    return refs
+
+
+def resolve_references(cfg: AdaptiveConfig, specs: Sequence[PipelineSpec], seed: int) -> list[str]:
+    """The reference pipelines of a ``reference`` calibration (configured names, or the default)."""
+    from ragrade.run.compare import resolve_pipeline
+
+    ids = [s.id for s in specs]
+    if cfg.reference:
+        return list(dict.fromkeys(resolve_pipeline(name, ids) for name in cfg.reference))
+    return default_references(specs, cfg.n_reference, seed)
+
+
+def calibration_mode(cfg: AdaptiveConfig) -> str:
+    """``file``, ``reference`` or ``cold`` (``auto``: file when a calibration is given, else reference)."""
+    if cfg.calibration_mode == "auto":
+        return "file" if cfg.calibration else "reference"
+    if cfg.calibration_mode == "file" and not cfg.calibration:
+        raise ConfigError("calibration mode 'file' needs --calibration irt.json")
+    return cfg.calibration_mode
+
+
+__all__ = [
+    "calibration_mode",
+    "cold_params",
+    "default_references",
+    "fit_item_params",
+    "load_calibration",
+    "refitter",
+    "resolve_references",
+]

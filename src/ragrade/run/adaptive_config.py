@@ -1,0 +1,59 @@
+"""Settings of adaptive evaluation (the ``[adaptive]`` table of ``sweep.toml`` and ``ragrade run`` configs).
+
+Light on purpose (pydantic only): the sweep config embeds it. What each setting
+does is described in :mod:`ragrade.run.adaptive`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragrade.errors import ConfigError
+
+
+class AdaptiveConfig(BaseModel):
+    """Settings of an adaptive run (the ``[adaptive]`` table; flags override)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    calibration: str | None = None  # an irt.json of an earlier run on the same exam
+    calibration_mode: Literal["auto", "file", "reference", "cold"] = "auto"  # auto: file if given, else reference
+    reference: list[str] | None = None  # calibration pipelines (ids or unique parts); default: see run module
+    n_reference: int = Field(default=5, ge=1)
+    calibration_model: Literal["1pl", "2pl", "3pl"] = "2pl"
+    batch: int = Field(default=10, ge=1)  # items per pipeline per round
+    target_se: float = 0.2  # on the ability scale
+    target_accuracy_se: float | None = Field(default=0.015, gt=0.0)  # or: the full-exam estimate's SD
+    min_items: int = Field(default=30, ge=1)
+    min_share: float = Field(default=0.1, ge=0.0, le=1.0)  # and at least this share of the exam
+    max_items: int | None = Field(default=None, ge=1)  # per-pipeline cap
+    budget: int | None = None  # global cap on requests (calibration included)
+    estimator: Literal["eap", "map"] = "eap"
+    near_tie: float = Field(default=0.05, ge=0.0, lt=1.0)  # items within this share of the best are ties
+    balance: Literal["none", "topic", "bloom"] = "none"
+    eliminate: bool = True
+    margin: float = Field(default=0.02, ge=0.0)  # accuracy points
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    race: bool = True  # pipelines not separated from the best keep going past the target SE
+    race_items: int | None = Field(default=None, ge=1)  # their cap (default: the item cap)
+    # allowance for calibration error (accuracy SD on the unasked share); None: 0.015 with a file, 0.03 in-run
+    model_error: float | None = Field(default=None, ge=0.0)
+    pooling: bool = True
+    min_tau: float = Field(default=0.1, ge=0.0)
+    factorial: float | None = Field(default=None, gt=0.0, le=1.0)  # share of the grid measured
+    refit_every: int = Field(default=5, ge=1)  # in-run calibration: re-fit the items every N rounds
+
+    def check(self) -> AdaptiveConfig:
+        """ConfigError on values no run can use."""
+        if not math.isfinite(self.target_se) or self.target_se <= 0:
+            raise ConfigError(f"--target-se must be positive, got {self.target_se}")
+        if self.budget is not None and self.budget < 1:
+            raise ConfigError(f"--budget must be positive, got {self.budget}")
+        return self
+
+
+__all__ = ["AdaptiveConfig"]

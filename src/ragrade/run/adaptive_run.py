@@ -1,0 +1,373 @@
+"""Adaptive exam sweeps on a run directory: calibration, rounds through the journal, files.
+
+``ragrade exam take --adaptive`` runs :func:`run_adaptive`. The run directory is
+that of a sweep (:mod:`ragrade.run.sweep`) with these differences:
+
+* ``responses.parquet`` holds only the (pipeline, question) pairs asked;
+* ``summary.csv`` keeps ``accuracy`` (observed, on the items asked) and adds
+  ``accuracy_estimate`` with ``accuracy_estimate_low`` / ``_high`` (the
+  full-exam estimate and its 95% interval), ``status`` (``measured``,
+  ``eliminated``, ``predicted`` -- never asked, predicted by the additive
+  model -- or ``failed``: every request failed), ``theta``, ``theta_se``,
+  ``n_asked`` and ``stop_reason``;
+* ``adaptive_rounds.jsonl``: one record per round (requests, pipelines alive,
+  standard errors, eliminations);
+* ``calibration/irt.json`` when the items were calibrated in the run (reusable
+  as ``--calibration`` for the next run on the same exam);
+* ``manifest.json`` has an ``adaptive`` block: the settings, the calibration
+  source and the requests spent against the full grid.
+
+Every answer goes through the journal, and the scheduler is deterministic for a
+fixed seed, so a rerun after ``kill -9`` replays the journaled answers round by
+round, asks only what is missing and ends with the same result.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ragrade.errors import ConfigError
+from ragrade.exam.files import Question, read_exam
+from ragrade.io import atomic_write_text, dumps_line
+from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler
+from ragrade.run.adaptive_calib import (
+    calibration_mode,
+    cold_params,
+    fit_item_params,
+    load_calibration,
+    refitter,
+    resolve_references,
+)
+from ragrade.run.answer import EXAM_WORKER
+from ragrade.run.executors import Executor, Shard, run_shards
+from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+from ragrade.run.prompts import resolve_template
+from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, fingerprint
+from ragrade.run.store import JOURNAL_FILE, Journal
+from ragrade.run.summary import (
+    RESPONSES_FILE,
+    SUMMARY_BY_TAG_FILE,
+    SUMMARY_FILE,
+    summarise,
+    summarise_by_tag,
+    write_csv,
+    write_responses,
+)
+from ragrade.run.sweep import (
+    _THROUGHPUT_OPTIONS,
+    SweepResult,
+    clear_run_dir,
+    executor_for,
+    plan_items,
+    worker_context,
+)
+
+ROUNDS_FILE = "adaptive_rounds.jsonl"
+CALIBRATION_DIR = "calibration"
+ADAPTIVE_COLUMNS = (
+    "status",
+    "accuracy_estimate",
+    "accuracy_estimate_low",
+    "accuracy_estimate_high",
+    "theta",
+    "theta_se",
+    "n_asked",
+    "stop_reason",
+)
+RoundFn = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class AdaptiveResult(SweepResult):
+    """A finished adaptive sweep: the sweep's fields plus the round log and the cost."""
+
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Setup:
+    specs: list[PipelineSpec]
+    questions: list[Question]
+    items: list[str]
+    pool: list[str]
+    mode: str
+    refs: list[str]
+    params: ItemParams
+
+
+def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
+    """Validate everything before the first write: exam, grid, calibration, budget."""
+    acfg.check()
+    _, questions = read_exam(exam_path)
+    specs = expand_pipelines(cfg)
+    pool, items = plan_items([q.id for q in questions], specs, cfg)
+    mode = calibration_mode(acfg)
+    by_id = {q.id: q for q in questions}
+    if mode == "file":
+        params = load_calibration(str(acfg.calibration), items)
+    else:
+        params = cold_params(items, {q: len(by_id[q].choices) for q in items})
+    refs = resolve_references(acfg, specs, cfg.seed) if mode == "reference" else []
+    one_round = len(refs) * len(items) + min(acfg.batch, len(items)) * max(1, len(specs) - len(refs))
+    if acfg.budget is not None and acfg.budget < one_round:
+        raise ConfigError(
+            f"--budget {acfg.budget} is smaller than one round ({one_round} requests: "
+            f"{len(refs)} reference pipeline(s) x {len(items)} questions + {acfg.batch} per other pipeline)"
+        )
+    return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params)
+
+
+def _groups(questions: Sequence[Question], balance: str) -> list[str] | None:
+    if balance == "none":
+        return None
+    out = []
+    for q in questions:
+        value = (q.tags or {}).get(balance)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        out.append("" if value is None else str(value))
+    return out
+
+
+def adaptive_plan(exam_path: str | Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> dict[str, Any]:
+    """What an adaptive run would cost, without asking anything: the upper bound and the expected requests.
+
+    The expectation simulates the run with the calibration's items (or uninformed ones) and abilities
+    drawn N(0, 1): a rough guide, since the real abilities are unknown before the run.
+    """
+    from ragrade.irt.simulate import sample_matrix
+
+    s = _setup(Path(exam_path), cfg, acfg)
+    n_p, n_i = len(s.specs), len(s.items)
+    cap = min(n_i, acfg.max_items or n_i)
+    upper = len(s.refs) * n_i + (n_p - len(s.refs)) * cap
+    if acfg.budget is not None:
+        upper = min(upper, acfg.budget)
+    rng = np.random.default_rng(cfg.seed)
+    R = sample_matrix(rng.normal(0.0, 1.0, n_p), s.params.d, s.params.b, s.params.g, rng).T
+    from ragrade.run.adaptive_sim import adaptive_on_matrix
+
+    ids = [sp.id for sp in s.specs]
+    fixed = [ids.index(r) for r in s.refs]
+    sched, log = adaptive_on_matrix(R, s.params, ids, acfg, factors=[sp.factors() for sp in s.specs], fixed=fixed)
+    return {
+        "pipelines": n_p,
+        "questions": n_i,
+        "full_grid_requests": n_p * n_i,
+        "upper_bound_requests": int(upper),
+        "expected_requests": int(sched.spent),
+        "expected_rounds": len(log),
+        "calibration": s.mode,
+        "reference_pipelines": s.refs,
+    }
+
+
+def run_adaptive(
+    exam_path: str | Path,
+    cfg: SweepConfig,
+    acfg: AdaptiveConfig,
+    out_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    on_round: RoundFn | None = None,
+    executor: Executor | None = None,
+    config_files: Sequence[str] = (),
+) -> AdaptiveResult:
+    """Run (or resume) an adaptive sweep of ``cfg`` on the exam at ``exam_path``; write the run directory."""
+    exam_path, run_dir = Path(exam_path), Path(out_dir)
+    s = _setup(exam_path, cfg, acfg)
+    if overwrite:
+        clear_run_dir(run_dir)
+        for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
+            shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
+    context = worker_context(exam_path, cfg, s.pool)
+    exe = executor or executor_for(cfg)
+    digests = {sp.prompt: resolve_template(sp.prompt, context["prompts"]).digest for sp in s.specs}
+    pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
+    worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
+    manifest = _manifest(exam_path, cfg, acfg, s, exe, config_files)
+    # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
+    # reuses every journaled answer and asks only what is new)
+    fp = {
+        "exam": manifest["exam"].get("sha256"),
+        "items": s.items,
+        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options")},
+        "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
+        "kind": "adaptive",
+    }
+    run_dir.mkdir(parents=True, exist_ok=True)
+    journal = Journal(run_dir / JOURNAL_FILE)
+    try:
+        journal.check_fingerprint(fingerprint(fp), "adaptive run")
+        journal.register_pipelines(pipelines)
+        write_manifest(run_dir, manifest)
+        runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size)
+        added_before = journal.count()
+        sched, rounds = _drive(run_dir, s, acfg, cfg.seed, runner, on_round)
+        rows = [
+            r
+            for p, sp in enumerate(s.specs)
+            for r in journal.rows(sp.id, [s.items[i] for i in np.flatnonzero(sched.asked[p])])
+        ]
+        added = journal.count() - added_before
+    finally:
+        journal.close()
+    return _finalise(run_dir, manifest, s, sched, rounds, rows, added)
+
+
+class _Runner:
+    """Asks (pipeline, items) through the journal: journaled rows are reused, the rest run on the executor."""
+
+    def __init__(
+        self, journal: Journal, specs: Mapping[str, Mapping[str, Any]], context: Any, exe: Executor, shard: int
+    ) -> None:
+        self.journal, self.specs, self.context, self.exe, self.shard = journal, specs, context, exe, shard
+
+    def ask(self, plan: Mapping[str, Sequence[str]]) -> dict[str, dict[str, dict[str, Any]]]:
+        shards = []
+        for pid, items in plan.items():
+            done = self.journal.done_items(pid)
+            todo = [i for i in items if i not in done]
+            for start in range(0, len(todo), self.shard):
+                shards.append(Shard(pid, dict(self.specs[pid]), tuple(todo[start : start + self.shard])))
+        run_shards(self.journal, shards, EXAM_WORKER, self.context, self.exe)
+        return {pid: {r["question_id"]: r for r in self.journal.rows(pid, list(items))} for pid, items in plan.items()}
+
+
+def _answer(row: Mapping[str, Any] | None) -> int | None:
+    """1 / 0, or None (missing) when the request failed."""
+    if row is None or row.get("error") is not None or row.get("correct") is None:
+        return None
+    return 1 if int(row["correct"]) else 0
+
+
+def _drive(
+    run_dir: Path, s: _Setup, acfg: AdaptiveConfig, seed: int, runner: _Runner, on_round: RoundFn | None
+) -> tuple[Scheduler, list[dict[str, Any]]]:
+    """Calibration, then rounds until every pipeline stopped; the round log is rewritten after each round."""
+    ids = [sp.id for sp in s.specs]
+    params = s.params
+    ref_rows: list[dict[str, Any]] = []
+    if s.refs:
+        got = runner.ask({r: s.items for r in s.refs})
+        ref_rows = [row for r in s.refs for row in got[r].values()]
+        params = fit_item_params(ref_rows, s.items, acfg.calibration_model, s.params)
+        _write_calibration(run_dir, ref_rows, acfg.calibration_model)
+    groups = _groups(s.questions, acfg.balance)
+    refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode != "file" else None
+    factors = [sp.factors() for sp in s.specs]
+    sched = Scheduler(params, ids, acfg, factors=factors, groups=groups, seed=seed, refit=refit)
+    for r in s.refs:
+        rows = {row["question_id"]: row for row in ref_rows if row["pipeline"] == r}
+        sched.record(ids.index(r), list(range(len(s.items))), [_answer(rows.get(q)) for q in s.items])
+    sched.reestimate()
+    log: list[dict[str, Any]] = []
+    while True:
+        plan = sched.plan()
+        if not plan:
+            break
+        got = runner.ask({ids[p]: [s.items[i] for i in items] for p, items in plan.items()})
+        for p, items in plan.items():
+            sched.record(p, items, [_answer(got[ids[p]].get(s.items[i])) for i in items])
+        rec = sched.finish_round()
+        rec["asked_this_round"] = sum(len(v) for v in plan.values())
+        log.append(rec)
+        atomic_write_text(run_dir / ROUNDS_FILE, "".join(dumps_line(r) + "\n" for r in log))
+        if on_round is not None:
+            on_round(rec)
+        if sched.done:
+            break
+    return sched, log
+
+
+def _write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> None:
+    from ragrade.irt.fit import fit_irt
+
+    data = [
+        {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
+        for r in rows
+        if r.get("error") is None
+    ]
+    if data:
+        (run_dir / CALIBRATION_DIR).mkdir(exist_ok=True)
+        fit_irt(pd.DataFrame(data), model=model, out=run_dir / CALIBRATION_DIR / "irt.json")
+
+
+def _manifest(
+    exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig, s: _Setup, exe: Executor, config_files: Sequence[str]
+) -> dict[str, Any]:
+    return build_manifest(
+        "exam-sweep",
+        cfg,
+        {},
+        {"seed": cfg.seed, "icl_pool": s.pool},
+        {"exam": str(exam_path), **{f"config:{i}": f for i, f in enumerate(config_files)}},
+        exam={"path": str(exam_path), "n_questions": len(s.questions), "n_evaluated": len(s.items), "icl_pool": s.pool},
+        indexes=cfg.indexes,
+        extra={
+            "pipelines": [sp.id for sp in s.specs],
+            "executor": exe.describe(),
+            "adaptive": {
+                "settings": acfg.model_dump(mode="json"),
+                "calibration": {"mode": s.mode, "source": s.params.source, "reference_pipelines": s.refs},
+            },
+            "outputs": {RESPONSES_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}, ROUNDS_FILE: {"version": 1}},
+        },
+    )
+
+
+def _finalise(
+    run_dir: Path,
+    manifest: dict[str, Any],
+    s: _Setup,
+    sched: Scheduler,
+    rounds: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    added: int,
+) -> AdaptiveResult:
+    write_responses(run_dir / RESPONSES_FILE, rows)
+    df = pd.DataFrame(rows)
+    order = [sp.id for sp in s.specs]
+    summary = adaptive_summary(df, s.specs, sched)
+    write_csv(run_dir / SUMMARY_FILE, summary)
+    if not df.empty:
+        write_csv(run_dir / SUMMARY_BY_TAG_FILE, summarise_by_tag(df, order))
+    full = len(s.specs) * len(s.items)
+    cost = {
+        "requests": int(sched.spent),
+        "full_grid_requests": full,
+        "share": round(sched.spent / full, 6) if full else None,
+        "rounds": len(rounds),
+        "n_failed_requests": int(sched.n_failed.sum()),
+        "status_counts": summary["status"].value_counts().to_dict(),
+    }
+    manifest["adaptive"]["cost"] = cost
+    manifest["adaptive"]["calibration"]["source"] = sched.params.source
+    finish_manifest(manifest, n_pipelines=len(s.specs), n_questions=len(s.items), n_rows=len(rows), n_new_rows=added)
+    write_manifest(run_dir, manifest)
+    return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost)
+
+
+def adaptive_summary(df: pd.DataFrame, specs: Sequence[PipelineSpec], sched: Scheduler) -> pd.DataFrame:
+    """summary.csv of an adaptive run: the observed columns of every asked pipeline plus the estimates."""
+    order = [sp.id for sp in specs]
+    observed = summarise(df, order) if not df.empty else pd.DataFrame({"pipeline": []})
+    est = pd.DataFrame(sched.results()).rename(columns={"n_answered": "n_answered_adaptive"})
+    est = est[["pipeline", *ADAPTIVE_COLUMNS]]
+    base = pd.DataFrame([{"pipeline": sp.id, **sp.factors()} for sp in specs])
+    extra = [c for c in observed.columns if c not in base.columns]
+    out = base.merge(observed[["pipeline", *extra]], on="pipeline", how="left").merge(est, on="pipeline", how="left")
+    if "n" in out:
+        out["n"] = out["n"].fillna(0).astype(int)
+    return out
+
+
+__all__ = ["ADAPTIVE_COLUMNS", "CALIBRATION_DIR", "ROUNDS_FILE", "AdaptiveResult", "adaptive_plan", "run_adaptive"]

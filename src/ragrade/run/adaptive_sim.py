@@ -1,0 +1,165 @@
+"""Validation harness of adaptive runs: simulated grids with planted effects, and the scores of a run.
+
+:func:`simulate_grid` draws a full response matrix for a grid of pipelines
+(factor levels with planted additive effects, optional interactions) on a 3PL
+exam; :func:`adaptive_on_matrix` runs the real :class:`~ragrade.run.adaptive.Scheduler`
+against such a matrix (or a replayed run's), answering each request from it;
+:func:`score_run` compares the estimates with the full grid's accuracies
+(requests share, top-1 agreement, Kendall tau, MAE, interval coverage).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragrade.irt.simulate import draw_items, sample_matrix
+from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass
+class SimGrid:
+    """A simulated full grid: responses ``R`` (pipelines x items, 1/0/-1), true item parameters, factors."""
+
+    pipelines: list[str]
+    factors: list[dict[str, str]]
+    R: npt.NDArray[np.int8]
+    truth: ItemParams
+    theta: F64
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accuracy(self) -> F64:
+        """Full-grid accuracy of every pipeline (missing answers excluded)."""
+        ok = self.R >= 0
+        return np.asarray((self.R == 1).sum(axis=1) / np.maximum(ok.sum(axis=1), 1))
+
+
+def simulate_grid(
+    levels: Mapping[str, int],
+    n_items: int,
+    seed: int = 0,
+    effect_sd: float | Mapping[str, float] = 0.6,
+    interaction_sd: float = 0.0,
+    items: ItemParams | None = None,
+) -> SimGrid:
+    """Every combination of ``levels`` answers ``n_items`` 3PL items; theta = sum of planted effects (+ noise).
+
+    ``effect_sd`` (one value, or one per factor) sets the spread of each factor's planted effects;
+    ``interaction_sd`` adds a pipeline-specific deviation (outside the additive model); ``items``
+    reuses an exam's item parameters (e.g. for an earlier run on the same exam).
+    """
+    rng = np.random.default_rng(seed)
+    names = list(levels)
+    sds = {n: float(effect_sd[n]) if isinstance(effect_sd, Mapping) else float(effect_sd) for n in names}
+    effects = {n: rng.normal(0.0, sds[n], levels[n]) for n in names}
+    combos = list(itertools.product(*[range(levels[n]) for n in names]))
+    theta = np.array([sum(effects[n][c[j]] for j, n in enumerate(names)) for c in combos])
+    theta = theta - theta.mean() + rng.normal(0.0, interaction_sd, len(combos))
+    d, b, g = draw_items(n_items, rng) if items is None else (items.d, items.b, items.g)
+    R = sample_matrix(theta, d, b, g, rng).T.copy()
+    pipelines = ["|".join(f"{n}={n}{c[j]}" for j, n in enumerate(names)) for c in combos]
+    factors = [{n: f"{n}{c[j]}" for j, n in enumerate(names)} for c in combos]
+    ids = [f"q{i:05d}" for i in range(len(d))] if items is None else items.items
+    return SimGrid(pipelines, factors, R, ItemParams(ids, d, b, g, "truth"), theta, {"effects": effects})
+
+
+def fit_params(R: npt.NDArray[np.int8], items: Sequence[str], model: str = "2pl") -> ItemParams:
+    """Item parameters fitted (flat model) on a response matrix (pipelines x items, -1 missing)."""
+    import pandas as pd
+
+    from ragrade.irt.fit import fit_irt
+
+    rows = [
+        {"pipeline": f"p{p:04d}", "question_id": items[i], "correct": int(R[p, i])}
+        for p, i in zip(*np.nonzero(R >= 0), strict=True)
+    ]
+    res = fit_irt(pd.DataFrame(rows), model=model)
+    pos = {q: k for k, q in enumerate(res.items)}
+    idx = np.array([pos.get(q, -1) for q in items])
+    d = np.where(idx >= 0, res.discrimination[idx], 1.0)
+    b = np.where(idx >= 0, res.difficulty[idx], 0.0)
+    g = np.where(idx >= 0, res.guessing[idx], 0.0)
+    return ItemParams(list(items), d, b, g, f"fit:{model}")
+
+
+def adaptive_on_matrix(
+    R: npt.NDArray[np.int8],
+    params: ItemParams,
+    pipelines: Sequence[str],
+    cfg: AdaptiveConfig,
+    *,
+    factors: Sequence[Mapping[str, object]] | None = None,
+    fixed: Sequence[int] = (),
+    seed: int = 0,
+    timings: list[float] | None = None,
+    refit: Any = None,
+) -> tuple[Scheduler, list[dict[str, Any]]]:
+    """Run the scheduler answering every request from ``R`` (-1 there: a failed request).
+
+    ``fixed`` pipelines (calibration references) answer every item before round 1. ``timings``
+    collects the scheduler's own seconds per round (planning plus re-estimation; item re-fits excluded).
+    """
+    import time
+
+    sched = Scheduler(params, pipelines, cfg, factors=factors, seed=seed, refit=refit)
+    all_items = list(range(R.shape[1]))
+    for p in fixed:
+        sched.record(p, all_items, [None if v < 0 else int(v) for v in R[p]])
+    if fixed:
+        sched.reestimate()
+
+    def ask(plan: dict[int, list[int]]) -> dict[int, list[int | None]]:
+        return {p: [None if R[p, i] < 0 else int(R[p, i]) for i in items] for p, items in plan.items()}
+
+    if timings is None:
+        return sched, run_rounds(sched, ask)
+    log: list[dict[str, Any]] = []
+    while True:
+        t0 = time.perf_counter()
+        plan = sched.plan()
+        t1 = time.perf_counter()
+        if not plan:
+            break
+        answers = ask(plan)
+        for p, items in plan.items():
+            sched.record(p, items, answers[p])
+        t2, refit0 = time.perf_counter(), sched.refit_seconds
+        log.append(sched.finish_round())
+        timings.append((t1 - t0) + (time.perf_counter() - t2) - (sched.refit_seconds - refit0))
+        if sched.done:
+            break
+    return sched, log
+
+
+def kendall_tau(a: F64, b: F64) -> float:
+    """Kendall's tau-b of two score vectors."""
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(a, b).statistic)
+
+
+def score_run(sched: Scheduler, full_accuracy: F64, n_full_requests: int) -> dict[str, float]:
+    """Requests share, top-1 agreement, Kendall tau, MAE and 95% coverage against the full grid."""
+    res = sched.results()
+    est = np.array([r["accuracy_estimate"] for r in res])
+    lo = np.array([r["accuracy_estimate_low"] for r in res])
+    hi = np.array([r["accuracy_estimate_high"] for r in res])
+    ok = np.isfinite(est)
+    return {
+        "requests_share": sched.spent / n_full_requests,
+        "top1": float(full_accuracy[int(np.nanargmax(est))] >= full_accuracy.max() - 1e-12),  # ties agree
+        "kendall_tau": kendall_tau(est[ok], full_accuracy[ok]),
+        "mae": float(np.abs(est[ok] - full_accuracy[ok]).mean()),
+        "coverage": float(((lo[ok] <= full_accuracy[ok]) & (full_accuracy[ok] <= hi[ok])).mean()),
+    }
+
+
+__all__ = ["SimGrid", "adaptive_on_matrix", "fit_params", "kendall_tau", "score_run", "simulate_grid"]

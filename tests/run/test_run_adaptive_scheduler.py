@@ -1,0 +1,157 @@
+"""The adaptive scheduler on simulated grids with known truth (no I/O)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragrade.errors import ConfigError
+from ragrade.irt.cat import information_at
+from ragrade.run.adaptive import AdaptiveConfig, Scheduler
+from ragrade.run.adaptive_pool import design_matrix, design_subset, pooled_prior
+from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
+
+LEVELS = {"llm": 2, "retriever": 4, "icl": 2}
+SD = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return simulate_grid(LEVELS, 400, seed=3, effect_sd=SD)
+
+
+def _run(sim, R=None, **over):
+    cfg = AdaptiveConfig(**over)
+    return adaptive_on_matrix(sim.R if R is None else R, sim.truth, sim.pipelines, cfg, factors=sim.factors, seed=1)
+
+
+def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim):
+    sched, log = _run(sim, target_se=0.15, min_items=40)
+    score = score_run(sched, sim.accuracy, sim.R.size)
+    assert score["requests_share"] < 0.5
+    assert score["top1"] == 1.0 and score["kendall_tau"] > 0.75
+    assert score["mae"] < 0.04 and score["coverage"] >= 0.8
+    assert log and [r["round"] for r in log] == list(range(1, len(log) + 1))
+    assert log[-1]["requests"] == sched.spent == int(sched.asked.sum())
+
+
+def test_deterministic_for_a_seed_and_different_across_seeds(sim):
+    a, _ = _run(sim)
+    b, _ = _run(sim)
+    assert (a.asked == b.asked).all() and a.results() == b.results()
+    c = Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(near_tie=0.5), factors=sim.factors, seed=99)
+    d = Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(near_tie=0.5), factors=sim.factors, seed=1)
+    assert c.plan() != d.plan()  # near-ties are broken at random
+
+
+def test_first_choice_is_the_most_informative_item(sim):
+    sched = Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(batch=1, near_tie=0.0), seed=0)
+    plan = sched.plan()
+    info = information_at(np.array([0.0]), sim.truth.d, sim.truth.b, sim.truth.g)[:, 0]
+    assert all(items == [int(np.argmax(info))] for items in plan.values())
+
+
+def test_failed_requests_are_missing_never_wrong(sim):
+    R = sim.R.copy()
+    R[0, :] = -1  # every request of pipeline 0 fails
+    R[1, ::2] = -1  # half of pipeline 1's requests fail
+    sched, _ = _run(sim, R=R)
+    res = {r["pipeline"]: r for r in sched.results()}
+    first, second = res[sim.pipelines[0]], res[sim.pipelines[1]]
+    assert first["status"] == "failed" and first["n_answered"] == 0 and first["n_failed"] == first["n_asked"] > 0
+    assert np.isnan(first["accuracy_estimate"])
+    assert second["n_failed"] > 0 and second["status"] != "failed"
+    # the answered half of pipeline 1 tells its accuracy without a downward bias
+    assert abs(second["accuracy_estimate"] - sim.accuracy[1]) < 0.08
+
+
+def test_budget_is_never_exceeded(sim):
+    sched, log = _run(sim, budget=230, batch=10, eliminate=False)
+    assert sched.spent <= 230 and log[-1]["requests"] <= 230
+    assert {r["stop_reason"] for r in sched.results()} >= {"budget"}
+
+
+def test_elimination_waits_for_min_items_and_uses_the_margin(sim):
+    sched, _ = _run(sim, min_items=60, target_se=0.05, target_accuracy_se=None)
+    res = sched.results()
+    elim = [r for r in res if r["status"] == "eliminated"]
+    assert elim, "clearly worse pipelines are dropped"
+    assert all(r["n_answered"] >= 60 for r in elim)
+    best = int(np.argmax(sim.accuracy))
+    assert res[best]["status"] == "measured"
+    never, _ = _run(sim, min_items=60, eliminate=False)
+    assert not [r for r in never.results() if r["status"] == "eliminated"]
+
+
+def test_balance_spreads_items_over_groups(sim):
+    groups = ["a" if i % 4 == 0 else "b" for i in range(len(sim.truth.items))]
+    cfg = AdaptiveConfig(balance="topic", batch=8, near_tie=0.0)
+    sched = Scheduler(sim.truth, sim.pipelines, cfg, factors=sim.factors, groups=groups, seed=0)
+    for items in sched.plan().values():
+        assert sum(groups[i] == "a" for i in items) == 2  # a quarter of the exam, a quarter of the items
+
+
+def test_factorial_shortcut_predicts_the_rest(sim):
+    sched, _ = _run(sim, factorial=0.6)
+    res = sched.results()
+    pred = [r for r in res if r["status"] == "predicted"]
+    assert 0 < len(pred) < len(res) and all(r["n_asked"] == 0 for r in pred)
+    for r in pred:
+        p = sim.pipelines.index(r["pipeline"])
+        assert r["accuracy_estimate_low"] < r["accuracy_estimate"] < r["accuracy_estimate_high"]
+        assert abs(r["accuracy_estimate"] - sim.accuracy[p]) < 0.1
+
+
+def test_pooled_prior_recovers_additive_effects():
+    factors = [{"a": f"a{i}", "b": f"b{j}"} for i in range(3) for j in range(4)]
+    X, names = design_matrix(factors)
+    assert names[0] == "intercept" and X.shape == (12, 1 + 2 + 3)
+    beta = np.array([0.5, 1.0, -1.0, 0.3, 0.6, -0.2])
+    m = X @ beta
+    have = np.ones(12, dtype=bool)
+    have[5] = False  # an unmeasured combination is predicted
+    mean, sd, info = pooled_prior(X, have, m, np.full(12, 1e-4), min_tau=0.05)
+    assert mean == pytest.approx(m, abs=1e-6) and info["tau"] == pytest.approx(0.05)
+    assert sd[5] > sd[0] >= 0.05
+    sub = design_subset(X, 6, seed=0)
+    assert len(set(sub)) == 6 and np.linalg.matrix_rank(X[sub]) == 6
+
+
+def test_bad_settings():
+    with pytest.raises(ConfigError, match="target-se"):
+        AdaptiveConfig(target_se=0).check()
+    with pytest.raises(ConfigError, match="budget"):
+        AdaptiveConfig(budget=0).check()
+
+
+def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim):
+    sched, _ = _run(sim, budget=60, batch=10)
+    res = sched.results()
+    asked = [r for r in res if r["n_asked"] > 0]
+    never = [r for r in res if r["n_asked"] == 0]
+    assert sched.spent == 60 and len(asked) == 6 and never
+    assert all(r["status"] == "predicted" for r in never) and all(r["status"] == "measured" for r in asked)
+
+
+def test_default_references_span_the_grid_and_leave_most_pipelines_adaptive():
+    from ragrade.run.adaptive_calib import default_references
+    from ragrade.run.spec import PipelineSpec
+
+    specs = [
+        PipelineSpec(llm=m, retriever=r, k=k, icl=i, chunker="none" if r in ("closed", "oracle") else "c1").normalised()
+        for m in ("a/x", "b/y")
+        for r in ("closed", "bm25", "dense", "oracle")
+        for k in (1, 3)
+        for i in (0, 1)
+    ]
+    specs = list({s.id: s for s in specs}.values())
+    refs = default_references(specs, 5, 0)
+    want = {
+        "llm=a/x|retriever=closed|k=0|icl=0|chunker=none",
+        "llm=a/x|retriever=oracle|k=1|icl=0|chunker=none",
+        "llm=a/x|retriever=bm25|k=3|icl=0|chunker=c1",
+        "llm=a/x|retriever=dense|k=3|icl=0|chunker=c1",
+    }
+    assert set(refs) == want
+    small = specs[:3]
+    assert len(default_references(small, 5, 0)) == 1  # at most half of a small grid
