@@ -212,7 +212,7 @@ def test_names_suggest_and_llm_requirement_names_the_flag() -> None:
         check_transforms("none", "rerank+mrr", has_llm=True)
     with pytest.raises(ConfigError, match="--transform-llm"):
         check_transforms("hyde", "none", has_llm=False)
-    with pytest.raises(ConfigError, match="llm-compress needs an LLM.*--llm"):
+    with pytest.raises(ConfigError, match=r"llm-compress needs an LLM.*--llm"):
         check_transforms("none", "mmr+llm-compress", has_llm=False, flag="--llm")
     assert parse_post("none") == [] and parse_post("rerank+compress") == ["rerank", "compress"]
     with pytest.raises(ConfigError, match="malformed"):

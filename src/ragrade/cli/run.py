@@ -46,13 +46,30 @@ def run_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
     force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
+    query: str | None = typer.Option(
+        None, "--query", help="Comma list of query transforms for the sweep (none, hyde, multi-query, rm3)."
+    ),
+    post: str | None = typer.Option(
+        None, "--post", help="Comma list of post-processing chains for the sweep, e.g. none,mmr,rerank+compress."
+    ),
+    transform_llm: str | None = typer.Option(
+        None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-rerank and llm-compress."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
 ) -> None:
     """Run a job config end to end."""
+    from ragrade.cli.common import split_list
     from ragrade.job.config import load_job_config
     from ragrade.job.runner import run_job
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
+    sweep = {
+        "query": split_list(query, "--query"),
+        "post": split_list(post, "--post"),
+        "transform_llm": transform_llm,
+    }
+    if any(v is not None for v in sweep.values()):
+        overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
     cfg = load_job_config(config, overrides)
     result = run_job(cfg, out or Path(cfg.out), force=force)
     _finish(result, as_json)

@@ -23,10 +23,13 @@ from ragrade.cli.pipelines import (
     LimitOption,
     LlmBaseUrlOption,
     NoCacheOption,
+    PostOption,
+    QueryOption,
     RetrieversOption,
     RunDirOption,
     SeedOption,
     ShardSizeOption,
+    TransformLlmOption,
     grid_config,
 )
 from ragrade.errors import ConfigError
@@ -49,6 +52,9 @@ def take(
         None, "--score", help="Log-likelihood normalisation: auto, per_char, per_token, sum."
     ),
     target: str | None = typer.Option(None, "--target", help="Score the candidate 'text' or its 'letter'."),
+    query: QueryOption = None,
+    post: PostOption = None,
+    transform_llm: TransformLlmOption = None,
     external: ExternalOption = None,
     seed: SeedOption = None,
     icl_pool: IclPoolOption = None,

@@ -27,9 +27,14 @@ SUMMARY_COLUMNS = (
     "icl",
     "chunker",
     "prompt",
+    "query_transform",
+    "post",
+    "temperature",
+    "max_tokens",
     "n",
     "n_answered",
     "n_errors",
+    "n_transform_failures",
     "n_refusals",
     "hit_rate",
     "hit_low",
@@ -75,10 +80,15 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
             **dict.fromkeys(SUMMARY_COLUMNS),
             "schema_version": 1,
             "pipeline": pid,
-            **{k: first.get(k) for k in ("llm", "retriever", "k", "icl", "chunker", "prompt")},
+            **{
+                k: first.get(k)
+                for k in ("llm", "retriever", "k", "icl", "chunker", "prompt", "query_transform", "post")
+            },
+            **{k: first.get(k) for k in ("temperature", "max_tokens")},
             "n": len(rs),
             "n_answered": len(answered),
             "n_errors": sum(1 for r in rs if r.get("error")),
+            "n_transform_failures": sum(1 for r in rs if r.get("transform_error")),
             "n_refusals": sum(1 for r in answered if REJECTION_SENTENCE in (r["answer"] or "")),
         }
         if hits:
@@ -152,6 +162,7 @@ def run_qa_answers(
         n_rows=len(rows),
         n_new_rows=added,
         n_errors=sum(1 for r in rows if r.get("error")),
+        n_transform_failures=sum(1 for r in rows if r.get("transform_error")),
     )
     write_manifest(run_dir, manifest)
     return QAAnswerResult(run_dir, order, len(ids), added, summary)

@@ -21,13 +21,17 @@ from ragrade.retrieval.transforms import QUERY_KIND, QueryPlan, transform
 _WORD = re.compile(r"[A-Za-z][A-Za-z_]+")
 
 
+# frequent words that carry no topic, beyond bm25s' English list
+_MORE = frozenset("every also each many much used uses using one two three may might must could would".split())
+
+
 def _stopwords() -> frozenset[str]:
     try:
-        from bm25s.stopwords import STOPWORDS_EN
+        from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-        return frozenset(STOPWORDS_EN)
+        return frozenset(STOPWORDS_EN_PLUS) | _MORE
     except ImportError:  # bm25s is a core dependency; keep a small list for safety
-        return frozenset(
+        return _MORE | frozenset(
             [
                 "the",
                 "a",
