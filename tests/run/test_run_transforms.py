@@ -116,3 +116,39 @@ def test_missing_transform_llm_exits_2(exam_and_index: tuple[Path, Path], tmp_pa
     assert "multi-query needs an LLM" in err and "--transform-llm" in err and "Traceback" not in err
     assert main([*args, "--retrievers", "bm25", "--post", "mmr+rernk"]) == 2
     assert "Did you mean 'rerank'" in capsys.readouterr().err
+
+
+def test_factor_verdicts_pair_matched_pipelines() -> None:
+    import pandas as pd
+
+    from ragrade.report.sections_factors import factor_verdicts, paired_by_level
+
+    rows = []
+    for ret in ("bm25", "dense"):
+        for query in ("none", "rm3"):
+            for i in range(20):
+                correct = 1 if query == "rm3" else int(i < 10)
+                rows.append({"pipeline": f"{ret}/{query}", "retriever": ret, "query": query, "post": "none"})
+                rows[-1].update(question_id=f"q{i}", correct=correct)
+    rows += [
+        {"pipeline": "closed", "retriever": "closed", "query": "n/a", "post": "n/a", "question_id": "q0", "correct": 0}
+    ]
+    df = pd.DataFrame(rows)
+    paired, n_match = paired_by_level(df, "query", "rm3")
+    assert n_match == 2 and len(paired) == 80 and paired["question_id"].nunique() == 40
+    (v,) = factor_verdicts(df, "query")
+    assert v["level"] == "rm3" and v["n"] == 40 and v["difference"] == pytest.approx(0.5)
+    assert v["a_only"] == 20 and v["b_only"] == 0 and v["verdict"] == "better than none"
+    assert factor_verdicts(df, "post") == []  # one level only: nothing to compare
+
+
+def test_report_shows_transform_verdicts(exam_and_index: tuple[Path, Path], tmp_path: Path) -> None:
+    from ragrade.report.render import render_report
+
+    exam, idx = exam_and_index
+    out = tmp_path / "run"
+    args = ["exam", "take", str(exam), "--out", str(out), "--index", f"small={idx}", "--llm", LL, "--k", "1"]
+    assert main([*args, "--retrievers", "bm25", "--query", "none,rm3", "--post", "none,threshold"]) == 0
+    page = render_report(out)
+    assert "Query transforms and passage post-processing" in page
+    assert "rm3" in page and "threshold" in page and "McNemar" in page

@@ -15,6 +15,7 @@ from ragrade.errors import DataError
 from ragrade.io import atomic_write_text, now_iso
 from ragrade.report.html import Section, render_page
 from ragrade.report.sections_core import exam_section, leaderboard, topics
+from ragrade.report.sections_factors import transforms_section
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sections_more import judges, robustness, run_info
 from ragrade.report.sources import RunFiles
@@ -25,9 +26,11 @@ KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "
 def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
     """Every section of the report for ``run_dir``."""
     files = RunFiles.for_dir(Path(run_dir))
+    transforms = transforms_section(files)  # only when the run varies a query transform or post-processing
     return [
         leaderboard(files, top),
         irt_section(files),
+        *([transforms] if transforms is not None else []),
         topics(files),
         exam_section(files),
         robustness(files),

@@ -22,7 +22,26 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_]+")
 
 
 # frequent words that carry no topic, beyond bm25s' English list
-_MORE = frozenset("every also each many much used uses using one two three may might must could would".split())
+_MORE = frozenset(
+    [
+        "every",
+        "also",
+        "each",
+        "many",
+        "much",
+        "used",
+        "uses",
+        "using",
+        "one",
+        "two",
+        "three",
+        "may",
+        "might",
+        "must",
+        "could",
+        "would",
+    ]
+)
 
 
 def _stopwords() -> frozenset[str]:
