@@ -152,3 +152,20 @@ def test_report_shows_transform_verdicts(exam_and_index: tuple[Path, Path], tmp_
     page = render_report(out)
     assert "Query transforms and passage post-processing" in page
     assert "rm3" in page and "threshold" in page and "McNemar" in page
+
+
+def test_example_job_config_puts_query_and_post_on_the_grid(tmp_path: Path) -> None:
+    from ragrade.job.config import load_job_config
+    from ragrade.job.layout import RunLayout
+    from ragrade.job.stages import sweep_config
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "transforms.toml"
+    cfg = load_job_config(example)
+    sweep = sweep_config(cfg, RunLayout(tmp_path))
+    specs = expand_pipelines(sweep)
+    assert {s.query for s in specs} == {"none", "rm3"} and {s.post for s in specs} == {"none", "mmr", "compress"}
+    assert len(specs) == 2 + 2 * 2 * 3  # closed and oracle once; bm25 and dense x query x post
+    assert {"query", "post"} <= set(cfg.irt.factors)
+    over = load_job_config(example, {"sweep": {"query": ["none", "hyde"]}})
+    with pytest.raises(ConfigError, match="--transform-llm"):
+        expand_pipelines(sweep_config(over, RunLayout(tmp_path)))

@@ -108,12 +108,12 @@ def needs_llm(kind: str, name: str) -> bool:
     return bool(getattr(lookup(kind, name), "needs_llm", False))
 
 
-def check_transforms(query: str, post: str, has_llm: bool, flag: str = LLM_FLAG) -> None:
+def check_transforms(query: str, post: str, has_llm: bool, flag: str = LLM_FLAG, where: str = "") -> None:
     """Validate a query transform and a post chain by name; ConfigError naming ``flag`` when an LLM is missing."""
     wanting = [query] if needs_llm(QUERY_KIND, query) else []
     wanting += [p for p in parse_post(post) if needs_llm(POST_KIND, p)]
     if wanting and not has_llm:
-        raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {flag} PROVIDER/MODEL")
+        raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {flag} PROVIDER/MODEL{where}")
 
 
 def _options(options: dict[str, Any] | None, name: str) -> dict[str, Any]:

@@ -266,7 +266,8 @@ def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
     if spec.transformed:
         from ragrade.retrieval.transforms import check_transforms
 
-        check_transforms(spec.query, spec.post, cfg.transform_llm is not None)
+        where = " (in a config file: transform_llm = ...)"
+        check_transforms(spec.query, spec.post, cfg.transform_llm is not None, where=where)
 
 
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
