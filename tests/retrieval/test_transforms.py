@@ -225,6 +225,10 @@ def test_similarity_uses_the_index_embedder(facts_index: Path) -> None:
     assert sim.kind.startswith("embedder:")
     s = sim.to_query("lighthouse colour", ["The lighthouse was painted crimson.", "Quinoa exports doubled."])
     assert s[0] > s[1]
+    hits = idx.retriever("bm25").retrieve(["lighthouse crimson"], 3)[0]
+    stored = sim.hit_vectors("lighthouse crimson", hits)  # the index's vectors for unchanged chunks
+    fresh = sim.vectors(["lighthouse crimson", *(h.text for h in hits)])
+    assert stored.shape == fresh.shape and abs(stored - fresh).max() < 1e-3
 
 
 def test_pipeline_without_transforms_equals_the_retriever(sparse_index: Any) -> None:

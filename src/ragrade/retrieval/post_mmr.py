@@ -54,7 +54,7 @@ class MMR:
             if len(hl) <= 1:
                 out.append(list(hl))
                 continue
-            vecs = self.sim.vectors([q, *(h.text for h in hl)])
+            vecs = self.sim.hit_vectors(q, hl)
             qs, ps = vecs[1:] @ vecs[0], vecs[1:] @ vecs[1:].T
             order = mmr_order(qs, ps, k, self.lam)
             out.append([replace(hl[i], score=float(qs[i])) for i in order])

@@ -32,7 +32,8 @@ class Threshold:
         """The hits at or above the threshold, in their order (at least the first ``min_keep``)."""
         out: list[list[Hit]] = []
         for q, hl in zip(queries, hits, strict=True):
-            sims = self.sim.to_query(q, [h.text for h in hl])
+            vecs = self.sim.hit_vectors(q, hl) if hl else None
+            sims = vecs[1:] @ vecs[0] if vecs is not None else []
             out.append([h for i, h in enumerate(hl) if i < self.min_keep or sims[i] >= self.min_similarity])
         return out, [None] * len(hits)
 

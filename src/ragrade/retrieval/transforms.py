@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, DataError
 from ragrade.registry import lookup, register
 from ragrade.retrieval.base import Hit
 
@@ -312,9 +312,47 @@ class Similarity:
 
     def __init__(self, index: Any = None, embedder: Any = None) -> None:
         self.embedder = embedder
+        self.index: Any = None
         if self.embedder is None and index is not None and (getattr(index, "manifest", None) or {}).get("embedder"):
             self.embedder = index.embedder()
+            self.index = index  # its stored chunk vectors stand in for unchanged passages
         self.kind = f"embedder:{self.embedder.name}" if self.embedder is not None else "bag-of-words"
+        self._matrix: Any = None
+
+    def _stored(self) -> Any:
+        if self._matrix is None and self.index is not None:
+            try:
+                from ragrade.retrieval.store import create_store
+
+                info = self.index.manifest["embedder"]
+                store: Any = create_store("exact", self.index.path / "dense", int(info["dim"]))
+                self._matrix = store.matrix()
+            except Exception:  # no exact matrix: embed the passages instead
+                self.index = None
+        return self._matrix
+
+    def hit_vectors(self, query: str, hits: Sequence[Hit]) -> npt.NDArray[np.float64]:
+        """Rows for the query then each hit; a hit whose text is its whole chunk reuses the index's vector."""
+        matrix = self._stored()
+        if matrix is None:
+            return self.vectors([query, *(h.text for h in hits)])
+        rows: list[Any] = [None] * len(hits)
+        todo = [query]
+        where: list[int] = []
+        for i, h in enumerate(hits):
+            try:
+                pos = self.index.position(h.chunk_id)
+            except DataError:
+                pos = None
+            if pos is not None and self.index.chunks[pos].text == h.text:
+                rows[i] = np.asarray(matrix[pos], dtype=np.float64)
+            else:
+                todo.append(h.text)
+                where.append(i)
+        fresh = self.vectors(todo)
+        for j, i in enumerate(where, start=1):
+            rows[i] = fresh[j]
+        return np.vstack([fresh[0], *rows]) if rows else fresh[:1]
 
     def vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
         """L2-normalised rows, one per text."""
