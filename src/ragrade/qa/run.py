@@ -132,7 +132,19 @@ def run_qa_answers(
     manifest = build_manifest(
         "qa-answer",
         cfg,
-        {f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+        {
+            **{f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+            **{  # the query transform and post chain of each pipeline, with their options
+                f"transforms:{s.chunker}:{s.retriever}:query={s.query}:post={s.post}": {
+                    "query": s.query,
+                    "post": s.post,
+                    "transform_llm": cfg.transform_llm,
+                    "options": cfg.transform_options,
+                }
+                for s in specs
+                if s.transformed
+            },
+        },
         {"seed": cfg.seed, "icl_pool": pool},
         {"qa": str(qa_path)},
         indexes=cfg.indexes,
