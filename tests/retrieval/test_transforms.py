@@ -226,9 +226,17 @@ def test_similarity_uses_the_index_embedder(facts_index: Path) -> None:
     s = sim.to_query("lighthouse colour", ["The lighthouse was painted crimson.", "Quinoa exports doubled."])
     assert s[0] > s[1]
     hits = idx.retriever("bm25").retrieve(["lighthouse crimson"], 3)[0]
-    stored = sim.hit_vectors("lighthouse crimson", hits)  # the index's vectors for unchanged chunks
+    (stored,) = sim.batch(["lighthouse crimson"], [hits])  # the index's vectors for unchanged chunks
     fresh = sim.vectors(["lighthouse crimson", *(h.text for h in hits)])
     assert stored.shape == fresh.shape and abs(stored - fresh).max() < 1e-3
+    # compress embeds every sentence of the batch in one call: the same choice as passage by passage
+    from ragrade.retrieval.post_compress import Compress
+
+    comp = Compress(sim, budget=6)
+    long = [Hit(chunk_id="x", doc_id="x", score=1.0, rank=1, text=" ".join(TEXTS[c] for c in ("d1", "answer", "d2")))]
+    batched = asyncio.run(comp.process(["glycol radiator"], [long], 1))[0][0][0]
+    assert batched == comp.compress("glycol radiator", long[0])
+    assert batched.text == "Each October the operators fill the"  # the best sentence, cut to the budget
 
 
 def test_pipeline_without_transforms_equals_the_retriever(sparse_index: Any) -> None:

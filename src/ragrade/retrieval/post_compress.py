@@ -81,13 +81,17 @@ class Compress:
         self.sim = sim
         self.budget = int(budget)
 
-    def compress(self, query: str, hit: Hit) -> Hit:
-        """``hit`` reduced to its selected sentences (unchanged when it already fits)."""
+    def compress(self, query: str, hit: Hit, sims: Sequence[float] | None = None) -> Hit:
+        """``hit`` reduced to its selected sentences (unchanged when it already fits).
+
+        ``sims``: the similarity of each sentence of :func:`sentence_spans` to the query, when known.
+        """
         base = hit.text
         if n_tokens(base) <= self.budget:
             return replace(hit, spans=((0, len(base)),) if hit.spans is None else hit.spans)
         spans = sentence_spans(base)
-        sims = self.sim.to_query(query, [base[s:e] for s, e in spans])
+        if sims is None:
+            sims = list(self.sim.to_query(query, [base[s:e] for s, e in spans]))
         kept = select_spans(base, list(sims), spans, self.budget)
         offsets = tuple(kept)
         if hit.spans is not None:  # compressing compressed text: map back into the chunk
@@ -96,7 +100,26 @@ class Compress:
 
     async def process(self, queries: Sequence[str], hits: list[list[Hit]], k: int) -> Processed:
         """Every hit compressed (order unchanged)."""
-        return [[self.compress(q, h) for h in hl] for q, hl in zip(queries, hits, strict=True)], [None] * len(hits)
+        if self.sim.embedder is None:
+            return [[self.compress(q, h) for h in hl] for q, hl in zip(queries, hits, strict=True)], [None] * len(hits)
+        texts = list(queries)  # every sentence of every passage over budget, embedded in one call
+        where: dict[tuple[int, int], int] = {}
+        for qi, hl in enumerate(hits):
+            for hi, h in enumerate(hl):
+                if n_tokens(h.text) > self.budget:
+                    where[(qi, hi)] = len(texts)
+                    texts += [h.text[s:e] for s, e in sentence_spans(h.text)]
+        vecs = self.sim.vectors(texts)
+        out = []
+        for qi, (q, hl) in enumerate(zip(queries, hits, strict=True)):
+            row = []
+            for hi, h in enumerate(hl):
+                at = where.get((qi, hi))
+                n = len(sentence_spans(h.text)) if at is not None else 0
+                sims = list(vecs[at : at + n] @ vecs[qi]) if at is not None else None
+                row.append(self.compress(q, h, sims))
+            out.append(row)
+        return out, [None] * len(hits)
 
     def describe(self) -> dict[str, Any]:
         """Arguments for the manifest."""

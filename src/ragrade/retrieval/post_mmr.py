@@ -50,11 +50,10 @@ class MMR:
     async def process(self, queries: Sequence[str], hits: list[list[Hit]], k: int) -> Processed:
         """At most ``k`` hits per query, in MMR order (scores: the MMR cosine to the query)."""
         out: list[list[Hit]] = []
-        for q, hl in zip(queries, hits, strict=True):
+        for hl, vecs in zip(hits, self.sim.batch(queries, hits), strict=True):
             if len(hl) <= 1:
                 out.append(list(hl))
                 continue
-            vecs = self.sim.hit_vectors(q, hl)
             qs, ps = vecs[1:] @ vecs[0], vecs[1:] @ vecs[1:].T
             order = mmr_order(qs, ps, k, self.lam)
             out.append([replace(hl[i], score=float(qs[i])) for i in order])

@@ -31,9 +31,8 @@ class Threshold:
     async def process(self, queries: Sequence[str], hits: list[list[Hit]], k: int) -> Processed:
         """The hits at or above the threshold, in their order (at least the first ``min_keep``)."""
         out: list[list[Hit]] = []
-        for q, hl in zip(queries, hits, strict=True):
-            vecs = self.sim.hit_vectors(q, hl) if hl else None
-            sims = vecs[1:] @ vecs[0] if vecs is not None else []
+        for hl, vecs in zip(hits, self.sim.batch(queries, hits), strict=True):
+            sims = vecs[1:] @ vecs[0]
             out.append([h for i, h in enumerate(hl) if i < self.min_keep or sims[i] >= self.min_similarity])
         return out, [None] * len(hits)
 

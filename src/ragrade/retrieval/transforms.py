@@ -331,28 +331,39 @@ class Similarity:
                 self.index = None
         return self._matrix
 
-    def hit_vectors(self, query: str, hits: Sequence[Hit]) -> npt.NDArray[np.float64]:
-        """Rows for the query then each hit; a hit whose text is its whole chunk reuses the index's vector."""
+    def batch(self, queries: Sequence[str], hit_lists: Sequence[Sequence[Hit]]) -> list[npt.NDArray[np.float64]]:
+        """Per query: rows for the query then each hit, embedded in one call for the whole batch.
+
+        A hit whose text is its whole chunk reuses the index's stored vector instead of being embedded.
+        """
+        if self.embedder is None:  # bag-of-words: one vocabulary per query and its passages
+            return [self.vectors([q, *(h.text for h in hl)]) for q, hl in zip(queries, hit_lists, strict=True)]
         matrix = self._stored()
-        if matrix is None:
-            return self.vectors([query, *(h.text for h in hits)])
-        rows: list[Any] = [None] * len(hits)
-        todo = [query]
-        where: list[int] = []
-        for i, h in enumerate(hits):
-            try:
-                pos = self.index.position(h.chunk_id)
-            except DataError:
-                pos = None
-            if pos is not None and self.index.chunks[pos].text == h.text:
-                rows[i] = np.asarray(matrix[pos], dtype=np.float64)
-            else:
-                todo.append(h.text)
-                where.append(i)
-        fresh = self.vectors(todo)
-        for j, i in enumerate(where, start=1):
-            rows[i] = fresh[j]
-        return np.vstack([fresh[0], *rows]) if rows else fresh[:1]
+        texts: list[str] = list(queries)
+        plan: list[list[tuple[str, int]]] = []
+        for hl in hit_lists:
+            rows = []
+            for h in hl:
+                pos = self._position(h) if matrix is not None else None
+                if pos is not None:
+                    rows.append(("stored", pos))
+                else:
+                    rows.append(("fresh", len(texts)))
+                    texts.append(h.text)
+            plan.append(rows)
+        fresh = self.vectors(texts)
+        out = []
+        for i, rows in enumerate(plan):
+            vecs = [fresh[i]] + [np.asarray(matrix[j] if kind == "stored" else fresh[j]) for kind, j in rows]
+            out.append(np.vstack(vecs).astype(np.float64))
+        return out
+
+    def _position(self, hit: Hit) -> int | None:
+        try:
+            pos = int(self.index.position(hit.chunk_id))
+        except DataError:
+            return None
+        return pos if self.index.chunks[pos].text == hit.text else None
 
     def vectors(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
         """L2-normalised rows, one per text."""
