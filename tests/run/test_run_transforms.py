@@ -169,3 +169,21 @@ def test_example_job_config_puts_query_and_post_on_the_grid(tmp_path: Path) -> N
     over = load_job_config(example, {"sweep": {"query": ["none", "hyde"]}})
     with pytest.raises(ConfigError, match="--transform-llm"):
         expand_pipelines(sweep_config(over, RunLayout(tmp_path)))
+
+
+def test_run_command_overrides_query_and_post(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragrade.job.runner as runner
+
+    seen: dict[str, Any] = {}
+
+    def fake_run_job(cfg: Any, out: Path, force: bool = False) -> Any:
+        seen["sweep"] = cfg.sweep
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(runner, "run_job", fake_run_job)
+    example = Path(__file__).resolve().parents[2] / "examples" / "transforms.toml"
+    args = ["run", str(example), "--query", "none,hyde", "--post", "rerank+compress", "--transform-llm", "openai/m"]
+    assert main(args) == 2
+    sweep = seen["sweep"]
+    assert sweep.query == ["none", "hyde"] and sweep.post == ["rerank+compress"] and sweep.transform_llm == "openai/m"
+    assert sweep.transform_options["rm3"] == {"fb_docs": 3, "fb_terms": 8}  # the file's table is kept
