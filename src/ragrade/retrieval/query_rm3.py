@@ -22,26 +22,7 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_]+")
 
 
 # frequent words that carry no topic, beyond bm25s' English list
-_MORE = frozenset(
-    [
-        "every",
-        "also",
-        "each",
-        "many",
-        "much",
-        "used",
-        "uses",
-        "using",
-        "one",
-        "two",
-        "three",
-        "may",
-        "might",
-        "must",
-        "could",
-        "would",
-    ]
-)
+_MORE = frozenset({"every", "also", "each", "many", "much", "used", "uses", "using", "may", "might", "must", "would"})
 
 
 def _stopwords() -> frozenset[str]:
@@ -50,33 +31,7 @@ def _stopwords() -> frozenset[str]:
 
         return frozenset(STOPWORDS_EN_PLUS) | _MORE
     except ImportError:  # bm25s is a core dependency; keep a small list for safety
-        return _MORE | frozenset(
-            [
-                "the",
-                "a",
-                "an",
-                "and",
-                "or",
-                "of",
-                "to",
-                "in",
-                "on",
-                "for",
-                "is",
-                "are",
-                "was",
-                "were",
-                "be",
-                "by",
-                "with",
-                "as",
-                "at",
-                "it",
-                "this",
-                "that",
-                "from",
-            ]
-        )
+        return _MORE | frozenset({"the", "and", "for", "are", "was", "with", "this", "that", "from", "into"})
 
 
 def terms_of(text: str) -> list[str]:
