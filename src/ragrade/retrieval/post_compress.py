@@ -109,7 +109,9 @@ class Compress:
                 if n_tokens(h.text) > self.budget:
                     where[(qi, hi)] = len(texts)
                     texts += [h.text[s:e] for s, e in sentence_spans(h.text)]
-        vecs = self.sim.vectors(texts)
+        unique = list(dict.fromkeys(texts))  # a chunk retrieved for several queries is embedded once
+        first = {t: i for i, t in enumerate(unique)}
+        vecs = self.sim.vectors(unique)[[first[t] for t in texts]]
         out = []
         for qi, (q, hl) in enumerate(zip(queries, hits, strict=True)):
             row = []
