@@ -100,6 +100,15 @@ def test_hyde_finds_what_the_bare_query_misses(sparse_index: Any, llm_server: Op
     assert pipe.describe()["query"]["name"] == "hyde"
 
 
+def test_hyde_passage_is_embedded_for_dense_retrieval(tmp_path: Path, llm_server: OpenAIServer) -> None:
+    build_index(_chunks(), tmp_path / "dense", IndexConfig())  # MiniLM vectors
+    idx = load_index(tmp_path / "dense")
+    dense = idx.retriever("dense")
+    assert "answer" not in _ids(dense.retrieve([QUESTION], 2)[0])  # the bare question lands near the distractors
+    res = build_pipeline(idx, dense, "hyde", llm=_llm(llm_server)).run([QUESTION], 2)[0]
+    assert _ids(res.hits)[0] == "answer"
+
+
 def test_hyde_failure_falls_back_and_is_reported(sparse_index: Any) -> None:
     with OpenAIServer(responder=_responder, faults=["500"] * 4) as srv:
         pipe = build_pipeline(sparse_index, sparse_index.retriever("bm25"), "hyde", llm=_llm(srv, max_retries=0))
