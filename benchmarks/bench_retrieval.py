@@ -8,6 +8,11 @@
   called directly; ratio = ours / direct, and the minimum cosine to the fp32 vectors.
 * ANN stores (faiss, usearch HNSW): recall@10 against exact search and query speed-up,
   on the demo vectors tiled with noise up to --ann-n vectors.
+* Query transforms and post-processors (--tx-queries, 0 skips): document hit rate@k and latency
+  per query of every transform / chain over bm25 and dense, against the untransformed retriever
+  in the same run (ratio = transformed latency / baseline latency). Queries: six words of a
+  sentence of a random chunk with one word dropped; the chunk's document is the relevant one.
+  LLM transforms (hyde, multi-query, llm-rerank, llm-compress) run only with --llm.
 
 Corpus: the stdlib demo corpus (``ragrade.corpus.demo``) chunked with the recursive
 chunker (200 tokens); synthetic text only if the demo corpus is unavailable (printed).
@@ -163,6 +168,65 @@ def bench_ann(base: np.ndarray, n: int) -> None:
             )
 
 
+def _pseudo_queries(chunks: list[Any], n: int) -> list[tuple[str, str]]:
+    rng = random.Random(4)
+    out: list[tuple[str, str]] = []
+    while len(out) < n:
+        ch = rng.choice(chunks)
+        words = [w for w in ch.text.replace("\n", " ").split() if w.isalpha()]
+        if len(words) < 8:
+            continue
+        start = rng.randrange(len(words) - 6)
+        window = words[start : start + 6]
+        del window[rng.randrange(6)]
+        out.append((" ".join(window), ch.doc_id))
+    return out
+
+
+def bench_transforms(n_docs: int, n_queries: int, k: int, llm_spec: str | None, base_url: str | None) -> None:
+    import tempfile
+
+    from ragrade.corpus.chunk import chunk_documents, create_chunker
+    from ragrade.corpus.demo import build_demo_corpus
+    from ragrade.retrieval.index import IndexConfig, build_index, load_index
+    from ragrade.retrieval.transforms import build_pipeline
+
+    docs = build_demo_corpus(limit=n_docs)
+    chunks = chunk_documents(docs, create_chunker("recursive", size=200, overlap=20))
+    queries = _pseudo_queries(chunks, n_queries)
+    llm = None
+    if llm_spec:
+        from ragrade.llm import create_llm
+
+        llm = create_llm(llm_spec, base_url=base_url)
+    cases = [("none", "none"), ("rm3", "none"), ("none", "mmr"), ("none", "threshold"), ("none", "compress")]
+    cases += [("rm3", "mmr+compress")]
+    if llm is not None:
+        cases += [("hyde", "none"), ("multi-query", "none"), ("none", "llm-rerank"), ("none", "llm-compress")]
+    print(f"transforms: {len(docs)} demo docs -> {len(chunks)} chunks, {len(queries)} pseudo-queries, k={k}")
+    with tempfile.TemporaryDirectory() as tmp:
+        build_index(chunks, os.path.join(tmp, "idx"), IndexConfig())
+        idx = load_index(os.path.join(tmp, "idx"))
+        texts = [q for q, _ in queries]
+        for ret_name in ("bm25", "dense"):
+            ret = idx.retriever(ret_name)
+            ret.retrieve(texts[:4], k)  # warm-up (model load)
+            base_t = None
+            for query, post in cases:
+                pipe = build_pipeline(idx, ret, query, post, llm=llm)
+                pipe.run(texts[:2], k)
+                t, res = timed(lambda p=pipe: p.run(texts, k))
+                golds = [gold for _, gold in queries]
+                hit = float(np.mean([g in {h.doc_id for h in r.hits} for r, g in zip(res, golds, strict=True)]))
+                fails = sum(1 for r in res if r.error)
+                base_t = t if base_t is None else base_t
+                label = f"{ret_name} query={query} post={post}"
+                print(
+                    f"  {label:<40} hit@{k} {hit:.3f} | {1000 * t / len(texts):7.2f} ms/query | "
+                    f"latency ratio {t / base_t:5.2f} | rewrite failures {fails}"
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=3000, help="demo documents to chunk")
@@ -170,13 +234,24 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=2000, help="BM25 queries")
     ap.add_argument("--ann-n", type=int, default=10000, help="vectors for the ANN comparison (0 skips it)")
     ap.add_argument("--embedders", default="minilm,minilm-onnx,minilm-bf16", help="paths to compare")
+    ap.add_argument("--tx-queries", type=int, default=300, help="queries for the transform comparison (0 skips)")
+    ap.add_argument("--tx-docs", type=int, default=300, help="demo documents indexed for the transform comparison")
+    ap.add_argument("--tx-k", type=int, default=3, help="k of the transform comparison")
+    ap.add_argument("--llm", default=None, help="PROVIDER/MODEL for the LLM transforms (skipped without)")
+    ap.add_argument("--llm-base-url", default=None, help="OpenAI-compatible server for --llm")
+    ap.add_argument("--only", choices=["bm25", "dense", "ann", "transforms"], default=None, help="run one part")
     args = ap.parse_args()
+    if args.only == "transforms":
+        bench_transforms(args.tx_docs, args.tx_queries, args.tx_k, args.llm, args.llm_base_url)
+        return
     texts, what = corpus_texts(args.docs)
     print(what)
     bench_bm25(texts, args.queries)
     ref = bench_dense(texts, args.passages, [s for s in args.embedders.split(",") if s])
     if args.ann_n > 0:
         bench_ann(ref, args.ann_n)
+    if args.tx_queries > 0:
+        bench_transforms(args.tx_docs, args.tx_queries, args.tx_k, args.llm, args.llm_base_url)
 
 
 if __name__ == "__main__":

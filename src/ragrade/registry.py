@@ -28,6 +28,22 @@ _PROVIDERS: dict[str, list[str]] = {
     "testbed": ["ragrade.robust"],
     "judge": ["ragrade.judge"],
     "exam_generator": ["ragrade.exam.generate"],
+    # one module per query transform / passage post-processor (a new one is one file and one line here)
+    "query_transform": [
+        "ragrade.retrieval.transforms",
+        "ragrade.retrieval.query_hyde",
+        "ragrade.retrieval.query_multi",
+        "ragrade.retrieval.query_rm3",
+    ],
+    "post_processor": [
+        "ragrade.retrieval.transforms",
+        "ragrade.retrieval.post_rerank",
+        "ragrade.retrieval.post_llm_rerank",
+        "ragrade.retrieval.post_mmr",
+        "ragrade.retrieval.post_threshold",
+        "ragrade.retrieval.post_compress",
+        "ragrade.retrieval.post_llm_compress",
+    ],
 }
 _loaded: set[str] = set()
 

@@ -73,6 +73,21 @@ MaxFailedOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+QueryOption = Annotated[
+    str | None, typer.Option("--query", help="Comma list of query transforms: none, hyde, multi-query, rm3.")
+]
+PostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--post",
+        help="Comma list of passage post-processing chains, each joined by '+' "
+        "(rerank, llm-rerank, mmr, threshold, compress, llm-compress), e.g. none,mmr,rerank+compress.",
+    ),
+]
+TransformLlmOption = Annotated[
+    str | None,
+    typer.Option("--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-rerank and llm-compress."),
+]
 
 
 # --- flags -> config layer -----------------------------------------------------------------------------------------
@@ -130,6 +145,8 @@ def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
         "icl": parse_ints(kw.get("icl"), "--icl"),
         "chunker": split_list(kw.get("chunkers"), "--chunkers"),
         "method": split_list(kw.get("method"), "--method"),
+        "query": split_list(kw.get("query"), "--query"),
+        "post": split_list(kw.get("post"), "--post"),
     }
     prompts = parse_pairs(kw.get("prompt"), "--prompt", default_label=True)
     if prompts:
@@ -149,6 +166,7 @@ def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
             "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
             "answer": {"score": kw.get("score"), "target": kw.get("target")},
             "llm_options": llm_options,
+            "transform_llm": kw.get("transform_llm"),
             **{
                 key: kw.get(key)
                 for key in ("seed", "icl_pool", "limit", "shard_size", "executor", "ray_address", "ray_workers")
@@ -247,6 +265,9 @@ def check_grid_failures(rows: Any, max_failed: float | None) -> None:
 
 __all__ = [
     "GridProgress",
+    "PostOption",
+    "QueryOption",
+    "TransformLlmOption",
     "check_grid_failures",
     "external_pipelines",
     "flag_layer",

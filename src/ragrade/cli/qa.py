@@ -29,11 +29,14 @@ from ragrade.cli.pipelines import (
     MaxFailedOption,
     MaxRetriesOption,
     NoCacheOption,
+    PostOption,
+    QueryOption,
     RetrieversOption,
     RunDirOption,
     SeedOption,
     ShardSizeOption,
     TimeoutOption,
+    TransformLlmOption,
     check_grid_failures,
     grid_config,
     parse_pairs,
@@ -293,13 +296,21 @@ def qa_answer(
     k: KOption = None,
     chunkers: ChunkersOption = None,
     prompt: list[str] | None = typer.Option(None, "--prompt", help="[NAME=]FILE answer template with {question}."),
+    query: QueryOption = None,
+    post: PostOption = None,
+    transform_llm: TransformLlmOption = None,
     external: ExternalOption = None,
     seed: SeedOption = None,
     icl_pool: IclPoolOption = None,
     limit: LimitOption = None,
     shard_size: ShardSizeOption = None,
     executor: ExecutorOption = None,
-    max_tokens: int = typer.Option(256, "--max-tokens", min=1, help="Answer length budget."),
+    max_tokens: str = typer.Option(
+        "256", "--max-tokens", help="Answer length budget; a comma list makes it a factor of the grid."
+    ),
+    temperature: str = typer.Option(
+        "0", "--temperature", help="Sampling temperature; a comma list makes it a factor of the grid."
+    ),
     llm_base_url: LlmBaseUrlOption = None,
     concurrency: ConcurrencyOption = None,
     no_cache: NoCacheOption = False,
@@ -317,8 +328,11 @@ def qa_answer(
     if not qa.is_file():
         raise ConfigError(f"{qa}: QA file not found")
     cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
+    generation, grid = generation_settings(max_tokens, temperature)
+    if grid:
+        cfg = cfg.model_copy(update={"grid": cfg.grid.model_copy(update=grid)})
     with GridProgress(enabled=is_tty()) as bar:
-        result = run_qa_answers(qa, cfg, out, generation={"max_tokens": max_tokens}, progress=bar.update)
+        result = run_qa_answers(qa, cfg, out, generation=generation, progress=bar.update)
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
         check_grid_failures(result.rows, max_failed)
@@ -336,6 +350,30 @@ def qa_answer(
         f"`ragrade judge {result.run_dir} --metrics ...`"
     )
     check_grid_failures(result.rows, max_failed)
+
+
+def generation_settings(max_tokens: str, temperature: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(run settings, grid axes)``: one value of --max-tokens / --temperature is a setting, several a factor."""
+    from ragrade.cli.pipelines import parse_ints
+
+    tokens = parse_ints(max_tokens, "--max-tokens") or [256]
+    try:
+        temps = [float(t) for t in split_list(temperature, "--temperature") or ["0"]]
+    except ValueError as exc:
+        raise ConfigError(f"--temperature expects numbers, got '{temperature}'") from exc
+    if any(t <= 0 for t in tokens) or any(not 0 <= t <= 2 for t in temps):
+        raise ConfigError("--max-tokens must be positive and --temperature between 0 and 2")
+    generation: dict[str, Any] = {}
+    grid: dict[str, Any] = {}
+    if len(tokens) == 1:
+        generation["max_tokens"] = tokens[0]
+    else:
+        grid["max_tokens"] = list(dict.fromkeys(tokens))
+    if len(temps) == 1:
+        generation["temperature"] = temps[0]
+    else:
+        grid["temperature"] = list(dict.fromkeys(temps))
+    return generation, grid
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,39 @@ def _open(index_dir: Path, spec: str, **opts: Any) -> Any:
     return idx, idx.retriever(spec, **_retriever_options(spec, **opts))
 
 
+QUERY_HELP = "Query transform: none (default), hyde, multi-query, rm3."
+POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, threshold, compress, llm-compress."
+
+
+def _single(value: str | None, option: str) -> str:
+    value = (value or "none").strip()
+    if not value or "," in value:
+        raise ConfigError(f"{option} takes one value here (a grid is for exam take, qa answer and run)")
+    return value
+
+
+def _pipeline(
+    idx: Any, ret: Any, query: str | None, post: str | None, llm: Any, reranker: str | None, flag: str
+) -> Any:
+    """``ret`` itself, or a RetrievalPipeline with the transform and chain (options from the flags)."""
+    q, p = _single(query, "--query"), _single(post, "--post")
+    if q == "none" and p == "none":
+        return ret
+    from ragrade.retrieval.transforms import build_pipeline, check_transforms
+
+    check_transforms(q, p, llm is not None, flag)  # names and the LLM, before anything loads
+    options = {"rerank": {"model": reranker}} if reranker else {}
+    return build_pipeline(idx, ret, q, p, llm=llm, options=options, flag=flag)
+
+
+def _transform_llm(spec: str | None, base_url: str | None) -> Any:
+    if not spec:
+        return None
+    from ragrade.llm import create_llm
+
+    return create_llm(spec, base_url=base_url)
+
+
 class _Bar:
     """A rich progress bar on a TTY, silence otherwise."""
 
@@ -147,20 +180,38 @@ def search_cmd(
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
     fusion: str = typer.Option(None, "--fusion", help="Hybrid fusion: rrf (default) or weighted."),
     rrf_k: float = typer.Option(None, "--rrf-k", min=0.0, help="RRF constant (default 60)."),
+    query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
+    post: str = typer.Option(None, "--post", help=POST_HELP),
+    transform_llm: str = typer.Option(None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-*."),
+    base_url: str = typer.Option(
+        None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
 ) -> None:
     """Search an index and print the top-k chunks."""
     _check_k(k)
     if not query.strip():
         raise ConfigError("the query is empty")
-    _, ret = _open(index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k)
-    hits = ret.retrieve([query], k)[0]
+    _single(query_tx, "--query")
+    _single(post, "--post")
+    idx, ret = _open(
+        index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k
+    )
+    llm = _transform_llm(transform_llm, base_url)
+    ret = _pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
+    got = ret.run([query], k)[0] if hasattr(ret, "run") else None
+    hits = got.hits if got is not None else ret.retrieve([query], k)[0]
+    if got is not None and got.error:
+        typer.echo(f"warning: {got.error}", err=True)
     if as_json:
         echo_json(
             {
                 "query": query,
                 "retriever": ret.name,
                 "k": k,
+                "searched": got.searched if got is not None else [query],
+                "added_terms": got.added_terms if got is not None else [],
+                "transform_error": got.error if got is not None else None,
                 "hits": [
                     {
                         "rank": h.rank,
@@ -169,6 +220,7 @@ def search_cmd(
                         "score": h.score,
                         "source": h.source,
                         "text": h.text,
+                        **({"spans": [list(s) for s in h.spans]} if h.spans is not None else {}),
                     }
                     for h in hits
                 ],
@@ -197,8 +249,13 @@ def ask_cmd(
     ),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
-    max_retries: int = typer.Option(2, "--max-retries", help="Retries of a failed LLM request."),
+    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds per LLM request attempt."),
+    max_retries: int = typer.Option(2, "--max-retries", min=0, help="Retries of a failed LLM request."),
+    query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
+    post: str = typer.Option(None, "--post", help=POST_HELP),
+    transform_llm: str = typer.Option(
+        None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-* (default: --llm)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
 ) -> None:
     """Answer questions from an index, citing chunk ids and source files."""
@@ -211,8 +268,12 @@ def ask_cmd(
     if question is not None and not question.strip():
         raise ConfigError("the question is empty")
     prompt = load_prompt(prompt_file)
+    _single(query_tx, "--query")
+    _single(post, "--post")
+    idx, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
     model = create_llm(llm or "offline/extractive", base_url=base_url, timeout=timeout, max_retries=max_retries)
-    _, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
+    tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
+    ret = _pipeline(idx, ret, query_tx, post, _transform_llm(tx_spec, base_url), reranker, "--transform-llm or --llm")
     assistant = Assistant(ret, model, k=k, prompt=prompt)
 
     failed = 0

@@ -51,13 +51,30 @@ def run_cmd(
     check: bool = typer.Option(
         False, "--check", help="Validate the config (every component name and model spec), print the plan, run nothing."
     ),
+    query: str | None = typer.Option(
+        None, "--query", help="Comma list of query transforms for the sweep (none, hyde, multi-query, rm3)."
+    ),
+    post: str | None = typer.Option(
+        None, "--post", help="Comma list of post-processing chains for the sweep, e.g. none,mmr,rerank+compress."
+    ),
+    transform_llm: str | None = typer.Option(
+        None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-rerank and llm-compress."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
 ) -> None:
     """Run a job config end to end."""
+    from ragrade.cli.common import split_list
     from ragrade.job.config import load_job_config
     from ragrade.job.runner import run_job
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
+    sweep = {
+        "query": split_list(query, "--query"),
+        "post": split_list(post, "--post"),
+        "transform_llm": transform_llm,
+    }
+    if any(v is not None for v in sweep.values()):
+        overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
     cfg = load_job_config(config, overrides)
     target = out or Path(cfg.out)
     if check:

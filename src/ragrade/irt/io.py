@@ -30,6 +30,8 @@ from ragrade.errors import DataError
 REQUIRED = ("pipeline", "question_id", "correct")
 DEFAULT_NOT_APPLICABLE: tuple[str, ...] = ("none", "")
 ALL_FACTORS = "*"  # key of a not-applicable mapping that sets the values of every factor not named
+# factors whose "none" is a real level (the untransformed query, no post-processing); "n/a" marks index-free pipelines
+FACTOR_NOT_APPLICABLE: dict[str, tuple[str, ...]] = {"query": ("n/a", ""), "post": ("n/a", "")}
 NotApplicable = Mapping[str, Sequence[str]]
 
 
@@ -75,9 +77,11 @@ class Factor:
 def not_applicable_values(name: str, spec: NotApplicable | None) -> tuple[str, ...]:
     """The not-applicable values of factor ``name`` under ``spec`` (its own entry, else ``*``, else the default)."""
     if spec is None:
-        return DEFAULT_NOT_APPLICABLE
+        return FACTOR_NOT_APPLICABLE.get(name, DEFAULT_NOT_APPLICABLE)
     if name in spec:
         return tuple(spec[name])
+    if name in FACTOR_NOT_APPLICABLE:
+        return FACTOR_NOT_APPLICABLE[name]
     if ALL_FACTORS in spec:
         return tuple(spec[ALL_FACTORS])
     return DEFAULT_NOT_APPLICABLE

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ragrade.errors import DataError
 from ragrade.io import write_json
-from ragrade.irt.io import DEFAULT_NOT_APPLICABLE
+from ragrade.irt.io import DEFAULT_NOT_APPLICABLE, not_applicable_values
 from ragrade.job.config import JobConfig
 from ragrade.job.layout import RunLayout
 from ragrade.job.stages import StageContext, sweep_config
@@ -37,8 +37,11 @@ PLAN_VERSION = 2
 
 
 def applies(df: pd.DataFrame, factor: str, not_applicable: Sequence[str] = NOT_APPLICABLE) -> pd.Series:
-    """Per row: whether ``factor`` applies (its value is not one of ``not_applicable``; the IRT model's rule)."""
-    keys = {v.strip().lower() for v in not_applicable}
+    """Per row: whether ``factor`` applies (its value is not one of ``not_applicable``; the IRT model's rule).
+
+    The query and post factors have their own not-applicable values (``n/a``; their ``none`` is a real level).
+    """
+    keys = {v.strip().lower() for v in not_applicable_values(factor, {"*": tuple(not_applicable)})}
     text = df[factor].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
     return ~text.isin(keys)
 

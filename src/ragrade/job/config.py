@@ -92,6 +92,10 @@ class SweepSection(_Section):
     icl: list[Annotated[int, Field(ge=0, le=16)]] = Field(default_factory=lambda: [0])
     k: list[Annotated[int, Field(ge=0, le=1000)]] = Field(default_factory=lambda: [3])
     chunkers: list[str] | None = None  # default: every chunking
+    query: list[str] = Field(default_factory=lambda: ["none"])  # query transforms: none, hyde, multi-query, rm3
+    post: list[str] = Field(default_factory=lambda: ["none"])  # post-processing chains, e.g. mmr, rerank+compress
+    transform_llm: str | None = None  # the LLM of hyde, multi-query, llm-rerank, llm-compress
+    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # e.g. {rm3 = {fb_terms = 5}}
     executor: str = "local"
     seed: int = 0
     icl_pool: int = Field(default=5, ge=1)

@@ -189,7 +189,17 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
     labels = s.chunkers or [c.label for c in cfg.chunkers]
     opts = cfg.llm
     layer = {
-        "grid": {"llm": s.llms, "retriever": s.retrievers, "k": s.k, "icl": s.icl, "chunker": labels},
+        "grid": {
+            "llm": s.llms,
+            "retriever": s.retrievers,
+            "k": s.k,
+            "icl": s.icl,
+            "chunker": labels,
+            "query": s.query,
+            "post": s.post,
+        },
+        "transform_llm": s.transform_llm,
+        "transform_options": s.transform_options,
         "indexes": {label: str(layout.index(label).resolve()) for label in labels},
         "llm_options": {
             "base_url": opts.base_url,

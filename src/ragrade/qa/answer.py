@@ -103,11 +103,13 @@ def build_prompt(template: str, item: QAItem, ctx: Contexts, examples: Sequence[
 
 
 def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
+    factors = spec.factors()
+    factors["query_transform"] = factors.pop("query")  # "query" is the question (the judge's field name)
     return {
         "item_id": item.id,
         "id": item.id,
         "pipeline": spec.id,
-        **spec.factors(),
+        **factors,
         "query": item.question,
         "reference": item.reference,
         "answer": None,
@@ -118,6 +120,7 @@ def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
         "gold_doc_retrieved": (item.doc_id in ctx.doc_ids) if spec.retriever != "closed" else None,
         "method": None,
         "error": ctx.error,
+        "transform_error": ctx.transform_error,
         "latency_s": 0.0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
@@ -166,8 +169,8 @@ async def qa_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: S
                     Message("system", _SYSTEM),
                     Message("user", build_prompt(template, qa[i], ctxs[i], examples)),
                 ),
-                temperature=float(opts.get("temperature", 0.0)),
-                max_tokens=int(opts.get("max_tokens", 256)),
+                temperature=float(opts.get("temperature", 0.0) if pipe.temperature is None else pipe.temperature),
+                max_tokens=int(opts.get("max_tokens", 256) if pipe.max_tokens is None else pipe.max_tokens),
                 seed=int(context.get("seed", 0)),
                 question=qa[i].question,
                 passages=tuple(ctxs[i].passages),

@@ -27,9 +27,14 @@ SUMMARY_COLUMNS = (
     "icl",
     "chunker",
     "prompt",
+    "query_transform",
+    "post",
+    "temperature",
+    "max_tokens",
     "n",
     "n_answered",
     "n_errors",
+    "n_transform_failures",
     "n_refusals",
     "hit_rate",
     "hit_low",
@@ -77,10 +82,15 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
             **dict.fromkeys(SUMMARY_COLUMNS),
             "schema_version": 1,
             "pipeline": pid,
-            **{k: first.get(k) for k in ("llm", "retriever", "k", "icl", "chunker", "prompt")},
+            **{
+                k: first.get(k)
+                for k in ("llm", "retriever", "k", "icl", "chunker", "prompt", "query_transform", "post")
+            },
+            **{k: first.get(k) for k in ("temperature", "max_tokens")},
             "n": len(rs),
             "n_answered": len(answered),
             "n_errors": sum(1 for r in rs if r.get("error")),
+            "n_transform_failures": sum(1 for r in rs if r.get("transform_error")),
             "n_refusals": sum(1 for r in answered if REJECTION_SENTENCE in (r["answer"] or "")),
         }
         if hits:
@@ -128,7 +138,19 @@ def run_qa_answers(
     manifest = build_manifest(
         "qa-answer",
         cfg,
-        {f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+        {
+            **{f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+            **{  # the query transform and post chain of each pipeline, with their options
+                f"transforms:{s.chunker}:{s.retriever}:query={s.query}:post={s.post}": {
+                    "query": s.query,
+                    "post": s.post,
+                    "transform_llm": cfg.transform_llm,
+                    "options": cfg.transform_options,
+                }
+                for s in specs
+                if s.transformed
+            },
+        },
         {"seed": cfg.seed, "icl_pool": pool},
         {"qa": str(qa_path)},
         indexes=cfg.indexes,
@@ -158,6 +180,7 @@ def run_qa_answers(
         n_rows=len(rows),
         n_new_rows=added,
         n_errors=sum(1 for r in rows if r.get("error")),
+        n_transform_failures=sum(1 for r in rows if r.get("transform_error")),
     )
     write_manifest(run_dir, manifest)
     return QAAnswerResult(run_dir, order, len(ids), added, summary, rows)

@@ -16,6 +16,7 @@ from ragrade.io import atomic_write_text, now_iso
 from ragrade.report.html import Section, render_page
 from ragrade.report.sections_adaptive import cost_section
 from ragrade.report.sections_core import exam_section, leaderboard, topics
+from ragrade.report.sections_factors import transforms_section
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sections_judge_trust import trust
 from ragrade.report.sections_more import judges, robustness, run_info
@@ -27,10 +28,12 @@ KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "
 def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
     """Every section of the report for ``run_dir``."""
     files = RunFiles.for_dir(Path(run_dir))
+    transforms = transforms_section(files)  # only when the run varies a query transform or post-processing
     return [
         leaderboard(files, top),
         cost_section(files),
         irt_section(files),
+        *([transforms] if transforms is not None else []),
         topics(files),
         exam_section(files),
         robustness(files),

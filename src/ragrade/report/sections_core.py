@@ -38,7 +38,7 @@ def short_pipeline(pid: str) -> str:
     llm = parts.get("llm")
     if llm:
         bits.insert(0, llm)
-    for extra in ("prompt", "method"):
+    for extra in ("prompt", "method", "query", "post", "temperature", "max_tokens"):
         if extra in parts:
             bits.append(f"{extra}={parts[extra]}")
     return " · ".join(bits)

@@ -67,6 +67,7 @@ class Answer:
     extractive: bool
     cited: list[int] = field(default_factory=list)
     error: str | None = None
+    transform_error: str | None = None  # a query rewrite / post-processing step that failed and fell back
 
     def citations(self) -> list[dict[str, Any]]:
         """The passages the answer cites (all passages when it cites none explicitly)."""
@@ -90,6 +91,7 @@ class Answer:
             "llm": self.llm,
             "mode": "extractive-baseline" if self.extractive else "generated",
             "error": self.error,
+            "transform_error": self.transform_error,
             "citations": self.citations(),
             "passages": [
                 {
@@ -99,6 +101,7 @@ class Answer:
                     "source": h.source,
                     "score": h.score,
                     "text": h.text,
+                    **({"spans": [list(s) for s in h.spans]} if h.spans is not None else {}),
                 }
                 for h in self.hits
             ],
@@ -130,7 +133,12 @@ class Assistant:
         question = question.strip()
         if not question:
             raise ConfigError("the question is empty")
-        hits = self.retriever.retrieve([question], self.k)[0]
+        tx_error = None
+        if hasattr(self.retriever, "run"):  # a RetrievalPipeline: also reports failed rewrites
+            got = self.retriever.run([question], self.k)[0]
+            hits, tx_error = got.hits, got.error
+        else:
+            hits = self.retriever.retrieve([question], self.k)[0]
         text = self.prompt.replace("{passages}", format_passages(hits) or "(no passages)")
         text = text.replace("{question}", question)
         req = GenerationRequest(
@@ -144,12 +152,12 @@ class Assistant:
         comp = generate(self.llm, [req])[0]
         name = str(getattr(self.llm, "name", "llm"))
         if not comp.ok:
-            return Answer(question, "", hits, name, self.extractive, error=comp.error)
+            return Answer(question, "", hits, name, self.extractive, error=comp.error, transform_error=tx_error)
         answer = (comp.text or "").strip()
         cited = [int(m) for m in dict.fromkeys(_CITE.findall(answer))]
         if self.extractive:  # the reader quotes a passage sentence: cite the passage it came from
             cited = [n for n, h in enumerate(hits, start=1) if answer and answer in h.text][:1]
-        return Answer(question, answer, hits, name, self.extractive, cited=cited)
+        return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error)
 
 
 def render(ans: Answer) -> str:
@@ -157,6 +165,8 @@ def render(ans: Answer) -> str:
     lines: list[str] = []
     if ans.extractive:
         lines.append("Extractive baseline (no LLM configured; pass --llm PROVIDER/MODEL for generated answers)")
+    if ans.transform_error:
+        lines.append(f"Warning: {ans.transform_error}")
     if ans.error:
         lines.append(f"Answer failed: {ans.error}")
     else:

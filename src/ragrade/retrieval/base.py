@@ -20,6 +20,8 @@ class Hit:
     rank: int
     text: str
     source: str = ""
+    # character offsets into the chunk's text of the parts ``text`` keeps (set by extractive compression)
+    spans: tuple[tuple[int, int], ...] | None = None
 
 
 @runtime_checkable

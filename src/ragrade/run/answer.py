@@ -113,6 +113,7 @@ def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
         "output": None,
         "parse_failed": False,
         "error": ctx.error,
+        "transform_error": ctx.transform_error,
         "latency_s": 0.0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
@@ -203,8 +204,8 @@ async def _by_generation(
         reqs.append(
             GenerationRequest(
                 messages=(Message("system", system), Message("user", user)),
-                temperature=cfg.temperature,
-                max_tokens=cfg.max_tokens,
+                temperature=cfg.temperature if spec.temperature is None else spec.temperature,
+                max_tokens=cfg.max_tokens if spec.max_tokens is None else spec.max_tokens,
                 seed=res.seed,
                 question=q.question,
                 passages=tuple(ctxs[i].passages),

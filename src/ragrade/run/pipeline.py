@@ -41,6 +41,7 @@ class Contexts:
     doc_ids: list[str] = field(default_factory=list)
     error: str | None = None
     external: ExternalResult | None = None
+    transform_error: str | None = None  # a query rewrite or post-processing step that failed and fell back
 
 
 def icl_examples(question_id: str, pool: Sequence[Question], n: int, seed: int) -> list[Question]:
@@ -80,6 +81,7 @@ class Resources:
         self.seed = int(context.get("seed", 0))
         self._indexes: dict[str, Any] = {}
         self._retrievers: dict[tuple[str, str], Any] = {}
+        self._pipelines: dict[tuple[str, str, str, str], Any] = {}
         self._llms: dict[str, Any] = {}
         self._templates: dict[str, PromptTemplate] = {}
         self._external: dict[str, ExternalSystem] = {}
@@ -127,6 +129,23 @@ class Resources:
             self._retrievers[key] = idx.retriever(spec, **self.context.get("retriever_options", {}))
         return self._retrievers[key]
 
+    def retrieval(self, spec: PipelineSpec) -> Any:
+        """The :class:`~ragrade.retrieval.transforms.RetrievalPipeline` of ``spec`` (query transform, post chain)."""
+        key = (spec.chunker, spec.retriever, spec.query, spec.post)
+        if key not in self._pipelines:
+            from ragrade.retrieval.transforms import build_pipeline
+
+            tx_llm = self.context.get("transform_llm")
+            self._pipelines[key] = build_pipeline(
+                self.index(spec.chunker),
+                self.retriever(spec.chunker, spec.retriever),
+                spec.query,
+                spec.post,
+                llm=self.llm(tx_llm) if tx_llm else None,
+                options=self.context.get("transform_options") or {},
+            )
+        return self._pipelines[key]
+
     def template(self, name: str) -> PromptTemplate:
         """The prompt template called ``name``."""
         if name not in self._templates:
@@ -166,6 +185,8 @@ class Resources:
                 )
                 for r in results
             ]
+        if spec.transformed:
+            return await self._transformed(spec, questions)
         retriever = self.retriever(spec.chunker, spec.retriever)
         try:
             hits = retriever.retrieve([q.question for q in questions], spec.k)
@@ -180,6 +201,25 @@ class Resources:
         return [
             Contexts(passages=[h.text for h in hl], chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
             for hl in hits
+        ]
+
+    async def _transformed(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        pipe = self.retrieval(spec)
+        try:
+            results = await pipe.arun([q.question for q in questions], spec.k)
+        except _FATAL:
+            raise
+        except Exception as exc:  # recorded on every row of the batch, never dropped
+            msg = f"retrieval failed: {type(exc).__name__}: {exc}"[:500]
+            return [Contexts(error=msg) for _ in questions]
+        return [
+            Contexts(
+                passages=[h.text for h in r.hits],
+                chunk_ids=[h.chunk_id for h in r.hits],
+                doc_ids=[h.doc_id for h in r.hits],
+                transform_error=r.error,
+            )
+            for r in results
         ]
 
     def _oracle(self, q: Question) -> Contexts:

@@ -29,6 +29,8 @@ NO_INDEX = "none"
 # retrievers that need no index: closed book (no context) and oracle (the question's source chunk)
 INDEX_FREE = ("closed", "oracle")
 EXTERNAL_PREFIX = "external:"
+NO_TRANSFORM = "none"  # the untransformed query / no post-processing (a real level of the query and post factors)
+NOT_APPLICABLE = "n/a"  # the query and post factors of pipelines that search no index (closed, oracle, external)
 
 AnswerMethod = Literal["auto", "loglikelihood", "generate"]
 ScoreNorm = Literal["auto", "per_char", "per_token", "sum"]
@@ -46,8 +48,12 @@ class PipelineSpec(BaseModel):
     chunker: str = NO_INDEX
     prompt: str = "default"
     method: AnswerMethod = "auto"
+    query: str = NO_TRANSFORM  # query transform: none, hyde, multi-query, rm3
+    post: str = NO_TRANSFORM  # passage post-processing chain, e.g. rerank+compress
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # None: the run's setting
+    max_tokens: int | None = Field(default=None, ge=1, le=8192)  # None: the run's setting
 
-    @field_validator("llm", "retriever", "chunker", "prompt")
+    @field_validator("llm", "retriever", "chunker", "prompt", "query", "post")
     @classmethod
     def _no_separators(cls, v: str) -> str:
         v = v.strip()
@@ -68,12 +74,13 @@ class PipelineSpec(BaseModel):
     def normalised(self) -> PipelineSpec:
         """The same pipeline with factors that do not apply set to their canonical values."""
         upd: dict[str, Any] = {}
+        no_tx = {"query": NO_TRANSFORM, "post": NO_TRANSFORM}
         if self.retriever == "closed":
-            upd = {"k": 0, "chunker": NO_INDEX}
+            upd = {"k": 0, "chunker": NO_INDEX, **no_tx}
         elif self.retriever == "oracle":
-            upd = {"k": 1, "chunker": NO_INDEX}
+            upd = {"k": 1, "chunker": NO_INDEX, **no_tx}
         elif self.is_external:
-            upd = {"chunker": NO_INDEX}
+            upd = {"chunker": NO_INDEX, **no_tx}
         elif self.k == 0:
             raise ConfigError(f"retriever '{self.retriever}' needs k >= 1")
         return self.model_copy(update=upd) if upd else self
@@ -92,6 +99,12 @@ class PipelineSpec(BaseModel):
             parts.append(f"prompt={self.prompt}")
         if self.method != "auto":
             parts.append(f"method={self.method}")
+        for name in ("query", "post"):
+            if getattr(self, name) != NO_TRANSFORM:
+                parts.append(f"{name}={getattr(self, name)}")
+        for name in ("temperature", "max_tokens"):
+            if getattr(self, name) is not None:
+                parts.append(f"{name}={getattr(self, name)}")
         return "|".join(parts)
 
     def factors(self) -> dict[str, Any]:
@@ -103,7 +116,15 @@ class PipelineSpec(BaseModel):
             "icl": self.icl,
             "chunker": self.chunker,
             "prompt": self.prompt,
+            "query": self.query if self.needs_index else NOT_APPLICABLE,
+            "post": self.post if self.needs_index else NOT_APPLICABLE,
+            **{n: getattr(self, n) for n in ("temperature", "max_tokens") if getattr(self, n) is not None},
         }
+
+    @property
+    def transformed(self) -> bool:
+        """True when the pipeline rewrites its query or post-processes its passages."""
+        return self.query != NO_TRANSFORM or self.post != NO_TRANSFORM
 
     @classmethod
     def from_id(cls, pid: str) -> PipelineSpec:
@@ -132,6 +153,10 @@ class GridConfig(BaseModel):
     chunker: list[str] | None = None  # index labels; default: every index
     prompt: list[str] = Field(default_factory=lambda: ["default"])
     method: list[AnswerMethod] = Field(default_factory=lambda: list[AnswerMethod](["auto"]))
+    query: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # query transforms
+    post: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # post-processing chains
+    temperature: list[float | None] = Field(default_factory=lambda: list[float | None]([None]))
+    max_tokens: list[int | None] = Field(default_factory=lambda: list[int | None]([None]))
 
 
 class AnswerConfig(BaseModel):
@@ -160,6 +185,8 @@ class SweepConfig(BaseModel):
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     llm_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of create_llm
     retriever_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of Index.retriever
+    transform_llm: str | None = None  # the LLM of hyde, multi-query, llm-rerank, llm-compress
+    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # transform name -> its options
     seed: int = 0
     icl_pool: int = Field(default=5, ge=1)  # questions held out as few-shot examples when any ICL > 0
     limit: int | None = Field(default=None, ge=1)  # take only the first N questions (after the hold-out)
@@ -192,14 +219,26 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
         g = cfg.grid
         chunkers = g.chunker if g.chunker is not None else (labels or [NO_INDEX])
         raw = []
-        for llm, ret, k, icl, chunker, prompt, method in itertools.product(
-            g.llm, g.retriever, g.k, g.icl, chunkers, g.prompt, g.method
-        ):
-            try:
-                spec = PipelineSpec(llm=llm, retriever=ret, k=k, icl=icl, chunker=chunker, prompt=prompt, method=method)
-            except ValidationError as exc:
-                raise ConfigError(f"invalid pipeline: {describe_validation(exc)}") from exc
-            raw.append(spec)
+        axes = (g.llm, g.retriever, g.k, g.icl, chunkers, g.prompt, g.method, g.query, g.post, g.temperature)
+        for llm, ret, k, icl, chunker, prompt, method, query, post, temp in itertools.product(*axes):
+            for max_tokens in g.max_tokens:
+                try:
+                    spec = PipelineSpec(
+                        llm=llm,
+                        retriever=ret,
+                        k=k,
+                        icl=icl,
+                        chunker=chunker,
+                        prompt=prompt,
+                        method=method,
+                        query=query,
+                        post=post,
+                        temperature=temp,
+                        max_tokens=max_tokens,
+                    )
+                except ValidationError as exc:
+                    raise ConfigError(f"invalid pipeline: {describe_validation(exc)}") from exc
+                raw.append(spec)
     out: list[PipelineSpec] = []
     seen: set[str] = set()
     for spec in raw:
@@ -228,6 +267,11 @@ def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
             raise ConfigError(f"external pipeline '{name}' is not defined; pass --external {name}=TARGET")
     if spec.prompt != "default" and spec.prompt not in cfg.prompts:
         raise ConfigError(f"prompt '{spec.prompt}' is not defined; pass --prompt FILE or a [prompts] table")
+    if spec.transformed:
+        from ragrade.retrieval.transforms import check_transforms
+
+        where = " (in a config file: transform_llm = ...)"
+        check_transforms(spec.query, spec.post, cfg.transform_llm is not None, where=where)
 
 
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
@@ -256,7 +300,9 @@ def fingerprint(obj: Any) -> str:
 __all__ = [
     "EXTERNAL_PREFIX",
     "INDEX_FREE",
+    "NOT_APPLICABLE",
     "NO_INDEX",
+    "NO_TRANSFORM",
     "AnswerConfig",
     "GridConfig",
     "PipelineSpec",

@@ -21,7 +21,7 @@ RESPONSES_FILE = "responses.parquet"
 SUMMARY_FILE = "summary.csv"
 SUMMARY_BY_TAG_FILE = "summary_by_tag.csv"
 RESPONSES_VERSION = 1
-FACTORS = ("llm", "retriever", "k", "icl", "chunker", "prompt")
+FACTORS = ("llm", "retriever", "k", "icl", "chunker", "prompt", "query", "post", "temperature", "max_tokens")
 # columns that legitimately differ between two runs of the same sweep
 VOLATILE_COLUMNS = ("latency_s", "cached")
 
@@ -36,6 +36,8 @@ RESPONSES_SCHEMA = pa.schema(
         ("icl", pa.int64()),
         ("chunker", pa.string()),
         ("prompt", pa.string()),
+        ("query", pa.string()),
+        ("post", pa.string()),
         ("question_id", pa.string()),
         ("method", pa.string()),
         ("chosen", pa.int64()),
@@ -53,6 +55,7 @@ RESPONSES_SCHEMA = pa.schema(
         ("output", pa.string()),
         ("parse_failed", pa.bool_()),
         ("error", pa.string()),
+        ("transform_error", pa.string()),
         ("latency_s", pa.float64()),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
@@ -136,6 +139,8 @@ def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFr
         first = g.iloc[0]
         row: dict[str, Any] = {"pipeline": pid, **{f: first[f] for f in FACTORS if f in g}}
         row.update(_accuracy_row(g))
+        if "transform_error" in g:
+            row["n_transform_failures"] = int(g["transform_error"].notna().sum())
         methods = sorted(str(m) for m in g["method"].dropna().unique()) if "method" in g else []
         row["method"] = "+".join(methods) if methods else "none"
         if "latency_s" in g:

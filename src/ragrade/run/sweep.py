@@ -243,6 +243,8 @@ def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
         "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
         "llm_options": dict(cfg.llm_options),
         "retriever_options": dict(cfg.retriever_options),
+        **({"transform_llm": cfg.transform_llm} if cfg.transform_llm else {}),
+        **({"transform_options": dict(cfg.transform_options)} if cfg.transform_options else {}),
         "seed": cfg.seed,
         "icl_pool": list(pool),
     }
@@ -275,6 +277,9 @@ def _components(context: Mapping[str, Any], specs: Sequence[PipelineSpec], local
         key = f"retriever:{spec.chunker}:{spec.retriever}"
         if spec.needs_index and key not in out:
             out[key] = _describe(res.retriever, spec.chunker, spec.retriever) if res else {"spec": spec.retriever}
+        key = f"transforms:{spec.chunker}:{spec.retriever}:query={spec.query}:post={spec.post}"
+        if spec.transformed and key not in out:  # the query transform and post chain with their arguments
+            out[key] = _describe(res.retrieval, spec) if res else {"query": spec.query, "post": spec.post}
     return out
 
 
@@ -397,6 +402,7 @@ def _finalise(
         n_new_rows=added,
         n_errors=int(df["error"].notna().sum()),
         n_parse_failures=int(df["parse_failed"].sum()),
+        n_transform_failures=int(df["transform_error"].notna().sum()) if "transform_error" in df else 0,
     )
     write_manifest(run_dir, manifest)
     return SweepResult(run_dir, order, len(items), added, df, summary)
