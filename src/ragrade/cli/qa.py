@@ -325,10 +325,10 @@ def qa_answer(
     """
     from ragrade.qa.run import run_qa_answers
 
+    generation, grid = generation_settings(max_tokens, temperature)  # options first, then files
     if not qa.is_file():
         raise ConfigError(f"{qa}: QA file not found")
     cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
-    generation, grid = generation_settings(max_tokens, temperature)
     if grid:
         cfg = cfg.model_copy(update={"grid": cfg.grid.model_copy(update=grid)})
     with GridProgress(enabled=is_tty()) as bar:
