@@ -28,6 +28,7 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
         ('[sweep]\nretrievers = ["bm25", "hybird"]\n', "[sweep] retrievers"),
         ('[sweep]\nllms = ["offline/student", "offline/studnet"]\n', "[sweep] llms"),
         ('[robust]\nllms = ["nosuch/model"]\n', "[robust] llms"),
+        ('[judge]\nenabled = true\nmetrics = ["correctness"]\njudge_llm = "offline/judge"\n', "[judge] judge_llm"),
     ],
 )
 def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(
@@ -50,4 +51,10 @@ def test_check_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.C
     assert all(s["action"] == "run" for s in plan["stages"])
     assert not (tmp_path / "run").exists()
     assert main(["run", "--check", str(cfg)]) == 0
+    assert "config is valid" in capsys.readouterr().out
+
+
+def test_the_offline_claims_judge_is_a_valid_judge_llm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _config(tmp_path, '[judge]\nenabled = true\nmetrics = ["claims", "exact"]\njudge_llm = "offline/judge"\n')
+    assert main(["run", str(cfg), "--check"]) == 0
     assert "config is valid" in capsys.readouterr().out

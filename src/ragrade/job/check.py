@@ -67,6 +67,8 @@ def _check_retriever(spec: str) -> None:
 def check_job(cfg: JobConfig) -> None:
     """Raise a ConfigError for the first bad component name or model spec of ``cfg`` (see the module)."""
     from ragrade.irt.model import MODELS
+    from ragrade.judge import LLM_METRICS
+    from ragrade.judge.claims import OFFLINE_JUDGE
 
     llm_kwargs = {
         "base_url": cfg.llm.base_url,
@@ -101,7 +103,12 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[judge] answer_llms", llm_kwargs)
         for r in cfg.judge.retrievers:
             _check_retriever(r)
-        if cfg.judge.judge_llm:
+        if cfg.judge.judge_llm == OFFLINE_JUDGE:
+            bad = [m for m in cfg.judge.metrics if m in LLM_METRICS and m != "claims"]
+            if bad:
+                raise ConfigError(f"[judge] judge_llm: {OFFLINE_JUDGE} is the offline claims baseline; "
+                                  f"metric(s) {', '.join(bad)} need a real judge LLM")
+        elif cfg.judge.judge_llm:
             check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_kwargs)
         if cfg.judge.qa_llm.strip().lower() != "offline":
             check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_kwargs)
