@@ -187,3 +187,13 @@ def test_run_command_overrides_query_and_post(monkeypatch: pytest.MonkeyPatch) -
     sweep = seen["sweep"]
     assert sweep.query == ["none", "hyde"] and sweep.post == ["rerank+compress"] and sweep.transform_llm == "openai/m"
     assert sweep.transform_options["rm3"] == {"fb_docs": 3, "fb_terms": 8}  # the file's table is kept
+
+
+def test_report_leaves_the_section_out_when_only_n_a_varies(exam_and_index: tuple[Path, Path], tmp_path: Path) -> None:
+    from ragrade.report.render import render_report
+
+    exam, idx = exam_and_index
+    out = tmp_path / "run"
+    args = ["exam", "take", str(exam), "--out", str(out), "--index", f"small={idx}", "--llm", LL, "--k", "1"]
+    assert main([*args, "--retrievers", "closed,bm25,oracle"]) == 0  # query/post: none, and n/a for closed/oracle
+    assert "Query transforms and passage post-processing" not in render_report(out)

@@ -96,6 +96,11 @@ def _effect_diff(irt: dict[str, Any], factor: str, level: str) -> tuple[float | 
     return float(a["estimate"]) - float(b["estimate"]), se
 
 
+def _levels(col: pd.Series) -> set[str]:
+    """The levels a factor takes where it applies (``n/a``: closed book, oracle, external)."""
+    return set(col.dropna().astype(str)) - {"n/a"}
+
+
 def transforms_section(files: RunFiles) -> Section | None:
     """The section, or None when the run varies no query transform or post-processing."""
     if not files.has(RESPONSES):
@@ -103,7 +108,7 @@ def transforms_section(files: RunFiles) -> Section | None:
     from ragrade.run.summary import read_responses
 
     df = read_responses(files.path(RESPONSES))
-    factors = [f for f in TRANSFORM_FACTORS if f in df.columns and df[f].dropna().astype(str).nunique() > 1]
+    factors = [f for f in TRANSFORM_FACTORS if f in df.columns and len(_levels(df[f])) > 1]
     if not factors:
         return None
     sec = Section("transforms", "Query transforms and passage post-processing")
