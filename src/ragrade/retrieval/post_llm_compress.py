@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ragrade.retrieval.base import Hit
-from ragrade.retrieval.transforms import POST_KIND, Processed, ask_llm, transform
+from ragrade.retrieval.transforms import POST_KIND, Processed, ask_per_passage, transform
 
 SYSTEM = "You condense passages for a question-answering system without adding anything."
 USER = (
@@ -34,12 +34,9 @@ class LLMCompress:
 
     async def process(self, queries: Sequence[str], hits: list[list[Hit]], k: int) -> Processed:
         """Each hit's text condensed (dropped on NONE; kept as it was when its request failed)."""
-        prompts, qs = [], []
-        for q, hl in zip(queries, hits, strict=True):
-            for h in hl:
-                prompts.append((SYSTEM, USER.replace("{question}", q).replace("{passage}", h.text.strip())))
-                qs.append(q)
-        comps = await ask_llm(self.llm, prompts, task="llm-compress", max_tokens=self.max_tokens, questions=qs)
+        comps = await ask_per_passage(
+            self.llm, SYSTEM, USER, queries, hits, task="llm-compress", max_tokens=self.max_tokens
+        )
         out: list[list[Hit]] = []
         errors: list[str | None] = []
         at = 0

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ragrade.retrieval.base import Hit
-from ragrade.retrieval.transforms import POST_KIND, Processed, ask_llm, transform
+from ragrade.retrieval.transforms import POST_KIND, Processed, ask_per_passage, transform
 
 SYSTEM = "You judge whether passages help answer questions. You reply with a single number."
 USER = (
@@ -41,12 +41,9 @@ class LLMRerank:
 
     async def process(self, queries: Sequence[str], hits: list[list[Hit]], k: int) -> Processed:
         """Each list sorted by LLM score (the new ``score``); ties keep the incoming order."""
-        prompts, qs = [], []
-        for q, hl in zip(queries, hits, strict=True):
-            for h in hl:
-                prompts.append((SYSTEM, USER.replace("{question}", q).replace("{passage}", h.text.strip())))
-                qs.append(q)
-        comps = await ask_llm(self.llm, prompts, task="llm-rerank", max_tokens=self.max_tokens, questions=qs)
+        comps = await ask_per_passage(
+            self.llm, SYSTEM, USER, queries, hits, task="llm-rerank", max_tokens=self.max_tokens
+        )
         out: list[list[Hit]] = []
         errors: list[str | None] = []
         at = 0

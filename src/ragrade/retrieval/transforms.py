@@ -411,6 +411,19 @@ async def ask_llm(
     return list(await llm.agenerate(reqs)) if reqs else []
 
 
+async def ask_per_passage(
+    llm: Any, system: str, user: str, queries: Sequence[str], hits: Sequence[Sequence[Hit]], *, task: str,
+    max_tokens: int,
+) -> list[Any]:
+    """One completion per (query, passage), in hit order: ``user`` with ``{question}`` and ``{passage}`` filled."""
+    prompts, qs = [], []
+    for q, hl in zip(queries, hits, strict=True):
+        for h in hl:
+            prompts.append((system, user.replace("{question}", q).replace("{passage}", h.text.strip())))
+            qs.append(q)
+    return await ask_llm(llm, prompts, task=task, max_tokens=max_tokens, questions=qs)
+
+
 def failure(name: str, comp: Any) -> str:
     """The message of a failed rewrite (an empty reply counts as a failure)."""
     why = comp.error if comp.error else "empty reply"
@@ -435,6 +448,7 @@ __all__ = [
     "Retrieved",
     "Similarity",
     "ask_llm",
+    "ask_per_passage",
     "build_pipeline",
     "check_transforms",
     "create_post_chain",
