@@ -9,23 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.report.cdp import FLAGS
 from tests.report.report_fixtures import make_run
 
 from ragrade.report.render import write_report
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-default-apps",
-    "--disable-extensions",
-]
 
 
 def _chromium() -> str:
