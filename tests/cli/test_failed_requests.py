@@ -85,7 +85,7 @@ def test_exam_take_failures_are_missing_exit_3_and_the_rerun_asks_exactly_them(
         srv.reset_counters()
         assert main(_take(exam, srv.base_url, out)) == 0  # the server recovered
         assert srv.requests_by_path[CHAT] == 2  # exactly the failed items were asked again
-        assert "(2 new answers)" in capsys.readouterr().out
+        assert "(2 new rows)" in capsys.readouterr().out
         df = pd.read_parquet(out / "responses.parquet")
         assert df["error"].isna().all() and (df["correct"] == 1).all()
         srv.reset_counters()

@@ -70,7 +70,7 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path):
     assert progress == sorted(progress)  # finished rows are never lost
     final = subprocess.run(_cmd(exam, dir_), env=_env(), capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
-    assert f"({4 * 35 - progress[-1]} new answers)" in final.stdout  # nothing finished was redone
+    assert f"({4 * 35 - progress[-1]} new rows)" in final.stdout  # nothing finished was redone
     vol = list(VOLATILE_COLUMNS)
     got, want = read_responses(dir_).drop(columns=vol), read_responses(ref_dir).drop(columns=vol)
     pd.testing.assert_frame_equal(got, want)

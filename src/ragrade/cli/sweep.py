@@ -119,11 +119,10 @@ def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> No
     width = max(len(str(p)) for p in summary["pipeline"])
     typer.echo(f"{'pipeline':<{width}}  {'n':>5}  {'acc':>6}  95% CI           failed  parse-fail")
     for r in summary[cols].itertuples(index=False):
-        typer.echo(
-            f"{r.pipeline:<{width}}  {r.n:>5}  {r.accuracy:6.1%}  [{r.ci_low:5.1%}, {r.ci_high:5.1%}]  "
-            f"{r.n_errors:>6}  {r.n_parse_failures:>10}"
-        )
-    typer.echo(f"run directory: {run_dir} ({added} new answers)")
+        acc = f"{r.accuracy:6.1%}  [{r.ci_low:5.1%}, {r.ci_high:5.1%}]" if r.n else f"{'-':>6}  {'(no answer)':<15}"
+        typer.echo(f"{r.pipeline:<{width}}  {r.n:>5}  {acc}  {r.n_errors:>6}  {r.n_parse_failures:>10}")
+    failed = int(summary["n_errors"].sum())
+    typer.echo(f"run directory: {run_dir} ({added} new rows" + (f"; {failed} failed in all)" if failed else ")"))
     if int(summary["n_errors"].sum()):
         typer.echo("(n counts answered questions; failed requests are missing, not wrong: rerun to ask them again)")
 
