@@ -11,7 +11,7 @@ chain with ``invoke(dict) -> str``.
 
 LangChain is an optional extra, never a ragrade dependency::
 
-    pip install langchain-core langchain-community rank_bm25
+    pip install 'ragrade[langchain]' rank_bm25
     RAGRADE_LC_CHUNKS=runs/demo/chunks/recursive-200.jsonl PYTHONPATH=examples \\
         ragrade exam take runs/demo/exam/exam.jsonl --out runs/lc \\
         --external lc=langchain_rag:answer --retrievers bm25,external:lc --index runs/demo/index/recursive-200
@@ -82,7 +82,7 @@ def build_pipeline() -> tuple[Any, Any]:
         from langchain_core.documents import Document
     except ImportError as exc:  # the framework is an optional extra
         raise ImportError(
-            "this example needs LangChain: pip install langchain-core langchain-community rank_bm25"
+            "this example needs LangChain: pip install 'ragrade[langchain]' rank_bm25"
         ) from exc
     path = os.environ.get("RAGRADE_LC_CHUNKS")
     if not path:
