@@ -19,7 +19,10 @@ _FACTORS = typer.Option(None, "--factors", help="Comma-separated factor columns 
 _PRIOR = typer.Option("weak", "--prior", help="weak (MAP, the default) or none (joint maximum likelihood).")
 _BOUNDS = typer.Option(None, "--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
 _SE = typer.Option(
-    "observed", "--se", help="observed, sandwich (robust SEs of factor effects), bootstrap (over items) or none."
+    "observed",
+    "--se",
+    help="observed, sandwich (robust SEs of factor effects), bootstrap (over items), parametric (refits of responses "
+    "simulated from the fit: includes the uncertainty of the logit unit) or none.",
 )
 _BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
 _SOLVER = typer.Option(
@@ -130,7 +133,7 @@ def fit_cmd(
     prior: str = _PRIOR,
     bounds: str | None = _BOUNDS,
     se: str = _SE,
-    n_boot: int = typer.Option(50, "--n-boot", min=1, help="Bootstrap replicates for --se bootstrap."),
+    n_boot: int = typer.Option(50, "--n-boot", min=1, help="Replicates for --se bootstrap or parametric."),
     backend: str = _BACKEND,
     solver: str = _SOLVER,
     max_iter: int = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver."),

@@ -258,6 +258,8 @@ def fit_irt(
     result = fit_responses(resp, cfg, init=init)
     if cfg.se == "bootstrap":
         bootstrap_se(resp, cfg, result)
+    elif cfg.se == "parametric":
+        parametric_se(resp, cfg, result)
     result.timings = {"read": t_read, "fit": float(result.fit.get("time_s", 0.0)), **result.timings}
     result.timings["fit_se_stats"] = time.perf_counter() - t0 - t_read  # fit, SEs, statistics and flags
     if out is not None:
@@ -276,28 +278,54 @@ def bootstrap_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResul
     """Replace ability and effect SEs by a bootstrap over items (refits warm-started from ``result``)."""
     rng = np.random.default_rng(cfg.seed)
     sub_cfg = replace(cfg, se="none")
-    thetas, effs = [], []
-    n_conv = 0
+    refits = []
     for _ in range(cfg.n_boot):
         idx = rng.integers(0, len(data.items), len(data.items))
-        res = fit_responses(data.subset_items(idx.tolist()), sub_cfg, init=result, compute_se=False)
-        n_conv += int(res.converged)
-        thetas.append(res.theta)
-        effs.append({f: [v[0] for v in lv.values()] for f, lv in res.effects.items()})
-    result.theta_se = np.asarray(np.std(thetas, axis=0, ddof=1))
+        refits.append(fit_responses(data.subset_items(idx.tolist()), sub_cfg, init=result, compute_se=False))
+    n_conv = _apply_replicates(data, cfg, result, refits, "se_bootstrap")
+    result.se_method = f"bootstrap over items (B={cfg.n_boot}, {n_conv} refits converged)"
+    return result
+
+
+def parametric_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResult:
+    """Replace ability and effect SEs by a parametric bootstrap.
+
+    ``cfg.n_boot`` response matrices are drawn from the fitted model (same missing cells as the data),
+    each refitted warm-started from ``result``; every refit sets its own scale (priors / anchoring), so
+    the SDs include the variation of the logit unit itself, which the observed and sandwich SEs treat as known.
+    """
+    from ragrade.irt.simulate import sample_matrix
+
+    rng = np.random.default_rng(cfg.seed)
+    sub_cfg = replace(cfg, se="none")
+    missing = data.R < 0
+    refits = []
+    for _ in range(cfg.n_boot):
+        R = sample_matrix(result.theta, result.discrimination, result.difficulty, result.guessing, rng)
+        R[missing] = -1
+        refits.append(fit_responses(replace(data, R=R), sub_cfg, init=result, compute_se=False))
+    n_conv = _apply_replicates(data, cfg, result, refits, "se_parametric")
+    result.se_method = f"parametric bootstrap (B={cfg.n_boot}, {n_conv} refits converged)"
+    return result
+
+
+def _apply_replicates(data: Responses, cfg: FitConfig, result: IRTResult, refits: list[IRTResult], key: str) -> int:
+    """Set ability and effect SEs to the SDs over ``refits`` (effect SDs also under ``key`` in the effect
+    details) and recompute the percentage-point intervals; returns how many refits converged."""
+    result.theta_se = np.asarray(np.std([r.theta for r in refits], axis=0, ddof=1))
+    effs = [{f: [v[0] for v in lv.values()] for f, lv in r.effects.items()} for r in refits]
     for f, levels in result.effects.items():
         sd = np.std([e[f] for e in effs], axis=0, ddof=1)
         result.effects[f] = {lvl: (est, float(sd[j])) for j, (lvl, (est, _)) in enumerate(levels.items())}
         for j, lvl in enumerate(levels):
-            result.effects_detail.setdefault(f, {}).setdefault(lvl, {})["se_bootstrap"] = float(sd[j])
+            result.effects_detail.setdefault(f, {}).setdefault(lvl, {})[key] = float(sd[j])
     factors = [f for f in data.factors if f.name in cfg.factors]
     if factors and result.effects:
         from ragrade.irt.result import add_accuracy
 
         items = (result.discrimination, result.difficulty, result.guessing)
         add_accuracy(result.effects_detail, Design(factors), result.theta, result.effects, items)
-    result.se_method = f"bootstrap over items (B={cfg.n_boot}, {n_conv} refits converged)"
-    return result
+    return sum(int(r.converged) for r in refits)
 
 
 __all__ = [
@@ -309,5 +337,6 @@ __all__ = [
     "fit_responses",
     "lbfgs",
     "optimise",
+    "parametric_se",
     "pick_kernel",
 ]

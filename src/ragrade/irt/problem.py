@@ -37,7 +37,7 @@ SOLVERS = ("newton", "lbfgs")
 # weight of the penalties that remove the flat location/scale directions without priors once bounds bind
 # (see :func:`ragrade.irt.fit.fit_responses`): small, so that they no longer trade likelihood for themselves
 WEAK_PENALTY = 1e-3
-SE_METHODS = ("observed", "sandwich", "bootstrap", "none")
+SE_METHODS = ("observed", "sandwich", "bootstrap", "parametric", "none")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class FitConfig:
     gtol: float = 0.05  # converged when no coordinate is more than this many SEs from its optimum
     backend: str = "auto"  # auto | numpy | numba
     solver: str = "newton"  # newton (block Fisher scoring, the default) | lbfgs (L-BFGS-B)
-    se: str = "observed"  # observed | sandwich (robust, for effects) | bootstrap | none
+    se: str = "observed"  # observed | sandwich (robust, for effects) | bootstrap | parametric | none
     n_boot: int = 50
     seed: int = 0
     theta_grid: tuple[float, float, int] = (-4.0, 4.0, 81)
