@@ -109,7 +109,7 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
     pool, items = plan_items([q.id for q in questions], specs, cfg)
-    mode = calibration_mode(acfg)
+    mode = calibration_mode(acfg, len(specs))
     by_id = {q.id: q for q in questions}
     if mode == "file":
         params = load_calibration(str(acfg.calibration), items)
