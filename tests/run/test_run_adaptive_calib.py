@@ -31,7 +31,7 @@ def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
     assert calibration_mode(cfg, len(sim.pipelines)) == "cold"
     params = cold_params(sim.truth.items, {})
     refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
-    sched, log = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, factors=sim.factors, seed=2, refit=refit)
+    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, factors=sim.factors, seed=2, refit=refit)
     score = score_run(sched, sim.accuracy, sim.R.size)
     assert sched.params.source.startswith("fit:3pl")  # the final estimates use re-fitted items
     assert np.median(sched.n_asked) < 0.5 * sim.R.shape[1]  # no reference pipelines took the whole exam first
