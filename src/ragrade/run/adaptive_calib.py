@@ -84,7 +84,15 @@ def fit_item_params(
 
     A row with an ``error`` is missing, never wrong.
     """
+    return _fit(rows, items, model, base)[0]
+
+
+def _fit(
+    rows: Sequence[Mapping[str, Any]], items: Sequence[str], model: str, base: ItemParams, init: Any = None
+) -> tuple[ItemParams, Any]:
+    """:func:`fit_item_params`, warm-started from ``init`` (an IRTResult) when given; also returns the fit."""
     from ragrade.irt.fit import fit_irt
+    from ragrade.irt.problem import FitConfig
 
     data = [
         {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
@@ -92,23 +100,31 @@ def fit_item_params(
         if r.get("error") is None
     ]
     if not data:
-        return base
-    res = fit_irt(pd.DataFrame(data), model=model)
+        return base, init
+    cfg = FitConfig(model=model, se="none")  # the scheduler uses point estimates only
+    res = fit_irt(pd.DataFrame(data), model=model, config=cfg, init=init)
     pos = {q: k for k, q in enumerate(res.items)}
     idx = np.array([pos.get(q, -1) for q in items])
     have = idx >= 0
     safe = np.where(have, idx, 0)
-    return ItemParams(
+    params = ItemParams(
         list(items),
         np.where(have, res.discrimination[safe], base.d),
         np.where(have, res.difficulty[safe], base.b),
         np.where(have, res.guessing[safe], base.g),
         f"fit:{model} on {len(data)} answers",
     )
+    return params, res
 
 
 def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemParams) -> Any:
-    """A scheduler ``refit`` callback: the items re-fitted on every answer the scheduler holds."""
+    """A scheduler ``refit`` callback: the items re-fitted on every answer the scheduler holds.
+
+    Each re-fit is warm-started from the previous one (items and pipelines matched by name) and skips
+    standard errors; the re-fits happen at the same rounds on the same answers, so a resumed run
+    replays them to the same parameters.
+    """
+    last: dict[str, Any] = {}
 
     def refit(sched: Any) -> ItemParams:
         rows = [
@@ -116,7 +132,8 @@ def refitter(ids: Sequence[str], items: Sequence[str], model: str, base: ItemPar
             for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
         ]
         try:
-            return fit_item_params(rows, items, model, base)
+            params, last["fit"] = _fit(rows, items, model, base, last.get("fit"))
+            return params
         except RagradeError:  # too little data to fit yet: keep the current items
             current: ItemParams = sched.params
             return current
