@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ragrade.errors import ConfigError
-from ragrade.run.adaptive import AdaptiveConfig
-from ragrade.run.adaptive_calib import COLD_MIN_PIPELINES, calibration_mode, cold_params, refitter
+from ragrade.run.adaptive import AdaptiveConfig, Scheduler
+from ragrade.run.adaptive_calib import COLD_MIN_PIPELINES, calibration_mode, cold_params, fit_item_params, refitter
 from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
 
 
@@ -41,3 +41,24 @@ def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
     assert score["mae"] < 0.04
     # uninformed items are ties, picked at random: the answers spread over the exam and calibrate it
     assert (sched.asked.sum(axis=0) > 0).mean() > 0.9
+
+
+def test_warm_started_refit_reaches_the_fresh_fit():
+    sim = simulate_grid({"llm": 2, "retriever": 3}, 120, seed=7, effect_sd=1.0)
+    cfg = AdaptiveConfig()
+    params = cold_params(sim.truth.items, {})
+    sched = Scheduler(params, sim.pipelines, cfg, factors=sim.factors, seed=0)
+    rng = np.random.default_rng(0)
+    refit = refitter(sim.pipelines, sim.truth.items, "3pl", params)
+    for share in (0.3, 0.6):  # a first fit, then a warm-started one on more answers
+        for p in range(len(sim.pipelines)):
+            items = sorted(int(i) for i in np.flatnonzero(rng.random(120) < share))
+            sched.record(p, items, [int(sim.R[p, i]) for i in items])
+        warm = refit(sched)
+    rows = [
+        {"pipeline": sim.pipelines[p], "question_id": sim.truth.items[i], "correct": int(sched.y[p, i])}
+        for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
+    ]
+    fresh = fit_item_params(rows, sim.truth.items, "3pl", params)
+    assert warm.source == fresh.source == f"fit:3pl on {len(rows)} answers"
+    assert np.abs(warm.b - fresh.b).max() < 0.05 and np.abs(warm.d - fresh.d).max() < 0.05
