@@ -6,9 +6,11 @@ Scenarios (each over ``--seeds`` seeds, 20 by default):
    (SDs: LLM 1.0, retriever 0.8, ICL 0.4; plus a pipeline-specific deviation of SD 0.1) answer 1,000
    3PL items; the items are calibrated (3PL) on an earlier run of the same exam by another grid of the
    same kind (``--calibration irt.json``). Default adaptive settings.
-2. ``in-run``: the same grids, calibrated inside the run: 5 reference pipelines (a D-optimal subset)
-   take the whole exam; the items are re-fitted (2PL) on every answer every few rounds and at the end.
-3. ``replay`` (with ``--replay RUN_DIR``): a finished run's responses.parquet is the full grid, answered
+2. ``in-run``: the same grids, calibrated inside the run by the default (``auto``: cold on a grid this
+   large): items start uninformed and are re-fitted (3PL) on every answer every few rounds and at the end.
+3. ``in-run-reference``: as 2, but 5 reference pipelines (the first 5 of a D-optimal order over the
+   factors) take the whole exam first; their 5,000 requests count in the share.
+4. ``replay`` (with ``--replay RUN_DIR``): a finished run's responses.parquet is the full grid, answered
    from it as the replay LLM does; calibration from the run's own items (an earlier run on that exam).
 
 Per scenario: requests as a share of the full grid, top-1 agreement, Kendall tau of the ranking (and the
@@ -17,6 +19,7 @@ error of the full-exam accuracy estimates, coverage of their 95% intervals; and 
 work per round (re-estimation, selection, elimination; without the in-run re-fits) at 63 x 1,000.
 
 Usage: .venv/bin/python benchmarks/bench_adaptive.py [--seeds 20] [--replay RUN_DIR] [--skip-in-run]
+       [--only SCENARIO]
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.run.adaptive import AdaptiveConfig, ItemParams
-from ragrade.run.adaptive_calib import refitter
+from ragrade.run.adaptive_calib import calibration_mode, cold_params, refitter
 from ragrade.run.adaptive_pool import design_matrix, design_subset
 from ragrade.run.adaptive_sim import adaptive_on_matrix, fit_params, kendall_tau, score_run, simulate_grid
 
@@ -51,9 +54,13 @@ def one_seed(seed: int, scenario: str, cfg: AdaptiveConfig) -> dict[str, float]:
     if scenario == "earlier-run":
         earlier = _sim(10_000 + seed, items=sim.truth)  # another grid, same exam
         params = fit_params(earlier.R, sim.truth.items, "3pl")
+    elif scenario == "in-run":
+        assert calibration_mode(cfg, len(sim.pipelines)) == "cold"
+        params = cold_params(sim.truth.items, {})
+        refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
     else:
         X, _ = design_matrix(sim.factors)
-        fixed = sorted(design_subset(X, 5, seed))
+        fixed = sorted(design_subset(X, 5, seed)[:5])  # design_subset returns at least rank(X) rows
         params = fit_params(sim.R[fixed], sim.truth.items, cfg.calibration_model)
         refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
     calib_s = time.perf_counter() - t0
@@ -133,11 +140,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--replay", default=None, help="a finished run directory to replay")
     ap.add_argument("--skip-in-run", action="store_true")
+    ap.add_argument("--only", default=None, help="run one scenario (earlier-run, in-run, in-run-reference)")
     args = ap.parse_args()
     cfg = AdaptiveConfig()
     report = []
-    scenarios = ["earlier-run"] + ([] if args.skip_in_run else ["in-run"])
-    for scenario in scenarios:
+    scenarios = ["earlier-run"] + ([] if args.skip_in_run else ["in-run", "in-run-reference"])
+    for scenario in [args.only] if args.only else scenarios:
         recs = [one_seed(seed, scenario, cfg) for seed in range(args.seeds)]
         report.append(summarise(f"{scenario} calibration, 63 pipelines x 1,000 items", recs))
     if args.replay:

@@ -21,10 +21,11 @@ class AdaptiveConfig(BaseModel):
 
     enabled: bool = False
     calibration: str | None = None  # an irt.json of an earlier run on the same exam
-    calibration_mode: Literal["auto", "file", "reference", "cold"] = "auto"  # auto: file if given, else reference
+    # auto: file if given, else cold on grids of >= 20 pipelines (enough answers to calibrate), else reference
+    calibration_mode: Literal["auto", "file", "reference", "cold"] = "auto"
     reference: list[str] | None = None  # calibration pipelines (ids or unique parts); default: see run module
     n_reference: int = Field(default=5, ge=1)
-    calibration_model: Literal["1pl", "2pl", "3pl"] = "2pl"
+    calibration_model: Literal["1pl", "2pl", "3pl"] = "3pl"  # in-run fits (reference, cold)
     batch: int = Field(default=10, ge=1)  # items per pipeline per round
     target_se: float = 0.2  # on the ability scale
     target_accuracy_se: float | None = Field(default=0.015, gt=0.0)  # or: the full-exam estimate's SD

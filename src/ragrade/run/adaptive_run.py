@@ -12,8 +12,9 @@ that of a sweep (:mod:`ragrade.run.sweep`) with these differences:
   ``n_asked`` and ``stop_reason``;
 * ``adaptive_rounds.jsonl``: one record per round (requests, pipelines alive,
   standard errors, eliminations);
-* ``calibration/irt.json`` when the items were calibrated in the run (reusable
-  as ``--calibration`` for the next run on the same exam);
+* ``calibration/irt.json`` when the items were calibrated by reference
+  pipelines in the run (reusable as ``--calibration`` for the next run on the
+  same exam; a cold start writes none);
 * ``manifest.json`` has an ``adaptive`` block: the settings, the calibration
   source and the requests spent against the full grid.
 
@@ -109,7 +110,7 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
     pool, items = plan_items([q.id for q in questions], specs, cfg)
-    mode = calibration_mode(acfg)
+    mode = calibration_mode(acfg, len(specs))
     by_id = {q.id: q for q in questions}
     if mode == "file":
         params = load_calibration(str(acfg.calibration), items)

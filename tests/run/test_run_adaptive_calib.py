@@ -1,0 +1,64 @@
+"""In-run calibration of adaptive runs: the default mode and a cold 3PL start on a simulated grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragrade.errors import ConfigError
+from ragrade.run.adaptive import AdaptiveConfig, Scheduler
+from ragrade.run.adaptive_calib import COLD_MIN_PIPELINES, calibration_mode, cold_params, fit_item_params, refitter
+from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
+
+
+def test_auto_mode_calibrates_large_grids_cold_and_small_ones_by_reference(tmp_path):
+    auto = AdaptiveConfig()
+    assert auto.calibration_model == "3pl"
+    assert calibration_mode(auto, COLD_MIN_PIPELINES) == "cold"
+    assert calibration_mode(auto, 63) == "cold"
+    assert calibration_mode(auto, COLD_MIN_PIPELINES - 1) == "reference"
+    assert calibration_mode(AdaptiveConfig(calibration=str(tmp_path / "irt.json")), 63) == "file"
+    assert calibration_mode(AdaptiveConfig(calibration_mode="reference"), 63) == "reference"
+    assert calibration_mode(AdaptiveConfig(calibration_mode="cold"), 2) == "cold"
+    with pytest.raises(ConfigError, match="needs --calibration"):
+        calibration_mode(AdaptiveConfig(calibration_mode="file"), 63)
+
+
+def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
+    sd = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
+    sim = simulate_grid({"llm": 3, "retriever": 4, "icl": 2}, 300, seed=5, effect_sd=sd)
+    cfg = AdaptiveConfig()
+    assert calibration_mode(cfg, len(sim.pipelines)) == "cold"
+    params = cold_params(sim.truth.items, {})
+    refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
+    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, factors=sim.factors, seed=2, refit=refit)
+    score = score_run(sched, sim.accuracy, sim.R.size)
+    assert sched.params.source.startswith("fit:3pl")  # the final estimates use re-fitted items
+    assert np.median(sched.n_asked) < 0.5 * sim.R.shape[1]  # no reference pipelines took the whole exam first
+    assert score["requests_share"] < 0.6
+    assert score["top1"] == 1.0
+    assert score["kendall_tau"] > 0.75
+    assert score["mae"] < 0.04
+    # uninformed items are ties, picked at random: the answers spread over the exam and calibrate it
+    assert (sched.asked.sum(axis=0) > 0).mean() > 0.9
+
+
+def test_warm_started_refit_reaches_the_fresh_fit():
+    sim = simulate_grid({"llm": 2, "retriever": 3}, 120, seed=7, effect_sd=1.0)
+    cfg = AdaptiveConfig()
+    params = cold_params(sim.truth.items, {})
+    sched = Scheduler(params, sim.pipelines, cfg, factors=sim.factors, seed=0)
+    rng = np.random.default_rng(0)
+    refit = refitter(sim.pipelines, sim.truth.items, "3pl", params)
+    for share in (0.3, 0.6):  # a first fit, then a warm-started one on more answers
+        for p in range(len(sim.pipelines)):
+            items = sorted(int(i) for i in np.flatnonzero(rng.random(120) < share))
+            sched.record(p, items, [int(sim.R[p, i]) for i in items])
+        warm = refit(sched)
+    rows = [
+        {"pipeline": sim.pipelines[p], "question_id": sim.truth.items[i], "correct": int(sched.y[p, i])}
+        for p, i in zip(*np.nonzero(sched.y >= 0), strict=True)
+    ]
+    fresh = fit_item_params(rows, sim.truth.items, "3pl", params)
+    assert warm.source == fresh.source == f"fit:3pl on {len(rows)} answers"
+    assert np.abs(warm.b - fresh.b).max() < 0.05 and np.abs(warm.d - fresh.d).max() < 0.05
