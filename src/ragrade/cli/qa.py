@@ -182,7 +182,8 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
             st = s["statistics"][0]
             val = "n/a" if st["value"] is None else f"{st['value']:.3f}"
             ci = "" if st["ci_low"] is None else f" [{st['ci_low']:.3f}, {st['ci_high']:.3f}]"
-            extra = "".join(f" {k[2:]}={s[k]}" for k in ("n_unparsed", "n_failed", "n_skipped") if s[k])
+            counted = ("n_unparsed", "n_failed", "n_skipped", "n_abstained")
+            extra = "".join(f" {k[2:]}={s[k]}" for k in counted if s.get(k))
             parts.append(f"{metric}.{st['statistic']}={val}{ci} (n={st['n_used']}{extra})")
         typer.echo(f"{config}: " + "; ".join(parts))
     scr = summary.get("screening")

@@ -199,8 +199,9 @@ class ScoreStore:
     def done(self, item: AnswerItem, metric: str, fingerprint: str) -> bool:
         """True when a reusable record exists (same settings, neither a request failure nor a skipped answer)."""
         rec = self.records.get((item.config, item.id, metric))
-        reusable = rec is not None and rec.get("status") not in ("failed", "skipped")  # a skip is re-checked: the
-        return reusable and rec.get("fingerprint") == fingerprint  # failed answer may have been asked again since
+        if rec is None or rec.get("status") in ("failed", "skipped"):  # a skip is re-checked: the failed
+            return False  # answer behind it may have been asked again since
+        return bool(rec.get("fingerprint") == fingerprint)
 
     def put(self, rec: dict[str, Any]) -> None:
         """Add or replace one record."""
