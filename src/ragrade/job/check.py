@@ -101,7 +101,9 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[judge] answer_llms", llm_kwargs)
         for r in cfg.judge.retrievers:
             _check_retriever(r)
-        if cfg.judge.judge_llm:
+        from ragrade.judge.claims import OFFLINE_JUDGE
+
+        if cfg.judge.judge_llm and cfg.judge.judge_llm != OFFLINE_JUDGE:  # offline/judge: the claims baseline
             check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_kwargs)
         if cfg.judge.qa_llm.strip().lower() != "offline":
             check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_kwargs)
