@@ -82,12 +82,16 @@ def test_exam_take_failures_are_missing_exit_3_and_the_rerun_asks_exactly_them(
         from ragrade.irt.io import load_responses
 
         assert load_responses(out).counts["n_missing_correct"] == 2  # IRT masks them
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["missing"] == 2 and manifest["status"].startswith("incomplete: 2 failed requests missing")
         srv.reset_counters()
         assert main(_take(exam, srv.base_url, out)) == 0  # the server recovered
         assert srv.requests_by_path[CHAT] == 2  # exactly the failed items were asked again
         assert "(2 new rows)" in capsys.readouterr().out
         df = pd.read_parquet(out / "responses.parquet")
         assert df["error"].isna().all() and (df["correct"] == 1).all()
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert (manifest["status"], manifest["missing"]) == ("complete", 0)
         srv.reset_counters()
         assert main(_take(exam, srv.base_url, out)) == 0
         assert srv.requests_total == 0  # nothing left to ask

@@ -138,7 +138,8 @@ def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env):
     assert "nan" not in csv_text.lower()
     assert "1,B,correctness,mean,4.0,,,1,4,1,2,1,0" in csv_text  # one value: no interval, counts visible
     manifest = read_json(env / "out" / "manifest.json")
-    assert manifest["kind"] == "judge" and manifest["status"] == "complete"
+    assert manifest["kind"] == "judge" and manifest["missing"] == 2  # the failed verdicts
+    assert manifest["status"] == "incomplete: 2 failed requests missing, rerun to retry"
     assert manifest["counts"] == {"n_answers": 8, "n_unparsed": 5, "n_failed": 2}
     assert "sk-test-judge" not in "".join(p.read_text() for p in (env / "out").iterdir())
 

@@ -19,6 +19,14 @@ pytestmark = pytest.mark.browser
 INJECTED = "<script>document.body.dataset.pwned='1'</script>"
 
 
+def _wait_ready(b: Browser) -> None:
+    """Wait until the page has read its saved progress (after its load event)."""
+    deadline = time.monotonic() + 30
+    while b.eval("document.body.dataset.ready") != "1":
+        assert time.monotonic() < deadline, "the labelling page never became ready"
+        time.sleep(0.05)
+
+
 @pytest.fixture()
 def judged(tmp_path: Path) -> Path:
     answers = tmp_path / "answers.jsonl"
@@ -48,12 +56,14 @@ def test_label_page_end_to_end(judged: Path, tmp_path: Path) -> None:
     b = Browser(_chromium(), tmp_path / "profile")
     try:
         b.open(page.as_uri())
+        _wait_ready(b)
         assert b.eval("document.body.dataset.graded") == "0"
         for _ in range(4):
             _grade_current(b)
         assert b.eval("document.body.dataset.graded") == "4"
         time.sleep(1.0)  # let the browser commit localStorage, as any person's pause would
         b.reload()
+        _wait_ready(b)
         kept = b.eval("document.body.dataset.graded")
         assert kept == "4", (kept, b.eval("document.readyState"), b.eval("Object.keys(localStorage)"))  # progress kept
         assert b.eval("document.body.dataset.pos") == "4"

@@ -45,7 +45,8 @@ def test_run_dir_contents(run, exam: Path):
     for name in ("manifest.json", "responses.parquet", "summary.csv", "summary_by_tag.csv", "journal.sqlite"):
         assert (d / name).is_file(), name
     m = read_manifest(d)
-    assert m["version"] == 1 and m["status"] == "complete" and m["kind"] == "exam-sweep"
+    assert m["version"] == 1 and m["kind"] == "exam-sweep" and m["missing"] == 4  # the failed requests
+    assert m["status"] == "incomplete: 4 failed requests missing, rerun to retry"
     assert m["exam"]["path"] == str(exam.resolve()) and len(m["exam"]["icl_pool"]) == 5
     assert m["indexes"] == {}
     assert m["software"]["packages"]["ragrade"] and m["started"] <= m["finished"]

@@ -248,10 +248,10 @@ class GridProgress:
         self._bar.advance(self._overall, n)
 
 
-def check_grid_failures(rows: Any, max_failed: float | None) -> None:
+def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None = None) -> None:
     """Exit 2/3 (see :mod:`ragrade.llm.failures`) when the grid's failed requests are beyond the threshold.
 
-    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``.
+    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
     """
     from ragrade.llm.failures import FailureTally, resume_hint
 
@@ -260,7 +260,7 @@ def check_grid_failures(rows: Any, max_failed: float | None) -> None:
         rows = rows[cols].to_dict(orient="records")
     tally = FailureTally()
     tally.add_rows(rows, "pipeline", "llm")
-    tally.check(resume_hint(), max_failed, what="pipeline")
+    tally.check(resume or resume_hint(), max_failed, what="pipeline")
 
 
 __all__ = [

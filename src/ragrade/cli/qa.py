@@ -170,17 +170,9 @@ def judge(
 
 def _check_judge_failures(summary: dict[str, Any], max_failed: float | None) -> None:
     """Exit 2/3 when judge requests failed beyond the threshold (per configuration and metric)."""
-    from ragrade.llm.failures import fatal_kind, resume_hint
+    from ragrade.judge.run import check_judge_failures
 
-    info = summary.get("request_failures") or {}
-    errors = list(info.get("errors") or [])
-    fatal = next((e for e in errors if fatal_kind(e)), None)
-    error = fatal or (errors[0] if errors else "failed")
-    tally = FailureTally()
-    for group, (failed, asked) in (info.get("groups") or {}).items():
-        for i in range(asked):
-            tally.add(group, "the judge LLM", error if i < failed else None)
-    tally.check(resume_hint(), max_failed, what="configuration")
+    check_judge_failures(summary, max_failed)
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -190,7 +182,8 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
             st = s["statistics"][0]
             val = "n/a" if st["value"] is None else f"{st['value']:.3f}"
             ci = "" if st["ci_low"] is None else f" [{st['ci_low']:.3f}, {st['ci_high']:.3f}]"
-            extra = "".join(f" {k[2:]}={s[k]}" for k in ("n_unparsed", "n_failed", "n_skipped") if s[k])
+            counted = ("n_unparsed", "n_failed", "n_skipped", "n_abstained")
+            extra = "".join(f" {k[2:]}={s[k]}" for k in counted if s.get(k))
             parts.append(f"{metric}.{st['statistic']}={val}{ci} (n={st['n_used']}{extra})")
         typer.echo(f"{config}: " + "; ".join(parts))
     scr = summary.get("screening")

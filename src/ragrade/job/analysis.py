@@ -321,7 +321,7 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
     def progress(pipeline: str, n: int, total: int) -> None:
         ctx.progress(f"judge answers: {pipeline[:40]}", n, total)
 
-    run_qa_answers(qa_path, scfg, out / "answers", progress=progress)
+    answered = run_qa_answers(qa_path, scfg, out / "answers", progress=progress)
     jcfg = JudgeRunConfig.model_validate(
         {
             "metrics": list(j.metrics),
@@ -329,11 +329,21 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
             "base_url": ctx.cfg.llm.base_url,
             "cache": ctx.cfg.llm.cache,
             "concurrency": ctx.cfg.llm.concurrency,
+            "timeout": ctx.cfg.llm.timeout,
+            "max_retries": ctx.cfg.llm.max_retries,
         }
     )
     summary = run_judging(
         out / "answers", out / "scores", jcfg, progress=lambda m, d, t: ctx.progress(f"judge {m}", d, t)
     )
+    # results first, then the threshold of the sweep, exam and robustness stages: exit 3, a rerun resumes
+    from ragrade.cli.pipelines import check_grid_failures
+    from ragrade.judge.run import check_judge_failures
+    from ragrade.llm.failures import resume_hint
+
+    resume = resume_hint("rerun `ragrade run`")
+    check_grid_failures(answered.rows, None, resume)
+    check_judge_failures(summary, None, resume)
     return {"answers": summary["n_answers"], "configs": len(summary["configs"]), "metrics": list(j.metrics)}
 
 

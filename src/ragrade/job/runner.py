@@ -340,7 +340,30 @@ def _finish_manifest(manifest: dict[str, Any], layout: RunLayout, result: JobRes
 
     manifest["stage_status"] = {k: v["status"] for k, v in result.stages.items()}
     manifest["timings"] = {k: v["seconds"] for k, v in result.timings.get("stages", {}).items()}
-    write_manifest(layout.root, finish_manifest(manifest))
+    missing = missing_answers(layout)
+    manifest["missing_by"] = missing
+    write_manifest(layout.root, finish_manifest(manifest, missing=sum(missing.values())))
+
+
+def missing_answers(layout: RunLayout) -> dict[str, int]:
+    """Failed requests (missing answers) per output folder of the job: the ``missing`` of every run manifest
+    below the job folder and the failures of every robustness ``metrics.json``; folders with none left out."""
+    found: dict[str, int] = {}
+    for path in sorted([*layout.root.glob("*/manifest.json"), *layout.root.glob("*/*/manifest.json")]):
+        try:
+            n = int((read_json(path) or {}).get("missing") or 0)
+        except (DataError, AttributeError, TypeError, ValueError):
+            continue
+        if n:
+            found[layout.rel(path.parent)] = n
+    for path in sorted(layout.robust.glob("**/metrics.json")):
+        try:
+            n = len((read_json(path) or {}).get("failures") or [])
+        except (DataError, AttributeError, TypeError):
+            continue
+        if n:
+            found[layout.rel(path.parent)] = n
+    return found
 
 
 __all__ = ["JobResult", "build_stages", "read_stages", "run_job", "stage_hashes"]

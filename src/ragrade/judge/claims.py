@@ -33,6 +33,8 @@ from ragrade.judge.inputs import AnswerItem
 from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sync
 
 OFFLINE_JUDGE = "offline/judge"
+#: version of the abstention rule (part of the fingerprints: records scored before it are scored again)
+ABSTENTION_RULE = "abstain-v1"
 CLAIMS_PROMPTS: dict[str, tuple[str, ...]] = {
     "claims_extract": ("{text}",),
     "claims_check": ("{premise}", "{claims}"),
@@ -130,6 +132,7 @@ class ClaimsJudge:
         """Hash of everything that changes a claim or a verdict."""
         d = self.describe()
         key = (
+            ABSTENTION_RULE,
             d.get("llm_name"),
             d.get("prompt_sha256"),
             d.get("method"),
@@ -240,11 +243,16 @@ class ClaimsJudge:
 
     async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
         """One claims record per item (items must be judgeable: see :meth:`missing`)."""
+        from ragrade.judge.abstain import is_abstention
+
         subs: list[dict[str, dict[str, Any]]] = [{} for _ in items]
+        abstained = [is_abstention(it.answer) for it in items]
         first = []
         for n, it in enumerate(items):
             for key, text in (("extract:answer", it.answer or ""), ("extract:reference", reference_text(it))):
-                if text.strip():
+                if key == "extract:answer" and abstained[n]:  # a refusal makes no claim: no request
+                    subs[n][key] = {"status": "ok", "claims": [], "note": "abstention"}
+                elif text.strip():
                     first.append(_Job(n, key, text, it.query))
                 else:  # nothing to split: no request
                     subs[n][key] = {"status": "ok", "claims": [], "note": "empty text"}
@@ -255,18 +263,22 @@ class ClaimsJudge:
             a, g = _claims(subs[n], "extract:answer"), _claims(subs[n], "extract:reference")
             waiting = any(subs[n][k]["status"] == "failed" for k in ("extract:answer", "extract:reference"))
             if dry:  # --dry-run: count the checks as if every sentence were a claim
-                a, g, waiting = _sentences(it.answer or ""), _sentences(reference_text(it)), False
+                a = [] if abstained[n] else _sentences(it.answer or "")
+                g, waiting = _sentences(reference_text(it)), False
             if a:
                 second.append(_Job(n, "check:reference", reference_text(it), it.query, a))
             if waiting:  # checks of all claims wait until both extractions are in (asked on the rerun)
                 continue
-            if g:
+            if g and abstained[n]:  # an abstention recalls no reference claim: no request
+                subs[n]["check:answer"] = {"status": "ok", "verdicts": [0.0] * len(g), "note": "abstention"}
+                subs[n]["check:answer"]["checked"] = g
+            elif g:
                 second.append(_Job(n, "check:answer", it.answer or "", it.query, g))
             both = (a or []) + (g or [])
             if both:
                 second.extend(_Job(n, f"check:passage:{j}", p, it.query, both) for j, p in enumerate(it.contexts, 1))
         await self._phase(second, subs, items)
-        return [_record(it, s) for it, s in zip(items, subs, strict=True)]
+        return [_record(it, s, ab) for it, s, ab in zip(items, subs, abstained, strict=True)]
 
     def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
         """Synchronous :meth:`ascore`."""
@@ -299,8 +311,8 @@ def _verdicts(subs: Mapping[str, Mapping[str, Any]], key: str, n: int) -> list[V
     return [None if v is None else float(v) for v in sub["verdicts"]]
 
 
-def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The metric record of one item from its request results."""
+def _record(item: AnswerItem, subs: dict[str, dict[str, Any]], abstained: bool = False) -> dict[str, Any]:
+    """The metric record of one item from its request results (``abstained``: the answer declines to answer)."""
     statuses = [s["status"] for s in subs.values()]
     counts = {
         "n_requests": len(subs),
@@ -308,7 +320,7 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
         "n_unparsed_requests": statuses.count("unparsed"),
     }
     a, g = _claims(subs, "extract:answer"), _claims(subs, "extract:reference")
-    rec: dict[str, Any] = {"claims": {"answer": a, "reference": g}, "requests": subs}
+    rec: dict[str, Any] = {"claims": {"answer": a, "reference": g}, "requests": subs, "abstained": abstained}
     if counts["n_failed"]:
         return {
             **rec,
@@ -325,6 +337,8 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
     avp = [row[:na] for row in split] if a is not None else None
     rvp = [row[na:] for row in split] if g is not None else None
     res = claim_metrics(avr, rva, avp, rvp)
+    if abstained and res["values"]["recall"] == 0.0:  # no claim, no fact recalled: 2PR/(P+R) = 0 for any P
+        res["values"]["f1"] = 0.0
     n_unparsed_verdicts = sum(v is None for seq in [avr or [], rva or [], *(avp or []), *(rvp or [])] for v in seq)
     counts_out: dict[str, Any] = {
         **counts,
@@ -343,4 +357,7 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]]) -> dict[str, Any]
     }
 
 
-__all__ = ["CLAIMS_PROMPTS", "OFFLINE_JUDGE", "ClaimsConfig", "ClaimsJudge", "load_claims_prompt", "reference_text"]
+__all__ = [
+    "ABSTENTION_RULE",
+    "CLAIMS_PROMPTS",
+    "OFFLINE_JUDGE", "ClaimsConfig", "ClaimsJudge", "load_claims_prompt", "reference_text"]

@@ -27,6 +27,12 @@ Conditions combine with three-valued logic (``1 or None`` is 1, ``0 or None``
 is unknown): a claim whose condition stays unknown is left out of that
 metric's numerator and denominator and counted in ``undetermined``. An
 unparsed verdict is never turned into a number.
+
+An answer that abstains (declines to answer, :mod:`ragrade.judge.abstain`) has
+no claims: the metrics over ``A`` (precision, noise sensitivity,
+hallucination, self-knowledge, faithfulness) are undefined (None, left out of
+the means), recall is 0, F1 is 0 (whatever the precision, 2PR/(P+R) = 0
+when R = 0) and the retriever metrics are unchanged.
 """
 
 from __future__ import annotations
@@ -147,6 +153,7 @@ def claim_metrics(
     p, r = values["precision"], values["recall"]
     if p is not None and r is not None:
         values["f1"] = 0.0 if p + r == 0 else 2 * p * r / (p + r)
+
     return {"values": values, "undetermined": {k: v for k, v in undetermined.items() if v}}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ragrade.judge.claims import ClaimsConfig, ClaimsJudge, _Job
+from ragrade.judge.claims import ABSTENTION_RULE, ClaimsConfig, ClaimsJudge, _Job
 from ragrade.judge.inputs import AnswerItem
 from ragrade.llm.offline import content, sentences, words
 
@@ -60,7 +60,7 @@ class OfflineClaimsJudge(ClaimsJudge):
 
     def fingerprint(self) -> str:
         """Method version, threshold and the similarity used."""
-        key = ("offline-claims", VERSION, self.threshold, self.semantic, self.config.max_context_chars)
+        key = ("offline-claims", VERSION, ABSTENTION_RULE, self.threshold, self.semantic, self.config.max_context_chars)
         return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 
     async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:

@@ -197,9 +197,11 @@ class ScoreStore:
                 self.records[(str(r["config"]), str(r["id"]), str(r["metric"]))] = r
 
     def done(self, item: AnswerItem, metric: str, fingerprint: str) -> bool:
-        """True when a reusable record exists (same settings, not a request failure)."""
+        """True when a reusable record exists (same settings, neither a request failure nor a skipped answer)."""
         rec = self.records.get((item.config, item.id, metric))
-        return rec is not None and rec.get("fingerprint") == fingerprint and rec.get("status") != "failed"
+        if rec is None or rec.get("status") in ("failed", "skipped"):  # a skip is re-checked: the failed
+            return False  # answer behind it may have been asked again since
+        return bool(rec.get("fingerprint") == fingerprint)
 
     def put(self, rec: dict[str, Any]) -> None:
         """Add or replace one record."""
@@ -279,15 +281,17 @@ def screen(store: ScoreStore, configs: Sequence[str], metric: str, top: int) -> 
 
 
 def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Judge requests per ``config / metric``: ``{"groups": {group: [failed, asked]}, "errors": [...]}``.
+    """LLM judge requests per ``config / metric``: ``{"groups": {group: [failed, asked]}, "errors": [...]}``.
 
     A failed request (every sample failed) is missing, never a verdict; a rerun asks it again.
     """
+    from ragrade.judge import LLM_METRICS
+
     groups: dict[str, list[int]] = {}
     errors: list[str] = []
     for r in records:
-        if r.get("status") not in ("ok", "unparsed", "failed"):
-            continue
+        if r.get("status") not in ("ok", "unparsed", "failed") or r.get("metric") not in LLM_METRICS:
+            continue  # skipped answers and metrics computed here (exact, BERTScore) send no judge request
         g = groups.setdefault(f"{r['config']} / {r['metric']}", [0, 0])
         g[1] += 1
         if r.get("status") == "failed":
@@ -295,6 +299,23 @@ def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")] or ["failed"]
             errors.extend(e for e in errs[:1] if e not in errors)
     return {"groups": groups, "errors": errors[:20]}
+
+
+def check_judge_failures(summary: dict[str, Any], max_failed: float | None, resume: str | None = None) -> None:
+    """Raise BackendError (exit 2) / FailedRequests (exit 3) when the judge requests of ``summary`` failed beyond
+    the threshold (per configuration and metric, see :mod:`ragrade.llm.failures`); call it after the files are written.
+    """
+    from ragrade.llm.failures import FailureTally, fatal_kind, resume_hint
+
+    info = summary.get("request_failures") or {}
+    errors = list(info.get("errors") or [])
+    fatal = next((e for e in errors if fatal_kind(e)), None)
+    error = fatal or (errors[0] if errors else "failed")
+    tally = FailureTally()
+    for group, (failed, asked) in (info.get("groups") or {}).items():
+        for i in range(asked):
+            tally.add(group, "the judge LLM", error if i < failed else None)
+    tally.check(resume or resume_hint(), max_failed, what="configuration")
 
 
 def run_judging(
@@ -376,4 +397,12 @@ def run_judging(
     return summary
 
 
-__all__ = ["JudgeRunConfig", "ScoreStore", "resolve_answers_path", "run_judging", "score_metric", "screen"]
+__all__ = [
+    "JudgeRunConfig",
+    "ScoreStore",
+    "check_judge_failures",
+    "resolve_answers_path",
+    "run_judging",
+    "score_metric",
+    "screen",
+]

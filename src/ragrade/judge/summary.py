@@ -94,6 +94,8 @@ def summarise_metric(
             reasons[str(r.get("skip_reason"))] += 1
     if reasons:
         out["skip_reasons"] = dict(sorted(reasons.items()))
+    if metric == "claims":  # abstaining answers: no claims, left out of the means over answer claims
+        out["n_abstained"] = sum(1 for r in ok if r.get("abstained"))
     stats = []
     for name, path, binary in _STATS.get(metric, [("mean", "score", False)]):
         values = [v for v in (_read(r, path) for r in ok) if v is not None]

@@ -56,7 +56,7 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     asked = int(best["n"]) + (int(best["n_errors"]) if "n_errors" in df else 0)
     missing = (
         f" {failed} answers are missing (failed requests, shown as n_errors): they are left out of every "
-        "accuracy and interval, never counted wrong."
+        "accuracy and interval, never counted wrong; rerun the same command to ask them again."
         if failed
         else ""
     )

@@ -199,6 +199,16 @@ def judges(files: RunFiles) -> Section:
     return sec
 
 
+def _missing(manifest: dict[str, Any]) -> str:
+    """``"3 (sweep: 2, judge/scores: 1); rerun to retry"``, ``"0"``, or ``"not recorded"`` (older manifests)."""
+    n = manifest.get("missing")
+    if n is None:
+        return "not recorded"
+    by = manifest.get("missing_by") or {}
+    where = f" ({', '.join(f'{k}: {v}' for k, v in by.items())})" if isinstance(by, dict) and by else ""
+    return f"{n}{where}; rerun to ask them again" if n else "0"
+
+
 def run_info(files: RunFiles) -> Section:
     """What ran: stages with their status and time, and the manifest (config, seeds, versions)."""
     sec = Section("manifest", "What ran")
@@ -245,6 +255,7 @@ def run_info(files: RunFiles) -> Section:
         ["kind", manifest.get("kind")],
         ["name", manifest.get("name")],
         ["status", manifest.get("status")],
+        ["missing answers (failed requests)", _missing(manifest)],
         ["started", manifest.get("started")],
         ["finished", manifest.get("finished")],
         ["python", software.get("python")],

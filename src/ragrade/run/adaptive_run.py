@@ -352,7 +352,15 @@ def _finalise(
     }
     manifest["adaptive"]["cost"] = cost
     manifest["adaptive"]["calibration"]["source"] = sched.params.source
-    finish_manifest(manifest, n_pipelines=len(s.specs), n_questions=len(s.items), n_rows=len(rows), n_new_rows=added)
+    n_errors = int(df["error"].notna().sum()) if "error" in df else 0  # failed requests: missing answers
+    finish_manifest(
+        manifest,
+        n_pipelines=len(s.specs),
+        n_questions=len(s.items),
+        n_rows=len(rows),
+        n_new_rows=added,
+        n_errors=n_errors,
+    )
     write_manifest(run_dir, manifest)
     return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost)
 

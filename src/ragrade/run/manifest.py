@@ -14,7 +14,9 @@ testbeds, IRT fits, reports) records a ``manifest.json`` built by
       "exam": {"path": "...", ...},    # when an exam was taken
       "indexes": {"recursive-200": "path/to/index", ...},
       "software": {"python": ..., "platform": ..., "packages": {...}, "git": {...}},
-      "started": "2025-...Z", "finished": "2025-...Z" | null, "status": "running" | "complete" | ...
+      "started": "2025-...Z", "finished": "2025-...Z" | null,
+      "status": "running" | "complete" | "incomplete: 3 failed requests missing, rerun to retry" | ...,
+      "missing": 3                     # failed requests (missing answers) of a finished run
     }
 
 Nothing here fails because of the environment: a missing package, no git
@@ -214,9 +216,32 @@ def build_manifest(
     return manifest
 
 
-def finish_manifest(manifest: dict[str, Any], *, status: str = "complete", **counts: Any) -> dict[str, Any]:
-    """Stamp the end time and status (plus any ``counts``, e.g. ``n_errors=3``) on ``manifest``; returns it."""
+MISSING_COUNTS = ("n_errors", "n_failed", "n_failed_requests")  # counts of failed requests (missing answers)
+
+
+def missing_status(missing: int) -> str:
+    """The status of a finished run with ``missing`` failed requests: ``complete`` only when none failed."""
+    if missing <= 0:
+        return "complete"
+    return f"incomplete: {missing} failed request{'s' if missing != 1 else ''} missing, rerun to retry"
+
+
+def finish_manifest(
+    manifest: dict[str, Any], *, status: str = "complete", missing: int | None = None, **counts: Any
+) -> dict[str, Any]:
+    """Stamp the end time and status (plus any ``counts``, e.g. ``n_errors=3``) on ``manifest``; returns it.
+
+    ``missing`` (default: the sum of the ``n_errors`` / ``n_failed`` / ``n_failed_requests`` counts) is the
+    number of failed requests, whose answers are missing: it is written beside the status, and a ``complete``
+    run with missing answers gets the status ``incomplete: N failed requests missing, rerun to retry``.
+    """
     manifest["finished"] = now_iso()
+    if missing is None and any(k in counts for k in MISSING_COUNTS):
+        missing = sum(int(counts.get(k) or 0) for k in MISSING_COUNTS)
+    if missing is not None:
+        manifest["missing"] = int(missing)
+        if status == "complete":
+            status = missing_status(int(missing))
     manifest["status"] = status
     if counts:
         manifest.setdefault("counts", {}).update(_jsonable(counts))
@@ -245,10 +270,12 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
 __all__ = [
     "MANIFEST_FILE",
     "MANIFEST_VERSION",
+    "MISSING_COUNTS",
     "build_manifest",
     "file_fingerprint",
     "finish_manifest",
     "git_info",
+    "missing_status",
     "package_versions",
     "read_manifest",
     "software_info",
