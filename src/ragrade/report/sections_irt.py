@@ -173,33 +173,37 @@ def _effects(
     if note:
         sec.add_text(note, f"{src} (not_applicable)")
     if summary is not None:
-        checks = effect_agreement(effects, _subset(summary, fit, na_values))
-        decided = [c for c in checks if c["agree"] is not None]
-        n_ok = sum(bool(c["agree"]) for c in decided)
-        sec.add_text(
-            f"Sign check: {n_ok} of {len(decided)} level pairs whose pooled accuracy differs by at least "
-            f"{TIE:g} have IRT effects in the same direction ({len(checks) - len(decided)} ties).",
-            f"{src} + {SUMMARY}",
-        )
-        sec.add(
-            Table(
-                ["factor", "A", "B", "accuracy A-B", "effect A-B", "same direction"],
-                [
-                    [
-                        c["factor"],
-                        c["a"],
-                        c["b"],
-                        c["accuracy_diff"],
-                        c["effect_diff"],
-                        "tie" if c["agree"] is None else c["agree"],
-                    ]
-                    for c in checks
-                ],
-                caption="IRT effects against pooled accuracy",
-                source=f"{src} + {SUMMARY}",
-            )
-        )
+        _sign_check(sec, effects, _subset(summary, fit, na_values), src)
 
+
+def _sign_check(sec: Section, effects: dict[str, Any], summary: pd.DataFrame, src: str) -> None:
+    """Do the IRT effects point the same way as the pooled accuracies? (a sentence and a table)"""
+    checks = effect_agreement(effects, summary)
+    decided = [c for c in checks if c["agree"] is not None]
+    n_ok = sum(bool(c["agree"]) for c in decided)
+    sec.add_text(
+        f"Sign check: {n_ok} of {len(decided)} level pairs whose pooled accuracy differs by at least "
+        f"{TIE:g} have IRT effects in the same direction ({len(checks) - len(decided)} ties).",
+        f"{src} + {SUMMARY}",
+    )
+    sec.add(
+        Table(
+            ["factor", "A", "B", "accuracy A-B", "effect A-B", "same direction"],
+            [
+                [
+                    c["factor"],
+                    c["a"],
+                    c["b"],
+                    c["accuracy_diff"],
+                    c["effect_diff"],
+                    "tie" if c["agree"] is None else c["agree"],
+                ]
+                for c in checks
+            ],
+            caption="IRT effects against pooled accuracy",
+            source=f"{src} + {SUMMARY}",
+        )
+    )
 
 def _spread(items: list[str], difficulty: dict[str, float], n: int) -> list[str]:
     ordered = sorted(items, key=lambda i: (difficulty.get(i, 0.0), i))
