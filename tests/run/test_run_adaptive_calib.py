@@ -62,3 +62,33 @@ def test_warm_started_refit_reaches_the_fresh_fit():
     fresh = fit_item_params(rows, sim.truth.items, "3pl", params)
     assert warm.source == fresh.source == f"fit:3pl on {len(rows)} answers"
     assert np.abs(warm.b - fresh.b).max() < 0.05 and np.abs(warm.d - fresh.d).max() < 0.05
+
+
+def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from ragrade.irt import output
+    from ragrade.irt.fit import fit_irt
+    from ragrade.run.adaptive_calib import load_calibration
+
+    rng = np.random.default_rng(0)
+    rows = [
+        {"pipeline": f"p{p}", "question_id": f"q{q}", "correct": int(rng.random() < 0.3 + 0.05 * p)}
+        for p in range(8)
+        for q in range(40)
+    ]
+    res = fit_irt(pd.DataFrame(rows), model="2pl")
+    output.write_result(res, tmp_path / "small" / "irt.json")
+    monkeypatch.setattr(output, "ITEMS_INLINE_MAX", 10)  # as for an exam of more than 2,000 questions
+    output.write_result(res, tmp_path / "large" / "irt.json")
+    import json
+
+    assert "items" not in json.loads((tmp_path / "large" / "irt.json").read_text())
+    items = [f"q{q}" for q in range(40)]
+    inline, parquet = load_calibration(tmp_path / "small" / "irt.json", items), load_calibration(
+        tmp_path / "large" / "irt.json", items
+    )
+    for a, b in ((inline.d, parquet.d), (inline.b, parquet.b), (inline.g, parquet.g)):
+        assert np.allclose(a, b, atol=1e-5)  # irt.json rounds to 6 decimals; the Parquet table keeps full floats
+    with pytest.raises(ConfigError, match="covers 40 of the exam's 41"):
+        load_calibration(tmp_path / "large" / "irt.json", [*items, "q-other"])

@@ -35,25 +35,26 @@ import numpy as np
 import pandas as pd
 
 from ragrade.errors import ConfigError, DataError, RagradeError
-from ragrade.io import read_json
 from ragrade.run.adaptive import AdaptiveConfig, ItemParams
 from ragrade.run.adaptive_pool import design_matrix, design_subset
 from ragrade.run.spec import PipelineSpec
 
 
 def load_calibration(path: str | Path, items: Sequence[str]) -> ItemParams:
-    """Item parameters of ``items`` from an ``irt.json`` (ConfigError when it does not cover them all)."""
+    """Item parameters of ``items`` from an ``irt.json`` (ConfigError when it does not cover them all).
+
+    Reads either layout (items inline, or the ``irt_items.parquet`` table that large fits write beside it).
+    """
+    from ragrade.irt.io import load_item_params
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: calibration file not found")
     try:
-        doc = read_json(path)
+        table = load_item_params(path)
     except DataError as exc:
-        raise ConfigError(f"{path}: not a readable irt.json ({exc})") from exc
-    table = doc.get("items") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("kind") != "irt" or not isinstance(table, dict):
-        raise ConfigError(f"{path}: not an irt.json (expected kind 'irt' with an 'items' table)")
-    missing = [q for q in items if q not in table]
+        raise ConfigError(f"{path}: not a usable irt.json ({exc})") from exc
+    missing = [q for q in items if q not in table.index]
     if missing:
         covered = len(items) - len(missing)
         raise ConfigError(
@@ -61,14 +62,22 @@ def load_calibration(path: str | Path, items: Sequence[str]) -> ItemParams:
             f"(e.g. '{missing[0]}' is not in it); it was fitted on another exam or a subset"
         )
     try:
-        d = np.array([float(table[q].get("discrimination", 1.0)) for q in items])
-        b = np.array([float(table[q]["difficulty"]) for q in items])
-        g = np.array([float(table[q].get("guessing", 0.0) or 0.0) for q in items])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        rows = table.loc[list(items)]
+        d = _column(rows, "discrimination", 1.0)
+        b = np.asarray(rows["difficulty"], dtype=np.float64)
+        g = _column(rows, "guessing", 0.0)
+    except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: malformed item parameters ({exc})") from exc
     if not (np.isfinite(d).all() and np.isfinite(b).all() and np.isfinite(g).all()):
         raise ConfigError(f"{path}: item parameters are not all finite")
     return ItemParams(list(items), np.maximum(d, 1e-3), b, np.clip(g, 0.0, 0.99), f"file:{path.resolve()}")
+
+
+def _column(rows: Any, name: str, default: float) -> Any:
+    """A numeric column of the item table (``default`` where absent or empty)."""
+    if name not in rows:
+        return np.full(len(rows), default)
+    return np.asarray(rows[name].astype(float).fillna(default), dtype=np.float64)
 
 
 def cold_params(items: Sequence[str], n_choices: Mapping[str, int]) -> ItemParams:
