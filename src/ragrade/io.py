@@ -113,6 +113,19 @@ def write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(redact(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
 
 
+
+def file_in_folder(path: str | Path, name: str, hint: str) -> Path:
+    """``path`` itself when it is a file; ``path/name`` when it is a folder holding one (DataError otherwise)."""
+    p = Path(path)
+    if p.is_dir():
+        cand = p / name
+        if not cand.is_file():
+            raise DataError(f"{p}: a directory without {name}; {hint}")
+        return cand
+    if not p.is_file():
+        raise DataError(f"{p}: file not found")
+    return p
+
 def read_json(path: str | Path) -> Any:
     """Read a JSON file, with a DataError naming the file when it is malformed or missing."""
     path = Path(path)
@@ -246,6 +259,7 @@ __all__ = [
     "atomic_write_text",
     "check_output_file",
     "dumps_line",
+    "file_in_folder",
     "header_record",
     "iter_jsonl",
     "loads_line",

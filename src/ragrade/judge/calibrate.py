@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.errors import DataError
-from ragrade.io import iter_jsonl, read_jsonl, write_json
+from ragrade.io import file_in_folder, iter_jsonl, read_jsonl, write_json
 from ragrade.judge.agreement import cohen_kappa, spearman
 from ragrade.judge.ppi import classical_mean, combine_strata, estimate
 
@@ -110,15 +110,7 @@ class ScoreTable:
 
 def resolve_scores_path(path: str | Path) -> Path:
     """A judge output folder means its ``scores.jsonl``; anything else must be a file."""
-    p = Path(path)
-    if p.is_dir():
-        cand = p / "scores.jsonl"
-        if not cand.is_file():
-            raise DataError(f"{p}: a directory without scores.jsonl; give a judge output directory or its scores file")
-        return cand
-    if not p.is_file():
-        raise DataError(f"{p}: file not found")
-    return p
+    return file_in_folder(path, "scores.jsonl", "give a judge output directory or its scores file")
 
 
 def label_id(config: str, item_id: str, unique: bool) -> str:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import read_jsonl, write_json, write_jsonl
+from ragrade.io import file_in_folder, read_jsonl, write_json, write_jsonl
 from ragrade.judge.inputs import AnswerItem, read_answers
 
 SCORES_KIND = "judge_scores"
@@ -75,15 +75,7 @@ class JudgeRunConfig(BaseModel):
 
 def resolve_answers_path(path: str | Path) -> Path:
     """A run directory means its ``answers.jsonl``; anything else must be a file."""
-    p = Path(path)
-    if p.is_dir():
-        cand = p / "answers.jsonl"
-        if not cand.is_file():
-            raise DataError(f"{p}: a directory without answers.jsonl; give the answers file itself")
-        return cand
-    if not p.is_file():
-        raise DataError(f"{p}: file not found")
-    return p
+    return file_in_folder(path, "answers.jsonl", "give the answers file itself")
 
 
 def _check_out_dir(out: Path) -> None:

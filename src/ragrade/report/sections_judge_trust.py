@@ -14,10 +14,10 @@ from typing import Any
 
 from ragrade.report.charts import PALETTE
 from ragrade.report.html import Figure, Section, Table, slug
+from ragrade.report.sections_more import JUDGE_SUMMARY
 from ragrade.report.sources import RunFiles
 
 CALIBRATION = "judge/scores/calibration/calibration.json"
-JUDGE_SUMMARY = "judge/scores/summary.json"
 CLAIM_ORDER = (
     ("claim_recall", "retriever: claim recall"),
     ("context_precision", "retriever: context precision"),
