@@ -151,3 +151,13 @@ def external_answer(request: dict[str, Any]) -> dict[str, Any]:
     if site % 2 == 0:
         return {"contexts": [{"text": f"{context} {words[answer]} samples.", "id": f"ext-{site}", "doc_id": "x"}]}
     return {"contexts": [], "answer": "ABCD"[answer]}
+
+
+def repo_env() -> dict[str, str]:
+    """The environment for a child `python -m ragrade` that must import this repository's tests (fake LLMs)."""
+    import os
+    from pathlib import Path
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    return env

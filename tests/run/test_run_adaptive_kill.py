@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.run.fakes import make_exam
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.run.fakes import make_exam, repo_env
 
 
 def _cmd(exam: Path, out: Path) -> list[str]:
@@ -25,29 +23,23 @@ def _cmd(exam: Path, out: Path) -> list[str]:
     ]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
 @pytest.mark.slow
 def test_sigkill_then_resume_gives_the_same_result(tmp_path: Path):
     exam = tmp_path / "exam.jsonl"
     make_exam(exam, 60)
     ref_dir, dir_ = tmp_path / "reference", tmp_path / "killed"
     t0 = time.perf_counter()
-    done = subprocess.run(_cmd(exam, ref_dir), env=_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(_cmd(exam, ref_dir), env=repo_env(), capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - t0
     assert done.returncode == 0, done.stderr
     rng = random.Random(3)
     for _ in range(3):
-        proc = subprocess.Popen(_cmd(exam, dir_), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(_cmd(exam, dir_), env=repo_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.3, 0.7) * wall)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    final = subprocess.run(_cmd(exam, dir_), env=_env(), capture_output=True, text=True, timeout=600)
+    final = subprocess.run(_cmd(exam, dir_), env=repo_env(), capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stderr
     vol = ["mean_latency_s"]
     got = pd.read_csv(dir_ / "summary.csv").drop(columns=vol)

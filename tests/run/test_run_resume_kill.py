@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from tests.run.fakes import make_exam
+from tests.run.fakes import make_exam, repo_env
 
 from ragrade.run.store import Journal
 from ragrade.run.summary import VOLATILE_COLUMNS, read_responses
 
-ROOT = Path(__file__).resolve().parents[2]
 RAGRADE = [sys.executable, "-m", "ragrade"]
 
 
@@ -40,25 +39,19 @@ def _cmd(exam: Path, out: Path) -> list[str]:
     ]
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
 @pytest.mark.slow
 def test_sigkill_at_random_points_then_resume(tmp_path: Path):
     exam = tmp_path / "exam.jsonl"
     make_exam(exam, 40)
     ref_dir, dir_ = tmp_path / "reference", tmp_path / "killed"
     t0 = time.perf_counter()
-    done = subprocess.run(_cmd(exam, ref_dir), env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(_cmd(exam, ref_dir), env=repo_env(), capture_output=True, text=True, timeout=300)
     wall = time.perf_counter() - t0
     assert done.returncode == 0, done.stderr
     rng = random.Random(6)
     progress = []
     for _ in range(4):
-        proc = subprocess.Popen(_cmd(exam, dir_), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(_cmd(exam, dir_), env=repo_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(rng.uniform(0.35, 0.7) * wall)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -68,7 +61,7 @@ def test_sigkill_at_random_points_then_resume(tmp_path: Path):
                 progress.append(j.count())
     assert progress and progress[0] < 4 * 35, "the first kill came too late to interrupt anything"
     assert progress == sorted(progress)  # finished rows are never lost
-    final = subprocess.run(_cmd(exam, dir_), env=_env(), capture_output=True, text=True, timeout=300)
+    final = subprocess.run(_cmd(exam, dir_), env=repo_env(), capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
     assert f"({4 * 35 - progress[-1]} new rows)" in final.stdout  # nothing finished was redone
     vol = list(VOLATILE_COLUMNS)
