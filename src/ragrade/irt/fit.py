@@ -256,9 +256,11 @@ def fit_irt(
     resp = data if isinstance(data, Responses) else load_responses(data, cfg.factors, cfg.not_applicable)
     t_read = time.perf_counter() - t0
     result = fit_responses(resp, cfg, init=init)
-    if cfg.se in ("bootstrap", "parametric"):
+    if cfg.se in ("bootstrap", "parametric", "jackknife"):
+        from ragrade.irt.jackknife import jackknife_se
+
         t_boot = time.perf_counter()
-        (bootstrap_se if cfg.se == "bootstrap" else parametric_se)(resp, cfg, result)
+        {"bootstrap": bootstrap_se, "parametric": parametric_se, "jackknife": jackknife_se}[cfg.se](resp, cfg, result)
         result.timings["se"] = result.timings.get("se", 0.0) + time.perf_counter() - t_boot
     result.timings = {"read": t_read, "fit": float(result.fit.get("time_s", 0.0)), **result.timings}
     result.timings["fit_se_stats"] = time.perf_counter() - t0 - t_read  # fit, SEs, statistics and flags

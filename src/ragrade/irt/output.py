@@ -123,7 +123,7 @@ def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]
             "they are); accuracy_pp_ci95_low/high map the logit interval through the same curve (item "
             "parameters taken as known)",
             "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
-            "se is the one of se_method",
+            "se is the one of se_method (with se_method jackknife: the larger of se_jackknife and se_observed)",
         },
         "information": res.information(),
     }

@@ -37,7 +37,7 @@ SOLVERS = ("newton", "lbfgs")
 # weight of the penalties that remove the flat location/scale directions without priors once bounds bind
 # (see :func:`ragrade.irt.fit.fit_responses`): small, so that they no longer trade likelihood for themselves
 WEAK_PENALTY = 1e-3
-SE_METHODS = ("observed", "sandwich", "bootstrap", "parametric", "none")
+SE_METHODS = ("observed", "sandwich", "bootstrap", "parametric", "jackknife", "none")
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,9 @@ class FitConfig:
     gtol: float = 0.05  # converged when no coordinate is more than this many SEs from its optimum
     backend: str = "auto"  # auto | numpy | numba
     solver: str = "newton"  # newton (block Fisher scoring, the default) | lbfgs (L-BFGS-B)
-    se: str = "observed"  # observed | sandwich (robust, for effects) | bootstrap | parametric | none
+    se: str = "observed"  # observed | sandwich (robust, for effects) | bootstrap | parametric | jackknife | none
     n_boot: int = 50
+    jackknife_groups: int = 20  # groups of pipelines left out in turn by se="jackknife"
     seed: int = 0
     theta_grid: tuple[float, float, int] = (-4.0, 4.0, 81)
     # factor (or "*" for every factor not named) -> values meaning "does not apply to this pipeline";
@@ -75,8 +76,10 @@ class FitConfig:
             raise ConfigError(f"unknown solver '{self.solver}'; valid choices: {', '.join(SOLVERS)}")
         if self.se not in SE_METHODS:
             raise ConfigError(f"unknown SE method '{self.se}'; valid choices: {', '.join(SE_METHODS)}")
-        if self.max_iter < 1 or self.n_boot < 2:
-            raise ConfigError("max_iter must be >= 1 and n_boot >= 2")
+        if self.max_iter < 1 or self.n_boot < 2 or self.jackknife_groups < 2:
+            raise ConfigError("max_iter must be >= 1, n_boot >= 2 and jackknife_groups >= 2")
+        if self.se == "jackknife" and not self.factors:
+            raise ConfigError("--se jackknife corrects factor effects: it needs --factors (the hierarchical model)")
         if len(set(self.factors)) != len(self.factors):
             raise ConfigError("a factor is listed twice")
 
