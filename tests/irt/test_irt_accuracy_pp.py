@@ -92,8 +92,7 @@ def test_missing_combination_is_predicted_by_hand():
         assert rec["accuracy_pp_se"] == pytest.approx(se, rel=1e-3) and other["accuracy_pp_se"] == pytest.approx(se)
         assert (rec["accuracy_pp_cells"], rec["accuracy_pp_cells_predicted"]) == (2, 1)
         assert other["accuracy_pp_cells_predicted"] == 0
-        want = "partly predicted (1 of 2 cells at this level, 1 of 4 over the factor's levels)"
-        assert rec["accuracy_pp_source"] == want
+        assert rec["accuracy_pp_source"] == "partly predicted (1 of 2 cells; 1 of 4 over the factor)"
         assert other["accuracy_pp_source"].startswith("partly predicted (0 of 2")  # the grand mean is predicted
     # without the effects' covariance the predicted values have no interval
     bare = accuracy_effects(_design(3), R, theta, effects, _items())

@@ -159,8 +159,7 @@ def _source(cells: _Cells, lvl: int) -> str:
     if not pred:
         return OBSERVED
     return (
-        f"partly predicted ({cells.n_predicted[lvl]} of {cells.n_cells[lvl]} cells at this level, "
-        f"{pred} of {total} over the factor's levels)"
+        f"partly predicted ({cells.n_predicted[lvl]} of {cells.n_cells[lvl]} cells; {pred} of {total} over the factor)"
     )
 
 

@@ -126,8 +126,9 @@ def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]
             "accuracy_pp_se / accuracy_pp_ci95_low/high": "SE conditional on this exam's questions (observed "
             "part: binomial variance of the responses under the fitted model; predicted part: delta method "
             "from the effect covariance, the two treated as independent) and accuracy_pp +/- 1.96 SE",
-            "accuracy_pp_source": "observed, or partly predicted (predicted combinations / all, at this level "
-            "and over the factor's levels; accuracy_pp_cells, accuracy_pp_cells_predicted: at this level)",
+            "accuracy_pp_source": "observed, or partly predicted (k of m cells: predicted combinations of this "
+            "level, then over the factor's levels, whose mean every level's value uses; accuracy_pp_cells, "
+            "accuracy_pp_cells_predicted: this level's)",
             "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
             "se is the one of se_method",
         },
