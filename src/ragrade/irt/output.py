@@ -125,7 +125,8 @@ def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]
             "full factorial, the observed marginal mean minus the grand mean",
             "accuracy_pp_se / accuracy_pp_ci95_low/high": "SE conditional on this exam's questions (observed "
             "part: binomial variance of the responses under the fitted model; predicted part: delta method "
-            "from the effect covariance, the two treated as independent) and accuracy_pp +/- 1.96 SE",
+            "from the effect covariance; the SE is the sum of the two, a bound for their correlation) and "
+            "accuracy_pp +/- 1.96 SE",
             "accuracy_pp_source": "observed, or partly predicted (k of m cells: predicted combinations of this "
             "level, then over the factor's levels, whose mean every level's value uses; accuracy_pp_cells, "
             "accuracy_pp_cells_predicted: this level's)",
