@@ -139,3 +139,12 @@ def test_jackknife_effect_interval_coverage_over_60_grids():
     # measured on these 60 grids (780 effects): jackknife 0.953, ratio 1.010; MAP on the same unit 0.787, ratio 1.048
     assert cov_jk >= 0.94, (cov_jk, cov_map, r_jk, r_map)
     assert abs(r_jk - 1.0) < 0.025 and r_map > 1.03, (r_jk, r_map)
+
+
+def test_report_names_the_logit_unit():
+    from ragrade.report.sections_irt import _logit_unit
+
+    jk = {"identifiability": {"scale": "discriminations with geometric mean 1 (...)"}, "se_method": "jackknife over"}
+    assert _logit_unit(jk).endswith("bias-corrected by a jackknife over pipelines")
+    assert _logit_unit({"identifiability": {"scale": "set by the priors on abilities/effects"}}).endswith("priors")
+    assert "geometric mean 1" in _logit_unit({"identifiability": {"scale": "discriminations normalised to ..."}})

@@ -12,11 +12,8 @@ import pytest
 from ragrade.errors import DataError
 from ragrade.io import write_json
 from ragrade.irt import output
-from ragrade.irt.accuracy import accuracy_effects
 from ragrade.irt.fit import FitConfig, fit_irt, fit_responses, parametric_se
-from ragrade.irt.hierarchical import Design
 from ragrade.irt.io import build_responses, load_item_params, load_responses
-from ragrade.irt.model import prob
 from ragrade.irt.problem import NUMBA_MIN_RESPONSES, choose_backend, numba_cache_dir
 from ragrade.irt.simulate import simulate_hierarchical, to_frame
 from ragrade.report.sections_irt import item_params
@@ -69,32 +66,25 @@ def test_items_inline_and_in_parquet_read_alike(tmp_path, grid, fitted, monkeypa
 
 def test_effects_in_percentage_points(grid, fitted):
     data, _ = grid
-    design = Design([f for f in data.factors if f.name in FACTORS])
-    d, b, g = fitted.discrimination, fitted.difficulty, fitted.guessing
-    # hand-computed for one level: mean over pipelines of the exam's expected accuracy, moved to that level
-    f = design.factors[0]
-    lvl = f.levels[0]
-    est, se = fitted.effects[f.name][lvl]
-    eff = np.array([fitted.effects[f.name][v][0] for v in f.levels])
-    base = fitted.theta - eff[f.codes]
-
-    def acc(t):
-        return float(prob(t, d, b, g).mean())
-
-    want = 100 * (acc(base + est) - acc(base))
-    rec = fitted.effects_detail[f.name][lvl]
-    assert rec["accuracy_pp"] == pytest.approx(want, abs=0.02)  # grid interpolation
-    assert rec["accuracy_pp_ci95_low"] < rec["accuracy_pp"] < rec["accuracy_pp_ci95_high"]
-    assert rec["accuracy_pp_ci95_low"] == pytest.approx(100 * (acc(base + est - 1.96 * se) - acc(base)), abs=0.02)
-    # same order as the logits (the curve is increasing), and zero effect -> zero points
+    # a full factorial: each level's observed marginal accuracy minus the grand mean (model-free)
+    acc = (data.R == 1).mean(axis=0)
+    for f in data.factors:
+        pps = []
+        for j, lvl in enumerate(f.levels):
+            rec = fitted.effects_detail[f.name][lvl]
+            want = 100 * (acc[f.codes == j].mean() - acc.mean())
+            assert rec["accuracy_pp"] == pytest.approx(want, abs=1e-9)
+            assert rec["accuracy_pp_source"] == "observed" and rec["accuracy_pp_cells_predicted"] == 0
+            assert rec["accuracy_pp_cells"] == len(data.pipelines) // len(f.levels)
+            assert rec["accuracy_pp_se"] > 0
+            assert rec["accuracy_pp_ci95_low"] == pytest.approx(rec["accuracy_pp"] - 1.96 * rec["accuracy_pp_se"])
+            pps.append(rec["accuracy_pp"])
+        assert sum(pps) == pytest.approx(0.0, abs=1e-9)
+    # the same order as the logits (a sizeable effect and 200 questions)
     for factor, levels in fitted.effects.items():
         logits = [v[0] for v in levels.values()]
         pp = [fitted.effects_detail[factor][v]["accuracy_pp"] for v in levels]
         assert np.argsort(logits).tolist() == np.argsort(pp).tolist()
-    zero = {k: {v: (0.0, float("nan")) for v in lv} for k, lv in fitted.effects.items()}
-    out = accuracy_effects(design, fitted.theta, zero, d, b, g)
-    assert all(abs(r["accuracy_pp"]) < 1e-9 for lv in out.values() for r in lv.values())
-    assert "accuracy_pp_ci95_low" not in out[f.name][lvl]
 
 
 def test_effects_table_and_json_carry_both_units(tmp_path, grid):
@@ -237,7 +227,8 @@ def test_parametric_bootstrap_se_runs_is_seeded_and_sensible(tmp_path, grid, fit
             assert lo < rec["accuracy_pp"] < hi
     pp_obs = fitted.effects_detail["llm"]["llm0"]
     pp_par = a.effects_detail["llm"]["llm0"]
-    assert pp_par["accuracy_pp_ci95_high"] != pp_obs["accuracy_pp_ci95_high"]  # interval follows the new SE
+    # a full factorial: the points are observed, their SE binomial given the questions, whatever the logit SEs
+    assert pp_par["accuracy_pp_ci95_high"] == pytest.approx(pp_obs["accuracy_pp_ci95_high"])
     assert 0.3 < float(np.median(a.theta_se / fitted.theta_se)) < 3.0
     doc = json.loads(out.read_text())
     assert doc["se_method"].startswith("parametric bootstrap") and doc["effects"]["llm"]["llm0"]["se_parametric"] > 0

@@ -91,12 +91,15 @@ def _config(
     )
 
 
-def _pp(rec: dict[str, float]) -> str:
-    """`` (+3.7 pp accuracy, 95% [+1.8, +5.6])`` from an effect's detail, or '' without an interval."""
+def _pp(rec: dict[str, Any]) -> str:
+    """`` (+3.7 pp accuracy, 95% [+1.8, +5.6])`` from an effect's detail ('predicted' when partly so),
+    or '' without an interval."""
     if "accuracy_pp_ci95_low" not in rec:
         return ""
     lo, hi = rec["accuracy_pp_ci95_low"], rec["accuracy_pp_ci95_high"]
-    return f" ({rec['accuracy_pp']:+.1f} pp accuracy, 95% [{lo:+.1f}, {hi:+.1f}])"
+    source = rec.get("accuracy_pp_source", "observed")
+    note = "" if source == "observed" else f", {source}"
+    return f" ({rec['accuracy_pp']:+.1f} pp accuracy, 95% [{lo:+.1f}, {hi:+.1f}]{note})"
 
 
 def _summary_lines(res: Any) -> list[str]:

@@ -326,7 +326,8 @@ def _apply_replicates(data: Responses, cfg: FitConfig, result: IRTResult, refits
         from ragrade.irt.result import add_accuracy
 
         items = (result.discrimination, result.difficulty, result.guessing)
-        add_accuracy(result.effects_detail, Design(factors), result.theta, result.effects, items)
+        cov = {f: np.atleast_2d(np.cov(np.array([e[f] for e in effs]), rowvar=False)) for f in result.effects}
+        add_accuracy(result.effects_detail, Design(factors), data.R, result.theta, result.effects, items, cov)
     return sum(int(r.converged) for r in refits)
 
 

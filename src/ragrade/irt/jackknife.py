@@ -123,11 +123,11 @@ def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResul
     z_jk = G * z_full - (G - 1) * z_bar
     cov_jk = (G - 1) / G * (Z - z_bar).T @ (Z - z_bar)
     _rescale(result, s)
-    _set_effects(result, design, z_jk, cov_jk)
+    covs = _set_effects(result, design, z_jk, cov_jk)
     from ragrade.irt.result import add_accuracy
 
     items = (result.discrimination, result.difficulty, result.guessing)
-    add_accuracy(result.effects_detail, design, result.theta, result.effects, items)
+    add_accuracy(result.effects_detail, design, data.R, result.theta, result.effects, items, covs)
     result.se_method = (
         f"jackknife over pipelines (G={G} groups, {n_conv} refits converged): effects bias-corrected to first "
         "order; each SE the larger of the jackknife and the observed-information SE; unit: " + UNIT
@@ -156,11 +156,12 @@ def _rescale(result: IRTResult, s: float) -> None:
                     rec[key] *= s
 
 
-def _set_effects(result: IRTResult, design: Design, z: F64, cov_jk: F64) -> None:
-    """Write the corrected effects, their SEs (larger of jackknife and observed) and the abilities."""
+def _set_effects(result: IRTResult, design: Design, z: F64, cov_jk: F64) -> dict[str, F64]:
+    """Write the corrected effects, their SEs (larger of jackknife and observed) and the abilities; returns
+    per factor the level effects' covariance: the jackknife's, its diagonal raised to the reported SEs."""
     effs = design.effects(z)
-    covs = design.effect_cov(cov_jk)
-    for f, e, c in zip(design.factors, effs, covs, strict=True):
+    out: dict[str, F64] = {}
+    for f, e, c in zip(design.factors, effs, design.effect_cov(cov_jk), strict=True):
         se_jk = np.sqrt(np.maximum(np.diag(c), 0.0))
         new = {}
         for j, lvl in enumerate(f.levels):
@@ -170,10 +171,13 @@ def _set_effects(result: IRTResult, design: Design, z: F64, cov_jk: F64) -> None
             se = float(max(se_jk[j], obs)) if np.isfinite(obs) else float(se_jk[j])
             new[lvl] = (float(e[j]), se)
         result.effects[f.name] = new
+        ses = np.array([se for _, se in new.values()])
+        out[f.name] = c + np.diag(np.maximum(ses**2 - np.diag(c), 0.0))
     X = design.X
     theta_jk = np.sqrt(np.maximum(np.einsum("pk,kl,pl->p", X, cov_jk, X), 0.0))
     result.theta = X @ z
     result.theta_se = np.where(np.isfinite(result.theta_se), np.maximum(result.theta_se, theta_jk), theta_jk)
+    return out
 
 
 __all__ = ["UNIT", "draw_groups", "jackknife_se", "subset_pipelines"]

@@ -1,8 +1,8 @@
 """Writing a fit: a small ``irt.json`` plus columnar per-item and CSV tables next to it.
 
 ``irt.json`` (kind ``irt``, version 2) holds what a reader needs at a glance: the model, fit
-statistics, convergence, identifiability, abilities, factor effects (in logits and as a change in
-expected accuracy on this exam, in percentage points, with intervals), a summary of the item
+statistics, convergence, identifiability, abilities, factor effects (in logits and as differences in
+accuracy on this exam, in percentage points, observed or partly predicted, with intervals), a summary of the item
 parameters and the information curves. The per-item table (parameters, SEs, statistics, flags)
 is ``<stem>_items.parquet``; it is also inline under ``items`` (and written as
 ``<stem>_items.csv``) when the exam has at most :data:`ITEMS_INLINE_MAX` questions, as in
@@ -75,7 +75,7 @@ def effects_doc(res: IRTResult) -> dict[str, Any]:
 
 
 def effects_table(res: IRTResult) -> pd.DataFrame:
-    """One row per (factor, level): logits with SE and interval, and the change in expected accuracy."""
+    """One row per (factor, level): logits with SE and interval, and the accuracy difference in points."""
     rows = []
     for f, levels in effects_doc(res).items():
         for lvl, rec in levels.items():
@@ -118,10 +118,18 @@ def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]
         "effects": effects_doc(res),
         "effects_units": {
             "estimate": "logits (ability units); the unit is set by the priors / anchoring, see identifiability",
-            "accuracy_pp": "change in expected accuracy on this exam, in percentage points, if every pipeline "
-            "where the factor applies had this level instead of the average level (other components as "
-            "they are); accuracy_pp_ci95_low/high map the logit interval through the same curve (item "
-            "parameters taken as known)",
+            "accuracy_pp": "how much more accurate, on this exam, in percentage points, the pipelines where the "
+            "factor applies are with this level than on average over the factor's levels (other components "
+            "as they are): from the observed accuracies of the pipelines with each combination; a combination "
+            "absent from the data is predicted (the model moves the pipeline from its level to this one); in a "
+            "full factorial, the observed marginal mean minus the grand mean",
+            "accuracy_pp_se / accuracy_pp_ci95_low/high": "SE conditional on this exam's questions (observed "
+            "part: binomial variance of the responses under the fitted model; predicted part: delta method "
+            "from the effect covariance; the SE is the sum of the two, a bound for their correlation) and "
+            "accuracy_pp +/- 1.96 SE",
+            "accuracy_pp_source": "observed, or partly predicted (k of m cells: predicted combinations of this "
+            "level, then over the factor's levels, whose mean every level's value uses; accuracy_pp_cells, "
+            "accuracy_pp_cells_predicted: this level's)",
             "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
             "se is the one of se_method (with se_method jackknife: the larger of se_jackknife and se_observed)",
         },

@@ -2,7 +2,7 @@
 
 :func:`finish_result` anchors the estimates (:mod:`ragrade.irt.anchor`, never changing the
 likelihood), computes standard errors (:mod:`ragrade.irt.stderr`), statistics and flags
-(:mod:`ragrade.irt.stats`) and the effects in percentage points (:mod:`ragrade.irt.accuracy`);
+(:mod:`ragrade.irt.stats`) and the effects in percentage points of accuracy (:mod:`ragrade.irt.accuracy`);
 :meth:`IRTResult.write` writes the files (:mod:`ragrade.irt.output`).
 """
 
@@ -59,8 +59,8 @@ class IRTResult:
     exam_path: str | None = None
     source: str = ""
     not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)  # factor -> values, pipelines
-    # factor -> level -> se_observed, se_sandwich, accuracy_pp, accuracy_pp_ci95_low/high
-    effects_detail: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # factor -> level -> se_observed, se_sandwich, accuracy_pp (+ _se, _ci95_low/high, _cells, _source)
+    effects_detail: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage (read, fit, se, ...)
 
     @property
@@ -173,9 +173,9 @@ def finish_result(
     if compute_se and cfg.se != "none":
         ses = standard_errors(prob, data, cfg, theta, d, b, g)
         theta_se, item_se, se_method = ses.theta_se, ses.item_se, ses.method
-    effects, detail = _effects(prob, ses, cfg.se, z)
+    effects, detail, cov = _effects(prob, ses, cfg.se, z)
     if prob.design is not None and effects and compute_se:
-        add_accuracy(detail, prob.design, theta, effects, (d, b, g))
+        add_accuracy(detail, prob.design, R, theta, effects, (d, b, g), cov)
     se_time = time.perf_counter() - t0
     config = {
         "model": cfg.model,
@@ -219,14 +219,18 @@ def finish_result(
 
 
 def add_accuracy(
-    detail: dict[str, dict[str, dict[str, float]]],
+    detail: dict[str, dict[str, dict[str, Any]]],
     design: Design,
+    R: npt.NDArray[np.int8],
     theta: F64,
     effects: dict[str, dict[str, tuple[float, float]]],
     items: tuple[F64, F64, F64],
+    cov: dict[str, F64] | None = None,
 ) -> None:
-    """Add each effect's change in expected accuracy (percentage points, with interval) to ``detail``."""
-    for f, levels in accuracy_effects(design, theta, effects, *items).items():
+    """Add each effect in percentage points of accuracy on this exam (with SE, interval and whether
+    observed or partly predicted; :mod:`ragrade.irt.accuracy`) to ``detail``. ``R``: the responses
+    (items x pipelines, -1 missing); ``cov``: per factor, the covariance of its level effects."""
+    for f, levels in accuracy_effects(design, R, theta, effects, items, cov).items():
         for lvl, rec in levels.items():
             detail.setdefault(f, {}).setdefault(lvl, {}).update(rec)
 
@@ -240,12 +244,14 @@ def _information_at(theta: F64, d: F64, b: F64, g: F64) -> F64:
 
 def _effects(
     prob: Problem, ses: Any, method: str, z: F64
-) -> tuple[dict[str, dict[str, tuple[float, float]]], dict[str, dict[str, dict[str, float]]]]:
-    """Per factor and level: (estimate, SE of the chosen method), and both SEs in the detail."""
+) -> tuple[dict[str, dict[str, tuple[float, float]]], dict[str, dict[str, dict[str, Any]]], dict[str, F64]]:
+    """Per factor and level: (estimate, SE of the chosen method), both SEs in the detail, and per factor
+    the covariance of the level effects of the chosen method."""
     effects: dict[str, dict[str, tuple[float, float]]] = {}
-    detail: dict[str, dict[str, dict[str, float]]] = {}
+    detail: dict[str, dict[str, dict[str, Any]]] = {}
+    covs: dict[str, F64] = {}
     if prob.design is None:
-        return effects, detail
+        return effects, detail, covs
     effs = prob.design.effects(z)
     k = [len(e) for e in effs]
     nan = [np.full((n, n), np.nan) for n in k]
@@ -255,11 +261,12 @@ def _effects(
         se_o = np.sqrt(np.maximum(np.diag(co), 0.0)) if np.isfinite(co).all() else np.full(len(e), np.nan)
         se_r = np.sqrt(np.maximum(np.diag(cr), 0.0)) if np.isfinite(cr).all() else np.full(len(e), np.nan)
         se = se_r if method == "sandwich" else se_o
+        covs[f.name] = cr if method == "sandwich" else co
         effects[f.name] = {lvl: (float(e[j]), float(se[j])) for j, lvl in enumerate(f.levels)}
         detail[f.name] = {
             lvl: {"se_observed": float(se_o[j]), "se_sandwich": float(se_r[j])} for j, lvl in enumerate(f.levels)
         }
-    return effects, detail
+    return effects, detail, covs
 
 
 def _not_applicable(prob: Problem, data: Responses) -> dict[str, dict[str, Any]]:

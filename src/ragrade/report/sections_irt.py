@@ -109,6 +109,17 @@ def irt_section(files: RunFiles) -> Section:
     return sec
 
 
+def _logit_unit(doc: dict[str, Any]) -> str:
+    """How the fit set its logit unit, in a few words (irt.json ``identifiability.scale``)."""
+    scale = str((doc.get("identifiability") or {}).get("scale") or "")
+    if scale.startswith("discriminations with geometric mean 1"):
+        bias = " and bias-corrected by a jackknife over pipelines" if "jackknife" in str(doc.get("se_method")) else ""
+        return "on the unit where discriminations have geometric mean 1" + bias
+    if scale.startswith("discriminations normalised"):
+        return "on the unit where discriminations have geometric mean 1"
+    return "whose unit is set by the model's priors"
+
+
 def _effects(
     sec: Section, files: RunFiles, fit: dict[str, Any], summary: pd.DataFrame | None, na_values: list[str] | None
 ) -> None:
@@ -123,35 +134,39 @@ def _effects(
     for factor, levels in effects.items():
         for level, e in levels.items():
             est, se = e.get("estimate"), e.get("se")
-            labels.append(f"{factor}={level}")
+            source = e.get("accuracy_pp_source") or "observed"
+            labels.append(f"{factor}={level}" + ("" if source == "observed" else " (partly predicted)"))
             vals.append(est)
             lows.append(None if est is None or se is None else est - 1.96 * se)
             highs.append(None if est is None or se is None else est + 1.96 * se)
             pp.append(e.get("accuracy_pp"))
             pp_lows.append(e.get("accuracy_pp_ci95_low"))
             pp_highs.append(e.get("accuracy_pp_ci95_high"))
-            rows.append([factor, level, e.get("accuracy_pp"), pp_lows[-1], pp_highs[-1], est, se])
+            rows.append([factor, level, e.get("accuracy_pp"), pp_lows[-1], pp_highs[-1], source, est, se])
     scope = fit.get("subset") or "all pipelines"
     sec.add(f"<h3>Component effects ({html.escape(str(fit['name']))}: {html.escape(str(scope))})</h3>")
-    columns = ["factor", "level", "accuracy change (pp)", "pp low", "pp high", "effect (logits)", "se (logits)"]
+    columns = ["factor", "level", "accuracy difference (pp)", "pp low", "pp high", "pp source"]
+    columns += ["effect (logits)", "se (logits)"]
     table: Table | None = Table(columns, rows, source=src)
     if any(v is not None for v in pp):
         sec.add_text(
-            "Each effect as the change in expected accuracy on this exam, in percentage points, if every "
-            "pipeline where the factor applies had this level instead of the average level (95% interval); "
-            "the logit effects, whose unit is set by the model's priors, follow for experts.",
+            "Each level as how much more accurate, on this exam, in percentage points, the pipelines where "
+            "the factor applies are with it than on average over the factor's levels, the other components "
+            "as they are (95% interval): from the observed accuracies; where a combination of components was "
+            "not run, the model predicts it, and the value is labelled partly predicted. The logit effects "
+            f"({_logit_unit(doc)}) follow for experts.",
             f"{src} (effects_units)",
         )
         sec.add(
             charts.bar_with_errors(
                 f"effects-pp-{fit['name']}",
-                f"Change in expected accuracy per component level ({scope}, 95% interval)",
+                f"Accuracy difference per component level ({scope}, 95% interval)",
                 labels,
                 pp,
                 pp_lows,
                 pp_highs,
                 source=src,
-                axis_title="change in expected accuracy (percentage points)",
+                axis_title="accuracy difference (percentage points)",
                 table=table,
             )
         )
@@ -166,7 +181,7 @@ def _effects(
             highs,
             source=src,
             axis_title="effect on ability (theta, logits)",
-            table=table or Table(["factor", "level", "estimate", "se"], [r[:2] + r[5:] for r in rows], source=src),
+            table=table or Table(["factor", "level", "estimate", "se"], [r[:2] + r[6:] for r in rows], source=src),
         )
     )
     note = not_applicable_note(doc)
