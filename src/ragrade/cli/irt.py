@@ -113,7 +113,8 @@ def _summary_lines(res: Any) -> list[str]:
         f"RMSE {fit['rmse']:.4f} (mean baseline {fit['rmse_baseline']:.4f})",
     ]
     if res.effects:
-        lines.append(f"effect SEs: {res.se_method}")
+        hint = "" if "jackknife" in res.se_method else " (logit effects not bias-corrected: see --se jackknife)"
+        lines.append(f"effect SEs: {res.se_method}{hint}")
     for f, levels in res.effects.items():
         detail = res.effects_detail.get(f, {})
         parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}{_pp(detail.get(lvl, {}))}" for lvl, (e, s) in levels.items())
