@@ -188,3 +188,15 @@ def test_displays_print_one_line_per_stage() -> None:
             f"[ 1/2] {'corpus':<28} done in     1.2s  (documents=3)",
             f"[ 2/2] {'chunk:a':<28} reused (unchanged config)",
         ], (cls, lines)
+
+
+def test_irt_section_chooses_the_effect_se() -> None:
+    from ragrade.job.analysis import _fit_config
+
+    cfg = load_job_config(None, {"corpus": {"demo": True}, "irt": {"se": "jackknife", "groups": 8}})
+    fit_cfg = _fit_config(cfg, ["retriever", "icl"])
+    assert fit_cfg.se == "jackknife" and fit_cfg.jackknife_groups == 8
+    assert _fit_config(cfg, []).se == "observed"  # nothing to correct without factors
+    assert _fit_config(load_job_config(None, {"corpus": {"demo": True}}), ["icl"]).se == "observed"
+    with pytest.raises(ConfigError, match="se"):
+        load_job_config(None, {"corpus": {"demo": True}, "irt": {"se": "bootstrap-ish"}})

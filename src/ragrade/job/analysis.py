@@ -16,6 +16,7 @@ report still reads them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,8 @@ def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> Any:
         factors=tuple(factors),
         priors=Priors.named(cfg.irt.prior),
         not_applicable={"*": NOT_APPLICABLE},
+        se=cfg.irt.se if factors else "observed",  # the jackknife corrects factor effects only
+        jackknife_groups=cfg.irt.groups,
     )
 
 
@@ -179,7 +182,7 @@ def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
     if steps > 0:
         ctx.progress("irt improve", len(plan["fits"]), len(plan["fits"]) + 1)
         main = plan["fits"][0]["factors"]
-        main_cfg = _fit_config(ctx.cfg, main)
+        main_cfg = replace(_fit_config(ctx.cfg, main), se="observed")  # improve reads item parameters only
         data = load_responses(df, main, main_cfg.not_applicable)
         imp = improve(data, main_cfg, steps=steps, drop=ctx.cfg.irt.drop, tags=exam_tags(exam) if exam else {})
         write_improvement(imp, out / "improve", exam, data)

@@ -8,7 +8,7 @@ file layer.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -122,6 +122,9 @@ class IRTSection(_Section):
     improve_steps: int = Field(default=3, ge=0)
     drop: float = Field(default=0.1, gt=0, lt=1)
     prior: str = "weak"
+    # SEs of the factor effects: "jackknife" also bias-corrects them (see `irt fit --se`); groups for it
+    se: Literal["observed", "sandwich", "jackknife"] = "observed"
+    groups: int = Field(default=20, ge=2)
 
 
 class RobustSection(_Section):
