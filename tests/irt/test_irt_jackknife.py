@@ -10,7 +10,7 @@ import pytest
 from ragrade.errors import ConfigError, DataError
 from ragrade.irt.fit import FitConfig, fit_irt, fit_responses
 from ragrade.irt.hierarchical import Design
-from ragrade.irt.jackknife import draw_groups, subset_pipelines
+from ragrade.irt.jackknife import draw_groups
 from ragrade.irt.simulate import simulate_hierarchical
 
 FACTORS = ("llm", "retriever")
@@ -37,7 +37,7 @@ def test_jackknife_equals_its_definition_computed_by_hand(grid):
     groups = draw_groups(data, FACTORS, 3, 5)
     reps = []
     for k in range(3):
-        refit = fit_responses(subset_pipelines(data, groups != k), FitConfig(factors=FACTORS, se="none"), init=full)
+        refit = fit_responses(data.subset_pipelines(groups != k), FitConfig(factors=FACTORS, se="none"), init=full)
         reps.append(_z(refit, design))
     Z = np.array(reps)
     z_jk = 3 * _z(full, design) - 2 * Z.mean(axis=0)
@@ -64,7 +64,7 @@ def test_groups_keep_every_level_and_are_seeded(grid):
     b = draw_groups(data, FACTORS, 4, 1)
     assert np.array_equal(b, draw_groups(data, FACTORS, 4, 1)) and set(b.tolist()) == {0, 1, 2, 3}
     for k in range(4):
-        sub = subset_pipelines(data, b != k)
+        sub = data.subset_pipelines(b != k)
         for f in sub.factors:
             assert set(f.codes.tolist()) == set(range(len(f.levels)))
 
@@ -74,7 +74,7 @@ def test_a_level_with_one_pipeline_cannot_be_jackknifed(grid):
     # keep only one pipeline of llm0: leaving its group out would lose the level
     llm = next(f for f in data.factors if f.name == "llm")
     keep = (llm.codes != 0) | (np.cumsum(llm.codes == 0) == 1)
-    small = subset_pipelines(data, keep)
+    small = data.subset_pipelines(keep)
     with pytest.raises(DataError, match="too few pipelines"):
         fit_irt(small, config=FitConfig(factors=FACTORS, se="jackknife", jackknife_groups=4))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,17 @@ class Responses:
             counts=counts,
             source=self.source,
             exam_path=self.exam_path,
+        )
+
+
+    def subset_pipelines(self, keep: npt.NDArray[np.bool_]) -> Responses:
+        """The same items answered by the pipelines where ``keep`` is true (factor codes subset alike)."""
+        idx = np.flatnonzero(keep)
+        return replace(
+            self,
+            pipelines=[self.pipelines[i] for i in idx],
+            R=np.ascontiguousarray(self.R[:, idx]),
+            factors=[replace(f, codes=f.codes[idx]) for f in self.factors],
         )
 
 

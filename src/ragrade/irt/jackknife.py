@@ -33,7 +33,6 @@ combinations missing 97%. On tiny grids (12 pipelines) the bias is not first-ord
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -53,27 +52,11 @@ MAX_DRAWS = 50
 UNIT = "discriminations with geometric mean 1"
 
 
-def subset_pipelines(data: Responses, keep: npt.NDArray[np.bool_]) -> Responses:
-    """The responses of the pipelines where ``keep`` is true (factors' codes subset alike)."""
-    idx = np.flatnonzero(keep)
-    factors = [dataclasses.replace(f, codes=f.codes[idx]) for f in data.factors]
-    return replace(
-        data,
-        pipelines=[data.pipelines[i] for i in idx],
-        R=np.ascontiguousarray(data.R[:, idx]),
-        factors=factors,
-    )
-
-
 def _identifiable(data: Responses, factor_names: tuple[str, ...], keep: npt.NDArray[np.bool_]) -> bool:
-    """Whether the pipelines in ``keep`` still have every level of every factor and a full-rank design."""
-    for f in data.factors:
-        if f.name in factor_names:
-            seen = np.unique(f.codes[keep])
-            if np.setdiff1d(np.arange(len(f.levels)), seen).size:
-                return False
+    """Whether the pipelines in ``keep`` still identify every effect (a level left without pipelines makes
+    the design rank-deficient, so :class:`Design` rejects it too)."""
     try:
-        Design([dataclasses.replace(f, codes=f.codes[keep]) for f in data.factors if f.name in factor_names])
+        Design([f for f in data.subset_pipelines(keep).factors if f.name in factor_names])
     except DataError:
         return False
     return True
@@ -118,7 +101,7 @@ def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResul
     reps, n_conv = [], 0
     for k in range(G):
         keep = groups != k
-        refit = fit_responses(subset_pipelines(data, keep), sub_cfg, init=result, compute_se=False)
+        refit = fit_responses(data.subset_pipelines(keep), sub_cfg, init=result, compute_se=False)
         n_conv += int(refit.converged)
         reps.append(_unit_effects(refit, design)[0])  # same levels, so the same effect coordinates
     Z = np.asarray(reps)
@@ -183,4 +166,4 @@ def _set_effects(result: IRTResult, design: Design, z: F64, cov_jk: F64) -> dict
     return out
 
 
-__all__ = ["UNIT", "draw_groups", "jackknife_se", "subset_pipelines"]
+__all__ = ["UNIT", "draw_groups", "jackknife_se"]
