@@ -19,20 +19,13 @@ from tests.support.openai_server import Faults, OpenAIServer, always, dead_base_
 from ragrade.cli.main import main
 from ragrade.exam.files import Question, write_exam
 from ragrade.llm.failures import FailureTally
-from ragrade.run.pipeline import clear_resources
 
 N = 6
 FAST = ["--max-retries", "0", "--concurrency", "2"]
 CHAT = "/v1/chat/completions"
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("RAGRADE_MAX_FAILED", raising=False)
-    clear_resources()
+pytestmark = pytest.mark.usefixtures("isolated_llm_env")
 
 
 def _exam(tmp_path: Path, n: int = N) -> Path:

@@ -13,20 +13,13 @@ from tests.support.openai_server import OpenAIServer, always, recovers_after
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks
 from ragrade.corpus.types import Chunk
-from ragrade.run.pipeline import clear_resources
 
 CHAT = "/v1/chat/completions"
 DATA = Path(__file__).resolve().parents[1] / "robust" / "data"
 WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord"]
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("RAGRADE_MAX_FAILED", raising=False)
-    clear_resources()
+pytestmark = pytest.mark.usefixtures("isolated_llm_env")
 
 
 def _chunks(tmp_path: Path) -> Path:

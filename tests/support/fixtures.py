@@ -25,3 +25,16 @@ def llm_cache_dir(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     path = tmp_path / "ragrade-cache"
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(path))
     return path
+
+
+@pytest.fixture
+def isolated_llm_env(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A fresh LLM cache, a test API key, no OPENAI_BASE_URL / RAGRADE_MAX_FAILED from the caller's shell,
+    and no pipeline resources left from an earlier test."""
+    from ragrade.run.pipeline import clear_resources
+
+    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("RAGRADE_MAX_FAILED", raising=False)
+    clear_resources()
