@@ -75,7 +75,7 @@ def test_a_level_with_one_pipeline_cannot_be_jackknifed(grid):
     llm = next(f for f in data.factors if f.name == "llm")
     keep = (llm.codes != 0) | (np.cumsum(llm.codes == 0) == 1)
     small = data.subset_pipelines(keep)
-    with pytest.raises(DataError, match="too few pipelines"):
+    with pytest.raises(DataError, match=r"level\(s\) llm0 of factor 'llm' have a single pipeline"):
         fit_irt(small, config=FitConfig(factors=FACTORS, se="jackknife", jackknife_groups=4))
 
 

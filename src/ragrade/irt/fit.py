@@ -255,10 +255,12 @@ def fit_irt(
     t0 = time.perf_counter()
     resp = data if isinstance(data, Responses) else load_responses(data, cfg.factors, cfg.not_applicable)
     t_read = time.perf_counter() - t0
+    from ragrade.irt.jackknife import draw_groups, jackknife_se
+
+    if cfg.se == "jackknife":  # a design the jackknife cannot split fails before any fitting
+        draw_groups(resp, cfg.factors, cfg.jackknife_groups, cfg.seed)
     result = fit_responses(resp, cfg, init=init)
     if cfg.se in ("bootstrap", "parametric", "jackknife"):
-        from ragrade.irt.jackknife import jackknife_se
-
         t_boot = time.perf_counter()
         {"bootstrap": bootstrap_se, "parametric": parametric_se, "jackknife": jackknife_se}[cfg.se](resp, cfg, result)
         result.timings["se"] = result.timings.get("se", 0.0) + time.perf_counter() - t_boot

@@ -68,14 +68,23 @@ def draw_groups(data: Responses, factor_names: tuple[str, ...], n_groups: int, s
     g = min(n_groups, n)
     if g < 2:
         raise ConfigError("--se jackknife needs at least 2 pipelines")
+    for f in (f for f in data.factors if f.name in factor_names):
+        counts = np.bincount(f.codes[f.codes >= 0], minlength=len(f.levels))
+        lone = [f.levels[j] for j, c in enumerate(counts) if c < 2]
+        if lone:
+            raise DataError(
+                f"--se jackknife: level(s) {', '.join(lone)} of factor '{f.name}' have a single pipeline, so a "
+                "refit without it cannot estimate their effect; use --se observed or sandwich ([irt] se in a ragrade run config)"
+            )
     rng = np.random.default_rng(seed)
     for _ in range(MAX_DRAWS):
         groups = rng.permutation(n) % g
         if all(_identifiable(data, factor_names, groups != k) for k in range(g)):
             return np.asarray(groups, dtype=np.int64)
     raise DataError(
-        f"--se jackknife: no split of the {n} pipelines into {g} groups leaves every level of every factor "
-        "in each refit (some level has too few pipelines); use fewer --groups or --se observed"
+        f"--se jackknife: no split of the {n} pipelines into {g} groups keeps every effect identifiable in each "
+        f"refit (some level has few pipelines); use more --groups (at most {n}: one pipeline per group) or "
+        "--se observed"
     )
 
 
