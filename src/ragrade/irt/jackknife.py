@@ -74,7 +74,8 @@ def draw_groups(data: Responses, factor_names: tuple[str, ...], n_groups: int, s
         if lone:
             raise DataError(
                 f"--se jackknife: level(s) {', '.join(lone)} of factor '{f.name}' have a single pipeline, so a "
-                "refit without it cannot estimate their effect; use --se observed or sandwich ([irt] se in a ragrade run config)"
+                "refit without it cannot estimate their effect; use --se observed or sandwich "
+                "([irt] se in a ragrade run config)"
             )
     rng = np.random.default_rng(seed)
     for _ in range(MAX_DRAWS):
