@@ -70,7 +70,12 @@ def _completion_value(c: Completion) -> dict[str, Any]:
 
 
 def _loglik_value(r: LoglikelihoodResult) -> dict[str, Any]:
-    return {"logprobs": r.logprobs, "token_counts": r.token_counts, "method": r.method, "prompt_tokens": r.prompt_tokens}
+    return {
+        "logprobs": r.logprobs,
+        "token_counts": r.token_counts,
+        "method": r.method,
+        "prompt_tokens": r.prompt_tokens,
+    }
 
 
 class _CacheWriter:
