@@ -202,6 +202,36 @@ def write_jsonl(
     return n
 
 
+def drop_torn_tail(path: str | Path) -> int:
+    """Cut a torn last line (no final newline: the writer was killed mid-write) off an appended JSONL file.
+
+    Returns the number of bytes dropped (0 when the file is missing, empty or ends with a newline). Files
+    appended line by line (robustness results, exam samples) call this before reading and appending again.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb+") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size == 0:
+                return 0
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return 0
+            keep = size
+            while keep > 0:  # back to the end of the last whole line
+                step = min(keep, 1 << 16)
+                fh.seek(keep - step)
+                cut = fh.read(step).rfind(b"\n")
+                if cut >= 0:
+                    keep = keep - step + cut + 1
+                    break
+                keep -= step
+            fh.truncate(keep)
+            return size - keep
+    except FileNotFoundError:
+        return 0
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for every non-empty line, header included.
 
@@ -258,6 +288,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "check_output_file",
+    "drop_torn_tail",
     "dumps_line",
     "file_in_folder",
     "header_record",

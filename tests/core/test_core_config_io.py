@@ -39,3 +39,22 @@ def test_jsonl_header_roundtrip_and_line_errors(tmp_path):
     path.write_text(json.dumps({"a": 1}) + "\n{broken\n")
     with pytest.raises(DataError, match=r"f\.jsonl:2"):
         read_jsonl(path)
+
+
+def test_drop_torn_tail_cuts_only_a_half_written_last_line(tmp_path):
+    from ragrade.io import drop_torn_tail
+
+    path = tmp_path / "a.jsonl"
+    assert drop_torn_tail(path) == 0  # missing
+    path.write_bytes(b"")
+    assert drop_torn_tail(path) == 0
+    whole = b'{"ragrade": {"kind": "x"}}\n{"a": 1}\n'
+    path.write_bytes(whole)
+    assert drop_torn_tail(path) == 0 and path.read_bytes() == whole
+    path.write_bytes(whole + b'{"a": 2, "b": "hal')
+    assert drop_torn_tail(path) == len(b'{"a": 2, "b": "hal') and path.read_bytes() == whole
+    long_tail = b'{"a": "' + b"x" * 200_000  # longer than one read block
+    path.write_bytes(whole + long_tail)
+    assert drop_torn_tail(path) == len(long_tail) and path.read_bytes() == whole
+    path.write_bytes(b'{"ragrade": {"ki')  # even the header was torn
+    assert drop_torn_tail(path) == 16 and path.read_bytes() == b""

@@ -142,22 +142,32 @@ def test_echo_loglikelihood_matches_server_tokens(openai_server, llm_cache_dir):
     assert r.ok and r.method == "echo-logprobs" and r.token_counts == [1, 2]
     assert r.logprobs[0] == pytest.approx(token_logprob(" is", " Paris"))
     assert r.logprobs[1] == pytest.approx(token_logprob(" is", " Rome") + token_logprob(" Rome", " city"))
-    body = openai_server.log[0]
+    probe, body = openai_server.log  # a short probe settles the method, then the request itself
+    assert probe["echo"] is True and len(probe["prompt"]) == 2
     assert body["echo"] is True and body["prompt"] == [ctx + " Paris", ctx + " Rome city"]
     assert llm.describe()["loglikelihood_mode"] == "echo"
 
 
-def test_loglikelihood_fallback_without_prompt_logprobs(caplog, llm_cache_dir):
-    with OpenAIServer(prompt_logprobs=False, responder=lambda body: "B") as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test")
+def test_no_prompt_logprobs_fail_clearly_unless_letter_picking_is_allowed(caplog, llm_cache_dir):
+    # echo ignored, /tokenize served but logit_bias ignored: no way to score log-likelihoods
+    with OpenAIServer(prompt_logprobs=False, logit_bias=False, responder=lambda body: "B") as srv:
         reqs = [LoglikelihoodRequest(f"Question {i}: pick one.", (" yes", " no", " maybe")) for i in range(3)]
+        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False)
+        out = loglikelihood(llm, reqs)
+        assert all(not r.ok and "cannot score log-likelihoods" in str(r.error) for r in out)
+        assert all("--method generate" in str(r.error) and "letter_fallback" in str(r.error) for r in out)
+        assert "echo ignored" in str(out[0].error) and "ignored logit_bias" in str(out[0].error)
+        assert srv.requests_by_path["/v1/completions"] == 2 and "/v1/chat/completions" not in srv.requests_by_path
+        assert llm.loglikelihood_mode == "none"
+        allowed = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", letter_fallback=True)
         with caplog.at_level(logging.WARNING, logger="ragrade.llm"):
-            out = loglikelihood(llm, reqs)
+            out = loglikelihood(allowed, reqs)
         assert all(r.ok and r.method == "letter-choice" for r in out)
         assert out[0].logprobs == [-50.0, 0.0, -50.0]
-        assert sum("no prompt log-probabilities" in m for m in caplog.messages) == 1
-        assert srv.requests_by_path["/v1/completions"] == 1  # probed once
-        assert llm.loglikelihood_mode == "chat-logprobs"
+        assert sum("as letter_fallback allows" in m for m in caplog.messages) == 1
+        assert allowed.loglikelihood_mode == "chat-logprobs"
+        strict = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test")
+        assert not any(r.ok or r.cached for r in loglikelihood(strict, reqs))  # the cached letters are not for it
 
 
 def test_dry_run_counts_without_sending(openai_server):

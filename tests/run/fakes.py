@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,10 +107,14 @@ class FakeLLM:
                 LoglikelihoodResult(
                     logprobs=[(v - 2.0) * len(c.strip()) for v, c in zip(s, r.continuations, strict=True)],
                     token_counts=[max(1, len(c.split())) for c in r.continuations],
-                    method="echo-logprobs",
+                    method=self._method(),
+                    prompt_tokens=len(r.context.split()),
                 )
             )
         return out
+
+    def _method(self) -> str:
+        return "echo-logprobs"
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         self.calls += len(requests)
@@ -128,6 +133,47 @@ class FakeLLM:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "fake", "loglikelihood": self.supports_loglikelihood}
+
+
+class SwitchingLLM(FakeLLM):
+    """Scores its first ``first`` candidates' sets by echoed prompt log-probabilities, later ones by forced tokens
+    (a server that stopped echoing prompt log-probabilities part-way)."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(True)
+        self.first = first
+        self.scored = 0
+
+    def _method(self) -> str:
+        self.scored += 1
+        return "echo-logprobs" if self.scored <= self.first else "forced-token"
+
+
+def make_switching_llm() -> FakeLLM:
+    return SwitchingLLM(first=5)
+
+
+class BlockingLLM(FakeLLM):
+    """Holds its thread (and so the event loop) for ``block_s`` per batch, as a model computing in-process does."""
+
+    def __init__(self, block_s: float) -> None:
+        super().__init__(True)
+        self.block_s = block_s
+
+    async def aloglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        import time
+
+        await asyncio.sleep(0)  # lets the loop turn between batches, as a real backend does
+        mark = os.environ.get("RAGRADE_TEST_BLOCK_MARK")
+        if mark:  # tell the test when a call begins
+            with open(mark, "a", encoding="utf-8") as fh:
+                fh.write(f"{len(requests)}\n")
+        time.sleep(self.block_s)
+        return await super().aloglikelihood(requests)
+
+
+def make_blocking_llm() -> FakeLLM:
+    return BlockingLLM(block_s=2.0)
 
 
 def make_llm() -> FakeLLM:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from tests.support.llama_server import LlamaServer, llama_server_or_skip
 from tests.support.openai_server import OpenAIServer
 
 
@@ -17,6 +18,23 @@ def openai_server() -> Iterator[OpenAIServer]:
     """
     with OpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[LlamaServer]:
+    """The real llama.cpp ``llama-server`` on the embedded Gemma 3 270M (one slot, two threads), shared by
+    the session; skips the test when the binary or the model package is missing."""
+    server = llama_server_or_skip()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server_url(llama_server: LlamaServer) -> str:
+    """The OpenAI-compatible base URL of :func:`llama_server`: ``http://127.0.0.1:PORT/v1``."""
+    return llama_server.base_url
 
 
 @pytest.fixture

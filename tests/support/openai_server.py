@@ -10,6 +10,8 @@ Endpoints::
                                 logprobs for prompt and continuation (vLLM style)
     POST /v1/embeddings         deterministic hash-based unit vectors of ``embedding_dim``
     GET  /v1/models             one model, ``test-model``
+    GET  /props, /slots         llama.cpp's slot endpoints, with ``slots=N, advertise_slots=True``
+                                (404 otherwise); counted in ``probes``, not in ``requests_total``
 
 Usage::
 
@@ -27,6 +29,14 @@ server stops), ``"malformed"`` (HTTP 200 with invalid JSON), ``"truncated"``
 (Content-Length larger than the body, then the connection closes), ``"ok"``;
 ``"400"`` and ``"401"`` (the key rejected) only when asked for explicitly.
 
+Shapes of real servers: ``slots=1`` handles one POST at a time (each after ``latency_s``;
+a request whose client hung up while queued is dropped, as llama.cpp does), and
+``reject=("prompt-list", "json_schema", "json_object")`` answers HTTP ``reject_status``
+(default 500) to a list of text prompts on ``/v1/completions`` or to that
+``response_format`` (what llama-cpp-python's server does). Like llama.cpp's server,
+``POST /tokenize`` gives ids of the word tokens, and a prompt of token ids gets one token,
+the one ``logit_bias`` forces (not with ``logit_bias=False``), with its log-probability.
+
 Shapes of a broken server the failure tests use: :func:`always` (every POST gets one
 fault: ``always("500")``, ``always("401")``, ``always("malformed")`` for garbage,
 ``always("hang", hang_s=5)``), :func:`recovers_after` (the first N POSTs fail, then
@@ -38,8 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 import threading
 import time
 from collections import Counter
@@ -48,62 +56,25 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.openai_replies import (
+    Vocab,
+    default_reply,
+    embed_text,
+    limit,
+    logprobs_object,
+    prompt_text,
+    token_logprob,
+    tokenize,
+    usage,
+)
+
 FAULT_KINDS = ("429", "500", "hang", "malformed", "truncated")
+REJECT_KINDS = ("prompt-list", "json_schema", "json_object")
+PROBE_PATHS = ("/props", "/slots")
 EXTRA_KINDS = ("400", "401")  # permanent errors, only when asked for explicitly
 MODEL_ID = "test-model"
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
-
-_TOKEN_RE = re.compile(r"\s*[A-Za-z0-9_]+|\s*[^\sA-Za-z0-9_]|\s+")
-
-
-def tokenize(text: str) -> list[str]:
-    """Split ``text`` into tokens whose concatenation equals ``text`` (words and punctuation, with leading space)."""
-    return _TOKEN_RE.findall(text)
-
-
-def token_logprob(prev: str, tok: str) -> float:
-    """A deterministic log-probability in (-6, -0.01] for ``tok`` following ``prev``."""
-    digest = hashlib.sha256(f"{prev}\x00{tok}".encode()).digest()
-    return -0.01 - (int.from_bytes(digest[:4], "big") % 5990) / 1000.0
-
-
-def embed_text(text: str, dim: int) -> list[float]:
-    """A deterministic L2-normalised vector for ``text`` (hash based)."""
-    out: list[float] = []
-    counter = 0
-    while len(out) < dim:
-        digest = hashlib.sha256(f"{counter}\x00{text}".encode()).digest()
-        for i in range(0, len(digest), 2):
-            out.append(int.from_bytes(digest[i : i + 2], "big") / 65535.0 - 0.5)
-        counter += 1
-    vec = out[:dim]
-    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-    return [v / norm for v in vec]
-
-
-def default_reply(body: dict[str, Any]) -> str:
-    """The default deterministic reply: a short sentence derived from the prompt."""
-    text = _prompt_text(body)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    words = text.split()
-    tail = " ".join(words[-6:]) if words else ""
-    return f"Answer {digest}: {tail}".strip()
-
-
-def _prompt_text(body: dict[str, Any]) -> str:
-    if "messages" in body:
-        parts = []
-        for m in body.get("messages") or []:
-            content = m.get("content", "")
-            if isinstance(content, list):  # content parts
-                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            parts.append(f"{m.get('role', 'user')}: {content}")
-        return "\n".join(parts)
-    prompt = body.get("prompt", "")
-    if isinstance(prompt, list):
-        return str(prompt[0]) if prompt else ""
-    return str(prompt)
 
 
 @dataclass
@@ -187,6 +158,8 @@ class _State:
     auth_headers: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
+    probes: Counter[str] = field(default_factory=Counter)
+    dropped: int = 0
 
 
 class OpenAIServer:
@@ -201,11 +174,23 @@ class OpenAIServer:
         embedding_dim: int = 32,
         lifetime_s: float = 900.0,
         max_log: int = 100_000,
+        slots: int | None = None,
+        advertise_slots: bool = False,
+        reject: Sequence[str] = (),
+        reject_status: int = 500,
+        logit_bias: bool = True,
     ) -> None:
+        unknown = set(reject) - set(REJECT_KINDS)
+        if unknown:
+            raise ValueError(f"unknown reject kinds {sorted(unknown)}; valid: {', '.join(REJECT_KINDS)}")
+        self.slots, self.advertise_slots = slots, advertise_slots
+        self.reject, self.reject_status = tuple(reject), reject_status
+        self._slot = threading.Semaphore(slots) if slots else None
         self.responder = responder
         self.latency_s = latency_s
         self.faults = _as_faults(faults)
         self.prompt_logprobs = prompt_logprobs
+        self.vocab, self.logit_bias = Vocab(), logit_bias
         self.embedding_dim = embedding_dim
         self.lifetime_s = lifetime_s
         self.max_log = max_log
@@ -283,6 +268,16 @@ class OpenAIServer:
         return self._state.max_in_flight
 
     @property
+    def probes(self) -> Counter[str]:
+        """GET requests to llama.cpp's slot endpoints (``/props``, ``/slots``), per path."""
+        return self._state.probes
+
+    @property
+    def dropped(self) -> int:
+        """Requests of a ``slots`` server dropped because their client hung up while they waited."""
+        return self._state.dropped
+
+    @property
     def auth_headers_seen(self) -> int:
         """How many requests carried an ``Authorization: Bearer`` header (the key itself is not kept)."""
         return self._state.auth_headers
@@ -328,6 +323,24 @@ class OpenAIServer:
                 st.faults_injected[kind] += 1
             return kind
 
+    def _rejects(self, path: str, body: dict[str, Any]) -> str | None:
+        """The ``reject`` kind that ``body`` sent to ``path`` falls under, if any."""
+        prompt = body.get("prompt")
+        text_list = isinstance(prompt, list) and any(isinstance(p, str) for p in prompt)
+        if "prompt-list" in self.reject and path == "/v1/completions" and text_list:
+            return "prompt-list"
+        fmt = body.get("response_format")
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        return kind if kind in self.reject else None
+
+    def _props(self, path: str) -> Any:
+        """The reply of a slot endpoint, or None (404) when slots are not advertised."""
+        if not (self.slots and self.advertise_slots):
+            return None
+        if path == "/props":
+            return {"total_slots": self.slots, "default_generation_settings": {"n_ctx": 4096}}
+        return [{"id": i, "n_ctx": 4096, "is_processing": False} for i in range(self.slots)]
+
     def _reply_text(self, body: dict[str, Any]) -> str | dict[str, Any]:
         if self.responder is not None:
             return self.responder(body)
@@ -338,8 +351,8 @@ class OpenAIServer:
         reply = self._reply_text(body)
         if isinstance(reply, dict):
             return reply
-        text, finish = _limit(reply, body)
-        prompt_toks = len(tokenize(_prompt_text(body)))
+        text, finish = limit(reply, body)
+        prompt_toks = len(tokenize(prompt_text(body)))
         return {
             "id": "chatcmpl-" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12],
             "object": "chat.completion",
@@ -353,7 +366,7 @@ class OpenAIServer:
                     "logprobs": None,
                 }
             ],
-            "usage": _usage(prompt_toks, len(tokenize(text))),
+            "usage": usage(prompt_toks, len(tokenize(text))),
         }
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -363,6 +376,9 @@ class OpenAIServer:
         logprobs (the first prompt token's is null, as in vLLM); the responder is not asked for echo requests.
         """
         prompts = body.get("prompt", "")
+        if isinstance(prompts, list) and prompts and all(isinstance(p, int) for p in prompts):  # token ids
+            choice = self.vocab.forced_choice(prompts, body.get("logit_bias") or {}, self.logit_bias)
+            return {"object": "text_completion", "choices": [choice], "usage": usage(len(prompts), 1)}
         prompts = [str(p) for p in prompts] if isinstance(prompts, list) else [str(prompts)]
         echo = bool(body.get("echo")) and self.prompt_logprobs
         choices, n_prompt, n_completion = [], 0, 0
@@ -374,11 +390,11 @@ class OpenAIServer:
                 reply = default_reply(one) if body.get("echo") else self._reply_text(one)
                 if isinstance(reply, dict):
                     return reply
-                text, finish = _limit(reply, one)
+                text, finish = limit(reply, one)
             p_toks, c_toks = tokenize(prompt), tokenize(text)
             n_prompt += len(p_toks)
             n_completion += len(c_toks)
-            logprobs = _logprobs(p_toks, c_toks, echo) if body.get("logprobs") is not None else None
+            logprobs = logprobs_object(p_toks, c_toks, echo) if body.get("logprobs") is not None else None
             choices.append(
                 {
                     "index": index,
@@ -393,7 +409,7 @@ class OpenAIServer:
             "created": int(time.time()),
             "model": body.get("model", MODEL_ID),
             "choices": choices,
-            "usage": _usage(n_prompt, n_completion),
+            "usage": usage(n_prompt, n_completion),
         }
 
     def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -414,149 +430,148 @@ class OpenAIServer:
         }
 
 
-def _logprobs(p_toks: list[str], c_toks: list[str], echo: bool) -> dict[str, Any]:
-    """Legacy completions ``logprobs`` object for the (echoed) prompt and continuation tokens."""
-    toks = (p_toks if echo else []) + c_toks
-    context = ["", *p_toks, *c_toks] if echo else [(p_toks or [""])[-1], *c_toks]
-    lps: list[float | None] = [token_logprob(p, t) for p, t in zip(context, toks, strict=False)]
-    if echo and lps:
-        lps[0] = None  # like vLLM/OpenAI: the first prompt token has no logprob
-    offsets, pos = [], 0
-    for t in toks:
-        offsets.append(pos)
-        pos += len(t)
-    return {
-        "tokens": toks,
-        "token_logprobs": lps,
-        "text_offset": offsets,
-        "top_logprobs": [None if lp is None else {t: lp} for t, lp in zip(toks, lps, strict=True)],
-    }
+class _Handler(BaseHTTPRequestHandler):
+    """The request handler of one :class:`OpenAIServer` (``srv``, set per server by :func:`_make_handler`)."""
 
+    srv: OpenAIServer
+    protocol_version = "HTTP/1.1"
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+        return
 
+    def _send(
+        self, status: int, payload: bytes, headers: dict[str, str] | None = None, length: int | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload) if length is None else length))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
 
-def _limit(text: str, body: dict[str, Any]) -> tuple[str, str]:
-    """Apply ``stop`` and ``max_tokens`` to a reply; return (text, finish_reason)."""
-    stop = body.get("stop") or []
-    if isinstance(stop, str):
-        stop = [stop]
-    for s in stop:
-        if s and s in text:
-            text = text[: text.index(s)]
-    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-    toks = tokenize(text)
-    if isinstance(max_tokens, int) and 0 < max_tokens < len(toks):
-        return "".join(toks[:max_tokens]), "length"
-    return text, "stop"
+    def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), headers)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path in PROBE_PATHS:
+            with self.srv._state.lock:
+                self.srv._state.probes[path] += 1
+            props = self.srv._props(path)
+            if props is not None:
+                self._json(200, props)
+            else:
+                self._json(404, {"error": {"message": "File Not Found", "type": "not_found_error"}})
+            return
+        self.srv._record(path, None, "authorization" in {k.lower() for k in self.headers})
+        if path.rstrip("/") == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": "test"}]})
+        else:
+            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        path = self.path.split("?")[0].rstrip("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self.srv._record(path, None, False)
+            self._json(400, {"error": {"message": "invalid JSON body", "type": "invalid_request_error"}})
+            return
+        auth = (self.headers.get("Authorization") or "").startswith("Bearer ")
+        kind = self.srv._record(path, body, auth)
+        st = self.srv._state
+        with st.lock:
+            st.in_flight += 1
+            st.max_in_flight = max(st.max_in_flight, st.in_flight)
+        try:
+            if self.srv._slot is None:
+                self._answer(path, body, kind)
+            else:
+                with self.srv._slot:  # one request per slot, the others queue
+                    if self._hung_up():
+                        with st.lock:
+                            st.dropped += 1
+                        self.close_connection = True
+                    else:
+                        self._answer(path, body, kind)
+        finally:
+            with st.lock:
+                st.in_flight -= 1
+
+    def _hung_up(self) -> bool:
+        """True when the client closed the connection (it timed out while the request queued)."""
+        import select
+        import socket
+
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+
+    def _answer(self, path: str, body: dict[str, Any], kind: str) -> None:
+        if self.srv.latency_s > 0:
+            time.sleep(self.srv.latency_s)
+        if kind != "ok":
+            self._fault(kind)
+            return
+        rejected = self.srv._rejects(path, body)
+        if rejected is not None:
+            error = {"message": f"cannot handle {rejected}", "type": "server_error"}
+            self._json(self.srv.reject_status, {"error": error})
+            return
+        routes = {
+            "/v1/chat/completions": self.srv.chat,
+            "/v1/completions": self.srv.completion,
+            "/v1/embeddings": self.srv.embeddings,
+            "/tokenize": lambda b: {"tokens": self.srv.vocab.encode(str(b["content"]), bool(b.get("add_special")))},
+        }
+        fn = routes.get(path)
+        if fn is None:
+            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            return
+        try:
+            self._json(200, fn(body))
+        except Exception as exc:  # a responder bug shows as a 500 with its message
+            self._json(500, {"error": {"message": f"responder failed: {exc}", "type": "server_error"}})
+
+    def _fault(self, kind: str) -> None:
+        f = self.srv.faults
+        if kind == "429":
+            self._json(
+                429,
+                {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                {"Retry-After": f"{f.retry_after_s:g}"},
+            )
+        elif kind == "400":
+            self._json(400, {"error": {"message": "injected bad request", "type": "invalid_request_error"}})
+        elif kind == "401":
+            auth = self.headers.get("Authorization") or ""
+            # like some proxies, echo the credential back: clients must not log it
+            self._json(401, {"error": {"message": f"invalid credential {auth[7:]}", "type": "auth_error"}})
+        elif kind == "500":
+            self._json(500, {"error": {"message": "injected server error", "type": "server_error"}})
+        elif kind == "hang":
+            self.srv._stopping.wait(f.hang_s)
+            self.close_connection = True
+        elif kind == "malformed":
+            self._send(200, b'{"id": "x", "choices": [ {"text": oops')
+        elif kind == "truncated":
+            payload = b'{"id": "cmpl-trunc", "object": "text_completion", "choices": [{"index": 0, "te'
+            self._send(200, payload, length=len(payload) + 200)
+            self.close_connection = True
 
 
 def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # silence stderr
-            return
-
-        def _send(
-            self, status: int, payload: bytes, headers: dict[str, str] | None = None, length: int | None = None
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload) if length is None else length))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-
-        def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-            self._send(status, json.dumps(obj).encode(), headers)
-
-        def do_GET(self) -> None:
-            path = self.path.split("?")[0]
-            server._record(path, None, "authorization" in {k.lower() for k in self.headers})
-            if path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": "test"}]})
-            else:
-                self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
-
-        def do_POST(self) -> None:
-            path = self.path.split("?")[0].rstrip("/")
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except json.JSONDecodeError:
-                server._record(path, None, False)
-                self._json(400, {"error": {"message": "invalid JSON body", "type": "invalid_request_error"}})
-                return
-            auth = (self.headers.get("Authorization") or "").startswith("Bearer ")
-            kind = server._record(path, body, auth)
-            st = server._state
-            with st.lock:
-                st.in_flight += 1
-                st.max_in_flight = max(st.max_in_flight, st.in_flight)
-            try:
-                self._answer(path, body, kind)
-            finally:
-                with st.lock:
-                    st.in_flight -= 1
-
-        def _answer(self, path: str, body: dict[str, Any], kind: str) -> None:
-            if server.latency_s > 0:
-                time.sleep(server.latency_s)
-            if kind != "ok":
-                self._fault(kind)
-                return
-            routes = {
-                "/v1/chat/completions": server.chat,
-                "/v1/completions": server.completion,
-                "/v1/embeddings": server.embeddings,
-            }
-            fn = routes.get(path)
-            if fn is None:
-                self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
-                return
-            try:
-                self._json(200, fn(body))
-            except Exception as exc:  # a responder bug shows as a 500 with its message
-                self._json(500, {"error": {"message": f"responder failed: {exc}", "type": "server_error"}})
-
-        def _fault(self, kind: str) -> None:
-            f = server.faults
-            if kind == "429":
-                self._json(
-                    429,
-                    {"error": {"message": "rate limited", "type": "rate_limit_error"}},
-                    {"Retry-After": f"{f.retry_after_s:g}"},
-                )
-            elif kind == "400":
-                self._json(400, {"error": {"message": "injected bad request", "type": "invalid_request_error"}})
-            elif kind == "401":
-                auth = self.headers.get("Authorization") or ""
-                # like some proxies, echo the credential back: clients must not log it
-                self._json(401, {"error": {"message": f"invalid credential {auth[7:]}", "type": "auth_error"}})
-            elif kind == "500":
-                self._json(500, {"error": {"message": "injected server error", "type": "server_error"}})
-            elif kind == "hang":
-                server._stopping.wait(f.hang_s)
-                self.close_connection = True
-            elif kind == "malformed":
-                self._send(200, b'{"id": "x", "choices": [ {"text": oops')
-            elif kind == "truncated":
-                payload = b'{"id": "cmpl-trunc", "object": "text_completion", "choices": [{"index": 0, "te'
-                self._send(200, payload, length=len(payload) + 200)
-                self.close_connection = True
-
-    return Handler
+    return type("Handler", (_Handler,), {"srv": server})
 
 
 __all__ = [
     "EXTRA_KINDS",
     "FAULT_KINDS",
     "MODEL_ID",
+    "REJECT_KINDS",
     "Faults",
     "OpenAIServer",
     "always",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -186,10 +187,15 @@ def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks
 
 
 def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
+    from ragrade import interrupt
     from ragrade.exam.generate import generate_exam_full
 
+    def track(done: int, target: int, valid: int) -> None:  # what an interruption reports
+        interrupt.progress(done, target, "question candidates written")
+
+    track(0, math.ceil(cfg.n * cfg.oversample), 0)
     if not is_tty():
-        return generate_exam_full(data, model, cfg, embedder=emb)
+        return generate_exam_full(data, model, cfg, embedder=emb, progress=track)
     from rich.progress import BarColumn, Progress, TextColumn
 
     with Progress(
@@ -201,6 +207,7 @@ def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
         task = bar.add_task("writing questions", total=None, valid=0)
 
         def update(done: int, target: int, valid: int) -> None:
+            track(done, target, valid)
             bar.update(task, completed=done, total=target, valid=valid)
 
         return generate_exam_full(data, model, cfg, embedder=emb, progress=update)

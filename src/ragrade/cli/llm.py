@@ -58,6 +58,9 @@ def cache_clear(
     typer.echo(f"deleted {deleted} cached responses from {path}")
 
 
+NEEDS = ("generate", "loglikelihood", "json")
+
+
 @llm_app.command("probe")
 def llm_probe(
     llm: str = typer.Option(..., "--llm", help="PROVIDER/MODEL, e.g. openai/llama3.1"),
@@ -66,26 +69,31 @@ def llm_probe(
     ),
     timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
     max_retries: int = typer.Option(1, "--max-retries", min=0, help="Retries of a failed request."),
+    need: str = typer.Option(
+        "generate",
+        "--need",
+        help="What the model must serve, a comma list of generate, loglikelihood, json; exit 2 when one is missing.",
+    ),
 ) -> None:
-    """Send one generation and one log-likelihood request; report what the backend supports.
+    """Send a few requests; report each capability of the backend as JSON.
 
-    Exits 2 when the generation request fails (server down, key rejected, ...), after printing the report.
+    For an OpenAI-compatible server: chat, completions, prompt log-probabilities and by which method
+    (echo-batched, echo, forced-token or none), JSON output by schema and by object, logit_bias and the
+    server's slots. Exits 2, after printing the report, when something ``--need`` names is missing or
+    generation returns no usable text (server down, key rejected, empty replies, ...).
     """
-    from ragrade.cli.common import echo_json
-    from ragrade.errors import BackendError
+    from ragrade.cli.common import echo_json, split_list
+    from ragrade.errors import BackendError, ConfigError
     from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 
+    needs = split_list(need, "--need") or []
+    unknown = [n for n in needs if n not in NEEDS]
+    if unknown:
+        raise ConfigError(f"--need takes a comma list of {', '.join(NEEDS)}; got '{unknown[0]}'")
     model = create_llm(llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries)
+    ask = "Reply with the word ready."
     [gen] = generate(
-        model,
-        [
-            GenerationRequest(
-                messages=(Message("user", "Reply with the word ready."),),
-                max_tokens=8,
-                question="Reply with the word ready.",
-                passages=("ready",),
-            )
-        ],
+        model, [GenerationRequest(messages=(Message("user", ask),), max_tokens=8, question=ask, passages=("ready",))]
     )
     [ll] = loglikelihood(
         model,
@@ -95,15 +103,66 @@ def llm_probe(
             )
         ],
     )
+    caps = _capabilities(model, gen, ll, "json" in needs)
+    missing = _missing(needs, gen, ll, caps)
     echo_json(
         {
             "llm": model.describe(),
             "generate": {"ok": gen.ok, "text": gen.text, "error": gen.error, "latency_s": round(gen.latency_s, 3)},
             "loglikelihood": {"ok": ll.ok, "method": ll.method, "logprobs": ll.logprobs, "error": ll.error},
+            "capabilities": caps,
+            "need": needs,
+            "missing": sorted(missing),
         }
     )
     if not gen.ok:
         raise BackendError(f"{model.name}: the generation request failed: {gen.error}")
+    if missing:
+        why = "; ".join(f"{k}: {v}" for k, v in sorted(missing.items()))
+        raise BackendError(f"{model.name} cannot serve what --need asks ({why})")
+
+
+def _capabilities(model: Any, gen: Any, ll: Any, check_json: bool) -> dict[str, Any]:
+    """Each capability of ``model``: the full probe for an OpenAI-compatible server, else what the
+    generation and log-likelihood requests showed (and JSON output, when asked)."""
+    from ragrade.llm import GenerationRequest, Message, generate, run_sync
+    from ragrade.llm.openai import OpenAILLM
+
+    if isinstance(model, OpenAILLM):
+        from ragrade.llm.capabilities import probe_capabilities
+
+        return run_sync(probe_capabilities(model))
+    caps: dict[str, Any] = {"generate": bool(gen.ok and (gen.text or "").strip())}
+    caps["prompt_logprobs"] = ll.method if ll.ok else "none"
+    if check_json:
+        from ragrade.llm.capabilities import PROBE_SCHEMA
+
+        ask = GenerationRequest(messages=(Message("user", "Name a colour. Reply in JSON."),), json_schema=PROBE_SCHEMA)
+        [reply] = generate(model, [ask])
+        caps["json_schema"] = _is_json_object(reply.text)
+    return caps
+
+
+def _is_json_object(text: str | None) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(text or ""), dict)
+    except ValueError:
+        return False
+
+
+def _missing(needs: list[str], gen: Any, ll: Any, caps: dict[str, Any]) -> dict[str, str]:
+    """What ``--need`` names that the probe did not find, with the reason."""
+    notes = caps.get("notes") or {}
+    missing: dict[str, str] = {}
+    if "generate" in needs and gen.ok and not (gen.text or "").strip():
+        missing["generate"] = "the reply is empty"
+    if "loglikelihood" in needs and not ll.ok:
+        missing["loglikelihood"] = str(ll.error)
+    if "json" in needs and not (caps.get("json_schema") or caps.get("json_object")):
+        missing["json"] = notes.get("json_object") or notes.get("json_schema") or "the replies are not JSON"
+    return missing
 
 
 def register(app: typer.Typer) -> None:

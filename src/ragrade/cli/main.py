@@ -1,12 +1,14 @@
 """The ``ragrade`` command: verbs are registered by one thin module per stage.
 
 User errors (:class:`~ragrade.errors.RagradeError`) print one line and exit 2;
-anything else is a bug and keeps its traceback.
+anything else is a bug and keeps its traceback. The first Ctrl-C or SIGTERM stops a
+run cleanly (one line, exit 130; see :mod:`ragrade.interrupt`), a second one at once.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import typer
@@ -16,7 +18,7 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # pragma: no cover - older typer on real click
     from click import exceptions as _cx  # type: ignore[no-redef]
 
-from ragrade import __version__
+from ragrade import __version__, interrupt
 from ragrade.errors import RagradeError
 
 app = typer.Typer(
@@ -89,8 +91,16 @@ def _invoke(argv: list[str]) -> int:
     from ragrade.cli.calibration import rewrite_alias
 
     argv = rewrite_alias(argv)  # `judge calibrate` -> the hidden verb `judge-calibrate`
+    with interrupt.handle_signals():
+        return _dispatch(argv)
+
+
+def _dispatch(argv: list[str]) -> int:
     try:
-        app(args=argv, prog_name="ragrade", standalone_mode=False)
+        code = app(args=argv, prog_name="ragrade", standalone_mode=False)
+    except interrupt.Interrupted:
+        typer.echo(f"ragrade: {interrupt.message()}", err=True)
+        return interrupt.EXIT_CODE
     except RagradeError as exc:
         error_line(str(exc))
         return exc.exit_code
@@ -113,6 +123,9 @@ def _invoke(argv: list[str]) -> int:
             raise
         error_line(message)
         return 2
+    if code == interrupt.EXIT_CODE:  # typer turns a KeyboardInterrupt into this code, silently
+        typer.echo(f"ragrade: {interrupt.message()}", err=True)
+        return code
     return 0
 
 
@@ -139,8 +152,19 @@ def _user_fault(exc: Exception) -> str | None:
 
 
 def run() -> None:
-    """Console-script wrapper: exit with :func:`main`'s code."""
-    sys.exit(main())
+    """Console-script wrapper: exit with :func:`main`'s code.
+
+    An interrupted run ends without the interpreter's shutdown (everything finished is on disk already):
+    it waits neither for worker threads still in a model call nor through a window in which another
+    Ctrl-C would kill it without its exit code.
+    """
+    interrupt.install()
+    code = main()
+    if code == interrupt.EXIT_CODE:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,7 @@ def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
             "answer": {"score": kw.get("score"), "target": kw.get("target")},
             "llm_options": llm_options,
             "transform_llm": kw.get("transform_llm"),
+            "samples": False if kw.get("no_samples") else None,
             **{
                 key: kw.get(key)
                 for key in ("seed", "icl_pool", "limit", "shard_size", "executor", "ray_address", "ray_workers")

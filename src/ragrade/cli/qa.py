@@ -217,6 +217,9 @@ def qa_generate(
     qrels: Path | None = typer.Option(None, "--qrels", help="Also write the qrels view (query -> relevant ids)."),
     seed: int = typer.Option(0, "--seed", help="Seed of chunk sampling (and the LLM)."),
     min_chars: int = typer.Option(120, "--min-chars", min=0, help="Skip chunks shorter than this."),
+    max_tokens: int = typer.Option(
+        256, "--max-tokens", min=16, help="Reply budget per triplet (a cut-off reply is counted unparsed)."
+    ),
     prompt: Path | None = typer.Option(
         None, "--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."
     ),
@@ -235,7 +238,9 @@ def qa_generate(
 
     check_out_file(out)
     chunks = _load_chunks(source)
-    cfg = QAGenConfig(n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None)
+    cfg = QAGenConfig(
+        n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None, max_tokens=max_tokens
+    )
     model = None
     if llm != OFFLINE and llm.startswith("offline/"):
         raise ConfigError(f"--llm {llm} answers questions and writes none; use --llm {OFFLINE} (the offline "

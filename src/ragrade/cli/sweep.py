@@ -74,6 +74,9 @@ def take(
     max_retries: MaxRetriesOption = None,
     max_failed: MaxFailedOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
+    no_samples: bool = typer.Option(
+        False, "--no-samples", help="Do not write samples.jsonl (every request sent and its raw reply)."
+    ),
     adaptive: bool = typer.Option(
         False, "--adaptive", help="Adaptive, IRT-driven run: ask only informative questions, stop when known."
     ),
@@ -113,18 +116,65 @@ def take(
 
 def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> None:
     cols = ["pipeline", "n", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
+    cols += [c for c in ("decision_rule", "acc_sum", "acc_per_char", "method", "ll_source") if c in summary]
     if as_json:
-        echo_json({"run_dir": str(run_dir), "new_rows": added, "pipelines": summary[cols].to_dict(orient="records")})
+        records = summary[cols].astype(object).where(summary[cols].notna(), None).to_dict(orient="records")
+        echo_json({"run_dir": str(run_dir), "new_rows": added, "pipelines": records})
         return
     width = max(len(str(p)) for p in summary["pipeline"])
-    typer.echo(f"{'pipeline':<{width}}  {'n':>5}  {'acc':>6}  95% CI           failed  parse-fail")
-    for r in summary[cols].itertuples(index=False):
-        acc = f"{r.accuracy:6.1%}  [{r.ci_low:5.1%}, {r.ci_high:5.1%}]" if r.n else f"{'-':>6}  {'(no answer)':<15}"
-        typer.echo(f"{r.pipeline:<{width}}  {r.n:>5}  {acc}  {r.n_errors:>6}  {r.n_parse_failures:>10}")
+    typer.echo(f"{'pipeline':<{width}}  {'n':>5}  {'acc':>6}  95% CI           failed  parse-fail  scored by")
+    for r in summary.to_dict(orient="records"):
+        acc = (
+            f"{r['accuracy']:6.1%}  [{r['ci_low']:5.1%}, {r['ci_high']:5.1%}]"
+            if r["n"]
+            else f"{'-':>6}  {'(no answer)':<15}"
+        )
+        typer.echo(
+            f"{r['pipeline']:<{width}}  {r['n']:>5}  {acc}  {r['n_errors']:>6}  {r['n_parse_failures']:>10}  "
+            + scored_by(r)
+        )
+    typer.echo(decision_line(summary))
     failed = int(summary["n_errors"].sum())
     typer.echo(f"run directory: {run_dir} ({added} new rows" + (f"; {failed} failed in all)" if failed else ")"))
     if int(summary["n_errors"].sum()):
         typer.echo("(n counts answered questions; failed requests are missing, not wrong: rerun to ask them again)")
+    warn_mixed_scoring(summary)
+
+
+def scored_by(row: Any) -> str:
+    """How a pipeline was scored, e.g. ``loglikelihood/forced-token`` or ``generate`` (``/mixed`` when it changed)."""
+    method = str(row.get("method") or "none")
+    source = row.get("ll_source")
+    if not isinstance(source, str) or not source:
+        return method
+    return f"{method}/{'mixed' if source.startswith('mixed') else source}"
+
+
+def decision_line(summary: Any) -> str:
+    """The line naming the rule that decided the headline accuracy (and where the other rule's accuracy is)."""
+    from ragrade.run.summary import RULE_NAMES
+
+    named = (r for v in summary.get("decision_rule", []) for r in str(v).split("+"))
+    rules = list(dict.fromkeys(r for r in named if r not in ("none", "nan")))
+    if not rules:
+        return "accuracy: no question was answered"
+    text = "accuracy decided by " + "; ".join(RULE_NAMES.get(r, r) for r in rules)
+    if any(r in ("per_char", "sum", "per_token") for r in rules):
+        text += " (summary.csv has both: acc_per_char = acc_norm, acc_sum = acc)"
+    return text
+
+
+def warn_mixed_scoring(summary: Any) -> None:
+    """A warning line on stderr per pipeline whose log-likelihoods were obtained in different ways."""
+    for r in summary.to_dict(orient="records"):
+        source = r.get("ll_source")
+        if isinstance(source, str) and source.startswith("mixed"):
+            counts = source.removeprefix("mixed: ")
+            typer.echo(
+                f"ragrade: warning: {r['pipeline']}: the scoring method changed part-way ({counts} rows); "
+                "its accuracy mixes them",
+                err=True,
+            )
 
 
 def compare(

@@ -42,7 +42,7 @@ class ExamConfig(BaseModel):
     system_prompt_file: str | None = None
     domain: str | None = Field(default=None, description="a few words naming the corpus, used in the prompt")
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=800, ge=64)
+    max_tokens: int = Field(default=400, ge=64, description="reply budget: a question, four choices and a letter")
     json_output: bool = Field(default=True, description="ask the model for structured JSON (text layout still parsed)")
     batch_size: int = Field(default=32, ge=1)
     # offline generator

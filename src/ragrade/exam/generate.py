@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,6 +235,8 @@ def _rejected_record(r: Raw, reason: str, detail: str = "") -> dict[str, Any]:
         rec.update(question=r.parsed.question, choices=list(r.parsed.choices), answer=r.parsed.answer)
     if r.text is not None:
         rec["raw"] = r.text[:4000]
+    if "response_format" in r.generator:  # LLM candidates: how JSON was asked of the server for this one
+        rec["response_format"] = r.generator["response_format"]
     return rec
 
 
@@ -369,7 +371,16 @@ def _funnel_extra(
         "raw_answer_letters": raw_letters,
         "shortfall": max(0, cfg.n - n_questions),
         "absurd": cfg.absurd,
+        **_format_counts(gen.raws),
     }
+
+
+def _format_counts(raws: Sequence[Raw]) -> dict[str, Any]:
+    """``{"response_format": {format: candidates}}`` over the LLM candidates that got a reply; ``{}`` offline."""
+    if not any("response_format" in r.generator for r in raws):
+        return {}
+    counts = Counter(str(f) for r in raws if (f := r.generator.get("response_format")) is not None)
+    return {"response_format": dict(sorted(counts.items()))}
 
 
 def generate_exam_full(

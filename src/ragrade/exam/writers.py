@@ -112,6 +112,8 @@ class LLMWriter:
                     "prompt": self.prompt_id,
                     "temperature": self.cfg.temperature,
                     "cached": comp.cached,
+                    # how JSON was asked of the server for this reply ("json_schema", "json_object", "text"), or None
+                    "response_format": comp.response_format,
                 }
                 if not comp.ok:
                     out.append(

@@ -101,6 +101,7 @@ class SweepSection(_Section):
     icl_pool: int = Field(default=5, ge=1)
     limit: int | None = Field(default=None, ge=1)
     top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
+    samples: bool = True  # sweep/samples.jsonl: every request sent and its raw reply
 
 
 class AdaptiveSection(AdaptiveConfig):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragrade import interrupt
 from ragrade.errors import DataError
 from ragrade.io import now_iso, read_json, write_json
 from ragrade.job import analysis as an
@@ -272,11 +273,13 @@ def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Di
             shown.stage_start(i, len(stages), stage.name)
             recorder.set(stage.name, hash=hashes[stage.name], status="running", started=now_iso())
             t0 = time.perf_counter()
-            ctx = st.StageContext(cfg, layout, shown.sub_progress)
+            interrupt.progress(i, len(stages), f"stages; stopped in {stage.name}")
+            ctx = st.StageContext(cfg, layout, _tracked(stage.name, shown.sub_progress))
             try:
                 summary = stage.run(ctx)
             except BaseException as exc:
-                recorder.set(stage.name, status="failed", error=f"{type(exc).__name__}: {exc}"[:500])
+                status = "interrupted" if isinstance(exc, interrupt.Interrupted) else "failed"
+                recorder.set(stage.name, status=status, error=f"{type(exc).__name__}: {exc}"[:500])
                 _write_timings(layout, timings, t_job, failed=stage.name)
                 raise
             seconds = round(time.perf_counter() - t0, 3)
@@ -288,6 +291,16 @@ def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Di
     _finish_manifest(manifest, layout, result)
     result.report = layout.report if layout.report.is_file() else None
     return result
+
+
+def _tracked(stage: str, show: st.Progress) -> st.Progress:
+    """The stage's progress callback: shown, and kept for the message of an interrupted run."""
+
+    def progress(what: str, done: int, total: int) -> None:
+        interrupt.progress(done, total, what if what.startswith(stage) else f"{stage}: {what}")
+        show(what, done, total)
+
+    return progress
 
 
 def _write_timings(

@@ -212,6 +212,7 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
         "icl_pool": s.icl_pool,
         "limit": s.limit,
         "executor": s.executor,
+        "samples": s.samples,
     }
     return build_sweep_config(layer)
 

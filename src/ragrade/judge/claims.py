@@ -30,6 +30,7 @@ from ragrade.errors import ConfigError
 from ragrade.judge.claims_metrics import Verdict, claim_metrics
 from ragrade.judge.claims_parse import parse_claims, parse_verdicts
 from ragrade.judge.inputs import AnswerItem
+from ragrade.judge.llm_judges import weakest_format
 from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sync
 
 OFFLINE_JUDGE = "offline/judge"
@@ -191,6 +192,8 @@ class ClaimsJudge:
             parsed = parse_claims(comp.text)
             sub: dict[str, Any] = {"status": parsed.status, "raw": comp.text}
             sub.update({"claims": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
+            if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase
+                sub["response_format"] = comp.response_format
             out.append(sub)
         return out
 
@@ -204,6 +207,8 @@ class ClaimsJudge:
             parsed = parse_verdicts(comp.text, len(job.claims))
             sub: dict[str, Any] = {"status": parsed.status, "raw": comp.text, "n_claims": len(job.claims)}
             sub.update({"verdicts": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
+            if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase
+                sub["response_format"] = comp.response_format
             out.append(sub)
         return out
 
@@ -217,14 +222,26 @@ class ClaimsJudge:
             return None
         return dict(sub)
 
+    def _previous_format(self, item: AnswerItem, key: str) -> str | None:
+        """The response format a reused request was asked with (its earlier record's ``response_formats``)."""
+        formats = (self.previous.get(item.key) or {}).get("response_formats")
+        fmt = formats.get(key) if isinstance(formats, Mapping) else None
+        return str(fmt) if fmt is not None else None
+
     async def _phase(
-        self, jobs: list[_Job], subs: list[dict[str, dict[str, Any]]], items: Sequence[AnswerItem]
+        self,
+        jobs: list[_Job],
+        subs: list[dict[str, dict[str, Any]]],
+        items: Sequence[AnswerItem],
+        formats: list[dict[str, str]],
     ) -> None:
         todo = []
         for job in jobs:
             reused = self._reuse(items[job.item], job.key, job.claims)
             if reused is not None:
                 subs[job.item][job.key] = reused
+                if (fmt := self._previous_format(items[job.item], job.key)) is not None:
+                    formats[job.item][job.key] = fmt
             elif job.claims is not None and not job.text.strip():  # no evidence entails nothing: no request
                 subs[job.item][job.key] = {
                     "status": "ok",
@@ -237,8 +254,10 @@ class ClaimsJudge:
         extract = [j for j in todo if j.claims is None]
         check = [j for j in todo if j.claims is not None]
         for job, sub in zip(extract, await self._run_extract(extract) if extract else [], strict=True):
+            _keep_format(formats[job.item], job.key, sub)
             subs[job.item][job.key] = sub
         for job, sub in zip(check, await self._run_check(check) if check else [], strict=True):
+            _keep_format(formats[job.item], job.key, sub)
             subs[job.item][job.key] = {**sub, "checked": job.claims}
 
     async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
@@ -246,6 +265,7 @@ class ClaimsJudge:
         from ragrade.judge.abstain import is_abstention
 
         subs: list[dict[str, dict[str, Any]]] = [{} for _ in items]
+        formats: list[dict[str, str]] = [{} for _ in items]  # request key -> response format, per item
         abstained = [is_abstention(it.answer) for it in items]
         first = []
         for n, it in enumerate(items):
@@ -256,7 +276,7 @@ class ClaimsJudge:
                     first.append(_Job(n, key, text, it.query))
                 else:  # nothing to split: no request
                     subs[n][key] = {"status": "ok", "claims": [], "note": "empty text"}
-        await self._phase(first, subs, items)
+        await self._phase(first, subs, items, formats)
         second = []
         dry = _is_dry_run(self.llm)
         for n, it in enumerate(items):
@@ -277,8 +297,8 @@ class ClaimsJudge:
             both = (a or []) + (g or [])
             if both:
                 second.extend(_Job(n, f"check:passage:{j}", p, it.query, both) for j, p in enumerate(it.contexts, 1))
-        await self._phase(second, subs, items)
-        return [_record(it, s, ab) for it, s, ab in zip(items, subs, abstained, strict=True)]
+        await self._phase(second, subs, items, formats)
+        return [_record(it, s, ab, f) for it, s, ab, f in zip(items, subs, abstained, formats, strict=True)]
 
     def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
         """Synchronous :meth:`ascore`."""
@@ -297,6 +317,13 @@ def _sentences(text: str) -> list[str]:
     return sentences(text)
 
 
+def _keep_format(formats: dict[str, str], key: str, sub: dict[str, Any]) -> None:
+    """Move a fresh request's ``response_format`` out of its sub-record into ``formats``."""
+    fmt = sub.pop("response_format", None)
+    if fmt is not None:
+        formats[key] = str(fmt)
+
+
 def _claims(subs: Mapping[str, Mapping[str, Any]], key: str) -> list[str] | None:
     sub = subs.get(key) or {}
     return list(sub["claims"]) if sub.get("status") == "ok" else None
@@ -311,8 +338,17 @@ def _verdicts(subs: Mapping[str, Mapping[str, Any]], key: str, n: int) -> list[V
     return [None if v is None else float(v) for v in sub["verdicts"]]
 
 
-def _record(item: AnswerItem, subs: dict[str, dict[str, Any]], abstained: bool = False) -> dict[str, Any]:
-    """The metric record of one item from its request results (``abstained``: the answer declines to answer)."""
+def _record(
+    item: AnswerItem,
+    subs: dict[str, dict[str, Any]],
+    abstained: bool = False,
+    formats: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The metric record of one item from its request results (``abstained``: the answer declines to answer).
+
+    ``formats`` (request key -> how JSON was asked of the server) gives ``response_formats`` and the weakest of
+    them, ``response_format`` ("text" beats "json_object" beats "json_schema"; None when no request told).
+    """
     statuses = [s["status"] for s in subs.values()]
     counts = {
         "n_requests": len(subs),
@@ -321,6 +357,9 @@ def _record(item: AnswerItem, subs: dict[str, dict[str, Any]], abstained: bool =
     }
     a, g = _claims(subs, "extract:answer"), _claims(subs, "extract:reference")
     rec: dict[str, Any] = {"claims": {"answer": a, "reference": g}, "requests": subs, "abstained": abstained}
+    rec["response_format"] = weakest_format((formats or {}).values())
+    if formats:
+        rec["response_formats"] = dict(sorted(formats.items()))
     if counts["n_failed"]:
         return {
             **rec,

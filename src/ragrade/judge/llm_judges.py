@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -134,6 +134,20 @@ def render(template: str, item: AnswerItem, max_context_chars: int) -> str:
     return out
 
 
+#: how JSON was asked of the server, strongest first: a reply asked as plain "text" was parsed tolerantly
+RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+
+
+def weakest_format(formats: Iterable[str | None]) -> str | None:
+    """The weakest of the response formats several requests were asked with ("text" beats "json_object" beats
+    "json_schema"); None when none is known. An unknown name counts as weaker than all three."""
+    known = [f for f in formats if f is not None]
+    if not known:
+        return None
+    rank = {f: i for i, f in enumerate(RESPONSE_FORMATS)}
+    return max(known, key=lambda f: (rank.get(f, len(RESPONSE_FORMATS)), f))
+
+
 def _sample_record(completion: Completion, parsed: Parsed | None) -> dict[str, Any]:
     if not completion.ok:
         return {"status": "failed", "error": completion.error or "no text", "attempts": completion.attempts}
@@ -145,6 +159,8 @@ def _sample_record(completion: Completion, parsed: Parsed | None) -> dict[str, A
         rec["note"] = parsed.note
     if completion.cached:
         rec["cached"] = True
+    if completion.response_format is not None:
+        rec["response_format"] = completion.response_format
     return rec
 
 
@@ -284,6 +300,7 @@ class LLMJudge:
             for comp in completions[i * n : (i + 1) * n]:
                 samples.append(_sample_record(comp, self.parse(comp.text) if comp.ok else None))
             rec = aggregate(self.spec.kind, samples)
+            rec["response_format"] = weakest_format(s.get("response_format") for s in samples)
             rec["samples"] = samples
             out.append(rec)
         return out
@@ -295,6 +312,7 @@ class LLMJudge:
 
 __all__ = [
     "PLACEHOLDERS",
+    "RESPONSE_FORMATS",
     "SPECS",
     "LLMJudge",
     "LLMJudgeConfig",
@@ -304,4 +322,5 @@ __all__ = [
     "format_contexts",
     "load_prompt",
     "render",
+    "weakest_format",
 ]

@@ -6,7 +6,8 @@ Output directory::
     scores.jsonl      one record per answer x metric (kind "judge_scores"), with status
                       ok / unparsed / failed / skipped, raw judge text and errors kept
     summary.json      per configuration and metric: counts, statistics with 95% intervals,
-                      self-consistency, and the screening decision (kind "judge_summary")
+                      self-consistency, the screening decision, and per LLM-judged metric the rows
+                      per response format the judge was asked with (kind "judge_summary")
     summary.csv       the same statistics in long format (one row per config x metric x statistic)
     agreement.json    Spearman / Cohen's kappa between metrics, per configuration and pooled
 
@@ -27,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragrade import interrupt
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import file_in_folder, read_jsonl, write_json, write_jsonl
 from ragrade.judge.inputs import AnswerItem, read_answers
@@ -243,12 +245,14 @@ def score_metric(
             continue
         todo.append(item)
     total = len(todo)
+    interrupt.progress(len(items) - total, len(items), f"{judge.name} scores")
     for start in range(0, total, batch_size):
         batch = todo[start : start + batch_size]
         for item, body in zip(batch, judge.score(batch), strict=True):
             store.put({**_base(item, judge.name, fp), **body})
         counts["scored"] += len(batch)
         store.save()
+        interrupt.progress(len(items) - total + counts["scored"], len(items), f"{judge.name} scores")
         if progress is not None:
             progress(judge.name, min(start + batch_size, total), total)
     if counts["skipped"] and not total:
@@ -291,6 +295,17 @@ def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")] or ["failed"]
             errors.extend(e for e in errs[:1] if e not in errors)
     return {"groups": groups, "errors": errors[:20]}
+
+
+def response_format_counts(records: Sequence[dict[str, Any]], metric: str) -> dict[str, int]:
+    """Score rows of ``metric`` per response format their judge requests were asked with (the weakest, for rows
+    made of several requests): ``{"json_schema": 18, "text": 2}``; rows that tell none are not counted."""
+    counts: dict[str, int] = {}
+    for r in records:
+        fmt = r.get("response_format") if r.get("metric") == metric else None
+        if fmt is not None:
+            counts[str(fmt)] = counts.get(str(fmt), 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def check_judge_failures(summary: dict[str, Any], max_failed: float | None, resume: str | None = None) -> None:
@@ -379,6 +394,7 @@ def run_judging(
         "screening": screening,
         "not_judged": sorted(set(configs) - {it.config for it in judged_items}) if costly else [],
         "request_failures": request_failures(records),
+        "response_format": {m: response_format_counts(records, m) for m in costly},
     }
     write_json(out / SUMMARY_FILE, summary)
     write_csv_rows(out / SUMMARY_CSV, csv_rows(per_config), CSV_COLUMNS)
@@ -394,6 +410,7 @@ __all__ = [
     "ScoreStore",
     "check_judge_failures",
     "resolve_answers_path",
+    "response_format_counts",
     "run_judging",
     "score_metric",
     "screen",

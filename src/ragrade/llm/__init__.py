@@ -5,7 +5,8 @@
     [c] = generate(llm, [GenerationRequest(messages=(Message("user", "Hi"),))])
 
 Providers (registry kind ``llm``): ``openai`` (any OpenAI-compatible server),
-``hf`` (a local Hugging Face model path), ``offline`` (``offline/student`` and
+``hf`` (a local Hugging Face model path or GGUF file), ``llamacpp`` (a GGUF model run in process,
+e.g. the embedded ``llamacpp/gemma-3-270m``), ``offline`` (``offline/student`` and
 ``offline/extractive`` baselines, no model download), ``replay`` (answers from a finished run,
 see :mod:`ragrade.llm.replay`). Every backend caches
 responses in SQLite (``$RAGRADE_CACHE_DIR``), limits requests in flight and per
@@ -115,6 +116,15 @@ def _hf(model: str, *, base_url: str | None = None, api_key: str | None = None, 
     if base_url:
         raise ConfigError("the hf provider runs a local model; --llm-base-url does not apply (use openai/...)")
     return HFLLM(model, **kw)
+
+
+@register("llm", "llamacpp")
+def _llamacpp(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+    from ragrade.llm.llamacpp import LlamaCppLLM
+
+    if base_url:
+        raise ConfigError("the llamacpp provider runs a GGUF model in process; --llm-base-url does not apply")
+    return LlamaCppLLM(model, **kw)
 
 
 @register("llm", "offline")

@@ -66,6 +66,9 @@ class Completion:
     cached: bool = False
     latency_s: float = 0.0
     attempts: int = 1
+    # JSON output asked for (``json_schema`` given): how it was asked of the server this time,
+    # "json_schema", "json_object" or "text" (the server refused both); None when none was asked for
+    response_format: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,15 +132,69 @@ class LLM(Protocol):
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code (also inside a running loop's thread)."""
+    """Run ``coro`` to completion from synchronous code (also inside a running loop's thread).
+
+    A stop request (first Ctrl-C or SIGTERM, :mod:`ragrade.interrupt`) cancels it: no new request is sent,
+    and :class:`~ragrade.interrupt.Interrupted` is raised here. Inside a running loop the coroutine runs on
+    a fresh loop in a daemon thread that is never waited for once a stop was asked for.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
-    import concurrent.futures
+        return _run_loop(coro)
+    import threading
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = _run_loop(coro)
+        except BaseException as exc:  # handed to the calling thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="ragrade-run-sync", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` whose main task a stop request cancels, and which then does not wait for worker threads."""
+    from ragrade import interrupt
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(coro)
+    key = interrupt.register(loop, task)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if interrupt.requested():
+            raise interrupt.Interrupted() from None
+        raise
+    finally:
+        interrupt.unregister(key)
+        try:
+            _close_loop(loop, wait=not interrupt.requested())
+        finally:
+            asyncio.set_event_loop(None)
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop, *, wait: bool) -> None:
+    """Cancel what is left on ``loop`` and close it (waiting for its worker threads only when ``wait``)."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        if wait:
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()  # shuts the default executor down without waiting
 
 
 def generate(llm: LLM, requests: Sequence[GenerationRequest]) -> list[Completion]:

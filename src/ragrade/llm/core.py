@@ -66,7 +66,10 @@ def structured_view(req: GenerationRequest | LoglikelihoodRequest) -> dict[str, 
 
 
 def _completion_value(c: Completion) -> dict[str, Any]:
-    return {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)}
+    out: dict[str, Any] = {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)}
+    if c.response_format is not None:
+        out["response_format"] = c.response_format
+    return out
 
 
 def _loglik_value(r: LoglikelihoodResult) -> dict[str, Any]:
@@ -145,6 +148,7 @@ def _completion_from_cache(value: dict[str, Any]) -> Completion:
         cached=True,
         latency_s=0.0,
         attempts=0,
+        response_format=value.get("response_format"),
     )
 
 
@@ -301,6 +305,10 @@ class BaseLLM:
         token = _WRITER.set(writer)
         try:
             fresh = dict(zip(todo, await batch(list(todo.values())), strict=True))
+        except BaseException:  # cancelled (a stop request) or broken: keep the answers that already arrived
+            if writer is not None:
+                writer.flush()
+            raise
         finally:
             _WRITER.reset(token)
         if writer is not None:  # backends that compute whole batches (HF, offline) report here

@@ -10,7 +10,10 @@ fallback for architectures whose cache cannot be expanded. Both tokenise
 context and continuations separately (a trailing space of the context moves to
 the continuations), so they produce the same numbers.
 
-Models are loaded from a local path only (no download).
+Models are loaded from a local path only (no download): a model folder, or a GGUF file
+(``hf/PATH.gguf``, or ``hf/gemma-3-270m`` for the embedded model) that transformers' GGUF loader
+dequantises (to float32 by default; needs ``pip install 'ragrade[gguf]'``). A GGUF tokenizer without a
+chat template gets its family's template, as in the ``llamacpp`` backend.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from ragrade.errors import ConfigError
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import BaseLLM, log
+from ragrade.llm.gguf import model_label
 from ragrade.llm.limits import LimitConfig
+from ragrade.llm.llamacpp import gguf_identity
 
 METHODS = ("shared-prefix", "per-choice")
 
@@ -72,9 +77,12 @@ class HFLLM(BaseLLM):
         trust_remote_code: bool = False,
     ) -> None:
         super().__init__(model, cache=cache, limits=limits, seed=seed)
-        path = Path(model).expanduser()
-        if not path.is_dir():
-            raise ConfigError(f"hf/{model}: no model folder at {path} (the hf provider loads local folders only)")
+        self.gguf = _gguf_file(model)  # a GGUF file (embedded name or *.gguf path), loaded dequantised
+        path = self.gguf.parent if self.gguf is not None else Path(model).expanduser()
+        if self.gguf is None and not path.is_dir():
+            raise ConfigError(
+                f"hf/{model}: no model folder at {path} (the hf provider loads local folders and .gguf files only)"
+            )
         if loglikelihood_method not in METHODS:
             raise ConfigError(f"loglikelihood_method must be one of {', '.join(METHODS)}, got '{loglikelihood_method}'")
         self.path = path
@@ -84,19 +92,27 @@ class HFLLM(BaseLLM):
         self.max_batch = max_batch
         self.seed = seed
         self.forwards = ForwardStats()
-        self._fingerprint = _fingerprint(path)
+        self._fingerprint = _fingerprint(path) if self.gguf is None else gguf_identity(model, self.gguf)[0]
         self._lock = threading.Lock()
         torch = require("torch", purpose="the hf backend")
         tf = require("transformers", purpose="the hf backend")
+        load_kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        if self.gguf is not None:
+            self.name = f"hf/{model_label(model)}"
+            for module in ("gguf", "accelerate"):
+                require(module, extra="gguf", purpose="hf/ on a GGUF file")
+            load_kw["gguf_file"] = self.gguf.name
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            self.tokenizer = tf.AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
-            self.lm = tf.AutoModelForCausalLM.from_pretrained(
-                str(path), dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
-            ).to(device)
+            self.tokenizer = tf.AutoTokenizer.from_pretrained(str(path), **load_kw)
+            self.lm = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype), **load_kw).to(
+                device
+            )
         except (OSError, ValueError) as exc:
             raise ConfigError(f"hf/{model}: cannot load the model or tokenizer: {str(exc).splitlines()[0]}") from exc
         self.lm.eval()
+        if self.gguf is not None:
+            _gguf_chat_template(self.tokenizer, str(getattr(self.lm.config, "model_type", "")))
         self._torch = torch
 
     def _identity(self) -> dict[str, Any]:
@@ -268,7 +284,33 @@ class HFLLM(BaseLLM):
             dtype=self.dtype,
             loglikelihood_method=self.method,
         )
+        if self.gguf is not None:
+            out.update(gguf_file=str(self.gguf), file_size=self.gguf.stat().st_size)
+            sha = gguf_identity(self.model, self.gguf)[1]
+            if sha:
+                out["sha256"] = sha
         return out
+
+
+def _gguf_file(model: str) -> Path | None:
+    """The GGUF file ``model`` names (an embedded model or a ``.gguf`` path), None for a model folder."""
+    from ragrade.llm.gguf import EMBEDDED_MODELS, resolve_gguf
+
+    if model in EMBEDDED_MODELS or model.lower().endswith(".gguf"):
+        return resolve_gguf(model)
+    return None
+
+
+def _gguf_chat_template(tokenizer: Any, model_type: str) -> None:
+    """Give a GGUF tokenizer without a chat template the family's template (as the llamacpp backend does)."""
+    from ragrade.llm.chat_template import fallback_template
+
+    if getattr(tokenizer, "chat_template", None):
+        return
+    vocab = tokenizer.get_vocab()
+    found = fallback_template(model_type, lambda text: text in vocab)
+    if found is not None:
+        tokenizer.chat_template = found[1]
 
 
 def _expand_cache(past: Any, n: int, keep_original: bool) -> Any:

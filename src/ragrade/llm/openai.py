@@ -1,14 +1,26 @@
 """The OpenAI-compatible backend (OpenAI, vLLM, Ollama, llama.cpp server, TGI, LM Studio), on the official SDK.
 
 Generation uses chat completions for ``messages`` and completions for ``prompt``.
-Log-likelihood uses the completions endpoint with ``echo`` and ``logprobs`` (what
-vLLM and OpenAI's legacy models serve): the prompt ``context + continuation`` is
-echoed with per-token log-probabilities and the continuation's tokens are summed.
-Support is detected at first use; servers without prompt log-probabilities
-(Ollama, llama.cpp) get a one-time warning and an automatic fallback that asks
-the chat endpoint to pick a lettered option, scored by the letter's
-log-probability when the server returns token log-probabilities, else by the
-letter it answers (0 for the chosen option, -50 for the others).
+Structured output asks for ``response_format`` ``json_schema``; a server that refuses
+it gets ``json_object``, then plain text, each step logged once. A refusal is a
+400/404/422 that names the format, or one that the same request without
+``response_format`` does not get; or HTTP 500 for two requests with the format
+(none answered) when a retry without it succeeds: the retry goes without it, so
+that ``max_retries=0`` keeps its meaning and a broken server costs no extra request.
+401/403, 429 and timeouts never degrade it. Each
+:class:`~ragrade.llm.base.Completion` records the format it was asked with.
+
+Log-likelihood (:mod:`ragrade.llm.openai_loglik`) is settled on the first request
+from what the server really returns (:mod:`ragrade.llm.capabilities`): echoed prompt
+log-probabilities (vLLM, OpenAI's legacy models; a list of prompts per request, or
+one where lists fail), else forced-token scoring through ``/tokenize`` and
+``logit_bias`` (llama.cpp's ``llama-server``), else letter picking on the chat
+endpoint only when allowed (``letter_fallback=True`` or ``loglikelihood_mode``
+``"chat-logprobs"`` / ``"letter-choice"``); otherwise every log-likelihood request
+fails with one error that says what was tried and what to do instead.
+
+The server's advertised slots (llama.cpp ``/props`` or ``/slots``) seed the adaptive
+in-flight cap (:mod:`ragrade.llm.limits`), looked up once per backend.
 
 Requests go through the SDK (``AsyncOpenAI.post``: it builds, authenticates and
 sends them and maps failures to its exceptions) and replies are read as plain
@@ -30,34 +42,37 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import time
 import urllib.parse
+import weakref
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ragrade.deps import require
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
-from ragrade.llm.core import BaseLLM, log
+from ragrade.llm.core import _WRITER, BaseLLM, log
 from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError
-
-MISSING_SCORE = -50.0
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-FALLBACK_PROMPT = (
-    "Read the text below and decide which option continues it best.\n\n"
-    "{context}\n\nOptions:\n{options}\n\n"
-    "Reply with the letter of the best option and nothing else."
+from ragrade.llm.openai_loglik import (
+    FALLBACK_PROMPT,
+    as_dict,
+    count,
+    echo_scores,
+    first_choice,
+    forced_scores,
+    letter_choice,
+    message_text,
+    unsupported,
 )
 
-
 TRANSPORTS = ("auto", "aiohttp", "httpx")
-
-
-class _NoPromptLogprobs(Exception):
-    """The server answered but gave no log-probabilities for the prompt tokens."""
+LOGLIKELIHOOD_MODES = ("auto", "echo", "forced-token", "chat-logprobs", "letter-choice")
+FORMAT_STATUS = (400, 404, 422)  # refusals that may mean "not this response_format" (500: see _chat_with_schema)
+FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema", "grammar", "schema")
 
 
 @dataclass
@@ -150,11 +165,17 @@ def _scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+def _config_error(message: str) -> Exception:
+    from ragrade.errors import ConfigError
+
+    return ConfigError(message)
+
+
 class OpenAILLM(BaseLLM):
     """An OpenAI-compatible server through the ``openai`` SDK (see module docstring)."""
 
     provider = "openai"
-    supports_loglikelihood = True  # natively (echo) or through the chat fallback
+    supports_loglikelihood = True  # settled at first use; a server without any way fails with a clear error
 
     def __init__(
         self,
@@ -166,6 +187,7 @@ class OpenAILLM(BaseLLM):
         limits: LimitConfig | None = None,
         seed: int | None = None,
         loglikelihood_mode: str = "auto",
+        letter_fallback: bool = False,
         fallback_prompt: str | None = None,
         extra_body: dict[str, Any] | None = None,
         transport: str = "auto",
@@ -180,31 +202,40 @@ class OpenAILLM(BaseLLM):
             )
         self._key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
         if self._key is None:
-            from ragrade.errors import ConfigError
-
-            raise ConfigError(
+            raise _config_error(
                 "no API key for openai/...: set OPENAI_API_KEY, or give --llm-base-url for a local "
                 "OpenAI-compatible server (vLLM, Ollama, llama.cpp) that needs none"
             )
-        if loglikelihood_mode not in ("auto", "echo", "chat-logprobs", "letter-choice"):
-            from ragrade.errors import ConfigError
-
-            raise ConfigError(
-                f"loglikelihood_mode must be auto, echo, chat-logprobs or letter-choice, got '{loglikelihood_mode}'"
+        if loglikelihood_mode not in LOGLIKELIHOOD_MODES:
+            raise _config_error(
+                f"loglikelihood_mode must be one of {', '.join(LOGLIKELIHOOD_MODES)}, got '{loglikelihood_mode}'"
             )
+        if transport not in TRANSPORTS:
+            raise _config_error(f"transport must be one of {', '.join(TRANSPORTS)}, got '{transport}'")
+        # None until settled: "echo", "forced-token", "chat-logprobs", "letter-choice" or "none"
         self.loglikelihood_mode: str | None = None if loglikelihood_mode == "auto" else loglikelihood_mode
+        self.letter_fallback = bool(letter_fallback)
+        self.no_loglikelihood: str | None = None  # the error of every request once "none" is settled
+        self.echo_batched = True  # echo sends a list of prompts per request until the server refuses one
+        self.chat_logprobs = True
         self.fallback_prompt = _load_prompt(fallback_prompt) if fallback_prompt else FALLBACK_PROMPT
         self.extra_body = dict(extra_body or {})
         self._json_mode = "json_schema"  # degrades to json_object, then none, when the server refuses
-        self._chat_logprobs = True
+        self._format_500s: Counter[str] = Counter()  # HTTP 500 answers to requests with each format
+        self._format_ok: set[str] = set()  # formats the server has answered
         self.transport = transport
-        if transport not in TRANSPORTS:
-            from ragrade.errors import ConfigError
+        from ragrade.llm.capabilities import server_root
 
-            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, got '{transport}'")
+        self.server_root = server_root(self._url)
+        self.slots: int | None = None  # advertised by the server (llama.cpp /props or /slots)
+        self.n_ctx: int | None = None  # context size per slot, when advertised
+        self.token_cache: dict[tuple[str, bool], list[tuple[int, str | None]]] = {}  # short texts' /tokenize
+        self._slots_checked = False
         self._sessions: dict[int, _Session] = {}
         self._sdk: Any = None
-        self._probe_lock: asyncio.Lock | None = None
+        self._probe_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self.limiter.grace_s = min(5.0, 0.5 * self.limits.timeout)  # the HTTP client enforces the timeout itself
 
     # -- client --------------------------------------------------------------------------------
@@ -240,12 +271,16 @@ class OpenAILLM(BaseLLM):
 
         One client (one connection pool sized to the concurrency limit) serves every request of the
         batches running on a loop; closing it when the loop's last batch ends releases its sockets
-        before ``asyncio.run`` closes the loop (aiohttp warns about sessions left open).
+        before ``asyncio.run`` closes the loop (aiohttp warns about sessions left open). The first
+        batch also looks up the server's slots.
         """
         key = id(asyncio.get_running_loop())
         session = self._session()
         session.users += 1
         try:
+            if not self._slots_checked:
+                self._slots_checked = True
+                await self._check_slots()
             yield session
         finally:
             session.users -= 1
@@ -254,19 +289,30 @@ class OpenAILLM(BaseLLM):
                 with contextlib.suppress(Exception):
                     await session.client.close()
 
+    async def _check_slots(self) -> None:
+        """Seed the adaptive in-flight cap from the slots the server advertises (once per backend)."""
+        from ragrade.llm.capabilities import fetch_slots
+
+        self.slots, self.n_ctx = await fetch_slots(self)
+        if self.slots:
+            self.limiter.seed_capacity(self.slots)
+            if self.slots < self.limits.concurrency:
+                log.info("%s: the server has %d slot(s); %d request(s) in flight", self.name, self.slots, self.slots)
+
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
         async with self._batch():
             return await super()._generate_batch(reqs)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body`` (plus ``extra_body``) through the SDK; the parsed JSON object of the reply.
+    async def _post(self, path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
+        """POST ``body`` (plus ``extra_body`` when ``extra``) through the SDK; the parsed JSON object of the reply.
 
-        The SDK builds, authenticates and sends the request and maps HTTP and network failures to its
-        exceptions; the reply is read as plain JSON (the typed response models cost more CPU than the
-        rest of the request and the few fields used here are checked by the callers).
+        ``path`` is relative to the base URL, or a full URL. The SDK builds, authenticates and sends the
+        request and maps HTTP and network failures to its exceptions; the reply is read as plain JSON
+        (the typed response models cost more CPU than the rest of the request and the few fields used
+        here are checked by the callers).
         """
         session = self._session()
-        if self.extra_body:
+        if self.extra_body and extra:
             body = {**body, **self.extra_body}
         resp = await self._call(session.client.post, path, body=body, cast_to=session.response_type)
         try:
@@ -277,13 +323,23 @@ class OpenAILLM(BaseLLM):
             raise TransientError(f"unreadable response: expected a JSON object, got {type(data).__name__}")
         return data
 
+    async def _get(self, url: str, timeout: float) -> Any:
+        """GET ``url`` once (no retry) with a short timeout; the parsed JSON, or None on any failure."""
+        session = self._session()
+        options = {"timeout": min(timeout, self.limits.timeout), "max_retries": 0}
+        try:
+            resp = await session.client.get(url, cast_to=session.response_type, options=options)
+            return json.loads(resp.content)
+        except Exception:  # 404 on servers without the endpoint, timeouts, garbage: nothing advertised
+            return None
+
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """One SDK call with its exceptions mapped to Transient/Permanent errors."""
         openai = self._openai()
         try:
             return await fn(*args, **kwargs)
         except openai.APITimeoutError as exc:
-            raise TransientError(f"timed out after {self.limits.timeout:g}s") from exc
+            raise TransientError(f"timed out after {self.limits.timeout:g}s", timeout=True) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise TransientError(_scrub(f"connection error: {type(cause).__name__}: {cause}", self._key)) from exc
@@ -291,7 +347,7 @@ class OpenAILLM(BaseLLM):
             code = exc.status_code
             msg = _scrub(f"HTTP {code}: {_error_message(exc)}", self._key)
             if code == 429 or code >= 500 or code in (408, 409):
-                raise TransientError(msg, _retry_after(exc.response.headers)) from exc
+                raise TransientError(msg, _retry_after(exc.response.headers), status=code) from exc
             if code in (401, 403):
                 raise AuthError(msg, code) from exc
             raise PermanentError(msg, code) from exc
@@ -305,173 +361,165 @@ class OpenAILLM(BaseLLM):
             common["stop"] = list(req.stop)
         if req.seed is not None:
             common["seed"] = req.seed
+        fmt: str | None = None
         if req.messages is None:
             data = await self._post("/completions", {**common, "prompt": req.prompt or ""})
-            choice = _first_choice(data)
+            choice = first_choice(data)
             text = choice.get("text")
             if not isinstance(text, str):
                 raise TransientError("unreadable response: the choice has no text")
         else:
             messages = [{"role": m.role, "content": m.content} for m in req.messages]
-            data = await self._chat_with_schema(messages, req.json_schema, common)
-            choice = _first_choice(data)
-            message = _as_dict(choice.get("message"))
-            text = _message_text(message.get("content"))
+            data, fmt = await self._chat_with_schema({**common, "messages": messages}, req.json_schema)
+            choice = first_choice(data)
+            message = as_dict(choice.get("message"))
+            text = message_text(message.get("content"))
             if text is None:
                 refusal = message.get("refusal")
                 raise PermanentError(f"no text in the reply{': refused: ' + str(refusal) if refusal else ''}")
-        usage = _as_dict(data.get("usage"))
+        usage = as_dict(data.get("usage"))
         finish = choice.get("finish_reason")
         return Completion(
             text=text,
             finish_reason=finish if isinstance(finish, str) else None,
-            usage=Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))),
+            usage=Usage(count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))),
+            response_format=fmt,
         )
 
     async def _chat_with_schema(
-        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, common: dict[str, Any]
-    ) -> dict[str, Any]:
-        """Chat call asking for structured JSON when ``schema`` is given, degrading as the server allows."""
+        self, body: dict[str, Any], schema: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """Chat call asking for JSON when ``schema`` is given, degrading as the server allows (module docstring).
+
+        Returns the reply and the response format it was asked with (None without ``schema``).
+        """
+        if schema is None:
+            return await self._post("/chat/completions", body), None
         while True:
-            body = {**common, "messages": messages}
-            if schema is not None and self._json_mode == "json_schema":
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "answer", "schema": schema, "strict": False},
-                }
-            elif schema is not None and self._json_mode == "json_object":
-                body["response_format"] = {"type": "json_object"}
+            mode = self._json_mode
+            if mode == "none":
+                return await self._post("/chat/completions", body), "text"
+            if self._format_500s[mode] >= 2 and mode not in self._format_ok:
+                # requests with this format got HTTP 500 (twice or more) and none succeeded: this attempt goes
+                # without it; if that works, the format was to blame (a failure is retried as usual)
+                plain = await self._post("/chat/completions", body)
+                self._degrade(mode, f"HTTP 500 for {self._format_500s[mode]} requests with it, 200 without")
+                return plain, "text"
+            fmt: dict[str, Any] = {"type": "json_object"}
+            if mode == "json_schema":
+                fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
             try:
-                return await self._post("/chat/completions", body)
+                data = await self._post("/chat/completions", {**body, "response_format": fmt})
+            except TransientError as exc:
+                if exc.status == 500:
+                    self._format_500s[mode] += 1
+                raise
             except PermanentError as exc:
-                if schema is None or self._json_mode == "none" or not unsupported(exc):
+                if isinstance(exc, AuthError) or exc.status not in FORMAT_STATUS:
                     raise
-                old = self._json_mode
-                self._json_mode = "json_object" if old == "json_schema" else "none"
-                log.warning(
-                    "%s: the server refused response_format=%s (%s); retrying with %s",
-                    self.name,
-                    old,
-                    exc,
-                    self._json_mode,
-                )
+                if any(w in str(exc).lower() for w in FORMAT_WORDS):
+                    self._degrade(mode, exc)  # the answer names the format
+                    continue
+                try:  # is it the format? the same request without it tells
+                    plain = await self._post("/chat/completions", body)
+                except (PermanentError, TransientError):
+                    raise exc from None
+                self._degrade(mode, exc)
+                return plain, "text"
+            self._format_ok.add(mode)
+            return data, mode
+
+    def _degrade(self, mode: str, exc: Exception | str) -> None:
+        """Step the JSON mode down from ``mode`` (once, whichever request saw the refusal first)."""
+        if self._json_mode != mode:
+            return
+        self._json_mode = "json_object" if mode == "json_schema" else "none"
+        log.warning(
+            "%s: the server refused response_format=%s (%s); asking with %s from now on",
+            self.name,
+            mode,
+            exc,
+            "response_format=json_object" if self._json_mode == "json_object" else "no response_format (plain text)",
+        )
 
     # -- log-likelihood ------------------------------------------------------------------------
+    def _key_extra(self, req: GenerationRequest | LoglikelihoodRequest) -> dict[str, Any]:
+        """Log-likelihoods are keyed by whether letter picking may stand in for them: a run that does not
+        allow it never gets letters from the cache (nor the silent letters of earlier versions)."""
+        if not isinstance(req, LoglikelihoodRequest):
+            return {}
+        letters = self.letter_fallback or self.loglikelihood_mode in ("chat-logprobs", "letter-choice")
+        return {"scores": "letters allowed" if letters else "log-likelihood"}
+
+    def loglikelihood_budget(self, req: LoglikelihoodRequest) -> float:
+        """Seconds one log-likelihood attempt may take: one request timeout per request it may need."""
+        mode = self.loglikelihood_mode
+        if (mode == "echo" and self.echo_batched) or mode in ("chat-logprobs", "letter-choice"):
+            return self.limits.timeout
+        requests = 2 + len(req.continuations) + sum(max(1, len(c) // 2) for c in req.continuations)
+        return self.limits.timeout * requests
+
+    def prompt_logprobs_method(self) -> str:
+        """How this server gives prompt log-probabilities: echo-batched, echo, forced-token, none (or unknown)."""
+        mode = self.loglikelihood_mode
+        if mode == "echo":
+            return "echo-batched" if self.echo_batched else "echo"
+        if mode == "forced-token":
+            return mode
+        return "unknown" if mode is None else "none"
+
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         async with self._batch():
-            return await self._loglikelihood_batch_in_session(reqs)
+            failed: list[LoglikelihoodResult] = []  # requests whose detection attempt failed
+            if self.loglikelihood_mode is None and reqs:
+                from ragrade.llm.capabilities import detect_loglikelihood
 
-    async def _loglikelihood_batch_in_session(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        if self.loglikelihood_mode is None and reqs:
-            if self._probe_lock is None:
-                self._probe_lock = asyncio.Lock()
-            async with self._probe_lock:
-                if self.loglikelihood_mode is None:
-                    first = await self._probe(reqs[0])
-                    if first is not None:
-                        rest = await super()._loglikelihood_batch(reqs[1:])
-                        return [first, *rest]
-        return await super()._loglikelihood_batch(reqs)
+                loop = asyncio.get_running_loop()
+                lock = self._probe_locks.setdefault(loop, asyncio.Lock())
+                async with lock:
+                    while self.loglikelihood_mode is None and len(failed) < len(reqs):
+                        error = await detect_loglikelihood(self)
+                        if self.loglikelihood_mode is None:
+                            failed.append(LoglikelihoodResult(logprobs=None, error=error))
+            rest = await asyncio.gather(*(self._score(r) for r in reqs[len(failed) :]))
+            return failed + list(rest)
 
-    async def _probe(self, req: LoglikelihoodRequest) -> LoglikelihoodResult | None:
-        """Try echo log-probabilities on ``req``; settle the mode; return its result when echo works."""
-        outcome = await self.limiter.call(lambda: self._echo(req, probing=True))
-        if outcome.value is not None:
-            self.loglikelihood_mode = "echo"
-            return self._loglik(outcome)
-        if outcome.error and outcome.error.startswith("no-prompt-logprobs"):
-            self.loglikelihood_mode = "chat-logprobs"
-            log.warning(
-                "%s: the server returns no prompt log-probabilities (completions with echo+logprobs); "
-                "falling back to asking the chat endpoint to pick a lettered option (%s)",
-                self.name,
-                outcome.error.split(":", 1)[-1].strip(),
-            )
-            return None
-        # the probe failed for another reason (server down, ...): report it, decide on the next call
-        return self._loglik(outcome)
+    async def _score(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
+        if self.loglikelihood_mode == "none":  # settled: no request could help
+            return LoglikelihoodResult(logprobs=None, error=self.no_loglikelihood, attempts=0)
+        result = self._loglik(
+            await self.limiter.call(partial(self._loglikelihood_one, req), timeout=self.loglikelihood_budget(req))
+        )
+        writer = _WRITER.get()
+        if writer is not None:
+            writer.add(req, result)
+        return result
 
     async def _loglikelihood_one(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
-        if self.loglikelihood_mode == "echo":
-            return await self._echo(req)
-        return await self._letter_choice(req)
-
-    async def _echo(self, req: LoglikelihoodRequest, probing: bool = False) -> LoglikelihoodResult:
-        if not req.continuations:
-            return LoglikelihoodResult(logprobs=[], token_counts=[], method="echo-logprobs")
-        ctx = req.context
-        prompts = [ctx + c for c in req.continuations]
-        body = {
-            "model": self.model,
-            "prompt": prompts,
-            "max_tokens": 1,
-            "temperature": 0,
-            "echo": True,
-            "logprobs": 1,
-        }
+        mode = self.loglikelihood_mode
         try:
-            data = await self._post("/completions", body)
-        except PermanentError as exc:
-            if probing and unsupported(exc):
-                raise PermanentError(f"no-prompt-logprobs: {exc}") from exc
-            raise
-        _first_choice(data)  # checks the shape
-        choices = sorted((_as_dict(c) for c in data["choices"]), key=lambda c: _count(c.get("index")))
-        if len(choices) != len(prompts):
-            raise _wrap_probe(probing, f"expected {len(prompts)} choices, got {len(choices)}")
-        scores, counts = [], []
-        for prompt, choice in zip(prompts, choices, strict=True):
-            try:
-                lp, n = _continuation_logprob(choice.get("logprobs"), len(ctx), len(prompt))
-            except _NoPromptLogprobs as exc:
-                raise _wrap_probe(probing, str(exc)) from exc
-            scores.append(lp)
-            counts.append(n)
-        return LoglikelihoodResult(logprobs=scores, token_counts=counts, method="echo-logprobs")
-
-    async def _letter_choice(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
-        n = len(req.continuations)
-        if n == 0:
-            return LoglikelihoodResult(logprobs=[], token_counts=[], method="letter-choice")
-        if n > len(LETTERS):
-            raise PermanentError(f"the letter fallback handles at most {len(LETTERS)} continuations, got {n}")
-        options = "\n".join(f"{LETTERS[i]}. {c.strip()}" for i, c in enumerate(req.continuations))
-        prompt = self.fallback_prompt.replace("{context}", req.context.strip()).replace("{options}", options)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0,
-            "max_tokens": 2,
-        }
-        data = None
-        if self._chat_logprobs and self.loglikelihood_mode != "letter-choice":
-            try:
-                data = await self._post("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
-            except PermanentError as exc:
-                if not unsupported(exc):
-                    raise
-                self._chat_logprobs = False
-        if data is None:
-            data = await self._post("/chat/completions", body)
-        choice = _first_choice(data)
-        scores = _letter_logprobs(choice.get("logprobs"), n)
-        if scores is not None:
-            return LoglikelihoodResult(logprobs=scores, token_counts=[1] * n, method="chat-logprobs")
-        text = (_message_text(_as_dict(choice.get("message")).get("content")) or "").strip()
-        m = re.match(r"[\s(\[]*([A-Z])\b", text.upper())
-        if not m or LETTERS.index(m.group(1)) >= n:
-            raise PermanentError(f"could not read an option letter from the reply {text[:60]!r}")
-        picked = LETTERS.index(m.group(1))
-        return LoglikelihoodResult(
-            logprobs=[0.0 if i == picked else MISSING_SCORE for i in range(n)],
-            token_counts=[1] * n,
-            method="letter-choice",
-        )
+            if mode == "echo":
+                return await echo_scores(self, req)
+            if mode == "forced-token":
+                return await forced_scores(self, req)
+            if mode in ("chat-logprobs", "letter-choice"):
+                return await letter_choice(self, req)
+        except (TypeError, ValueError, KeyError, IndexError) as exc:  # odd values in a well-formed reply
+            raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
+        raise PermanentError(self.no_loglikelihood or f"{self.name}: log-likelihood support not detected")
 
     def describe(self) -> dict[str, Any]:
         """Arguments for the run manifest (no API key)."""
         out = super().describe()
         out["loglikelihood_mode"] = self.loglikelihood_mode or "auto (not yet probed)"
+        if self.loglikelihood_mode == "echo":
+            out["echo_batched"] = self.echo_batched
+        if self.letter_fallback:
+            out["letter_fallback"] = True
+        if self._json_mode != "json_schema":
+            out["json_mode"] = self._json_mode
+        if self.slots is not None:
+            out["server_slots"] = self.slots
         out["transport"] = self.transport
         if self.extra_body:
             out["extra_body"] = self.extra_body
@@ -480,21 +528,6 @@ class OpenAILLM(BaseLLM):
     def close(self) -> None:
         """Drop the HTTP clients (those of finished batches are closed already)."""
         self._sessions = {}
-
-
-UNSUPPORTED_STATUS = (400, 404, 405, 415, 422)
-
-
-def unsupported(exc: PermanentError) -> bool:
-    """True when ``exc`` can mean "this server does not support that request" (a capability fallback may help).
-
-    Authentication errors and failures without an HTTP status (network, unreadable replies) never do.
-    """
-    return not isinstance(exc, AuthError) and exc.status in UNSUPPORTED_STATUS
-
-
-def _wrap_probe(probing: bool, message: str) -> Exception:
-    return PermanentError(f"no-prompt-logprobs: {message}") if probing else PermanentError(message)
 
 
 def _error_message(exc: Any) -> str:
@@ -506,92 +539,6 @@ def _error_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:300]
 
 
-def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    """The first choice of a reply; TransientError when the reply has none (or is an error object)."""
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
-        err = data.get("error")
-        if err:
-            message = err.get("message", err) if isinstance(err, dict) else err
-            raise TransientError(f"server error in the reply: {str(message)[:300]}")
-        raise TransientError("unreadable response: no choices")
-    first: dict[str, Any] = choices[0]
-    return first
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int:
-    """A token count or index from a reply (0 when absent or not a number)."""
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _message_text(content: Any) -> str | None:
-    """A chat message's text: a string, or the text parts of a list of content parts."""
-    if isinstance(content, str) or content is None:
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    raise TransientError(f"unreadable response: message content is a {type(content).__name__}")
-
-
-def _continuation_logprob(logprobs: Any, ctx_len: int, end: int) -> tuple[float, int]:
-    """Sum of the log-probabilities of the tokens covering characters ``[ctx_len, end)`` of the echoed prompt."""
-    if not isinstance(logprobs, dict):
-        raise _NoPromptLogprobs("the response has no logprobs")
-    tokens = [str(t) for t in logprobs.get("tokens") or []]
-    lps = list(logprobs.get("token_logprobs") or [])
-    offsets = list(logprobs.get("text_offset") or [])
-    if not tokens or len(lps) != len(tokens):
-        raise _NoPromptLogprobs("the response has no per-token logprobs for the prompt")
-    if len(offsets) != len(tokens):
-        offsets, pos = [], 0
-        for tok in tokens:
-            offsets.append(pos)
-            pos += len(tok)
-    if offsets[-1] + len(tokens[-1]) < end:
-        raise _NoPromptLogprobs("the prompt was not echoed")
-    total, count = 0.0, 0
-    for tok, lp, off in zip(tokens, lps, offsets, strict=True):
-        if off >= end:
-            break  # the generated token(s)
-        if off + max(len(tok), 1) <= ctx_len:
-            continue
-        if lp is None:
-            raise _NoPromptLogprobs("a continuation token has no logprob (empty context?)")
-        total += float(lp)
-        count += 1
-    if count == 0 and end > ctx_len:
-        raise _NoPromptLogprobs("no continuation tokens in the echoed prompt")
-    return total, count
-
-
-def _letter_logprobs(logprobs: Any, n: int) -> list[float] | None:
-    """Scores of the option letters from the first generated token's top log-probabilities, if present."""
-    content = _as_dict(logprobs).get("content")
-    if not content or not isinstance(content, list):
-        return None
-    best: dict[str, float] = {}
-    for entry in content[:2]:
-        for top in _as_dict(entry).get("top_logprobs") or []:
-            top = _as_dict(top)
-            if top.get("logprob") is None:
-                continue
-            letter = str(top.get("token", "")).strip().strip(".):(").upper()
-            if len(letter) == 1 and letter in LETTERS[:n]:
-                best[letter] = max(best.get(letter, -1e9), float(top["logprob"]))
-        if best:
-            break
-    if not best:
-        return None
-    return [best.get(LETTERS[i], MISSING_SCORE) for i in range(n)]
-
-
 def _load_prompt(value: str) -> str:
     path = Path(value)
     if "\n" not in value and path.suffix in (".txt", ".md", ".j2") and path.exists():
@@ -599,4 +546,4 @@ def _load_prompt(value: str) -> str:
     return value
 
 
-__all__ = ["FALLBACK_PROMPT", "OpenAILLM", "redact_url"]
+__all__ = ["FALLBACK_PROMPT", "LOGLIKELIHOOD_MODES", "OpenAILLM", "redact_url", "unsupported"]

@@ -62,8 +62,11 @@ class ReplayLLM:
         self.table = _load(self.source)
 
     def _original(self, pipeline: str) -> str:
+        from ragrade.run.spec import llm_label  # ids name a model given by path by its file name
+
         parts = pipeline.split("|")
-        return "|".join(f"llm={self.model}" if p == f"llm={self.name}" else p for p in parts)
+        mine, original = f"llm={llm_label(self.name)}", f"llm={llm_label(self.model)}"
+        return "|".join(original if p == mine else p for p in parts)
 
     def _one(self, req: GenerationRequest) -> Completion:
         pid, qid = str(req.meta.get("pipeline", "")), str(req.meta.get("question_id", ""))

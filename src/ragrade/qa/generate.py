@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ragrade import interrupt
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
 from ragrade.exam.generate import interleave_by_document
@@ -150,7 +151,7 @@ class QAGenConfig:
     seed: int = 0
     min_chunk_chars: int = 120
     oversample: float = 2.0  # candidates tried at most: n * oversample + 5
-    max_tokens: int = 384
+    max_tokens: int = 256  # reply budget: a question and a short reference answer, as JSON
     temperature: float = 0.0
     min_grounding: float = 0.3  # share of answer words found in the passage
     prompt_file: str | None = None
@@ -171,6 +172,8 @@ class Funnel:
     duplicates: int = 0
     accepted: int = 0
     first_error: str | None = None
+    # replies per way JSON was asked of the server ("json_schema", "json_object", "text"); empty offline
+    response_format: dict[str, int] = field(default_factory=dict)
 
     def reject(self, reason: str) -> None:
         """Count one rejection."""
@@ -178,7 +181,9 @@ class Funnel:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON view."""
-        return {**{k: v for k, v in self.__dict__.items()}, "rejected_total": sum(self.rejected.values())}
+        out = {k: v for k, v in self.__dict__.items()}
+        out["response_format"] = dict(sorted(self.response_format.items()))
+        return {**out, "rejected_total": sum(self.rejected.values())}
 
 
 def sample_chunks(chunks: Sequence[Chunk], cfg: QAGenConfig, funnel: Funnel) -> list[Chunk]:
@@ -383,6 +388,7 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
             )
             for c in batch
         ]
+        interrupt.progress(start, len(cand), "generation requests")
         for chunk, comp in zip(batch, generate(llm, reqs), strict=True):
             funnel.sampled += 1
             if not comp.ok:
@@ -390,6 +396,9 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
                 if funnel.first_error is None or fatal_kind(comp.error):  # keep what stopped the backend
                     funnel.first_error = comp.error
                 continue
+            fmt = comp.response_format
+            if fmt is not None:
+                funnel.response_format[fmt] = funnel.response_format.get(fmt, 0) + 1
             parsed = parse_generation(comp.text)
             if parsed is None and is_refusal(comp.text):
                 funnel.refused += 1
@@ -406,7 +415,7 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
                 continue
             pos = chunk.text.find(answer)
             span = (pos, pos + len(answer)) if pos >= 0 else None
-            if accept(_item(chunk, question, answer, span, generator)):
+            if accept(_item(chunk, question, answer, span, {**generator, "response_format": fmt})):
                 return
 
 

@@ -66,14 +66,17 @@ def leaderboard(files: RunFiles, top: int) -> Section:
         + missing,
         SUMMARY,
     )
+    _scoring_text(sec, df)
     labels = [short_pipeline(p) for p in df["pipeline"]]
     cols = ["pipeline", "n", "n_correct", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
+    cols[6:6] = [c for c in ("decision_rule", "acc_per_char", "acc_sum") if c in df and df[c].notna().any()]
     if "gold_doc_hit_rate" in df:
         cols.append("gold_doc_hit_rate")
     table = Table(
-        ["rank", *cols],
-        [[i + 1, *(row[c] for c in cols)] for i, (_, row) in enumerate(df.iterrows())],
-        caption="Accuracy per pipeline with Wilson 95% intervals (n: answered; n_errors: failed requests, missing)",
+        ["rank", *cols, "scored by"],
+        [[i + 1, *(row[c] for c in cols), _scored_by(row)] for i, (_, row) in enumerate(df.iterrows())],
+        caption="Accuracy per pipeline with Wilson 95% intervals (n: answered; n_errors: failed requests, missing; "
+        "decision_rule: what decided accuracy; acc_per_char / acc_sum: accuracy by either log-likelihood rule)",
         source=SUMMARY,
     )
     retr = df["retriever"].astype(str).tolist() if "retriever" in df else ["" for _ in labels]
@@ -95,6 +98,39 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     sec.add(_verdicts(files, top))
     _baselines(sec, files)
     return sec
+
+
+def _scored_by(row: Any) -> str:
+    """``method/ll_source`` of a summary row (``loglikelihood/forced-token``, ``generate``, ``.../mixed``)."""
+    method, source = row.get("method"), row.get("ll_source")
+    text = str(method) if isinstance(method, str) else ""
+    if isinstance(source, str) and source:
+        text += "/" + ("mixed" if source.startswith("mixed") else source)
+    return text
+
+
+def _scoring_text(sec: Section, df: pd.DataFrame) -> None:
+    """Which rule decided the headline accuracy, and the pipelines whose scoring changed part-way."""
+    from ragrade.run.summary import RULE_NAMES
+
+    if "decision_rule" not in df:
+        return
+    rules = list(dict.fromkeys(r for v in df["decision_rule"] for r in str(v).split("+") if r not in ("none", "nan")))
+    if rules:
+        text = "Accuracy is decided by " + "; ".join(RULE_NAMES.get(r, r) for r in rules) + "."
+        if any(r in ("per_char", "sum", "per_token") for r in rules):
+            text += (
+                " The table also gives the accuracy by either log-likelihood rule: acc_per_char (per character, "
+                "lm-evaluation-harness acc_norm) and acc_sum (the summed log-likelihood, acc)."
+            )
+        sec.add_text(text, SUMMARY)
+    mixed = df[df["ll_source"].astype(str).str.startswith("mixed")] if "ll_source" in df else df.iloc[0:0]
+    for _, row in mixed.iterrows():
+        sec.add_text(
+            f"Warning: {short_pipeline(row['pipeline'])} was scored in different ways part-way "
+            f"({str(row['ll_source']).removeprefix('mixed: ')} rows); its accuracy mixes them.",
+            SUMMARY,
+        )
 
 
 def _verdicts(files: RunFiles, top: int) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import dumps_line, header_record, iter_jsonl, now_iso, write_json, write_jsonl
+from ragrade.io import drop_torn_tail, dumps_line, header_record, iter_jsonl, now_iso, write_json, write_jsonl
 from ragrade.robust.build import BuildOptions, Instance, build_instance
 from ragrade.robust.data import RGBData, describe_report, load_rgb
 from ragrade.robust.detect import Detectors, build_detectors, parse_verdict
@@ -56,6 +56,7 @@ METRICS_KIND = "robust_metrics"
 METRICS_VERSION = 1
 Progress = Callable[[str, int, int], None]
 Warn = Callable[[str], None]
+JUDGE_MAX_TOKENS = 128  # the judge's reply: a yes/no verdict and a short reason, as JSON
 
 
 class RobustRunConfig(BaseModel):
@@ -265,7 +266,7 @@ def _judge(judge_llm: Any, records: dict[str, dict[str, Any]], testbed: str, pro
         batch = todo[start : start + cfg.batch_size]
         reqs = [GenerationRequest(messages=(Message("user", judge_prompt(prompts, task, r["query"],
                                                                            r["response"])),),
-                                  temperature=0.0, max_tokens=200, json_schema=JUDGE_SCHEMA,
+                                  temperature=0.0, max_tokens=JUDGE_MAX_TOKENS, json_schema=JUDGE_SCHEMA,
                                   question=r["query"], passages=(r["response"],), task="judge",
                                   meta={"key": r["key"]})
                 for r in batch]
@@ -341,6 +342,7 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
     model = str(getattr(llm, "name", model_spec))
     fp = fingerprint(cfg, model, lang, lp, _file_sha256(cfg.data))
     path = out_dir / "results.jsonl"
+    drop_torn_tail(path)  # a run ended at once (second Ctrl-C, kill -9) may have left half a line
     _, existing = read_results(path, fp)
     sink = _Appender(path, fp)
     resumed = 0
@@ -359,7 +361,8 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
         else:
             todo.append(inst)
     sink.write(fresh_skips)
-    for rec in _generate(llm, todo, lp, cfg, model, sink, progress):
+    tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
+    for rec in _generate(llm, todo, lp, cfg, model, sink, tick):
         records[rec["key"]] = rec
     if cfg.judge:
         if judge_llm is None:
@@ -387,6 +390,21 @@ def run_model(cfg: RobustRunConfig, model_spec: str, out_dir: Path, *, llm: Any 
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
     return ModelRun(model, out_dir, metrics, generated=len(todo), resumed=resumed)
+
+
+def _tracked(progress: Progress | None, done: int, total: int, model: str) -> Progress:
+    """``progress`` that also tells :mod:`ragrade.interrupt` how many of ``total`` answers are on disk."""
+    from ragrade import interrupt
+
+    unit = f"answers of {model}"
+    interrupt.progress(done, total, unit)
+
+    def tick(stage: str, n: int, of: int) -> None:
+        interrupt.progress(done + n, total, unit)
+        if progress is not None:
+            progress(stage, n, of)
+
+    return tick
 
 
 def _llm_options(cfg: RobustRunConfig, base_url: str | None) -> dict[str, Any]:

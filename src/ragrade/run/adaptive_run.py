@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ragrade import interrupt
 from ragrade.errors import ConfigError
 from ragrade.exam.files import Question, read_exam
 from ragrade.io import atomic_write_text, dumps_line
@@ -210,7 +211,7 @@ def run_adaptive(
         journal.check_fingerprint(fingerprint(fp), "adaptive run")
         journal.register_pipelines(pipelines)
         write_manifest(run_dir, manifest)
-        runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size)
+        runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size, len(s.items))
         added_before = journal.count()
         sched, rounds = _drive(run_dir, s, acfg, cfg.seed, runner, on_round)
         rows = [
@@ -228,9 +229,16 @@ class _Runner:
     """Asks (pipeline, items) through the journal: journaled rows are reused, the rest run on the executor."""
 
     def __init__(
-        self, journal: Journal, specs: Mapping[str, Mapping[str, Any]], context: Any, exe: Executor, shard: int
+        self,
+        journal: Journal,
+        specs: Mapping[str, Mapping[str, Any]],
+        context: Any,
+        exe: Executor,
+        shard: int,
+        n_items: int = 0,
     ) -> None:
         self.journal, self.specs, self.context, self.exe, self.shard = journal, specs, context, exe, shard
+        self.n_items = n_items  # questions of the exam: the full grid has specs x n_items rows
 
     def ask(self, plan: Mapping[str, Sequence[str]]) -> dict[str, dict[str, dict[str, Any]]]:
         shards = []
@@ -239,7 +247,12 @@ class _Runner:
             todo = [i for i in items if i not in done]
             for start in range(0, len(todo), self.shard):
                 shards.append(Shard(pid, dict(self.specs[pid]), tuple(todo[start : start + self.shard])))
-        run_shards(self.journal, shards, EXAM_WORKER, self.context, self.exe)
+        total = len(self.specs) * self.n_items
+
+        def tell(_shard: Shard, _n: int) -> None:  # what an interruption reports
+            interrupt.progress(self.journal.count(), total, "rows of the full grid")
+
+        run_shards(self.journal, shards, EXAM_WORKER, self.context, self.exe, tell)
         return {pid: {r["question_id"]: r for r in self.journal.rows(pid, list(items))} for pid, items in plan.items()}
 
 

@@ -29,6 +29,7 @@ from ragrade.errors import ConfigError
 from ragrade.exam.files import LETTERS, Question
 from ragrade.run.pipeline import Contexts, Resources, resources_for
 from ragrade.run.prompts import render_prompt
+from ragrade.run.samples import SAMPLE_KEY
 from ragrade.run.spec import AnswerConfig, PipelineSpec
 
 EXAM_WORKER = "ragrade.run.answer:exam_shard"
@@ -137,6 +138,7 @@ async def _by_loglikelihood(
     qs: Sequence[Question],
     ctxs: Sequence[Contexts],
     rows: list[dict[str, Any]],
+    samples: bool = False,
 ) -> None:
     from ragrade.llm.base import LoglikelihoodRequest
 
@@ -163,12 +165,15 @@ async def _by_loglikelihood(
     t0 = time.perf_counter()
     results = await llm.aloglikelihood(reqs) if reqs else []
     wall = time.perf_counter() - t0
-    for i, out in zip(todo, results, strict=True):
+    for i, req, out in zip(todo, reqs, results, strict=True):
         row, q = rows[i], qs[i]
         row["method"] = "loglikelihood"
         row["ll_source"] = getattr(out, "method", None)
         row["latency_s"] = float(out.latency_s or wall / max(1, len(reqs)))
         row["cached"] = bool(out.cached)
+        row["prompt_tokens"] = int(getattr(out, "prompt_tokens", 0) or 0)
+        if samples:
+            row[SAMPLE_KEY] = loglikelihood_sample(spec, q.id, req, out)
         if not out.ok or out.logprobs is None or len(out.logprobs) != len(q.choices):
             row["error"] = out.error or "the backend returned no scores for every candidate"
             continue
@@ -192,6 +197,7 @@ async def _by_generation(
     qs: Sequence[Question],
     ctxs: Sequence[Contexts],
     rows: list[dict[str, Any]],
+    samples: bool = False,
 ) -> None:
     from ragrade.llm.base import GenerationRequest, Message
 
@@ -215,13 +221,15 @@ async def _by_generation(
             )
         )
     results = await llm.agenerate(reqs) if reqs else []
-    for i, out in zip(todo, results, strict=True):
+    for i, req, out in zip(todo, reqs, results, strict=True):
         row, q = rows[i], qs[i]
         row["method"] = "generate"
         row["latency_s"] = float(out.latency_s)
         row["cached"] = bool(out.cached)
         row["prompt_tokens"] = int(out.usage.prompt_tokens)
         row["completion_tokens"] = int(out.usage.completion_tokens)
+        if samples:
+            row[SAMPLE_KEY] = generation_sample(spec, q.id, req, out)
         if not out.ok:
             row["error"] = out.error or "the backend returned no text"
             continue
@@ -231,6 +239,49 @@ async def _by_generation(
             row["parse_failed"] = True
         else:
             _decide(row, chosen, q)
+
+
+def loglikelihood_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> dict[str, Any]:
+    """The samples.jsonl line of one log-likelihood request: the context and continuations, the raw scores."""
+    return {
+        "pipeline": spec.id,
+        "item_id": item,
+        "llm": spec.llm,
+        "method": "loglikelihood",
+        "request": {"context": req.context, "continuations": list(req.continuations)},
+        "response": {
+            "logprobs": out.logprobs,
+            "token_counts": out.token_counts,
+            "ll_source": getattr(out, "method", None),
+            "prompt_tokens": int(getattr(out, "prompt_tokens", 0) or 0),
+            "cached": bool(out.cached),
+            "error": out.error,
+        },
+    }
+
+
+def generation_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> dict[str, Any]:
+    """The samples.jsonl line of one generation request: the chat messages and settings, the raw reply."""
+    return {
+        "pipeline": spec.id,
+        "item_id": item,
+        "llm": spec.llm,
+        "method": "generate",
+        "request": {
+            "messages": [{"role": m.role, "content": m.content} for m in req.messages or ()],
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "seed": req.seed,
+        },
+        "response": {
+            "text": out.text,
+            "finish_reason": out.finish_reason,
+            "prompt_tokens": int(out.usage.prompt_tokens),
+            "completion_tokens": int(out.usage.completion_tokens),
+            "cached": bool(out.cached),
+            "error": out.error,
+        },
+    }
 
 
 def _apply_external(rows: list[dict[str, Any]], qs: Sequence[Question], ctxs: Sequence[Contexts]) -> list[int]:
@@ -262,16 +313,20 @@ def mark_missing(rows: Sequence[dict[str, Any]]) -> None:
 
 
 async def answer_questions(
-    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question]
+    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question], *, samples: bool = False
 ) -> list[dict[str, Any]]:
-    """Rows for ``qs`` answered by ``spec`` (one per question, in order); failures are missing (see module)."""
-    rows = await _answer_questions(res, spec, cfg, qs)
+    """Rows for ``qs`` answered by ``spec`` (one per question, in order); failures are missing (see module).
+
+    With ``samples`` each row that sent an LLM request carries what was sent and received under
+    :data:`~ragrade.run.samples.SAMPLE_KEY` (the runner moves it to samples.jsonl).
+    """
+    rows = await _answer_questions(res, spec, cfg, qs, samples)
     mark_missing(rows)
     return rows
 
 
 async def _answer_questions(
-    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question]
+    res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question], samples: bool
 ) -> list[dict[str, Any]]:
     replay = spec.llm.startswith("replay/")  # answers from a finished run: retrieving would change nothing
     ctxs = [Contexts() for _ in qs] if replay else await res.contexts(spec, qs)
@@ -297,9 +352,9 @@ async def _answer_questions(
     sub_c = [ctxs[i] for i in pending]
     sub_r = [rows[i] for i in pending]
     if method == "loglikelihood":
-        await _by_loglikelihood(res, llm, spec, cfg, sub_q, sub_c, sub_r)
+        await _by_loglikelihood(res, llm, spec, cfg, sub_q, sub_c, sub_r, samples)
     else:
-        await _by_generation(res, llm, spec, cfg, sub_q, sub_c, sub_r)
+        await _by_generation(res, llm, spec, cfg, sub_q, sub_c, sub_r, samples)
     return rows
 
 
@@ -308,7 +363,7 @@ async def exam_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items:
     res = resources_for(context)
     pipe = PipelineSpec.model_validate(spec)
     cfg = AnswerConfig.model_validate(context.get("answer", {}))
-    return await answer_questions(res, pipe, cfg, res.select(items))
+    return await answer_questions(res, pipe, cfg, res.select(items), samples=bool(context.get("samples")))
 
 
 __all__ = [
@@ -317,6 +372,8 @@ __all__ = [
     "argmax",
     "base_row",
     "exam_shard",
+    "generation_sample",
+    "loglikelihood_sample",
     "normalise_scores",
     "parse_letter",
 ]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ragrade import interrupt
 from ragrade.errors import BackendError, ConfigError
 from ragrade.run.store import Journal
 
@@ -116,12 +117,17 @@ def run_shards(
     context: Mapping[str, Any],
     executor: Executor,
     on_progress: Callable[[Shard, int], None] | None = None,
+    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> int:
     """Run ``shards`` on ``executor``, committing each shard's rows to ``journal``; returns the rows added.
 
     A worker that returns rows for other items than it was given, or misses
-    some, is a bug in the worker: BackendError names it.
+    some, is a bug in the worker: BackendError names it. Samples of the requests
+    sent (:data:`ragrade.run.samples.SAMPLE_KEY` in a row) are taken off the rows
+    and handed to ``on_samples`` before the rows are journaled (dropped without it).
     """
+    from ragrade.run.samples import take_samples
+
     added = 0
 
     def on_result(shard: Shard, rows: list[dict[str, Any]]) -> None:
@@ -133,6 +139,9 @@ def run_shards(
                 f"worker {worker} returned {len(rows)} rows for {len(shard.items)} items "
                 f"of '{shard.pipeline}' (missing e.g. {missing})"
             )
+        samples = take_samples(rows)
+        if on_samples is not None:
+            on_samples(samples)
         added += journal.add(shard.pipeline, rows)
         if on_progress is not None:
             on_progress(shard, len(rows))
@@ -163,6 +172,7 @@ class LocalExecutor:
             run_sync(self._run_async(fn, context, shards, on_result))
             return
         for shard in shards:
+            interrupt.check()
             on_result(shard, call_worker(worker, context, shard.spec, shard.items))
 
     async def _run_async(
@@ -170,15 +180,22 @@ class LocalExecutor:
     ) -> None:
         sem = asyncio.Semaphore(self.parallel)
 
-        async def one(shard: Shard) -> tuple[Shard, list[dict[str, Any]]]:
+        async def one(i: int, shard: Shard) -> tuple[int, list[dict[str, Any]]]:
             async with sem:
-                return shard, await fn(dict(context), dict(shard.spec), list(shard.items))
+                return i, await fn(dict(context), dict(shard.spec), list(shard.items))
 
-        tasks = [asyncio.ensure_future(one(s)) for s in shards]
+        tasks = [asyncio.ensure_future(one(i, s)) for i, s in enumerate(shards)]
+        reported: set[int] = set()
         try:
             for fut in asyncio.as_completed(tasks):
-                shard, rows = await fut
-                on_result(shard, rows)
+                i, rows = await fut
+                reported.add(i)
+                on_result(shards[i], rows)
+        except asyncio.CancelledError:  # a stop request: keep the shards that finished meanwhile
+            for i, t in enumerate(tasks):
+                if i not in reported and t.done() and not t.cancelled() and t.exception() is None:
+                    on_result(shards[i], t.result()[1])
+            raise
         finally:
             for t in tasks:
                 t.cancel()
@@ -269,6 +286,8 @@ class RayExecutor:
         finally:
             for actor in actors:
                 ray.kill(actor)
+            if interrupt.requested() and not self.address:  # a stop request: do not leave a local Ray behind
+                ray.shutdown()
 
 
 def create_executor(

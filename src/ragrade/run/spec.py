@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +34,25 @@ NOT_APPLICABLE = "n/a"  # the query and post factors of pipelines that search no
 
 AnswerMethod = Literal["auto", "loglikelihood", "generate"]
 ScoreNorm = Literal["auto", "per_char", "per_token", "sum"]
+
+
+def llm_label(spec: str) -> str:
+    """The LLM's name in pipeline ids and the ``llm`` column: ``provider/<file name>`` for a model given by path.
+
+    ``hf//abs/path/my-model`` -> ``hf/my-model``, ``llamacpp/./models/q4.gguf`` -> ``llamacpp/q4``
+    (absolute, ``./``, ``../`` or ``~`` paths and ``.gguf`` files); ``replay/X`` -> ``replay/`` + the
+    label of X; anything else (``openai/gpt-4o``, ``hf/org/name`` hub ids) is its own label. The
+    manifest keeps the full spec; :func:`expand_pipelines` refuses two models with the same label.
+    """
+    if spec.startswith("replay/"):
+        return "replay/" + llm_label(spec[len("replay/") :])
+    provider, sep, model = spec.partition("/")
+    if not sep or (not model.startswith(("/", "./", "../", "~")) and not model.lower().endswith(".gguf")):
+        return spec
+    from ragrade.llm.gguf import model_label
+
+    name = model_label(model.rstrip("/"))
+    return f"{provider}/{name}" if name and name not in (".", "..", "~") else spec
 
 
 class PipelineSpec(BaseModel):
@@ -89,7 +108,7 @@ class PipelineSpec(BaseModel):
     def id(self) -> str:
         """The readable, stable pipeline id."""
         parts = [
-            f"llm={self.llm}",
+            f"llm={llm_label(self.llm)}",
             f"retriever={self.retriever}",
             f"k={self.k}",
             f"icl={self.icl}",
@@ -110,7 +129,7 @@ class PipelineSpec(BaseModel):
     def factors(self) -> dict[str, Any]:
         """The factor columns of this pipeline (one column each in responses.parquet)."""
         return {
-            "llm": self.llm,
+            "llm": llm_label(self.llm),
             "retriever": self.retriever,
             "k": self.k,
             "icl": self.icl,
@@ -196,6 +215,7 @@ class SweepConfig(BaseModel):
     ray_address: str | None = None
     ray_workers: int | None = Field(default=None, ge=1)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)  # the [adaptive] table
+    samples: bool = True  # write samples.jsonl: every request sent and its raw reply
 
     @model_validator(mode="after")
     def _check(self) -> SweepConfig:
@@ -239,6 +259,7 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
                 except ValidationError as exc:
                     raise ConfigError(f"invalid pipeline: {describe_validation(exc)}") from exc
                 raw.append(spec)
+    _check_labels(spec.llm for spec in raw)
     out: list[PipelineSpec] = []
     seen: set[str] = set()
     for spec in raw:
@@ -251,6 +272,19 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
     if not out:
         raise ConfigError("the sweep has no pipelines")
     return out
+
+
+def _check_labels(llms: Iterable[str]) -> None:
+    """ConfigError when two different LLM specs would get the same label (e.g. two ``model.gguf`` files)."""
+    by_label: dict[str, set[str]] = {}
+    for llm in llms:
+        by_label.setdefault(llm_label(llm), set()).add(llm)
+    for label, specs in by_label.items():
+        if len(specs) > 1:
+            raise ConfigError(
+                f"the LLMs {', '.join(sorted(specs))} would all be named '{label}' in pipeline ids; "
+                "give the model files distinct names (a symbolic link will do)"
+            )
 
 
 def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
@@ -310,5 +344,6 @@ __all__ = [
     "build_sweep_config",
     "expand_pipelines",
     "fingerprint",
+    "llm_label",
     "load_sweep_file",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ RESPONSES_FILE = "responses.parquet"
 SUMMARY_FILE = "summary.csv"
 SUMMARY_BY_TAG_FILE = "summary_by_tag.csv"
 RESPONSES_VERSION = 1
+SUMMARY_VERSION = 2  # 2: decision_rule, acc_sum, acc_per_char and ll_source columns
+# how `correct` was decided (responses' score_norm, or the method when no score decided it), named for people
+RULE_NAMES = {
+    "per_char": "log-likelihood per character (acc_norm)",
+    "sum": "summed log-likelihood (acc)",
+    "per_token": "log-likelihood per token",
+    "letter": "generated letter",
+    "external": "the external system's answer",
+}
 FACTORS = ("llm", "retriever", "k", "icl", "chunker", "prompt", "query", "post", "temperature", "max_tokens")
 # columns that legitimately differ between two runs of the same sweep
 VOLATILE_COLUMNS = ("latency_s", "cached")
@@ -129,6 +139,9 @@ def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFr
     """Accuracy with a Wilson 95% CI per pipeline, plus error and parse-failure counts.
 
     ``n`` counts the answered questions; failed requests are missing (``n_errors``), never wrong.
+    ``accuracy`` is decided by the run's rule (``decision_rule``); ``acc_sum`` / ``acc_per_char`` give
+    the accuracy under either log-likelihood rule; ``method`` and ``ll_source`` say how the pipeline was
+    scored (``ll_source`` reads ``mixed: ...`` when the way changed part-way).
     """
     out = []
     pipelines = list(order) if order is not None else list(dict.fromkeys(df["pipeline"]))
@@ -143,6 +156,8 @@ def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFr
             row["n_transform_failures"] = int(g["transform_error"].notna().sum())
         methods = sorted(str(m) for m in g["method"].dropna().unique()) if "method" in g else []
         row["method"] = "+".join(methods) if methods else "none"
+        row["ll_source"] = ll_source(g)
+        row.update(decision_columns(g))
         if "latency_s" in g:
             row["mean_latency_s"] = float(g["latency_s"].mean())
         for col in ("prompt_tokens", "completion_tokens"):
@@ -154,6 +169,56 @@ def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFr
             row["gold_doc_hit_rate"] = float("nan")
         out.append(row)
     return pd.DataFrame(out)
+
+
+def ll_source(group: pd.DataFrame) -> str | None:
+    """How a pipeline's log-likelihoods were obtained: one source, ``mixed: a 12, b 28`` when it changed, or None."""
+    if "ll_source" not in group:
+        return None
+    counts = group["ll_source"].dropna().astype(str).value_counts()
+    if counts.empty:
+        return None
+    if len(counts) == 1:
+        return str(counts.index[0])
+    return "mixed: " + ", ".join(f"{name} {int(n)}" for name, n in sorted(counts.items()))
+
+
+def _pick(values: Any) -> int:
+    """Index of the largest finite value (lowest on ties); -1 when none is finite (as run.answer.argmax)."""
+    best, best_i = -math.inf, -1
+    for i, v in enumerate(values):
+        if v is not None and not math.isnan(v) and v > best:
+            best, best_i = float(v), i
+    return best_i
+
+
+def _accuracy_by(rows: pd.DataFrame, column: str) -> float:
+    """Accuracy of answered log-likelihood rows when the highest ``column`` score decides; NaN without any."""
+    if column not in rows or "answer" not in rows:
+        return float("nan")
+    hits = [
+        int(_pick(v) == int(a))
+        for v, a in zip(rows[column], rows["answer"], strict=True)
+        if v is not None and not isinstance(v, float) and len(v)
+    ]
+    return sum(hits) / len(hits) if hits else float("nan")
+
+
+def decision_columns(group: pd.DataFrame) -> dict[str, Any]:
+    """``decision_rule`` (what decided ``correct``: per_char, sum, per_token, letter, external; ``+``-joined when
+    several) and the accuracy under either log-likelihood rule, ``acc_sum`` and ``acc_per_char``
+    (lm-evaluation-harness ``acc`` and ``acc_norm``), over the answered log-likelihood rows."""
+    answered = group[group["error"].isna()] if "error" in group else group
+    rules: list[str] = []
+    if "score_norm" in answered:
+        rules += sorted({str(x) for x in answered["score_norm"].dropna()})
+    if "method" in answered and (answered["method"] == "generate").any():
+        rules.append("letter")
+    return {
+        "decision_rule": "+".join(rules) if rules else "none",
+        "acc_sum": _accuracy_by(answered, "ll_sum"),
+        "acc_per_char": _accuracy_by(answered, "ll_per_char"),
+    }
 
 
 def summarise_by_tag(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFrame:
@@ -215,7 +280,10 @@ __all__ = [
     "RESPONSES_VERSION",
     "SUMMARY_BY_TAG_FILE",
     "SUMMARY_FILE",
+    "SUMMARY_VERSION",
     "VOLATILE_COLUMNS",
+    "decision_columns",
+    "ll_source",
     "read_responses",
     "summarise",
     "summarise_by_tag",

@@ -5,6 +5,7 @@ Run directory layout::
     manifest.json          full config, components, seeds, inputs, software, times, counts
     journal.sqlite         durable journal of finished (pipeline, question) rows (resume state)
     responses.parquet      one row per pipeline x question (written atomically at the end)
+    samples.jsonl          what was sent and received, one line per request (run/samples.py; --no-samples)
     summary.csv            accuracy + Wilson 95% CI per pipeline, error / parse-failure counts
     summary_by_tag.csv     the same per pipeline x topic / Bloom level / question word
 
@@ -30,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from ragrade import interrupt
 from ragrade.errors import ConfigError, DataError
 from ragrade.exam.files import Question, read_exam
 from ragrade.io import now_iso
@@ -37,12 +39,14 @@ from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
 from ragrade.run.prompts import resolve_template
-from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint
+from ragrade.run.samples import SAMPLES_FILE, SAMPLES_VERSION, SampleLog, compact
+from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint, llm_label
 from ragrade.run.store import JOURNAL_FILE, Journal
 from ragrade.run.summary import (
     RESPONSES_FILE,
     SUMMARY_BY_TAG_FILE,
     SUMMARY_FILE,
+    SUMMARY_VERSION,
     summarise,
     summarise_by_tag,
     write_csv,
@@ -59,6 +63,7 @@ OUTPUT_FILES = (
     RESPONSES_FILE,
     SUMMARY_FILE,
     SUMMARY_BY_TAG_FILE,
+    SAMPLES_FILE,
     "comparisons.json",
 )
 
@@ -137,6 +142,8 @@ def run_resumable(
     progress: ProgressFn | None = None,
     journal_specs: Mapping[str, Mapping[str, Any]] | None = None,
     before_run: Callable[[Journal], None] | None = None,
+    unit: str = "rows",
+    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> tuple[Journal, int]:
     """Generic resumable runner: journal every (pipeline, item) row that ``worker`` produces.
 
@@ -144,7 +151,9 @@ def run_resumable(
     ``items`` are the item ids every pipeline answers; ``journal_specs`` (default:
     ``pipelines``) is what the journal records per id to detect changed settings
     (e.g. the spec plus a prompt-template digest). ``before_run(journal)`` is
-    called once the journal accepted the run (e.g. to write the manifest). Returns the open journal
+    called once the journal accepted the run (e.g. to write the manifest); ``unit`` names a row in the
+    message of an interrupted run (:mod:`ragrade.interrupt`); ``on_samples`` receives the samples of the
+    requests sent (see :func:`~ragrade.run.executors.run_shards`). Returns the open journal
     (close it when done) and the number of rows added in this call. Rows
     already journaled are never recomputed; a rerun with another
     ``fingerprint_data`` or another spec under the same id is refused.
@@ -158,15 +167,19 @@ def run_resumable(
         if before_run is not None:
             before_run(journal)
         shards = plan_shards(journal, pipelines, items, shard_size)
+        done = {pid: journal.count(pid) for pid in pipelines}
+        interrupt.progress(sum(done.values()), len(pipelines) * len(items), unit)
         if progress is not None:
             for pid in pipelines:
-                progress(pid, journal.count(pid), len(items))
+                progress(pid, done[pid], len(items))
 
         def on_progress(shard: Shard, n: int) -> None:
+            done[shard.pipeline] = journal.count(shard.pipeline)
+            interrupt.progress(sum(done.values()), len(pipelines) * len(items), unit)
             if progress is not None:
                 progress(shard.pipeline, n, len(items))
 
-        added = run_shards(journal, shards, worker, context, executor, on_progress)
+        added = run_shards(journal, shards, worker, context, executor, on_progress, on_samples)
     except BaseException:
         journal.close()
         raise
@@ -199,11 +212,13 @@ def run_grid(
     *,
     shard_size: int = 32,
     progress: ProgressFn | None = None,
+    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Run (or resume) ``job`` in ``run_dir``: ``(every row, pipeline by pipeline in item order; rows added now)``.
 
     ``manifest`` is written once the journal accepted the run; on a resume it
     keeps the first start time and lists the restarts under ``resumed``.
+    ``on_samples`` receives the samples of the requests sent (see :func:`run_resumable`).
     """
     run_dir = Path(run_dir)
 
@@ -223,6 +238,7 @@ def run_grid(
         shard_size=shard_size,
         progress=progress,
         before_run=before_run,
+        on_samples=on_samples,
     )
     try:
         rows = [r for pid in job.pipelines for r in journal.rows(pid, job.items)]
@@ -324,7 +340,7 @@ def run_sweep(
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
     pool, items = plan_items([q.id for q in questions], specs, cfg)
-    context = worker_context(exam_path, cfg, pool)
+    context = {**worker_context(exam_path, cfg, pool), "samples": cfg.samples}
     exe = executor or executor_for(cfg)
     from ragrade.run.pipeline import resources_for
 
@@ -344,24 +360,50 @@ def run_sweep(
         indexes=cfg.indexes,
         extra={
             "pipelines": [s.id for s in specs],
+            "llm_labels": {llm_label(s.llm): s.llm for s in specs},  # the name in ids -> the full spec
             "executor": exe.describe(),
             "outputs": {
                 RESPONSES_FILE: {"version": 1},
-                SUMMARY_FILE: {"version": 1},
+                SUMMARY_FILE: {"version": SUMMARY_VERSION},
                 SUMMARY_BY_TAG_FILE: {"version": 1},
+                **({SAMPLES_FILE: {"version": SAMPLES_VERSION}} if cfg.samples else {}),
             },
         },
     )
     fp = {
         "exam": manifest["exam"].get("sha256"),
         "items": items,
-        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options")},
+        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options", "samples")},
         # options that change answers (not throughput knobs such as concurrency, cache or timeouts)
         "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
     }
     job = GridJob(EXAM_WORKER, context, worker_specs, items, fp, journal_specs=pipelines)
-    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
+    sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
+    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress, on_samples=sink)
+    _finish_samples(run_dir / SAMPLES_FILE, rows, cfg.samples)
     return _finalise(run_dir, manifest, specs, items, rows, added, context, exe)
+
+
+class _SampleSink:
+    """Appends samples to samples.jsonl, creating it on first use (once the journal accepted the run)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.log: SampleLog | None = None
+
+    def __call__(self, samples: list[dict[str, Any]]) -> None:
+        if self.log is None:
+            self.log = SampleLog(self.path)
+        self.log.append(samples)
+
+
+def _finish_samples(path: Path, rows: Sequence[Mapping[str, Any]], enabled: bool) -> None:
+    """One line per row, in row order (``enabled``); without samples, no stale file is left beside the rows."""
+    if not enabled:
+        path.unlink(missing_ok=True)
+        return
+    SampleLog(path)  # a run whose every row was journaled before still gets the file
+    compact(path, rows)
 
 
 def _carry_over(run_dir: Path, manifest: dict[str, Any]) -> None:

@@ -1,0 +1,234 @@
+"""What an OpenAI-compatible server can really do, judged by its answers rather than by what was asked.
+
+- :func:`server_root` and :func:`fetch_slots`: the server's root URL (the base URL without ``/v1``)
+  and the slots it advertises (llama.cpp's ``GET /props`` ``total_slots``, else the length of
+  ``GET /slots``), read once per backend with a short timeout; any failure (404 on other servers)
+  just means "not advertised".
+- :func:`detect_loglikelihood`: settles how the backend scores log-likelihoods, with a short probe
+  request before the first batch: echoed prompt log-probabilities (a list of prompts, or one prompt
+  per request), else forced-token scoring, else letter picking when the user allowed it, else none:
+  every request then fails with one error that names what was tried and the way out. A probe that
+  failed for another reason (timeout, network, rejected key) settles nothing: the request it stood
+  for fails with that error, and the next one probes again.
+- :func:`probe_capabilities`: the report of ``ragrade llm probe``.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
+from ragrade.llm.core import log
+from ragrade.llm.limits import PermanentError, TransientError
+from ragrade.llm.openai_loglik import (
+    Unsupported,
+    as_dict,
+    echo_scores,
+    first_choice,
+    forced_scores,
+    message_text,
+    tokenize,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ragrade.llm.openai import OpenAILLM
+
+NO_SLOT_PROBE_HOSTS = ("openai.com", "azure.com")  # hosted APIs: no llama.cpp endpoints to look for
+SLOT_PROBE_TIMEOUT_S = 5.0
+LETTER_HINT = (
+    "use --method generate, or allow letter picking with letter_fallback = true in the [llm_options] table "
+    "of a --config file (its scores are option letters the model picks, not log-likelihoods)"
+)
+PROBE_CONTEXT = "The sky on a clear day is"
+PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def server_root(url: str | None) -> str | None:
+    """The server's root URL: ``url`` without a trailing ``/v1`` (where llama.cpp serves ``/tokenize``)."""
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+async def fetch_slots(llm: OpenAILLM) -> tuple[int | None, int | None]:
+    """``(slots, context size per slot)`` the server advertises, ``(None, None)`` when it says nothing."""
+    root = llm.server_root
+    host = urllib.parse.urlsplit(root or "").hostname or ""
+    if root is None or host.endswith(NO_SLOT_PROBE_HOSTS):
+        return None, None
+    props = await llm._get(f"{root}/props", SLOT_PROBE_TIMEOUT_S)
+    if isinstance(props, dict) and isinstance(props.get("total_slots"), int):
+        n_ctx = as_dict(props.get("default_generation_settings")).get("n_ctx")
+        return int(props["total_slots"]), n_ctx if isinstance(n_ctx, int) else None
+    slots = await llm._get(f"{root}/slots", SLOT_PROBE_TIMEOUT_S)
+    if isinstance(slots, list) and slots:
+        n_ctx = as_dict(slots[0]).get("n_ctx")
+        return len(slots), n_ctx if isinstance(n_ctx, int) else None
+    return None, None
+
+
+# -- log-likelihood ----------------------------------------------------------------------------
+async def _attempt(
+    llm: OpenAILLM, make: Callable[[], Awaitable[LoglikelihoodResult]], budget: float
+) -> LoglikelihoodResult | Unsupported:
+    """One strategy under the limiter: its result, the refusal it met, or a failed result (other errors)."""
+
+    async def run() -> LoglikelihoodResult | Unsupported:
+        try:
+            return await make()
+        except Unsupported as exc:
+            return exc  # the server answered: no retry, and it counts as reachable
+        except (TypeError, ValueError, KeyError, IndexError) as exc:  # odd values in a well-formed reply
+            return Unsupported(f"unreadable reply: {type(exc).__name__}: {str(exc)[:200]}")
+
+    outcome = await llm.limiter.call(run, timeout=budget)
+    if isinstance(outcome.value, Unsupported):
+        return outcome.value
+    return llm._loglik(outcome)  # type: ignore[arg-type]
+
+
+async def detect_loglikelihood(llm: OpenAILLM) -> str | None:
+    """Settle ``llm.loglikelihood_mode`` on a short probe request (cheap whatever the real contexts are).
+
+    Returns None once settled, else the error that left it open: a failure that says nothing about
+    the server's capabilities (timeout, network, rejected key, nothing but server errors).
+    """
+    probe = LoglikelihoodRequest(PROBE_CONTEXT, (" blue", " green"))
+    budget = llm.loglikelihood_budget(probe)
+    tried: list[str] = []
+    answered = False
+    steps = (
+        ("echo", "echo+logprobs on /completions", partial(echo_scores, llm, probe, True)),
+        ("forced-token", "forced-token scoring (/tokenize + logit_bias)", partial(forced_scores, llm, probe)),
+    )
+    for mode, label, make in steps:
+        got = await _attempt(llm, make, budget)
+        if isinstance(got, LoglikelihoodResult):
+            if not got.ok:
+                return got.error or "the log-likelihood probe failed"
+            llm.loglikelihood_mode = mode
+            how = ("a list of prompts" if llm.echo_batched else "one prompt") if mode == "echo" else label
+            log.info("%s: log-likelihoods by %s (%s per request)", llm.name, mode, how)
+            return None
+        tried.append(f"{label}: {got}")
+        answered = answered or got.status != 500
+    if not answered:  # nothing but server errors: no evidence either way
+        return f"every log-likelihood probe failed ({'; '.join(tried)})"
+    if llm.letter_fallback:
+        llm.loglikelihood_mode = "chat-logprobs"
+        log.warning(
+            "%s: the server returns no usable prompt log-probabilities (%s); picking lettered options on the "
+            "chat endpoint instead, as letter_fallback allows",
+            llm.name,
+            "; ".join(tried),
+        )
+        return None
+    llm.loglikelihood_mode = "none"
+    what = "; ".join(tried)
+    llm.no_loglikelihood = f"{llm.name}: the server cannot score log-likelihoods (tried {what}); {LETTER_HINT}"
+    log.error("%s", llm.no_loglikelihood)
+    return None
+
+
+# -- the probe report --------------------------------------------------------------------------
+async def _ask(llm: OpenAILLM, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """POST under the limiter: ``(reply, None)`` or ``(None, error)``."""
+    outcome = await llm.limiter.call(partial(llm._post, path, {"model": llm.model, "temperature": 0, **body}))
+    return outcome.value, outcome.error
+
+
+def _text(data: dict[str, Any] | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        choice = first_choice(data)
+        message = as_dict(choice.get("message"))
+        text = message_text(message.get("content")) if "message" in choice else choice.get("text")
+    except TransientError:
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _json_object(text: str | None) -> bool:
+    try:
+        return isinstance(json.loads(text or ""), dict)
+    except ValueError:
+        return False
+
+
+async def _json_output(llm: OpenAILLM, path: str, fmt: dict[str, Any]) -> tuple[bool, str | None]:
+    if path == "/chat/completions":
+        ask: dict[str, Any] = {"messages": [{"role": "user", "content": "Name a colour. Reply in JSON."}]}
+    else:
+        ask = {"prompt": "A colour, as JSON:"}
+    data, error = await _ask(llm, path, {**ask, "max_tokens": 24, "response_format": fmt})
+    text = _text(data)
+    if error is not None or text is None:
+        return False, error or "no text in the reply"
+    if _json_object(text):
+        return True, None
+    if text.lstrip().startswith("{"):
+        return True, "the reply is cut short but begins a JSON object"
+    return False, f"the reply is not JSON, the server ignored response_format: {text[:60]!r}"
+
+
+async def _logit_bias(llm: OpenAILLM) -> tuple[bool | None, str | None]:
+    try:
+        [(token, piece)] = (await tokenize(llm, " green", add_special=False))[:1]
+    except (PermanentError, TransientError, ValueError) as exc:
+        return None, f"not checked: no /tokenize to pick a token id ({exc})"
+    body = {"prompt": PROBE_CONTEXT, "max_tokens": 1, "logprobs": 1, "logit_bias": {str(token): 100}}
+    data, error = await _ask(llm, "/completions", body)
+    if data is None:
+        return False, error
+    content = as_dict(first_choice(data).get("logprobs")).get("content")
+    got = as_dict(content[0]).get("id") if isinstance(content, list) and content else None
+    ok = got == token if isinstance(got, int) else _text(data) == piece
+    return ok, None if ok else "the forced token was not generated"
+
+
+async def probe_capabilities(llm: OpenAILLM) -> dict[str, Any]:
+    """Each capability of the server: chat, completions, prompt log-probabilities (and by which method),
+    JSON output by schema and by object, logit_bias, slots; ``notes`` say why one is missing.
+
+    Log-likelihood detection must have run already (the probe command scores one request first).
+    """
+    caps: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    async with llm._batch():
+        hello = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+        chat, chat_error = await _ask(llm, "/chat/completions", hello)
+        caps["chat"] = _text(chat) is not None
+        completion, completion_error = await _ask(llm, "/completions", {"prompt": PROBE_CONTEXT, "max_tokens": 4})
+        caps["completions"] = _text(completion) is not None
+        for key, error in (("chat", chat_error), ("completions", completion_error)):
+            if not caps[key]:
+                notes[key] = error or "no text in the reply"
+        caps["prompt_logprobs"] = llm.prompt_logprobs_method()
+        if llm.no_loglikelihood:
+            notes["prompt_logprobs"] = llm.no_loglikelihood
+        path = "/chat/completions" if caps["chat"] else "/completions"
+        schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": PROBE_SCHEMA, "strict": False}}
+        for key, fmt in (("json_schema", schema), ("json_object", {"type": "json_object"})):
+            caps[key], note = await _json_output(llm, path, fmt)
+            if note:
+                notes[key] = note
+        caps["logit_bias"], note = await _logit_bias(llm)
+        if note:
+            notes["logit_bias"] = note
+    caps["slots"] = llm.slots
+    if notes:
+        caps["notes"] = notes
+    return caps
+
+
+__all__ = ["LETTER_HINT", "detect_loglikelihood", "fetch_slots", "probe_capabilities", "server_root"]

@@ -1,0 +1,383 @@
+"""An embedded llama.cpp backend (``llamacpp/<model>``): a GGUF model run inside this process, on the CPU.
+
+``llamacpp/gemma-3-270m`` runs the embedded Gemma 3 270M base model (Q4_K_M, shipped as a package,
+see :mod:`ragrade.llm.gguf`); ``llamacpp/PATH.gguf`` runs any GGUF file the bundled runtime
+(``ik-llama-cpp-python``, a build of the ik_llama.cpp fork) can load. No server, no network.
+
+Log-likelihood (``shared-prefix``): the context is decoded once; each continuation is then decoded after
+it and dropped from the cache again (``seq_rm``) before the next one, so every continuation sees exactly
+the cache a lone request would. Tokenisation follows the ``hf`` backend: a trailing space of the context
+moves to the continuations, the context gets the start token, each continuation is tokenised on its own
+without special tokens, and log-softmax runs in float64 over the whole vocabulary. A context longer than
+the window keeps its end.
+
+Why not all continuations at once on separate sequences sharing the context's cache cells (``seq_cp``)?
+Measured with ik-llama-cpp-python 0.1.5 on the embedded model: with flash attention such batches gave
+scores off by up to 15 nats once the cache held more than ~128 cells, and without flash attention still
+by up to 0.45 nats, while the one-after-another schedule costs about the same (the context dominates).
+
+llama.cpp's numbers also depend on how tokens are grouped into ``llama_decode`` calls: batches of 32
+tokens or more use other kernels. Decoding context and continuation in one call instead of context first
+moves scores by up to a few tenths of a nat on this model; continuations are therefore decoded in chunks
+of at most :data:`ROWS_PER_DECODE` tokens, which gives the same numbers as token-by-token decoding.
+The schedule is fixed, so the same request always gets the same numbers, whatever else is in the batch.
+Flash attention is off by default: with it and more than one thread, a chunk of several tokens and the
+same tokens one at a time gave scores ~0.1 nats apart (without it they agree exactly), and it was not
+measurably faster here. ``flash_attn=True`` turns it on (on CPUs with VNNI only).
+
+Generation renders ``messages`` with the model's chat template (see :mod:`ragrade.llm.chat_template`),
+then decodes greedily (temperature 0, argmax) or samples from ``softmax(logits / temperature)`` with a
+numpy generator seeded per request. It stops at an end-of-generation token, a ``stop`` string or
+``max_tokens``. ``json_schema`` is not enforced (no grammar): the model writes plain text and the
+callers' tolerant parsing reads it.
+
+One context serves one request at a time: the work runs in a worker thread under a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragrade.errors import ConfigError
+from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
+from ragrade.llm.cache import ResponseCache
+from ragrade.llm.chat_template import fallback_template, plain_prompt, render
+from ragrade.llm.core import BaseLLM, log
+from ragrade.llm.gguf import EMBEDDED_MODELS, model_label, resolve_gguf
+from ragrade.llm.limits import LimitConfig
+
+# continuation tokens per llama_decode call: below 32 tokens ik_llama.cpp computes every row on its own, so
+# the scores equal token-by-token decoding whatever the chunking (at 32 and more it switches kernels, and
+# the scores move by up to ~0.3 nats on the embedded model)
+ROWS_PER_DECODE = 31
+
+
+def gguf_identity(model: str, path: Path) -> tuple[str, str | None]:
+    """``(fingerprint, sha256)`` of a GGUF file: the embedded model's published SHA-256 (fingerprint: its
+    first 16 digits), or for user files a hash of path, size and mtime and no SHA-256 (hashing GBs is slow)."""
+    sha: str | None = None
+    if model in EMBEDDED_MODELS:
+        import importlib
+
+        try:
+            sha = str(importlib.import_module(EMBEDDED_MODELS[model]).EXPECTED_SHA256)
+        except (ImportError, AttributeError):
+            sha = None
+    if sha:
+        return sha[:16], sha
+    st = path.stat()
+    raw = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return hashlib.sha256(raw.encode()).hexdigest()[:16], None
+
+
+def _stopping() -> bool:
+    """True once a stop (Ctrl-C / SIGTERM) was asked for: the worker thread stops computing."""
+    from ragrade import interrupt
+
+    return interrupt.requested()
+
+
+class LlamaCppLLM(BaseLLM):
+    """A GGUF model in process through llama.cpp (see module docstring)."""
+
+    provider = "llamacpp"
+    supports_loglikelihood = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        cache: ResponseCache | None = None,
+        limits: LimitConfig | None = None,
+        seed: int | None = 0,
+        n_threads: int | None = None,
+        n_ctx: int = 4096,
+        flash_attn: bool = False,
+        **unknown: Any,
+    ) -> None:
+        from ragrade.llm import llamacpp_lib
+
+        super().__init__(model, cache=cache, limits=limits, seed=seed)
+        if unknown:
+            names = ", ".join(sorted(unknown))
+            raise ConfigError(f"llamacpp: unknown option(s) {names} (options: n_threads, n_ctx, flash_attn, seed)")
+        if int(n_ctx) < 16:
+            raise ConfigError(f"llamacpp: n_ctx must be at least 16, got {n_ctx}")
+        threads = int(n_threads) if n_threads else (os.cpu_count() or 1)
+        if threads < 1:
+            raise ConfigError(f"llamacpp: n_threads must be positive, got {n_threads}")
+        try:
+            llamacpp_lib.api()
+        except OSError as exc:  # the package is there but its shared library cannot be loaded
+            raise ConfigError(f"llamacpp: cannot load the llama.cpp library: {exc}") from exc
+        self.path = resolve_gguf(model)
+        self.label = model_label(model)
+        self.name = f"{self.provider}/{self.label}"
+        self.seed = seed
+        self._fingerprint, self.sha256 = gguf_identity(model, self.path)
+        self.file_size = self.path.stat().st_size
+        self.runtime_version = llamacpp_lib.package_version()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        t0 = time.perf_counter()
+        self.rt = llamacpp_lib.LlamaRuntime(
+            self.path, n_ctx=int(n_ctx), n_threads=threads, seed=int(seed or 0), flash_attn=flash_attn
+        )
+        self.load_s = time.perf_counter() - t0
+        self.n_ctx = self.rt.n_ctx
+        self.architecture = self.rt.meta("general.architecture")
+        self.template_source, self.chat_template = self._find_template()
+        self._bos_text = self.rt.token_text(self.rt.bos_id())
+        self._eos_text = self.rt.token_text(self.rt.eos_id())
+
+    # -- model facts ---------------------------------------------------------------------------
+    def _is_single_token(self, text: str) -> bool:
+        return len(self.rt.tokenize(text, add_special=False, parse_special=True)) == 1
+
+    def _find_template(self) -> tuple[str, str | None]:
+        """Where the chat template comes from: the file, a family fallback, or none (plain layout)."""
+        own = self.rt.meta("tokenizer.chat_template")
+        if own:
+            return "gguf", own
+        fallback = fallback_template(self.architecture, self._is_single_token)
+        if fallback is not None:
+            return fallback
+        return "plain", None
+
+    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
+
+    def _identity(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self._fingerprint,
+            "n_ctx": self.n_ctx,
+            "runtime": self.runtime_version,
+            # both move scores by a few hundredths of a nat: cached numbers must come from the same setting
+            "n_threads": self.rt.n_threads,
+            "flash_attn": self.rt.flash_attn,
+        }
+
+    # -- batches -------------------------------------------------------------------------------
+    async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
+        return await asyncio.to_thread(self._locked, self._generate_sync, reqs)
+
+    async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        return await asyncio.to_thread(self._locked, self._loglikelihood_sync, reqs)
+
+    def _locked(self, fn: Any, reqs: Any) -> Any:
+        with self._lock:
+            return fn(reqs)
+
+    def _check_open(self) -> None:
+        if self.rt.ctx is None:
+            raise RuntimeError(f"{self.name} is closed")
+        if _stopping():
+            raise RuntimeError("stopped (a stop was requested)")
+
+    # -- log-likelihood ------------------------------------------------------------------------
+    def encode_pair(self, context: str, continuations: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """Token ids of the context (with the start token) and of each continuation, as ``hf`` does it."""
+        stripped = context.rstrip(" ")
+        moved = context[len(stripped) :]
+        rt = self.rt
+        ctx_ids = [rt.bos_id(), *rt.tokenize(stripped, add_special=False, parse_special=True)]
+        cont_ids = [rt.tokenize(moved + c, add_special=False, parse_special=True) for c in continuations]
+        longest = max((len(c) for c in cont_ids), default=0)
+        if len(ctx_ids) + longest > self.n_ctx:  # keep the end of the context
+            keep = max(1, self.n_ctx - longest)
+            self._warn_once(
+                "ll-truncate",
+                "%s: a log-likelihood context of %d tokens does not fit the %d-token window; "
+                "keeping its last %d tokens (reported once)",
+                self.name,
+                len(ctx_ids),
+                self.n_ctx,
+                keep,
+            )
+            ctx_ids = ctx_ids[-keep:]
+        return ctx_ids, cont_ids
+
+    def _loglikelihood_sync(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
+        out = []
+        for req in reqs:
+            try:
+                self._check_open()
+                ctx, conts = self.encode_pair(req.context, req.continuations)
+                if any(len(c) >= self.n_ctx for c in conts):
+                    raise ValueError(f"a continuation does not fit the {self.n_ctx}-token window")
+                scores = self.shared_prefix_scores(ctx, conts)
+                out.append(
+                    LoglikelihoodResult(
+                        logprobs=scores,
+                        token_counts=[len(c) for c in conts],
+                        method="shared-prefix",
+                        prompt_tokens=len(ctx),
+                    )
+                )
+            except Exception as exc:  # one bad request must not sink the batch
+                log.debug("llamacpp log-likelihood failed", exc_info=True)
+                out.append(LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}"))
+        return out
+
+    def shared_prefix_scores(self, ctx: list[int], conts: list[list[int]]) -> list[float]:
+        """Decode ``ctx`` once, then score each continuation after it (see module docstring)."""
+        from ragrade.llm.llamacpp_lib import log_softmax64, token_logprobs
+
+        rt = self.rt
+        n = len(ctx)
+        rt.clear()
+        try:
+            first = log_softmax64(rt.prefill(ctx))
+            scores: list[float] = []
+            for c in conts:
+                if not c:
+                    scores.append(0.0)
+                    continue
+                total = float(first[c[0]])
+                items = [(t, n + k, 0, True) for k, t in enumerate(c[:-1])]
+                for s in range(0, len(items), ROWS_PER_DECODE):
+                    chunk = items[s : s + ROWS_PER_DECODE]
+                    total += sum(token_logprobs(rt.decode(chunk), c[1 + s : 1 + s + len(chunk)]))
+                if not rt.seq_rm(0, n, -1):  # drop the continuation, keep the context
+                    raise RuntimeError("llama.cpp could not drop a continuation from its cache")
+                scores.append(total)
+        finally:
+            rt.clear()
+        return scores
+
+    # -- generation ----------------------------------------------------------------------------
+    def render_messages(self, req: GenerationRequest) -> str:
+        """The prompt text of a chat request (the chat template, or ``role: content`` lines without one)."""
+        messages = req.messages or ()
+        if self.chat_template is None:
+            self._warn_once("plain", "%s: the model has no chat template; using 'role: content' lines", self.name)
+            return plain_prompt(messages)
+        return render(self.chat_template, messages, bos_token=self._bos_text, eos_token=self._eos_text)
+
+    def prompt_ids(self, req: GenerationRequest) -> list[int]:
+        """Token ids the model reads for ``req`` (chat: rendered template; prompt: start token + text)."""
+        rt = self.rt
+        if req.messages is not None and self.chat_template is not None:
+            text = self.render_messages(req)
+            ids = rt.tokenize(text, add_special=False, parse_special=True)
+        else:
+            text = self.render_messages(req) if req.messages is not None else (req.prompt or "")
+            ids = rt.tokenize(text, add_special=True, parse_special=True)
+        return ids or [rt.bos_id()]
+
+    def _generate_sync(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
+        out = []
+        for req in reqs:
+            try:
+                out.append(self._generate_one_sync(req))
+            except Exception as exc:  # one bad request must not sink the batch
+                log.debug("llamacpp generation failed", exc_info=True)
+                out.append(Completion(text=None, error=f"{type(exc).__name__}: {exc}"))
+        return out
+
+    def _fit_prompt(self, ids: list[int], max_tokens: int) -> list[int]:
+        room = max(1, self.n_ctx - min(max_tokens, self.n_ctx // 2))
+        if len(ids) > room:
+            self._warn_once(
+                "gen-truncate",
+                "%s: a prompt of %d tokens does not fit the %d-token window; keeping its last %d (reported once)",
+                self.name,
+                len(ids),
+                self.n_ctx,
+                room,
+            )
+            ids = ids[-room:]
+        return ids
+
+    def _generate_one_sync(self, req: GenerationRequest) -> Completion:
+        self._check_open()
+        rt = self.rt
+        ids = self._fit_prompt(self.prompt_ids(req), req.max_tokens)
+        seed = req.seed if req.seed is not None else int(self.seed or 0)
+        rng = np.random.default_rng(seed) if req.temperature > 0 else None
+        rt.clear()
+        logits = rt.prefill(ids)
+        new: list[int] = []
+        raw = b""
+        finish = "length"
+        pos = len(ids)
+        while len(new) < req.max_tokens and pos < self.n_ctx:
+            if _stopping():  # never hand back a cut answer as if it were complete
+                raise RuntimeError("stopped (a stop was requested)")
+            token = _choose(logits, req.temperature, rng)
+            if rt.is_eog(token):
+                finish = "stop"
+                break
+            new.append(token)
+            raw += rt.piece(token)
+            if req.stop:
+                text = raw.decode("utf-8", "ignore")
+                hit = _first_stop(text, req.stop)
+                if hit is not None:
+                    return Completion(text=text[:hit], finish_reason="stop", usage=Usage(len(ids), len(new)))
+            if len(new) >= req.max_tokens:
+                break
+            logits = rt.decode([(token, pos, 0, True)])[0]
+            pos += 1
+        text = raw.decode("utf-8", "replace")
+        return Completion(text=text, finish_reason=finish, usage=Usage(len(ids), len(new)))
+
+    # -- manifest and cleanup ------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Arguments for the run manifest: the file, its identity, the runtime and the context settings."""
+        out = super().describe()
+        out.update(
+            path=str(self.path),
+            label=self.label,
+            file_size=self.file_size,
+            fingerprint=self._fingerprint,
+            runtime=f"ik-llama-cpp-python {self.runtime_version}",
+            architecture=self.architecture,
+            n_threads=self.rt.n_threads,
+            flash_attn=self.rt.flash_attn,
+            n_ctx=self.n_ctx,
+            n_ctx_train=self.rt.n_ctx_train,
+            chat_template=self.template_source,
+            loglikelihood_method="shared-prefix",
+            load_s=round(self.load_s, 3),
+        )
+        if self.sha256:
+            out["sha256"] = self.sha256
+        return out
+
+    def close(self) -> None:
+        """Free the llama.cpp context and model (safe to call twice)."""
+        with self._lock:
+            self.rt.close()
+
+
+def _choose(logits: Any, temperature: float, rng: np.random.Generator | None) -> int:
+    """The next token: argmax at temperature 0, else a draw from ``softmax(logits / temperature)``."""
+    if temperature <= 0 or rng is None:
+        return int(np.argmax(logits))
+    x = logits.astype(np.float64) / temperature
+    p = np.exp(x - x.max())
+    cdf = np.cumsum(p)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(cdf) - 1))
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Where the earliest ``stop`` string starts in ``text`` (None when none occurs)."""
+    found = [text.find(s) for s in stops if s]
+    hits = [i for i in found if i >= 0]
+    return min(hits) if hits else None
+
+
+__all__ = ["ROWS_PER_DECODE", "LlamaCppLLM", "gguf_identity"]

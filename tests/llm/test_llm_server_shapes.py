@@ -1,0 +1,216 @@
+"""The OpenAI-compatible client against the shapes of real servers, played by the local test server:
+llama-cpp-python (lists of prompts and json_schema answered with HTTP 500), a one-slot server under
+the default concurrency, and ``llm probe`` saying what is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import pytest
+from tests.support.openai_server import Faults, OpenAIServer, always, token_logprob
+
+from ragrade.cli.main import main
+from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
+from ragrade.llm.limits import LimitConfig, Limiter
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
+JSON_REPLY = '{"a": "blue"}'
+
+
+def _llm(url: str, **kw: object) -> object:
+    opts = {"api_key": "sk-test", "cache": False, "backoff_s": 0.01, "concurrency": 1, **kw}
+    return create_llm("openai/test-model", base_url=url, **opts)  # type: ignore[arg-type]
+
+
+def _json_request(text: str = "q") -> GenerationRequest:
+    return GenerationRequest(messages=(Message("user", text),), json_schema=SCHEMA)
+
+
+def _formats(log: list[dict]) -> list[str | None]:
+    return [(b.get("response_format") or {}).get("type") for b in log if "messages" in b]
+
+
+def test_echo_lists_refused_with_500_go_one_prompt_per_request(caplog: pytest.LogCaptureFixture) -> None:
+    ctx = "The capital of France is"
+    reqs = [LoglikelihoodRequest(ctx, (" Paris", " Rome city")), LoglikelihoodRequest("Pick:", (" yes", " no"))]
+    with caplog.at_level(logging.WARNING), OpenAIServer(reject=("prompt-list",)) as srv:
+        llm = _llm(srv.base_url)
+        out = loglikelihood(llm, reqs)
+        # the probe's list once (HTTP 500, not retried), its prompts one by one, then one prompt per request
+        assert srv.requests_by_path["/v1/completions"] == 1 + 2 + 4
+        assert [type(b["prompt"]).__name__ for b in srv.log] == ["list"] + ["str"] * 6
+    assert all(r.ok and r.method == "echo-logprobs" for r in out)
+    assert out[0].logprobs == pytest.approx(
+        [token_logprob(" is", " Paris"), token_logprob(" is", " Rome") + token_logprob(" Rome", " city")]
+    )
+    assert out[0].token_counts == [1, 2]
+    assert llm.loglikelihood_mode == "echo" and llm.echo_batched is False  # type: ignore[attr-defined]
+    assert llm.describe()["echo_batched"] is False  # type: ignore[attr-defined]
+    assert caplog.text.count("refuses a list of prompts") == 1
+    with OpenAIServer() as srv:  # a server that takes lists keeps one request per question
+        llm = _llm(srv.base_url)
+        assert all(r.ok for r in loglikelihood(llm, reqs)) and srv.requests_by_path["/v1/completions"] == 1 + 2
+        assert llm.echo_batched is True  # type: ignore[attr-defined]
+
+
+def test_forced_token_scoring_where_echo_is_ignored() -> None:
+    ctx = "The capital of France is "  # the trailing space moves to the continuations
+    reqs = [LoglikelihoodRequest(ctx, ("Paris", "Rome city")), LoglikelihoodRequest("Pick:", (" yes", " yes"))]
+    with OpenAIServer(prompt_logprobs=False) as srv:
+        out = loglikelihood(llm := _llm(srv.base_url, concurrency=4), reqs)
+        scoring = [b for b in srv.log if isinstance(b.get("prompt"), list) and b.get("logit_bias")]
+        tokenized = [b for b in srv.log if "content" in b]
+        ids = {t: srv.vocab.id(t) for t in (" Paris", " Rome", " city", " yes")}
+    assert llm.loglikelihood_mode == "forced-token" and all(r.ok and r.method == "forced-token" for r in out)  # type: ignore[attr-defined]
+    paris = token_logprob(" is", " Paris")
+    assert out[0].logprobs == pytest.approx([paris, token_logprob(" is", " Rome") + token_logprob(" Rome", " city")])
+    assert out[0].token_counts == [1, 2] and out[0].prompt_tokens == 1 + 5  # the start token and five words
+    assert out[1].logprobs == pytest.approx([token_logprob(":", " yes")] * 2)
+    # three tokens for the first question, one for the second (the same token twice is asked once)
+    mine = scoring[-4:]
+    assert sorted(int(next(iter(b["logit_bias"]))) for b in mine) == sorted([*ids.values()])
+    assert [b["cache_prompt"] for b in mine if int(next(iter(b["logit_bias"]))) != ids[" yes"]] == [False, True, True]
+    assert len(tokenized) == 3 + 3 + 2  # the probe's, then context and continuations (" yes" is remembered)
+    with OpenAIServer(prompt_logprobs=False, logit_bias=False) as srv:  # a server that ignores the bias
+        [r] = loglikelihood(llm := _llm(srv.base_url, loglikelihood_mode="forced-token"), reqs[:1])
+    assert not r.ok and "ignored logit_bias" in str(r.error)
+
+
+def test_a_json_schema_500_degrades_only_when_the_request_without_it_works(caplog: pytest.LogCaptureFixture) -> None:
+    schema_500 = OpenAIServer(reject=("json_schema",), responder=lambda b: JSON_REPLY)
+    with caplog.at_level(logging.WARNING), schema_500 as srv:
+        out = generate(llm := _llm(srv.base_url), [_json_request(f"q{i}") for i in range(3)])
+        # json_schema twice (HTTP 500), the retry without response_format (200), then json_object for the others
+        assert _formats(srv.log) == ["json_schema", "json_schema", None, "json_object", "json_object"]
+    assert all(c.ok and json.loads(str(c.text)) == {"a": "blue"} for c in out)
+    assert sorted(str(c.response_format) for c in out) == ["json_object", "json_object", "text"]
+    assert llm._json_mode == "json_object" and llm.describe()["json_mode"] == "json_object"  # type: ignore[attr-defined]
+    assert caplog.text.count("refused response_format=json_schema") == 1
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), OpenAIServer(reject=("json_schema", "json_object")) as srv:
+        out = generate(llm := _llm(srv.base_url), [_json_request(f"q{i}") for i in range(3)])
+        assert _formats(srv.log) == ["json_schema"] * 2 + [None] + ["json_object"] * 2 + [None, None]
+    assert all(c.ok for c in out) and [c.response_format for c in out] == ["text", "text", "text"]
+    assert llm._json_mode == "none" and caplog.text.count("refused response_format") == 2  # type: ignore[attr-defined]
+    for retries, sent in ((2, 3), (0, 1)):  # every request fails: the format is not to blame
+        with OpenAIServer(faults=always("500")) as srv:
+            [c] = generate(llm := _llm(srv.base_url, max_retries=retries), [_json_request()])
+            assert srv.requests_total == sent and _formats(srv.log)[-1] is None if retries else True
+        assert not c.ok and "HTTP 500" in str(c.error) and llm._json_mode == "json_schema"  # type: ignore[attr-defined]
+    with OpenAIServer(faults=Faults(script=["500"]), responder=lambda b: JSON_REPLY) as srv:  # a passing 500
+        [c] = generate(llm := _llm(srv.base_url), [_json_request()])
+    assert c.ok and c.response_format == "json_schema" and llm._json_mode == "json_schema"  # type: ignore[attr-defined]
+
+
+def test_a_400_naming_the_format_degrades_at_once_and_no_format_on_plain_requests() -> None:
+    with OpenAIServer(reject=("json_schema",), reject_status=400, responder=lambda b: JSON_REPLY) as srv:
+        [c] = generate(_llm(srv.base_url), [_json_request()])
+        assert _formats(srv.log) == ["json_schema", "json_object"]  # "cannot handle json_schema": no check needed
+    assert c.ok and c.response_format == "json_object"
+    with OpenAIServer() as srv:
+        [c] = generate(_llm(srv.base_url), [GenerationRequest(messages=(Message("user", "q"),))])
+    assert c.ok and c.response_format is None and _formats(srv.log) == [None]
+
+
+@pytest.mark.parametrize("fault", ["401", "429", "hang"])
+def test_auth_rate_limits_and_timeouts_never_degrade_the_format(fault: str, caplog: pytest.LogCaptureFixture) -> None:
+    faults = Faults(script=[fault], retry_after_s=0.01, hang_s=2.0)
+    with caplog.at_level(logging.WARNING), OpenAIServer(faults=faults, responder=lambda b: JSON_REPLY) as srv:
+        llm = _llm(srv.base_url, timeout=0.5)
+        [c] = generate(llm, [_json_request()])
+        assert set(_formats(srv.log)) == {"json_schema"}
+    assert llm._json_mode == "json_schema" and "refused response_format" not in caplog.text  # type: ignore[attr-defined]
+    if fault == "401":
+        assert not c.ok and "rejected the API key" in str(c.error)
+    else:  # retried with the same format
+        assert c.ok and c.response_format == "json_schema" and c.attempts == 2
+
+
+def test_a_one_slot_server_finishes_a_batch_under_the_default_concurrency() -> None:
+    # the default 16 in flight against a server that handles one request at a time: the tail of the queue
+    # times out, the cap halves until the queue fits in the timeout, and every request ends answered
+    reqs = [GenerationRequest(messages=(Message("user", f"question {i}"),)) for i in range(60)]
+    with OpenAIServer(slots=1, latency_s=0.04) as srv:
+        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False, timeout=0.4)
+        t0 = time.monotonic()
+        out = generate(llm, reqs)
+        elapsed = time.monotonic() - t0
+        assert srv.probes["/props"] == 1 and srv.dropped > 0  # requests whose client gave up were dropped
+    limiter = llm.limiter  # type: ignore[attr-defined]
+    assert all(c.ok for c in out), [c.error for c in out if not c.ok][:3]
+    assert limiter.adaptive.cuts >= 1 and limiter.adaptive.lowest <= 8 and limiter.fatal is None
+    assert elapsed < 30
+    # advertised slots start the cap there: no timeout at all
+    with OpenAIServer(slots=1, advertise_slots=True, latency_s=0.02) as srv:
+        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False, timeout=0.4)
+        out = generate(llm, reqs[:20])
+        assert srv.max_in_flight == 1 and srv.dropped == 0
+    assert all(c.ok and c.attempts == 1 for c in out)
+    assert llm.limiter.cap == 1 and llm.limiter.adaptive.cuts == 0 and llm.describe()["server_slots"] == 1  # type: ignore[attr-defined]
+
+
+def test_the_cap_grows_back_after_a_window_of_successes_but_never_above_concurrency() -> None:
+    limiter = Limiter(LimitConfig(concurrency=4, timeout=1.0), seed=0)
+    cap = limiter.adaptive
+    assert cap.congestion(cap.epoch) and cap.cap == 2
+    assert not cap.congestion(cap.epoch - 1) and cap.cap == 2  # sent before the cut: no second cut
+    grown = [cap.success() for _ in range(2 + 3 + 4)]
+    assert grown == [False, True, False, False, True, False, False, False, False] and cap.cap == 4
+    fixed = Limiter(LimitConfig(concurrency=4, adaptive=False)).adaptive
+    assert not fixed.congestion(fixed.epoch) and fixed.cap == 4
+
+
+def test_queued_timeouts_do_not_declare_the_server_unreachable() -> None:
+    async def stuck() -> str:
+        await asyncio.sleep(1.0)
+        return "never"
+
+    async def batch(limiter: Limiter, n: int) -> list[str | None]:
+        return [o.error for o in await asyncio.gather(*(limiter.call(stuck) for _ in range(n)))]
+
+    cfg = LimitConfig(concurrency=8, timeout=0.1, max_retries=0, unreachable_after=2)
+    queued = Limiter(cfg)
+    errors = asyncio.run(batch(queued, 8))  # eight at once: only the one sent alone proves anything
+    assert all("timed out" in str(e) for e in errors) and queued.fatal is None and queued.failed_in_a_row == 1
+    assert queued.cap == 4
+    alone = Limiter(LimitConfig(concurrency=1, timeout=0.1, max_retries=0, unreachable_after=2))
+    errors = asyncio.run(batch(alone, 3))
+    assert alone.fatal is not None and "server unreachable" in str(errors[-1])
+
+
+def test_the_probe_exits_2_when_a_needed_capability_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    def probe(url: str, *need: str) -> tuple[int, dict, str]:
+        args = ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", url, "--max-retries", "0"]
+        code = main([*args, "--need", ",".join(need)] if need else args)
+        out = capsys.readouterr()
+        return code, json.loads(out.out), out.err
+
+    with OpenAIServer(prompt_logprobs=False, logit_bias=False) as srv:
+        code, report, err = probe(srv.base_url)
+        assert code == 0 and report["need"] == ["generate"] and not err
+        code, report, err = probe(srv.base_url, "generate", "loglikelihood")
+    assert code == 2 and report["missing"] == ["loglikelihood"]
+    assert err.startswith("ragrade: error:") and err.count("\n") == 1 and "cannot score log-likelihoods" in err
+    caps = report["capabilities"]
+    assert caps["chat"] and caps["completions"] and caps["prompt_logprobs"] == "none"
+    assert caps["logit_bias"] is False and caps["slots"] is None and "loglikelihood" in report["missing"]
+    with OpenAIServer(responder=lambda b: JSON_REPLY, slots=2, advertise_slots=True) as srv:
+        code, report, err = probe(srv.base_url, "generate", "loglikelihood", "json")
+    assert code == 0 and report["missing"] == [] and report["loglikelihood"]["method"] == "echo-logprobs"
+    caps = report["capabilities"]
+    assert (
+        caps["prompt_logprobs"] == "echo-batched" and caps["json_schema"] and caps["json_object"] and caps["slots"] == 2
+    )
+    with OpenAIServer(reject=("json_schema", "json_object")) as srv:
+        code, report, err = probe(srv.base_url, "json")
+    assert code == 2 and report["missing"] == ["json"] and "json" in err
+    with OpenAIServer(responder=lambda b: "  ") as srv:
+        code, report, err = probe(srv.base_url)
+    assert code == 2 and report["missing"] == ["generate"] and "the reply is empty" in err
+    code = main(
+        ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", "http://127.0.0.1:9/v1", "--need", "x"]
+    )
+    assert code == 2 and "--need takes a comma list" in capsys.readouterr().err
