@@ -125,6 +125,19 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _grid(
+    capsys: pytest.CaptureFixture[str],
+    verb: tuple[str, ...],
+    data: Path,
+    ws: Path,
+    backend: dict[str, Any],
+    *extra: Any,
+) -> tuple[int, str, str]:
+    """Run a grid verb (``exam take``, ``qa answer``) of ``backend`` on the workspace index, k = 1, no examples."""
+    index = ["--index", f"r={ws / 'idx'}", "--llm", backend["llm"], *backend["args"], "--k", "1"]
+    return _cli(capsys, *verb, data, *index, *extra)
+
+
 def test_probe_reports_how_loglikelihoods_are_computed(
     backend: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -171,20 +184,14 @@ def test_exam_take_by_loglikelihood(
     workspace: Path, backend: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = workspace / f"take-ll-{backend['name']}"
-    code, _, err = _cli(
+    code, _, err = _grid(
         capsys,
-        "exam",
-        "take",
+        ("exam", "take"),
         workspace / "exam.jsonl",
-        "--index",
-        f"r={workspace / 'idx'}",
-        "--llm",
-        backend["llm"],
-        *backend["args"],
+        workspace,
+        backend,
         "--retrievers",
         "closed,bm25",
-        "--k",
-        "1",
         "--icl",
         "0",
         "--method",
@@ -231,20 +238,14 @@ def test_server_and_inprocess_loglikelihoods_agree(workspace: Path) -> None:
 
 def test_exam_take_by_generation(workspace: Path, backend: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     run = workspace / f"take-gen-{backend['name']}"
-    code, _, err = _cli(
+    code, _, err = _grid(
         capsys,
-        "exam",
-        "take",
+        ("exam", "take"),
         workspace / "exam.jsonl",
-        "--index",
-        f"r={workspace / 'idx'}",
-        "--llm",
-        backend["llm"],
-        *backend["args"],
+        workspace,
+        backend,
         "--retrievers",
         "bm25",
-        "--k",
-        "1",
         "--icl",
         "0",
         "--method",
@@ -326,22 +327,8 @@ def test_qa_generate_and_answer(workspace: Path, backend: dict[str, Any], capsys
             == funnel["accepted"] + funnel["failed"] + funnel["refused"] + funnel["unparsed"] + funnel["duplicates"]
         )
     run = workspace / f"answers-{backend['name']}"
-    code, _, err = _cli(
-        capsys,
-        "qa",
-        "answer",
-        workspace / "qa.jsonl",
-        "--index",
-        f"r={workspace / 'idx'}",
-        "--llm",
-        backend["llm"],
-        *backend["args"],
-        "--retrievers",
-        "bm25",
-        "--k",
-        "1",
-        "--out",
-        run,
+    code, _, err = _grid(
+        capsys, ("qa", "answer"), workspace / "qa.jsonl", workspace, backend, "--retrievers", "bm25", "--out", run
     )
     assert code == 0, err
     answers = _jsonl(run / "answers.jsonl")
