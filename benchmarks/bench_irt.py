@@ -17,9 +17,12 @@ command itself reports, and the child's peak RSS.
 4. [end-to-end] The same size written as a long Parquet table (one row per pipeline x question), then
    ``python -m ragrade irt fit FILE --json`` in a child: wall time, split, peak RSS, output sizes. A first
    tiny run with an empty numba cache directory measures the cold compile separately.
+5. [component] ``irt fit --prior none --bounds ...`` at 63 x 1,000 (flat and with factors): the optimiser's
+   time (every pass) against everything after it (SEs, statistics, flags), with the default fit as the
+   baseline, in the same process; PASS when the statistics stage takes no longer than the fit.
 
 Usage: .venv/bin/python benchmarks/bench_irt.py [--big] [--ref-budget 60] [--skip-ref] [--skip-girth]
-       [--skip-fit-only] [--repeat N] [--large-baseline]
+       [--skip-fit-only] [--repeat N] [--large-baseline] [--only-stats]
 """
 
 from __future__ import annotations
@@ -336,6 +339,49 @@ def bench_large(n_items: int, solvers: list[str]) -> None:
         print(f"[fit-only 3pl 1000x{n_items}] lbfgs/newton time ratio {ratio:.1f}x")
 
 
+STATS_BOUNDS = "theta=-4:4,b=-4:4,d=0.2:3,g=0:0.3"
+
+
+def bench_stats_stage(repeat: int) -> None:
+    """[component] ``irt fit --prior none --bounds ...`` at 63 x 1,000: the optimiser (both passes when the
+    bounds make it refine) against everything after it (SEs, statistics, flags), in the same process;
+    the default fit (weak priors) is the baseline. Goal: no statistics stage longer than its fit."""
+    from ragrade.irt.fit import fit_irt
+    from ragrade.irt.model import Bounds
+
+    data, _ = simulate_hierarchical({"llm": 3, "retriever": 7, "icl": 3}, 1000, seed=1)
+    fit_irt(data, config=FitConfig())  # warm-up (imports, numba)
+    cases = [
+        ("default (weak priors)", (), "weak", None),
+        (f"--prior none --bounds {STATS_BOUNDS}", (), "none", STATS_BOUNDS),
+        (
+            f"--factors llm,retriever,icl --prior none --bounds {STATS_BOUNDS}",
+            ("llm", "retriever", "icl"),
+            "none",
+            STATS_BOUNDS,
+        ),
+    ]
+    ok = True
+    for label, factors, prior, bounds in cases:
+        runs = []
+        for _ in range(repeat):
+            cfg = FitConfig(factors=factors, priors=Priors.named(prior), bounds=Bounds.parse(bounds))
+            t = time.perf_counter()
+            res = fit_irt(data, config=cfg)
+            wall = time.perf_counter() - t
+            after = res.timings["fit_se_stats"] - res.timings["fit"]  # SEs, statistics, flags (and anchoring)
+            runs.append((wall, res.timings["fit"], after, res.timings["se_stats"]))
+        wall, fit_t, after, se_stats = sorted(runs)[len(runs) // 2]  # the median run by wall time
+        verdict = "PASS" if after <= fit_t else "FAIL"
+        ok &= after <= fit_t
+        print(
+            f"[component irt fit 63x1000] {label}: wall {wall:.2f} s = fit {fit_t:.2f} s (optimiser, all passes) + "
+            f"after the fit {after:.3f} s (SEs + statistics: {se_stats:.3f} s); after/fit = {after / fit_t:.3f} "
+            f"{verdict} (goal: after-fit <= fit; median of {repeat})"
+        )
+    print(f"[component irt fit 63x1000] statistics stage <= fit in every case: {'PASS' if ok else 'FAIL'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--big", action="store_true", help="run the 1,000 x 100,000 fit")
@@ -345,6 +391,7 @@ def main() -> None:
     ap.add_argument("--large-baseline", action="store_true", help="also fit the large case with L-BFGS-B (slow)")
     ap.add_argument("--skip-fit-only", action="store_true", help="only the end-to-end runs")
     ap.add_argument("--repeat", type=int, default=1, help="end-to-end runs of the large case")
+    ap.add_argument("--only-stats", action="store_true", help="only the statistics-stage case (63 x 1,000)")
     ap.add_argument("--large-child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--solver", default="newton", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -352,6 +399,9 @@ def main() -> None:
         print(json.dumps(large_child(args.large_child, args.solver)))
         return
     n_items = 100_000 if args.big else 10_000
+    bench_stats_stage(max(3, args.repeat))
+    if args.only_stats:
+        return
     if not args.skip_fit_only:
         bench_hierarchical(args.ref_budget, args.skip_ref)
         if not args.skip_girth:

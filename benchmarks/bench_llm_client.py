@@ -5,8 +5,14 @@ with the response cache on (fresh cache file). Measured in the same run, interle
 
 - ``ceiling``: a minimal aiohttp client (no SDK, no cache): what the server and machine allow;
 - ``httpx``: bare ``httpx`` + ``json`` (the transport most SDK users get);
-- ``ragrade-nocache`` / ``ragrade-cache``: ``create_llm("openai/...")`` + ``generate`` (official SDK,
-  limits, retries, accounting; with the SQLite cache off / on a fresh file).
+- ``ragrade-nocache`` / ``ragrade-cache``: ``create_llm("openai/...")`` + ``generate`` (default transport:
+  the direct aiohttp client; limits, retries, accounting; with the SQLite cache off / on a fresh file);
+  ``ragrade-cache`` then runs the same requests again, all answered from the cache (``cache hit``);
+- ``ragrade-sdk``: the same with the cache on, through the official SDK on its aiohttp client (the
+  path the direct client replaced, rebuilt here as the baseline; ``transport="httpx"`` costs more still).
+
+All figures are end to end (``generate`` called to results returned). PASS when ragrade-cache's median
+ratio to the ideal is <= 1.25.
 
 The server (``benchmarks/_fast_openai_server.py``, raw asyncio, uvloop when installed) runs in its own
 process so that it is not the bottleneck; ``--server stdlib`` uses the threaded test server instead.
@@ -36,7 +42,8 @@ from typing import Any, cast
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CONFIGS = ("ceiling", "httpx", "ragrade-nocache", "ragrade-cache")
+CONFIGS = ("ceiling", "httpx", "ragrade-nocache", "ragrade-cache", "ragrade-sdk")
+DEFAULT_CONFIGS = ("ceiling", "ragrade-nocache", "ragrade-cache", "ragrade-sdk")  # httpx takes ~10x the ideal
 
 
 def start_server(kind: str, latency: float) -> tuple[subprocess.Popen[str], str]:
@@ -113,8 +120,27 @@ async def run_httpx(url: str, n: int, concurrency: int) -> tuple[float, float]:
         return await _timed(n, concurrency, one)
 
 
-def run_ragrade(url: str, n: int, concurrency: int, cache: bool, tag: str) -> tuple[float, float]:
-    """``create_llm`` + ``generate`` through the official SDK; the cache (when on) is a fresh file."""
+def _sdk_aiohttp_session(llm: Any) -> Any:
+    """The SDK client on the SDK's aiohttp adapter, pooled as ragrade pools it (the former default path)."""
+    import importlib
+
+    import openai
+
+    from ragrade.llm.openai import _Session
+
+    factory = openai.DefaultAioHttpClient
+    base = next(c for c in factory.__mro__ if c.__name__ == "AsyncClient")
+    mod = importlib.import_module(base.__module__.split(".")[0])
+    conc = llm.limits.concurrency
+    http = factory(limits=mod.Limits(max_connections=conc + 8, max_keepalive_connections=conc), timeout=30)
+    client = openai.AsyncOpenAI(base_url=llm._url, api_key=llm._key, max_retries=0, timeout=30, http_client=http)
+    return _Session(client, mod.Response, "sdk-aiohttp")
+
+
+def run_ragrade(
+    url: str, n: int, concurrency: int, cache: bool, tag: str, sdk: bool = False
+) -> tuple[float, float, float]:
+    """``create_llm`` + ``generate``; the cache (when on) is a fresh file. (wall, cpu, wall of the all-hit rerun)."""
     from ragrade.llm import GenerationRequest, Message, create_llm, generate
 
     with tempfile.TemporaryDirectory(prefix="ragrade-bench-cache-") as cache_dir:
@@ -127,6 +153,8 @@ def run_ragrade(url: str, n: int, concurrency: int, cache: bool, tag: str) -> tu
             concurrency=concurrency,
             timeout=30,
         )
+        if sdk:
+            llm._new_session = lambda: _sdk_aiohttp_session(llm)
         generate(llm, [GenerationRequest(messages=(Message("user", f"warm-up {tag}"),))])
         reqs = [GenerationRequest(messages=(Message("user", f"benchmark question {tag} {i}"),)) for i in range(n)]
         t0, c0 = time.perf_counter(), time.process_time()
@@ -135,26 +163,31 @@ def run_ragrade(url: str, n: int, concurrency: int, cache: bool, tag: str) -> tu
         bad = [c.error for c in out if not c.ok]
         if bad:
             raise SystemExit(f"{len(bad)} requests failed, e.g. {bad[0]}")
+        hit = float("nan")
         if cache:
+            t1 = time.perf_counter()
             again = generate(llm, reqs)
-            if not all(c.cached for c in again):
-                raise SystemExit("the second run was not served from the cache")
+            hit = time.perf_counter() - t1
+            if not all(c.cached for c in again) or [c.text for c in again] != [c.text for c in out]:
+                raise SystemExit("the second run was not served from the cache, or differs")
         llm.close()
-        return wall, cpu
+        return wall, cpu, hit
 
 
 def measure(name: str, url: str, args: argparse.Namespace, rep: int) -> dict[str, float]:
     """One timed run of configuration ``name``: wall, client CPU per request, requests served (all runs)."""
     before = served(url)
+    hit = float("nan")
     if name == "ceiling":
         wall, cpu = asyncio.run(run_ceiling(url, args.n, args.concurrency))
     elif name == "httpx":
         wall, cpu = asyncio.run(run_httpx(url, args.n, args.concurrency))
     else:
-        wall, cpu = run_ragrade(url, args.n, args.concurrency, cache=name == "ragrade-cache", tag=f"{name}-{rep}")
+        cache, sdk = name in ("ragrade-cache", "ragrade-sdk"), name == "ragrade-sdk"
+        wall, cpu, hit = run_ragrade(url, args.n, args.concurrency, cache=cache, tag=f"{name}-{rep}", sdk=sdk)
     after = served(url)
     n_served = (after - before) if before is not None and after is not None else float("nan")
-    return {"wall": wall, "cpu_ms": 1000 * cpu / args.n, "served": n_served, "load": os.getloadavg()[0]}
+    return {"wall": wall, "cpu_ms": 1000 * cpu / args.n, "served": n_served, "load": os.getloadavg()[0], "hit": hit}
 
 
 def profile(url: str, args: argparse.Namespace) -> None:
@@ -206,7 +239,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--server", choices=("fast", "stdlib"), default="fast")
-    ap.add_argument("--only", default=",".join(CONFIGS), help=f"comma-separated subset of {', '.join(CONFIGS)}")
+    ap.add_argument("--only", default=",".join(DEFAULT_CONFIGS), help=f"comma-separated subset of {', '.join(CONFIGS)}")
     ap.add_argument("--profile", action="store_true", help="also profile one ragrade-cache run")
     args = ap.parse_args()
     names = [c.strip() for c in args.only.split(",") if c.strip()]
@@ -244,12 +277,30 @@ def main() -> None:
         med = statistics.median(walls)
         print(f"{name:18s} {med:10.2f}s {med / ideal:6.2f} {min(walls) / ideal:6.2f} {cpu:10.2f}")
     if "ragrade-cache" in results:
-        med = statistics.median(r["wall"] for r in results["ragrade-cache"])
-        verdict = "meets" if med / ideal <= 1.25 else "misses"
-        print(f"goal: ragrade-cache ratio <= 1.25 -> {med / ideal:.2f} ({verdict} the goal)")
+        if "ragrade-sdk" in results:
+            sdk_med = statistics.median(r["wall"] for r in results["ragrade-sdk"])
+            new_med = statistics.median(r["wall"] for r in results["ragrade-cache"])
+            print(f"ragrade-sdk / ragrade-cache = {sdk_med / new_med:.2f} (the SDK path against the direct client)")
+        hits = [r["hit"] for r in results["ragrade-cache"]]
+        print(
+            f"{'cache hit rerun':18s} {statistics.median(hits):10.2f}s  ({1000 * statistics.median(hits) / args.n:.3f} "
+            "ms/request, every answer from the cache)"
+        )
+        walls = sorted(r["wall"] for r in results["ragrade-cache"])
+        med = statistics.median(walls)
+        verdict = "PASS" if med / ideal <= 1.25 else "FAIL"
+        print(
+            f"goal: ragrade-cache median ratio <= 1.25 -> {med / ideal:.2f} {verdict} "
+            f"(end to end; min {walls[0] / ideal:.2f}, max {walls[-1] / ideal:.2f} over {len(walls)} runs)"
+        )
         if "ceiling" in results:
             ceil_med = statistics.median(r["wall"] for r in results["ceiling"])
-            print(f"ragrade-cache / ceiling = {med / ceil_med:.2f} (client overhead over the machine's best)")
+            rel = med / ceil_med
+            print(
+                f"ragrade-cache / ceiling = {rel:.2f} (client overhead over the machine's best; on a quiet machine "
+                f"the ceiling runs at ~1.13x the ideal, so 1.25x means <= {1.25 / 1.13:.2f}: "
+                f"{'PASS' if rel <= 1.25 / 1.13 else 'FAIL'})"
+            )
 
 
 if __name__ == "__main__":

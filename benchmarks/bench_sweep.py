@@ -1,21 +1,31 @@
-"""Benchmark of the exam sweep: questions x pipelines per second with the offline student on the demo corpus,
-and the overhead of the Ray executor against the local one on this machine.
+"""Benchmark of the exam sweep with the offline student on the demo corpus: shared query work against the
+per-pipeline path (``RAGRADE_SHARE_RETRIEVAL=0``), each measured in the same run.
 
-    .venv/bin/python benchmarks/bench_sweep.py                 # ~300 demo documents, 60 questions (~2-3 min)
-    .venv/bin/python benchmarks/bench_sweep.py --docs 0 --questions 200 --workdir out/bench-sweep   # full demo
+    .venv/bin/python benchmarks/bench_sweep.py --workdir out/bench-sweep            # ~300 documents
+    .venv/bin/python benchmarks/bench_sweep.py --docs 0 --workdir out/bench-sweep   # the full demo corpus
 
-The baseline of each ratio is measured in the same run: the Ray executor is
-compared with the local executor on the same grid, exam and index; the LLM
-response cache is off so both do the same work.
+1. The demo grid (closed, bm25, dense, hybrid, oracle x k 1,3 x ICL 0,1,2 x two chunkings) in this process,
+   models loaded beforehand (one component: the sweep call): rows per second and query encodings per distinct
+   question on both paths, and whether ``responses.parquet`` is the same (every column but the volatile
+   ``latency_s`` and ``cached``).
+2. End to end from the command line (``ragrade exam take`` in a new process, each with an empty cache folder):
+   16 pipelines (dense and hybrid x k 1,3,5,10 x ICL 0,1) against one dense pipeline on the same questions,
+   shared and per-pipeline.
+3. (unless ``--no-ray``) the demo grid on the Ray executor against the local one, both shared.
+
+The LLM response cache is off throughout, so every run does the same work.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,13 +33,18 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 RETRIEVERS = ["closed", "bm25", "dense", "hybrid", "oracle"]
+CHUNKERS = {"recursive-200": ("recursive", 200, 20), "sentence-120": ("sentence", 120, 0)}
+VOLATILE = ["latency_s", "cached"]
 
 
-def build_inputs(work: Path, n_docs: int | None, n_questions: int) -> tuple[Path, Path]:
-    """Demo documents -> recursive chunks -> index + offline cloze exam (reused when present)."""
-    index_dir, exam = work / "recursive-200", work / "exam.jsonl"
-    if (index_dir / "manifest.json").is_file() and exam.is_file():
-        return index_dir, exam
+def build_inputs(
+    work: Path, n_docs: int | None, n_questions: dict[str, int]
+) -> tuple[dict[str, Path], dict[str, Path]]:
+    """Demo documents -> two chunkings -> indexes, and one offline cloze exam per size (reused when present)."""
+    indexes = {label: work / label for label in CHUNKERS}
+    exams = {name: work / f"exam-{n}.jsonl" for name, n in n_questions.items()}
+    if all((p / "manifest.json").is_file() for p in indexes.values()) and all(p.is_file() for p in exams.values()):
+        return indexes, exams
     from ragrade.corpus.chunk import chunk_documents, create_chunker
     from ragrade.corpus.demo import build_demo_corpus
     from ragrade.exam.config import ExamConfig
@@ -39,67 +54,144 @@ def build_inputs(work: Path, n_docs: int | None, n_questions: int) -> tuple[Path
 
     t0 = time.perf_counter()
     docs = build_demo_corpus(n_docs)
-    chunks = chunk_documents(docs, create_chunker("recursive", size=200, overlap=20))
-    build_index(chunks, index_dir, IndexConfig())
-    questions, _ = generate_exam(chunks, None, ExamConfig(n=n_questions, topic_field="topic"))
-    write_exam(exam, questions)
-    print(
-        f"inputs: {len(docs)} documents, {len(chunks)} chunks, {len(questions)} questions "
-        f"({time.perf_counter() - t0:.1f}s)"
-    )
-    return index_dir, exam
+    first: Any = None
+    for label, (strategy, size, overlap) in CHUNKERS.items():
+        chunks = chunk_documents(docs, create_chunker(strategy, size=size, overlap=overlap))
+        build_index(chunks, indexes[label], IndexConfig())
+        first = first or chunks
+    for name, n in n_questions.items():
+        questions, _ = generate_exam(first, None, ExamConfig(n=n, topic_field="topic"))
+        write_exam(exams[name], questions)
+    print(f"inputs: {len(docs)} documents, exams {n_questions} ({time.perf_counter() - t0:.1f}s)")
+    return indexes, exams
 
 
-def timed_sweep(exam: Path, index_dir: Path, out: Path, executor: str, workers: int) -> tuple[float, int, object]:
-    """Wall seconds, rows and summary of one sweep."""
+def demo_grid(indexes: dict[str, Path], executor: str = "local", workers: int = 2) -> Any:
     from ragrade.run.spec import build_sweep_config
-    from ragrade.run.sweep import run_sweep
 
-    cfg = build_sweep_config(
+    return build_sweep_config(
         {
-            "grid": {"llm": ["offline/student"], "retriever": RETRIEVERS, "k": [3]},
-            "indexes": {"recursive-200": str(index_dir)},
+            "grid": {"llm": ["offline/student"], "retriever": RETRIEVERS, "k": [1, 3], "icl": [0, 1, 2]},
+            "indexes": {k: str(v) for k, v in indexes.items()},
             "llm_options": {"cache": False},
             "executor": executor,
             "ray_workers": workers,
-            "shard_size": 16,
         }
     )
+
+
+def timed_sweep(exam: Path, cfg: Any, out: Path, share: bool) -> tuple[float, Any, dict[str, float]]:
+    """Wall seconds, responses and query-encoding counts of one sweep from cold memos (models stay loaded)."""
+    from ragrade.retrieval.query_memo import QUERY_STATS, SHARE_ENV, clear_query_memos
+    from ragrade.run.pipeline import clear_resources
+    from ragrade.run.summary import read_responses
+    from ragrade.run.sweep import run_sweep
+
+    os.environ[SHARE_ENV] = "1" if share else "0"
+    os.environ["RAGRADE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-sweep-cache-")  # no query vector stored yet
+    clear_query_memos()
+    clear_resources()
+    QUERY_STATS.reset()
     t0 = time.perf_counter()
-    res = run_sweep(exam, cfg, out, overwrite=True)
-    return time.perf_counter() - t0, len(res.responses), res.summary
+    run_sweep(exam, cfg, out, overwrite=True)
+    wall = time.perf_counter() - t0
+    n_distinct = len(QUERY_STATS.per_text) or 1
+    enc = {"encoded": QUERY_STATS.encoded, "per_distinct": QUERY_STATS.encoded / n_distinct}
+    return wall, read_responses(out).drop(columns=VOLATILE), enc
+
+
+def bench_demo_grid(exam: Path, indexes: dict[str, Path], work: Path) -> None:
+    import pandas as pd
+
+    from ragrade.retrieval.embed import default_embedder
+
+    default_embedder().embed(["warm-up: the model is loaded before timing"])
+    cfg = demo_grid(indexes)
+    per_s, per, per_enc = timed_sweep(exam, cfg, work / "run-per-pipeline", share=False)
+    sh_s, shared, sh_enc = timed_sweep(exam, cfg, work / "run-shared", share=True)
+    try:
+        pd.testing.assert_frame_equal(per, shared)
+        same = "identical"
+    except AssertionError as exc:
+        same = f"DIFFERENT ({str(exc).splitlines()[0]})"
+    rows = len(shared)
+    print(f"\n[1] demo grid, {shared['pipeline'].nunique()} pipelines x {shared['question_id'].nunique()} questions:")
+    print("    component: the sweep call in this process (models loaded)")
+    print(
+        f"    per-pipeline: {per_s:6.1f}s {rows / per_s:8.1f} rows/s, "
+        f"{per_enc['per_distinct']:.1f} query encodings per distinct text"
+    )
+    print(
+        f"    shared:       {sh_s:6.1f}s {rows / sh_s:8.1f} rows/s, "
+        f"{sh_enc['per_distinct']:.1f} query encodings per distinct text"
+    )
+    print(f"    throughput ratio shared / per-pipeline: {per_s / sh_s:.2f}x (target >= 10x); responses {same}")
+
+
+def cli_take(exam: Path, index: Path, out: Path, grid: list[str], share: bool) -> float:
+    """Wall seconds of one ``ragrade exam take`` in a new process with an empty cache folder."""
+    env = {**os.environ, "RAGRADE_SHARE_RETRIEVAL": "1" if share else "0"}
+    env["RAGRADE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-sweep-cli-")
+    cmd = [sys.executable, "-m", "ragrade", "exam", "take", str(exam), "--out", str(out), "--overwrite"]
+    cmd += ["--index", f"recursive-200={index}", "--llm", "offline/student", "--no-cache", *grid]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def bench_cli(exam: Path, index: Path, work: Path) -> None:
+    sixteen = ["--retrievers", "dense,hybrid", "--k", "1,3,5,10", "--icl", "0,1"]
+    one = ["--retrievers", "dense", "--k", "3", "--icl", "1"]  # ICL 1: the same held-out pool, the same questions
+    print(f"\n[2] end to end from the command line ({exam.name}; each a new process, empty cache folder):")
+    for share in (False, True):
+        t1 = cli_take(exam, index, work / "cli-one", one, share)
+        t16 = cli_take(exam, index, work / "cli-16", sixteen, share)
+        label = "shared      " if share else "per-pipeline"
+        print(f"    {label}: 1 dense pipeline {t1:6.1f}s, 16 pipelines {t16:6.1f}s -> ratio {t16 / t1:.2f}x")
+    print("    target: 16 pipelines within 1.5x of one (shared)")
+
+
+def bench_ray(exam: Path, indexes: dict[str, Path], work: Path, workers: int) -> None:
+    from ragrade.run.summary import read_responses
+    from ragrade.run.sweep import run_sweep
+
+    os.environ["RAGRADE_SHARE_RETRIEVAL"] = "1"
+    t0 = time.perf_counter()
+    run_sweep(exam, demo_grid(indexes, "ray", workers), work / "run-ray", overwrite=True)
+    ray_s = time.perf_counter() - t0
+    import ray
+
+    ray.shutdown()
+    t0 = time.perf_counter()
+    run_sweep(exam, demo_grid(indexes), work / "run-local", overwrite=True)
+    local_s = time.perf_counter() - t0
+    same = (
+        read_responses(work / "run-ray")
+        .drop(columns=VOLATILE)
+        .equals(read_responses(work / "run-local").drop(columns=VOLATILE))
+    )
+    print(f"\n[3] demo grid on Ray ({workers} actors, incl. start-up and model loads): {ray_s:.1f}s")
+    print(f"    local (shared, models loaded): {local_s:.1f}s; ratio ray / local {ray_s / local_s:.2f}x; same: {same}")
 
 
 def main() -> None:
     """Run the benchmark and print throughput and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=300, help="demo documents (0 = all)")
-    ap.add_argument("--questions", type=int, default=60)
+    ap.add_argument("--questions", type=int, default=200, help="questions of the demo-grid exam")
+    ap.add_argument("--cli-questions", type=int, default=300, help="questions of the command-line comparison")
     ap.add_argument("--workers", type=int, default=2, help="Ray actors")
     ap.add_argument("--workdir", type=Path, default=None, help="keep inputs here (reused on the next run)")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--no-cli", action="store_true")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-sweep-"))
-    index_dir, exam = build_inputs(work, args.docs or None, args.questions)
-
-    cold, rows, summary = timed_sweep(exam, index_dir, work / "run-local-cold", "local", args.workers)
-    warm, rows, summary = timed_sweep(exam, index_dir, work / "run-local", "local", args.workers)
-    print(summary[["pipeline", "n", "accuracy", "ci_low", "ci_high"]].to_string(index=False))  # type: ignore[index]
-    print(
-        f"local executor: {rows} answers; cold {cold:.1f}s ({rows / cold:.1f} q x p/s, models loading), "
-        f"warm {warm:.1f}s ({rows / warm:.1f} q x p/s)"
-    )
-    if args.no_ray:
-        return
-    ray_s, ray_rows, _ = timed_sweep(exam, index_dir, work / "run-ray", "ray", args.workers)
-    import ray
-
-    ray.shutdown()
-    print(
-        f"ray executor ({args.workers} local actors, incl. start-up and model loads): {ray_s:.1f}s "
-        f"({ray_rows / ray_s:.1f} q x p/s)"
-    )
-    print(f"ratio ray / local-cold = {ray_s / cold:.2f}x, ray / local-warm = {ray_s / warm:.2f}x")
+    indexes, exams = build_inputs(work, args.docs or None, {"grid": args.questions, "cli": args.cli_questions})
+    bench_demo_grid(exams["grid"], indexes, work)
+    if not args.no_cli:
+        bench_cli(exams["cli"], indexes["recursive-200"], work)
+    if not args.no_ray:
+        bench_ray(exams["grid"], indexes, work, args.workers)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,9 @@ def check_invariants(doc: Document, chunks: list[Chunk], chunker: Chunker) -> No
     for c, n_alone in zip(chunks, standalone, strict=True):
         assert text[c.start : c.end] == c.text, (c.start, c.end)
         assert c.text and c.text == c.text.strip()
-        assert c.doc_id == doc.id and c.source == doc.source and c.metadata == doc.metadata
+        assert c.doc_id == doc.id and c.source == doc.source
+        assert {k: v for k, v in c.metadata.items() if k in doc.metadata} == doc.metadata
+        assert isinstance(c.metadata["heading_path"], list)
         # size: the text encoded on its own has exactly the recorded token count
         assert n_alone == c.tokens, (c.text, n_alone, c.tokens)
         if c.tokens > size:

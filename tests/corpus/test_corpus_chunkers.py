@@ -100,7 +100,7 @@ def test_ids_stable_and_unique_across_strategies_and_params() -> None:
     other_strategy = create_chunker("token", size=5, overlap=0).chunk(doc)
     ids = [c.id for c in first + other_size + other_strategy]
     assert len(ids) == len(set(ids))
-    assert first[0].id.startswith("doc-1#sentence-") and first[0].metadata == {"topic": "t"}
+    assert first[0].id.startswith("doc-1#sentence-") and first[0].metadata == {"topic": "t", "heading_path": []}
     assert first[0].params["size"] == 5 and first[0].params["unit"] == "tokens"
 
 

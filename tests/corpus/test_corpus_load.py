@@ -49,7 +49,7 @@ def test_good_documents_load_with_right_text(report) -> None:
     assert md.metadata["topic"] == "notes"  # first folder under the root
     assert "Embedding models read a limited number of tokens. See the guide for details." in md.text
     assert "internal comment" not in md.text and "https://" not in md.text and "---" not in md.text
-    assert md.text.startswith("Why chunk at all")
+    assert md.text.startswith("# Why chunk at all\n\nEmbedding")  # headings stay structure
 
     html = docs["page.html"]
     assert html.metadata["title"] == "Sparse retrieval"

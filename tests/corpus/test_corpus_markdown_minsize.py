@@ -46,8 +46,10 @@ def test_markdown_keeps_code_verbatim_and_drops_markup() -> None:
     assert "# start the worker\ndef start(limit):\n    if limit:\n        return  limit * 2" in text
     assert "  # indented comment" in text
     for gone in ("{", "#install", "#configure", "!!!", "///", "???", "===", "](", "**"):
-        assert gone not in text.replace("# start", "").replace("# indented", ""), gone
-    for kept in ("Install\n", "Before you start", "Fast path", "Use the wheel.", "Configure\n", "Linux", "Warning"):
+        assert gone not in text, gone
+    kept_parts = ("# Install\n", "Before you start", "Fast path", "Use the wheel.", "## Configure\n", "Linux")
+    kept_parts += ("Warning",)
+    for kept in kept_parts:
         assert kept in text, kept
 
 

@@ -93,8 +93,12 @@ def test_free_text_answers_are_judged_with_the_offline_baselines(demo: tuple[Pat
         for m in c.values()
     )
     # closed book retrieves nothing and answers nothing; the oracle passage holds the reference
-    assert stats["closed", "claims"]["claim_recall"] == 0.0 and stats["closed", "exact"]["f1"] == 0.0
+    # (its refusal sentence may share a word with a reference sentence: token F1 near 0, exact match 0)
+    assert stats["closed", "claims"]["claim_recall"] == 0.0 and stats["closed", "exact"]["em"] == 0.0
+    assert stats["closed", "exact"]["f1"] < 0.1
     assert stats["oracle", "claims"]["claim_recall"] >= 0.7 and stats["oracle", "claims"]["recall"] >= 0.5
+    # offline references are answer-bearing sentences: the extractive reader can match them (issue 28, 6)
+    assert stats["oracle", "exact"]["em"] >= 0.8 and stats["oracle", "claims"]["f1"] >= 0.8
     assert stats["oracle", "exact"]["f1"] > stats["closed", "exact"]["f1"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "claims (baseline)" in page  # "Judged answers"

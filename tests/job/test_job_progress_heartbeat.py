@@ -20,8 +20,8 @@ def test_plain_display_prints_heartbeat_lines() -> None:
     lines = after.splitlines()
     beats = [line for line in lines if "running for" in line]
     assert len(beats) >= 2, lines
-    assert beats[-1].startswith("[ 3/5] sweep") and "answers 40/100" in beats[-1] and "/s" in beats[-1]
-    assert "left (predicted)" in beats[-1]
+    assert beats[-1].startswith("[ 3/5] sweep") and "answers 40/100 (40%)" in beats[-1] and "/s" in beats[-1]
+    assert "ETA" in beats[-1] and "failed=0" in beats[-1]
     assert lines[-1].startswith("[ 3/5] sweep") and "done in" in lines[-1]
     assert stream.getvalue() == after  # no line once the stage is done
 
@@ -30,7 +30,9 @@ def test_status_line_rate_and_time_left() -> None:
     shown = Display(stream=io.StringIO(), interval=0)
     shown.stage_start(0, 1, "index")
     started = shown._stage[3]  # type: ignore[index]
+    shown.sub_progress("embed", 0, 90)
+    shown._first = ("embed", 0, started)  # the first report came at the start
     shown.sub_progress("embed", 30, 90)
     line = shown.status_line(now=started + 60.0)
     assert line is not None
-    assert "running for 1m00s: embed 30/90, 0.5/s, about 2m00s left (predicted)" in line
+    assert "running for 1m00s: embed 30/90 (33%) 0.5/s ETA 02:00 failed=0" in line

@@ -9,7 +9,7 @@ import pytest
 
 from ragrade.cli.main import main
 from ragrade.errors import ConfigError
-from ragrade.io import write_jsonl
+from ragrade.io import read_jsonl, write_jsonl
 from ragrade.judge.label import build_page_data, render_label_page, stratified_sample
 
 EVIL = "</script><script>alert(1)</script>"
@@ -105,6 +105,34 @@ def test_page_reads_answers_with_the_judges_field_map(tmp_path):
     )
     fields = {"id": "uid", "query": "q", "answer": "resp", "reference": "gold"}
     run_judging(src, tmp_path / "j", JudgeRunConfig(metrics=["exact"], fields=fields))
-    data = build_page_data(tmp_path / "j", n=3)
+    data = build_page_data(tmp_path / "j", n=3, metrics=["exact"])
     assert sorted(it["label_id"] for it in data["items"]) == ["u0", "u1", "u2"]
     assert ["question", "question 0"] in next(it["fields"] for it in data["items"] if it["id"] == "u0")
+
+
+def test_computed_metrics_are_not_offered_for_grading(tmp_path, capsys):
+    """Issue 28 (9): exact match and BERTScore are formulas, not judgements: off the page unless named."""
+    judged = _judged(tmp_path)
+    _, recs = read_jsonl(judged / "scores.jsonl")
+    extra = [
+        dict(r, metric=m, score=1.0, status="ok")
+        for r in recs
+        if r["metric"] == "correctness"
+        for m in ("exact", "bertscore")
+    ]
+    write_jsonl(
+        judged / "scores.jsonl",
+        recs + extra,
+        kind="judge_scores",
+        version=1,
+        meta={"answers": str(tmp_path / "answers.jsonl")},
+    )
+    data = build_page_data(judged, n=40)
+    assert set(data["scales"]) == {"correctness", "faithfulness"}
+    assert {t["metric"] for t in build_page_data(judged, n=4, metrics=["exact"])["tasks"]} == {"exact"}
+    only = [r for r in recs + extra if r["metric"] in ("exact", "bertscore")]
+    write_jsonl(
+        judged / "scores.jsonl", only, kind="judge_scores", version=1, meta={"answers": str(tmp_path / "answers.jsonl")}
+    )
+    assert main(["label", str(judged), "--out", str(tmp_path / "p.html")]) == 2
+    assert "only computed metrics (bertscore, exact)" in capsys.readouterr().err

@@ -173,3 +173,21 @@ def test_cli_errors(tmp_path, capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_offline_references_are_sentences_an_extractive_reader_can_match(monkeypatch, tmp_path):
+    """Issue 28 (6): one-word references made exact match 0 for every pipeline, the oracle included."""
+    from ragrade.judge.lexical import exact_match, token_f1
+    from ragrade.llm.base import GenerationRequest
+    from ragrade.llm.offline import OfflineExtractive
+
+    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
+    items, _ = generate_qa(_chunks(), None, QAGenConfig(n=3, seed=7, min_chunk_chars=50))
+    reader = OfflineExtractive("extractive", cache=False, semantic=False)  # lexical: no model to load
+    for it in items:
+        assert len(it.reference.split()) >= 6 and it.reference.endswith(".")
+        assert it.metadata["answer_term"] in it.reference and it.metadata["answer_term"] not in it.question
+        oracle = reader.answer(GenerationRequest(question=it.question, passages=(it.reference_context,)))
+        closed = reader.answer(GenerationRequest(question=it.question))
+        assert exact_match(oracle, it.reference) == 1, (it.question, oracle)
+        assert token_f1(closed, it.reference) < 0.3

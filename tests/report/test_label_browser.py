@@ -49,7 +49,7 @@ def _grade_current(b: Browser) -> None:
 
 def test_label_page_end_to_end(judged: Path, tmp_path: Path) -> None:
     page = tmp_path / "label.html"
-    info = write_label_page(judged, page, n=28, seed=1)
+    info = write_label_page(judged, page, n=28, seed=1, metrics=["exact"])  # named: computed metrics are opt-in
     assert info["n_tasks"] == 28
     html = page.read_text()
     assert INJECTED not in html and "<script>document" not in html  # escaped in the data block

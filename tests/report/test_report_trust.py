@@ -64,6 +64,7 @@ def test_trust_section_with_calibration_and_claims(tmp_path):
     assert "corrected (PPI++)" in page and "human only" in page
     assert "(offline baseline)" in page and "<td>claims (baseline)</td>" in page  # labelled in both sections
     assert "the retriever loses more" in page  # bm25: claim recall 0.4 vs utilisation 0.5
+    assert "these three add up to" in page and "closed book" in page  # what the claim metrics mean
     assert EVIL not in page and "&lt;script&gt;" in page  # configuration names are escaped
 
 

@@ -23,11 +23,12 @@ def test_run_and_table_verbs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
                    "--no-cache"])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "noise (default scoring, %)" in out and "openai/test-model" in out and "25.00" in out
+    assert "noise (default scoring, %; columns: requested noise ratio)" in out and "openai/test-model" in out
+    assert "25.00" in out and "actual noise ratio" in out
     assert "n=8 failed=0" in out
     rc = main(["robust", "table", str(tmp_path / "run"), "--out", str(tmp_path / "t.csv")])
     assert rc == 0
-    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "openai/test-model,25.00,25.00"
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "openai/test-model,25.00,25.00,0.300,0.400"
 
 
 @pytest.mark.parametrize(

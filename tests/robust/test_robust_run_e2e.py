@@ -78,11 +78,12 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         # files
         out = tmp_path / "out"
         metrics = json.loads((out / "metrics.json").read_text())
-        assert metrics["ragrade"] == {"kind": "robust_metrics", "version": 1}
+        assert metrics["ragrade"] == {"kind": "robust_metrics", "version": 2}
         for key in ("accuracy", "rejection_rate", "error_detection_rate", "error_correction_rate",
                     "partial_accuracy"):
             assert key in metrics
-        assert (out / "table.csv").read_text().splitlines() == ["model,0,0.4", "openai/test-model,33.33,33.33"]
+        assert (out / "table.csv").read_text().splitlines() == [
+            "model,0,0.4,actual noise 0,actual noise 0.4", "openai/test-model,33.33,33.33,0.300,0.500"]
         header, records = read_results(out / "results.jsonl")
         assert header is not None and header["kind"] == "robust_results"
         r = records["1|0.4|documents"]
@@ -208,5 +209,6 @@ def test_integration_run_with_two_models_makes_one_table(tmp_path: Path) -> None
     assert [g["partial_accuracy"]["value"] for g in m2["by_noise_ratio"]] == [0.5, 0.5]
     assert (tmp_path / "out" / "openai_m1" / "metrics.json").exists()
     csv_lines = (tmp_path / "out" / "table.csv").read_text().splitlines()
-    assert csv_lines == ["model,0,0.2", "openai/m1,100.00,100.00", "openai/m2,0.00,0.00"]
+    assert csv_lines == ["model,0,0.2,actual noise 0,actual noise 0.2", "openai/m1,100.00,100.00,0.300,0.300",
+                         "openai/m2,0.00,0.00,0.300,0.300"]
     assert [r["model"] for r in table["rows"]] == ["openai/m1", "openai/m2"]

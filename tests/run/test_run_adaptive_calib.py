@@ -11,12 +11,13 @@ from ragrade.run.adaptive_calib import COLD_MIN_PIPELINES, calibration_mode, col
 from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
 
 
-def test_auto_mode_calibrates_large_grids_cold_and_small_ones_by_reference(tmp_path):
+def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path):
     auto = AdaptiveConfig()
     assert auto.calibration_model == "3pl"
     assert calibration_mode(auto, COLD_MIN_PIPELINES) == "cold"
     assert calibration_mode(auto, 63) == "cold"
-    assert calibration_mode(auto, COLD_MIN_PIPELINES - 1) == "reference"
+    assert calibration_mode(auto, COLD_MIN_PIPELINES - 1) == "sample"
+    assert calibration_mode(auto, 2) == "sample"
     assert calibration_mode(AdaptiveConfig(calibration=str(tmp_path / "irt.json")), 63) == "file"
     assert calibration_mode(AdaptiveConfig(calibration_mode="reference"), 63) == "reference"
     assert calibration_mode(AdaptiveConfig(calibration_mode="cold"), 2) == "cold"
@@ -27,7 +28,7 @@ def test_auto_mode_calibrates_large_grids_cold_and_small_ones_by_reference(tmp_p
 def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
     sd = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
     sim = simulate_grid({"llm": 3, "retriever": 4, "icl": 2}, 300, seed=5, effect_sd=sd)
-    cfg = AdaptiveConfig()
+    cfg = AdaptiveConfig(default_share=None)  # no budget cap: the stopping rules decide
     assert calibration_mode(cfg, len(sim.pipelines)) == "cold"
     params = cold_params(sim.truth.items, {})
     refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
@@ -90,5 +91,7 @@ def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path, monkeyp
     )
     for a, b in ((inline.d, parquet.d), (inline.b, parquet.b), (inline.g, parquet.g)):
         assert np.allclose(a, b, atol=1e-5)  # irt.json rounds to 6 decimals; the Parquet table keeps full floats
-    with pytest.raises(ConfigError, match="covers 40 of the exam's 41"):
-        load_calibration(tmp_path / "large" / "irt.json", [*items, "q-other"])
+    partial = load_calibration(tmp_path / "large" / "irt.json", [*items, "q-other"])  # the rest start uninformed
+    assert "40 of 41 questions" in partial.source and partial.d[-1] == 1.0 and partial.b[-1] == 0.0
+    with pytest.raises(ConfigError, match="covers 3 of the exam's 43"):
+        load_calibration(tmp_path / "large" / "irt.json", [*items[:3], *(f"x{i}" for i in range(40))])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +85,23 @@ def first(setup):
     return out
 
 
+def test_small_grid_without_calibration_samples_and_says_what_matters(setup, tmp_path, capsys):
+    _, exam, toml, _ = setup
+    out = tmp_path / "said"
+    assert main([*_take(exam, toml, out), "--budget", "60", "--json"]) == 0  # far below one pass of the exam
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cost"]["requests"] == 60  # spent, not refused
+    assert doc["diagnostics"]["estimate_basis"] == "audit" and not doc["diagnostics"]["misfit_warning"]
+    failing = FAILING.replace("sim-c", "replay/sim-c")
+    assert any(w.startswith(f"failed requests: {failing}") for w in doc["warnings"])
+    assert any(w.startswith("not decided:") for w in doc["warnings"])  # 60 requests cannot pick the best
+    live = [r for r in doc["pipelines"] if r["status"] != "failed"]
+    assert sum(r["p_best"] for r in live) == pytest.approx(1.0, abs=1e-6)
+    assert main([*_take(exam, toml, out), "--budget", "60", "--overwrite"]) == 0  # the terminal table
+    text = capsys.readouterr()
+    assert "P(best)" in text.out and f"failed requests: {failing}" in text.err
+
+
 def test_run_directory_of_an_adaptive_run(setup, first):
     _, _, _, full = setup
     summary = pd.read_csv(first / "summary.csv")
@@ -107,9 +125,15 @@ def test_run_directory_of_an_adaptive_run(setup, first):
     rounds = [json.loads(line) for line in (first / ROUNDS_FILE).read_text().splitlines()]
     assert rounds and rounds[-1]["requests"] == len(resp)
     m = read_manifest(first)
-    assert m["adaptive"]["calibration"]["mode"] == "reference" and m["adaptive"]["calibration"]["reference_pipelines"]
+    assert m["adaptive"]["calibration"]["mode"] == "sample"  # 18 pipelines, no file: no model
     assert m["adaptive"]["cost"]["requests"] == len(resp) and m["adaptive"]["settings"]["batch"] == 8
-    assert (first / "calibration" / "irt.json").is_file()
+    assert len(resp) <= math.ceil(0.25 * 18 * 155)  # the default budget
+    assert m["adaptive"]["calibration"]["written"] == str(first / "calibration" / "irt.json")
+    assert (first / "calibration" / "irt.json").is_file()  # for the next run on this exam
+    for col in ("p_best", "n_audit", "n_failed", "estimate_basis", "misfit_warning"):
+        assert col in summary
+    assert m["adaptive"]["diagnostics"]["failed_requests"] == {FAILING.replace("sim-c", "replay/sim-c"): 8}
+    assert any("failed requests" in w for w in m["adaptive"]["warnings"])
 
 
 class _Stop(Exception):
@@ -160,7 +184,7 @@ def test_calibration_file_and_bad_input(setup, first, tmp_path: Path, capsys: py
     bad = [
         ([*_take(other, toml, tmp_path / "b1"), "--calibration", str(calib)], "another exam"),
         ([*_take(exam, toml, tmp_path / "b2"), "--target-se", "0"], "target-se"),
-        ([*_take(exam, toml, tmp_path / "b3"), "--budget", "10"], "smaller than one round"),
+        ([*_take(exam, toml, tmp_path / "b3"), "--budget", "10"], "smallest useful budget for 18 pipelines is 36"),
         (["exam", "take", str(exam), "--config", str(toml), "-o", str(tmp_path / "b4"), "--budget", "9"], "--adaptive"),
     ]
     for args, msg in bad:
@@ -193,9 +217,16 @@ def test_cold_start_factorial_map_and_balance(setup, tmp_path: Path):
     assert not set(pred.index) & set(read_responses(tmp_path / "cold")["pipeline"])
     m = read_manifest(tmp_path / "cold")
     assert m["adaptive"]["calibration"]["mode"] == "cold" and m["adaptive"]["calibration"]["source"].startswith("fit:")
-    assert not (tmp_path / "cold" / "calibration").exists()
     text = (tmp_path / "cold" / "summary.csv").read_text()
     assert "predicted" in text
+    # cold mode writes a calibration that the next run accepts
+    written = tmp_path / "cold" / "calibration" / "irt.json"
+    assert result.diagnostics["calibration_written"] == str(written) and written.is_file()
+    again = run_adaptive(
+        exam, cfg, cfg.adaptive.model_copy(update={"enabled": True, "calibration": str(written)}), tmp_path / "again"
+    )
+    assert read_manifest(tmp_path / "again")["adaptive"]["calibration"]["mode"] == "file"
+    assert again.diagnostics["estimate_basis"] in ("model+audit", "audit")
 
 
 def test_report_shows_what_it_cost(first):
@@ -215,9 +246,9 @@ def test_rerun_with_other_settings_reuses_the_answers(setup, first, tmp_path: Pa
     out = tmp_path / "more"
     shutil.copytree(first, out)
     cfg = build_sweep_config(load_sweep_file(toml))
-    acfg = cfg.adaptive.model_copy(update={"enabled": True, "target_se": 0.12, "min_items": 40})
+    acfg = cfg.adaptive.model_copy(update={"enabled": True, "budget": 1000})
     before = len(read_responses(first))
     result = run_adaptive(exam, cfg, acfg, out)
-    assert result.cost["requests"] > before  # a tighter target asks more ...
+    assert result.cost["requests"] > before  # a larger budget asks more ...
     assert 0 < result.n_new_rows < result.cost["requests"]  # ... but only what is new is sent
     assert len(read_responses(out)) == result.cost["requests"]

@@ -26,7 +26,7 @@ def _run(sim, R=None, **over):
 
 
 def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim):
-    sched, log = _run(sim, target_se=0.15, min_items=40)
+    sched, log = _run(sim, target_se=0.15, min_items=40, default_share=None)  # no budget cap
     score = score_run(sched, sim.accuracy, sim.R.size)
     assert score["requests_share"] < 0.5
     assert score["top1"] == 1.0 and score["kendall_tau"] > 0.75
@@ -45,10 +45,16 @@ def test_deterministic_for_a_seed_and_different_across_seeds(sim):
 
 
 def test_first_choice_is_the_most_informative_item(sim):
-    sched = Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(batch=1, near_tie=0.0), seed=0)
+    cfg = AdaptiveConfig(batch=10, near_tie=0.0, audit_share=0.2, min_audit=2)
+    sched = Scheduler(sim.truth, sim.pipelines, cfg, seed=0)
     plan = sched.plan()
     info = information_at(np.array([0.0]), sim.truth.d, sim.truth.b, sim.truth.g)[:, 0]
-    assert all(items == [int(np.argmax(info))] for items in plan.values())
+    for p, items in plan.items():
+        audit = [i for i in items if sched.audit[p, i]]
+        chosen = sorted(set(items) - set(audit))
+        assert len(audit) == 2 and len(chosen) == 8  # the audit share of the batch, front-loaded to min_audit
+        ranked = [int(i) for i in np.argsort(-info, kind="stable") if int(i) not in audit]
+        assert chosen == sorted(ranked[:8])  # the model's picks: the most informative items left
 
 
 def test_failed_requests_are_missing_never_wrong(sim):
@@ -85,10 +91,11 @@ def test_elimination_waits_for_min_items_and_uses_the_margin(sim):
 
 def test_balance_spreads_items_over_groups(sim):
     groups = ["a" if i % 4 == 0 else "b" for i in range(len(sim.truth.items))]
-    cfg = AdaptiveConfig(balance="topic", batch=8, near_tie=0.0)
+    cfg = AdaptiveConfig(balance="topic", batch=10, near_tie=0.0, audit_share=0.2, min_audit=2)
     sched = Scheduler(sim.truth, sim.pipelines, cfg, factors=sim.factors, groups=groups, seed=0)
-    for items in sched.plan().values():
-        assert sum(groups[i] == "a" for i in items) == 2  # a quarter of the exam, a quarter of the items
+    for p, items in sched.plan().items():
+        chosen = [i for i in items if not sched.audit[p, i]]  # the audit sample is uniform, not balanced
+        assert len(chosen) == 8 and sum(groups[i] == "a" for i in chosen) == 2  # a quarter of the items
 
 
 def test_factorial_shortcut_predicts_the_rest(sim):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty
+from ragrade.cli.common import LOADING, command_progress, echo_json, is_tty
 
 if TYPE_CHECKING:
     from ragrade.run.spec import SweepConfig
@@ -25,13 +25,12 @@ def take_adaptive(
     config: Path | None,
 ) -> None:
     """Merge the adaptive flags over the ``[adaptive]`` table and run (or plan, under ``--dry-run``)."""
-    from ragrade.llm import dryrun
     from ragrade.run.adaptive_config import AdaptiveConfig
     from ragrade.run.adaptive_run import adaptive_plan, run_adaptive
 
     given = {k: v for k, v in flags.items() if v is not None}
     acfg = AdaptiveConfig.model_validate({**cfg.adaptive.model_dump(), **given, "enabled": True}).check()
-    if dryrun.session_active():
+    if cfg.llm_options.get("dry_run"):
         plan = adaptive_plan(exam, cfg, acfg)
         if as_json:
             echo_json({"adaptive_plan": plan})
@@ -43,8 +42,10 @@ def take_adaptive(
             )
         return
     show = is_tty() and not as_json
+    shown = command_progress("exam take --adaptive", status=LOADING)
 
     def on_round(rec: dict[str, Any]) -> None:
+        shown.update("requests", int(rec["requests"]), acfg.budget or 0)
         if show:
             se = rec.get("max_se")
             typer.echo(
@@ -53,41 +54,66 @@ def take_adaptive(
                 err=True,
             )
 
-    result = run_adaptive(
-        exam, cfg, acfg, out, overwrite=overwrite, on_round=on_round, config_files=[str(config)] if config else []
+    with shown:
+        result = run_adaptive(
+            exam, cfg, acfg, out, overwrite=overwrite, on_round=on_round, config_files=[str(config)] if config else []
+        )
+    print_adaptive(
+        result.summary, result.cost, as_json, result.run_dir, warnings=result.warnings, diagnostics=result.diagnostics
     )
-    print_adaptive(result.summary, result.cost, as_json, result.run_dir)
 
 
 def _fmt(v: Any, spec: str) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
-def print_adaptive(summary: Any, cost: dict[str, Any], as_json: bool, run_dir: Path) -> None:
-    """The adaptive leaderboard: estimate with its 95% interval, status, items asked, observed accuracy."""
+def print_adaptive(
+    summary: Any,
+    cost: dict[str, Any],
+    as_json: bool,
+    run_dir: Path,
+    *,
+    warnings: list[str] | None = None,
+    diagnostics: dict[str, Any] | None = None,
+) -> None:
+    """The adaptive leaderboard (estimate, 95% interval, probability of being the best), then the warnings."""
     cols = ["pipeline", "status", "n_asked", "accuracy", "accuracy_estimate", "accuracy_estimate_low"]
-    cols += ["accuracy_estimate_high", "n_errors"]
+    cols += ["accuracy_estimate_high", "p_best", "n_failed", "n_errors"]
     table = summary.reindex(columns=cols).sort_values("accuracy_estimate", ascending=False, na_position="last")
     if as_json:
         recs = [
             {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in table.to_dict(orient="records")
         ]
-        echo_json({"run_dir": str(run_dir), "cost": cost, "pipelines": recs})
+        doc = {"run_dir": str(run_dir), "cost": cost, "pipelines": recs}
+        echo_json({**doc, "warnings": warnings or [], "diagnostics": diagnostics or {}})
         return
     width = max(len(str(p)) for p in table["pipeline"])
-    typer.echo(f"{'pipeline':<{width}}  {'status':<10}  {'asked':>5}  {'observed':>8}  estimate  95% interval")
+    typer.echo(
+        f"{'pipeline':<{width}}  {'status':<10}  {'asked':>5}  {'failed':>6}  {'observed':>8}  estimate  "
+        "95% interval     P(best)"
+    )
     for r in table.itertuples(index=False):
         label = "predicted" if r.status == "predicted" else r.status
+        failed = r.n_failed if isinstance(r.n_failed, (int, float)) and not math.isnan(r.n_failed) else 0
         typer.echo(
-            f"{r.pipeline:<{width}}  {label:<10}  {int(r.n_asked):>5}  {_fmt(r.accuracy, '8.1%')}  "
+            f"{r.pipeline:<{width}}  {label:<10}  {int(r.n_asked):>5}  {int(failed):>6}  {_fmt(r.accuracy, '8.1%')}  "
             f"{_fmt(r.accuracy_estimate, '8.1%')}  [{_fmt(r.accuracy_estimate_low, '.1%')}, "
-            f"{_fmt(r.accuracy_estimate_high, '.1%')}]"
+            f"{_fmt(r.accuracy_estimate_high, '.1%')}]  {_fmt(r.p_best, '6.1%')}"
         )
+    diag = diagnostics or {}
     typer.echo(
         f"requests: {cost['requests']} of the full grid's {cost['full_grid_requests']} "
-        f"({cost['share']:.1%}) in {cost['rounds']} rounds; run directory: {run_dir}"
+        f"({cost['share']:.1%}) in {cost['rounds']} rounds; estimates: {diag.get('estimate_basis', '?')}; "
+        f"run directory: {run_dir}"
     )
+    calib = diag.get("calibration_source")
+    if calib:
+        typer.echo(f"calibration: {calib}")
+    if diag.get("calibration_written"):
+        typer.echo(f"calibration for the next run: --calibration {diag['calibration_written']}")
+    for w in warnings or []:
+        typer.echo(f"warning: {w}", err=True)
 
 
 __all__ = ["print_adaptive", "take_adaptive"]

@@ -1,8 +1,8 @@
-"""CLI verbs for trusting judges: ``ragrade judge calibrate`` and ``ragrade label``.
+"""CLI verbs for judging: the ``ragrade judge`` group (``score``, ``calibrate``) and ``ragrade label``.
 
-``ragrade judge calibrate`` is registered as the hidden verb ``judge-calibrate``;
-:func:`rewrite_alias` maps the two-word form onto it before parsing (``judge``
-itself takes an answers file as its first argument, so it cannot be a group).
+``judge`` is a plain group of plain commands: ``ragrade judge score ANSWERS ...`` scores answers,
+``ragrade judge calibrate SCORES --human LABELS`` corrects the scores with human labels. Scoring is the
+group's default command (:class:`DefaultCommandGroup`), so ``ragrade judge ANSWERS ...`` keeps working.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from ragrade.cli.common import echo_json
 from ragrade.errors import ConfigError
@@ -19,7 +20,7 @@ CALIBRATE_HELP = (
     "Correct judge scores with human labels: per metric and configuration, the PPI++ estimate of the mean a "
     "human would give (with its interval) beside the human-only interval and the uncorrected judge mean; "
     "the judge's bias and its agreement with the humans. Writes DIR/calibration.json. "
-    "Run as `ragrade judge calibrate SCORES --human LABELS.jsonl`."
+    "Example: `ragrade judge calibrate judge/ --human labels.jsonl`."
 )
 LABEL_HELP = (
     "Write one self-contained HTML page for grading a random sample of judged answers by keyboard (progress "
@@ -27,14 +28,32 @@ LABEL_HELP = (
 )
 
 
-def rewrite_alias(argv: list[str]) -> list[str]:
-    """``[opts] judge calibrate ...`` -> ``[opts] judge-calibrate ...``; other argument lists unchanged."""
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        i += 1
-    if argv[i : i + 2] == ["judge", "calibrate"]:
-        return [*argv[:i], "judge-calibrate", *argv[i + 2 :]]
-    return argv
+JUDGE_HELP = (
+    "Score free-text answers with LLM judges, BERTScore and exact match (`ragrade judge ANSWERS ...` is "
+    "short for `ragrade judge score ANSWERS ...`), then correct the scores with human labels "
+    "(`ragrade judge calibrate`)."
+)
+
+
+class DefaultCommandGroup(TyperGroup):
+    """A group whose arguments go to its :attr:`default_command` when they do not start with a command name.
+
+    ``ragrade judge ANSWERS --metrics m`` runs ``judge score ANSWERS --metrics m``; ``judge calibrate ...``
+    and ``judge --help`` are the group's own. Only the group's parse step changes: every command is a
+    plain, registered command with its own usage line and help.
+    """
+
+    default_command = "score"
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Route arguments that name no subcommand (and are not a help option) to the default command."""
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+    def command_for(self, ctx: Any, token: str) -> Any:
+        """The command ``token`` (a first argument) runs: a subcommand by name, else the default one."""
+        return self.get_command(ctx, token) or self.get_command(ctx, self.default_command)
 
 
 def calibrate_cmd(
@@ -87,7 +106,13 @@ def label_cmd(
     scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
     n: int = typer.Option(100, "--n", min=1, help="Answers to sample (spread evenly over configurations)."),
     out: Path = typer.Option(..., "--out", "-o", help="HTML page to write."),
-    metrics: str | None = typer.Option(None, "--metrics", "-m", help="Comma list of metrics to grade (default all)."),
+    metrics: str | None = typer.Option(
+        None,
+        "--metrics",
+        "-m",
+        help="Comma list of metrics to grade (default: every judged one but exact and bertscore, formulas to "
+        "compute, not judgements).",
+    ),
     answers: Path | None = typer.Option(None, "--answers", help="Answers file (default: the one the judge read)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
 ) -> None:
@@ -104,6 +129,11 @@ def label_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``judge-calibrate`` (hidden; called as ``judge calibrate``) and ``label`` to ``app``."""
-    app.command("judge-calibrate", help=CALIBRATE_HELP, hidden=True)(calibrate_cmd)
+    """Add the ``judge`` group (``score``, the default, and ``calibrate``) and ``label`` to ``app``."""
+    from ragrade.cli.qa import judge
+
+    judge_app = typer.Typer(cls=DefaultCommandGroup, help=JUDGE_HELP, no_args_is_help=True)
+    judge_app.command("score")(judge)
+    judge_app.command("calibrate", help=CALIBRATE_HELP)(calibrate_cmd)
+    app.add_typer(judge_app, name="judge")
     app.command("label", help=LABEL_HELP)(label_cmd)

@@ -5,16 +5,56 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ragrade.errors import ConfigError
 
+if TYPE_CHECKING:
+    from ragrade.progress import Progress
+
 
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout."""
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def dry_run_requested() -> bool:
+    """True when the running command was given the root option ``ragrade --dry-run``.
+
+    Read from the command line being parsed (click's context), not from process state; a command puts it
+    into its run's settings (the ``dry_run`` LLM option), which carry it to every worker.
+    """
+    try:  # typer >= 0.2x vendors its own click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click import get_current_context  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    ctx = get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("dry_run"))
+
+
+LOADING = "loading models, indexes and data ..."
+
+
+def quiet_requested() -> bool:
+    """True when the running command was given the root option ``ragrade --quiet`` (no progress display)."""
+    try:  # typer >= 0.2x vendors its own click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click import get_current_context  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    ctx = get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("quiet"))
+
+
+def command_progress(name: str, *, aggregate: bool = False, status: str | None = None) -> Progress:
+    """The progress display of a command (see :mod:`ragrade.progress`): bars on a terminal, plain lines
+    otherwise, nothing under ``--quiet`` or ``--dry-run``; ``status``: what it sets up first."""
+    from ragrade.progress import Progress
+
+    return Progress(name, aggregate=aggregate, quiet=quiet_requested() or dry_run_requested(), status=status)
 
 
 def is_tty() -> bool:

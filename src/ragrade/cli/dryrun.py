@@ -1,8 +1,11 @@
 """``ragrade --dry-run VERB ...``: run a command with every LLM replaced by a counter.
 
-Every :func:`~ragrade.llm.create_llm` made while the command runs returns a
-:class:`~ragrade.llm.dryrun.DryRunLLM`, which sends nothing and answers every
-request with a dry-run error. So that these non-answers never land in the
+``--dry-run`` is a root option the command reads (:func:`~ragrade.cli.common.dry_run_requested`) into its
+run's settings: the ``dry_run`` LLM option, which travels with the work to every executor (a Ray worker
+builds its LLMs from the options it is shipped), so every :func:`~ragrade.llm.create_llm` of the run
+returns a :class:`~ragrade.llm.dryrun.DryRunLLM`, which sends nothing and answers every request with a
+dry-run error. The counts are read from :data:`~ragrade.llm.dryrun.LEDGER` (Ray actors send theirs back).
+So that these non-answers never land in the
 user's files (a later real run would resume from them), the command's output
 options (``--out``, ``--qrels``) are pointed into a temporary folder, which is
 deleted afterwards; a command that takes ``--out`` but was not given one gets
@@ -35,7 +38,8 @@ def _command_params(args: list[str]) -> set[str]:
         for token in args:
             if token.startswith("-") or not hasattr(cmd, "get_command"):
                 break
-            sub = cmd.get_command(ctx, token)
+            route = getattr(cmd, "command_for", None)  # a group with a default command (`judge ANSWERS`)
+            sub = route(ctx, token) if route is not None else cmd.get_command(ctx, token)
             if sub is None:
                 break
             cmd = sub
@@ -69,7 +73,7 @@ def redirect_outputs(args: list[str], tmp: Path) -> list[str]:
     return out
 
 
-def run_dry(args: list[str], invoke: Callable[[list[str]], int]) -> int:
+def run_dry(args: list[str], invoke: Callable[[list[str], Callable[[str], None]], int]) -> int:
     """Run ``args`` (with ``--dry-run`` among the root options) as a dry run; print the counts.
 
     When the command made LLM requests, its own report (a leaderboard of unanswered questions, an
@@ -79,27 +83,24 @@ def run_dry(args: list[str], invoke: Callable[[list[str]], int]) -> int:
     import contextlib
     import io
 
-    from ragrade.cli import main as cli_main
-    from ragrade.llm import dryrun
+    from ragrade.cli.main import error_line
+    from ragrade.llm.dryrun import LEDGER
 
-    args = [a for a in args if a != "--dry-run"]
+    n_root = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     tmp = Path(tempfile.mkdtemp(prefix="ragrade-dry-run-"))
     errors: list[str] = []
     stdout = io.StringIO()
-    dryrun.start_session()
-    saved = cli_main.error_line
-    cli_main.error_line = errors.append  # type: ignore[assignment]
+    mark = LEDGER.mark()
     try:
-        with contextlib.redirect_stdout(stdout):
-            code = invoke(redirect_outputs(args, tmp))
+        with contextlib.redirect_stdout(stdout):  # the root options keep --dry-run: the command reads it
+            code = invoke([*args[:n_root], *redirect_outputs(args[n_root:], tmp)], errors.append)
     finally:
-        cli_main.error_line = saved
-        summaries = dryrun.end_session()
+        summaries = LEDGER.since(mark)
         shutil.rmtree(tmp, ignore_errors=True)
     if not summaries:
         typer.echo(stdout.getvalue(), nl=False)
         for message in errors:
-            saved(message.replace(str(tmp), "<dry-run folder>"))
+            error_line(message.replace(str(tmp), "<dry-run folder>"))
     _print(summaries)
     return 0 if summaries else code
 

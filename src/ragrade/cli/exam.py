@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import check_out_file, echo_json, is_tty
+from ragrade.cli.common import LOADING, check_out_file, command_progress, dry_run_requested, echo_json
 from ragrade.llm.failures import MAX_FAILED_HELP, exam_request_tally
 
 if TYPE_CHECKING:
@@ -22,10 +22,12 @@ def _file_layer(config: Path | None) -> dict[str, Any]:
     if config is None:
         return {}
     from ragrade.config import load_toml
+    from ragrade.config_paths import resolve_section
 
     data = load_toml(config)
     section = data.get("exam", data)
-    return dict(section) if isinstance(section, dict) else {}
+    paths = ("prompt_file", "system_prompt_file")
+    return dict(resolve_section(section, config, paths=paths)) if isinstance(section, dict) else {}
 
 
 def _filter_layer(share: float | None, intra: float | None, extra: float | None, dup: float | None) -> dict[str, Any]:
@@ -139,7 +141,13 @@ def generate_cmd(
     cfg = build_config(ExamConfig, _file_layer(config), cli, source="exam options")
     data = load_chunks(chunks)
     model = resolve_generator_llm(
-        llm, base_url=base_url, concurrency=concurrency, cache=not no_cache, timeout=timeout, max_retries=max_retries
+        llm,
+        base_url=base_url,
+        concurrency=concurrency,
+        cache=not no_cache,
+        timeout=timeout,
+        max_retries=max_retries,
+        dry_run=dry_run_requested(),
     )
     result = _run_with_progress(data, model, cfg, _filter_embedder(embedder))
     tally = exam_request_tally(result, model)
@@ -190,27 +198,14 @@ def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
     from ragrade import interrupt
     from ragrade.exam.generate import generate_exam_full
 
-    def track(done: int, target: int, valid: int) -> None:  # what an interruption reports
-        interrupt.progress(done, target, "question candidates written")
+    interrupt.progress(0, math.ceil(cfg.n * cfg.oversample), "question candidates written")
+    with command_progress("exam generate", status=LOADING) as shown:
 
-    track(0, math.ceil(cfg.n * cfg.oversample), 0)
-    if not is_tty():
+        def track(done: int, target: int, valid: int) -> None:
+            interrupt.progress(done, target, "question candidates written")  # what an interruption reports
+            shown.update("candidates", done, target)
+
         return generate_exam_full(data, model, cfg, embedder=emb, progress=track)
-    from rich.progress import BarColumn, Progress, TextColumn
-
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} generated, {task.fields[valid]} valid"),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("writing questions", total=None, valid=0)
-
-        def update(done: int, target: int, valid: int) -> None:
-            track(done, target, valid)
-            bar.update(task, completed=done, total=target, valid=valid)
-
-        return generate_exam_full(data, model, cfg, embedder=emb, progress=update)
 
 
 @exam_app.command("stats")

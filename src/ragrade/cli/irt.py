@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ragrade.cli.common import echo_json, split_list
+from ragrade.cli.common import command_progress, echo_json, split_list
 
 irt_app = typer.Typer(
     help="Item response theory: abilities, item parameters, information, exam improvement.", no_args_is_help=True
@@ -123,9 +123,24 @@ def _summary_lines(res: Any) -> list[str]:
             seen = "/".join(v or "<empty>" for v in na["seen"])
             parts += f" (not applicable to {na['n_pipelines']} pipelines: {seen}; no effect, i.e. the average level)"
         lines.append(f"effect {f}: {parts}")
+    if any(
+        str(d.get("accuracy_pp_source", "")).startswith("partly")
+        for lv in res.effects_detail.values()
+        for d in lv.values()
+    ):
+        lines.append(
+            "  (partly predicted (a of b cells; c of d over the factor): a cell is one combination of the level "
+            "with the other components; a of this level's b combinations, c of the factor's d, were not run and "
+            "their accuracy is the model's prediction)"
+        )
     order = sorted(range(len(res.pipelines)), key=lambda m: -res.theta[m])
+    acc = res.pipeline_stats["accuracy"].tolist() if "accuracy" in res.pipeline_stats else []
+    answered = res.pipeline_stats["n_answered"].tolist() if "n_answered" in res.pipeline_stats else []
+    if order:
+        lines.append(f"  {'pipeline (top 10 by ability)':<40} ability (theta ± SE)   observed accuracy")
     for m in order[:10]:
-        lines.append(f"  {res.pipelines[m]:<40} theta {res.theta[m]:+.3f} ± {res.theta_se[m]:.3f}")
+        seen = f"{acc[m]:.1%} of {int(answered[m])}" if m < len(acc) and acc[m] == acc[m] else "n/a"
+        lines.append(f"  {res.pipelines[m]:<40} theta {res.theta[m]:+.3f} ± {res.theta_se[m]:.3f}   {seen}")
     return lines
 
 
@@ -160,7 +175,8 @@ def fit_cmd(
     cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver, not_applicable, groups)
     if out is None:
         out = (source if source.is_dir() else source.parent) / "irt.json"
-    res = fit_irt(source, config=cfg, out=out, exam=exam)
+    with command_progress("irt fit", status=f"fitting the {model} model ({se} standard errors) ..."):
+        res = fit_irt(source, config=cfg, out=out, exam=exam)
     if as_json:
         echo_json(
             {

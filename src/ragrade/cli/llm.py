@@ -82,7 +82,7 @@ def llm_probe(
     server's slots. Exits 2, after printing the report, when something ``--need`` names is missing or
     generation returns no usable text (server down, key rejected, empty replies, ...).
     """
-    from ragrade.cli.common import echo_json, split_list
+    from ragrade.cli.common import dry_run_requested, echo_json, split_list
     from ragrade.errors import BackendError, ConfigError
     from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 
@@ -90,7 +90,9 @@ def llm_probe(
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise ConfigError(f"--need takes a comma list of {', '.join(NEEDS)}; got '{unknown[0]}'")
-    model = create_llm(llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries)
+    model = create_llm(
+        llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries, dry_run=dry_run_requested()
+    )
     ask = "Reply with the word ready."
     [gen] = generate(
         model, [GenerationRequest(messages=(Message("user", ask),), max_tokens=8, question=ask, passages=("ready",))]

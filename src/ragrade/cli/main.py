@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 
 import typer
 
@@ -51,6 +52,13 @@ def _root(
         help="Run the command without sending any LLM request: count the requests and prompt tokens it would "
         "send (an upper bound where it retries failures); its files go to a temporary folder that is deleted.",
     ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress display (the default: bars on a terminal, a line every "
+        "$RAGRADE_PROGRESS_INTERVAL seconds (10) otherwise).",
+    ),
 ) -> None:
     """Tell which RAG pipeline to trust on your own documents, and why."""
 
@@ -86,34 +94,31 @@ def _root_options(args: list[str]) -> list[str]:
     return out
 
 
-def _invoke(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` and map errors to exit codes."""
-    from ragrade.cli.calibration import rewrite_alias
-
-    argv = rewrite_alias(argv)  # `judge calibrate` -> the hidden verb `judge-calibrate`
+def _invoke(argv: list[str], report: Callable[[str], None] = error_line) -> int:
+    """Run the CLI on ``argv`` and map errors to exit codes (user errors go to ``report``)."""
     with interrupt.handle_signals():
-        return _dispatch(argv)
+        return _dispatch(argv, report)
 
 
-def _dispatch(argv: list[str]) -> int:
+def _dispatch(argv: list[str], report: Callable[[str], None]) -> int:
     try:
         code = app(args=argv, prog_name="ragrade", standalone_mode=False)
     except interrupt.Interrupted:
         typer.echo(f"ragrade: {interrupt.message()}", err=True)
         return interrupt.EXIT_CODE
     except RagradeError as exc:
-        error_line(str(exc))
+        report(str(exc))
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except _cx.ClickException as exc:
-        error_line(_click_message(exc))
+        report(_click_message(exc))
         return 2
     except typer.Abort:
-        error_line("aborted")
+        report("aborted")
         return 130
     except KeyboardInterrupt:
-        error_line("interrupted")
+        report("interrupted")
         return 130
     except BrokenPipeError:
         return 0
@@ -121,7 +126,7 @@ def _dispatch(argv: list[str]) -> int:
         message = _user_fault(exc)
         if message is None:
             raise
-        error_line(message)
+        report(message)
         return 2
     if code == interrupt.EXIT_CODE:  # typer turns a KeyboardInterrupt into this code, silently
         typer.echo(f"ragrade: {interrupt.message()}", err=True)

@@ -1,4 +1,4 @@
-"""What the commands that run a pipeline grid share: their options, the sweep config they build, progress bars.
+"""What the commands that run a pipeline grid share: their options and the sweep config they build.
 
 ``ragrade exam take`` (multiple choice) and ``ragrade qa answer`` (free text)
 run the same grid of pipelines (LLM x retriever x k x ICL x chunker x prompt)
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ragrade.cli.common import split_list
+from ragrade.cli.common import dry_run_requested, split_list
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -157,6 +157,7 @@ def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
         "cache": False if kw.get("no_cache") else None,
         "timeout": kw.get("timeout"),
         "max_retries": kw.get("max_retries"),
+        "dry_run": dry_run_requested() or None,  # `ragrade --dry-run`: shipped to every worker with the options
     }
     return _prune(
         {
@@ -204,51 +205,6 @@ def grid_config(params: Mapping[str, Any]) -> SweepConfig:
     return build_sweep_config(file_layer, flags)
 
 
-# --- progress ------------------------------------------------------------------------------------------------------
-class GridProgress:
-    """Rich progress bars (overall + one per pipeline) on a TTY; silent otherwise.
-
-    Its :meth:`update` is the ``progress`` callback of the grid runners.
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self._bar: Any = None
-        self._tasks: dict[str, Any] = {}
-        self._overall: Any = None
-        self._total = 0
-
-    def __enter__(self) -> GridProgress:
-        if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                transient=False,
-            )
-            self._bar.start()
-            self._overall = self._bar.add_task("all pipelines", total=0)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-    def update(self, pipeline: str, n: int, total: int) -> None:
-        """Advance ``pipeline`` by ``n`` rows (the first call per pipeline sets its total)."""
-        if self._bar is None:
-            return
-        if pipeline not in self._tasks:
-            self._tasks[pipeline] = self._bar.add_task(pipeline[:70], total=total)
-            self._total += total
-            self._bar.update(self._overall, total=self._total)
-        self._bar.advance(self._tasks[pipeline], n)
-        self._bar.advance(self._overall, n)
-
-
 def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None = None) -> None:
     """Exit 2/3 (see :mod:`ragrade.llm.failures`) when the grid's failed requests are beyond the threshold.
 
@@ -265,7 +221,6 @@ def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None 
 
 
 __all__ = [
-    "GridProgress",
     "PostOption",
     "QueryOption",
     "TransformLlmOption",

@@ -11,14 +11,20 @@ from typing import Annotated, Any
 
 import typer
 
-from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
+from ragrade.cli.common import (
+    LOADING,
+    check_out_file,
+    command_progress,
+    dry_run_requested,
+    echo_json,
+    split_list,
+)
 from ragrade.cli.pipelines import (
     ChunkersOption,
     ConcurrencyOption,
     ConfigOption,
     ExecutorOption,
     ExternalOption,
-    GridProgress,
     IclOption,
     IclPoolOption,
     IndexOption,
@@ -53,34 +59,13 @@ def _config_layer(path: Path | None, table: str) -> dict[str, Any]:
     if path is None:
         return {}
     from ragrade.config import load_toml
+    from ragrade.config_paths import resolve_section
 
     data = load_toml(path)
     layer = data.get(table, data)
     if not isinstance(layer, dict):
         raise ConfigError(f"{path}: [{table}] must be a table")
-    return layer
-
-
-class _Bar:
-    """A rich progress bar per metric, shown only on a terminal."""
-
-    def __init__(self) -> None:
-        from rich.progress import Progress
-
-        self.progress = Progress(transient=True)
-        self.tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Bar:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(None, None, None)
-
-    def __call__(self, name: str, done: int, total: int) -> None:
-        if name not in self.tasks:
-            self.tasks[name] = self.progress.add_task(name, total=total)
-        self.progress.update(self.tasks[name], completed=done, total=total)
+    return dict(resolve_section(layer, path, llms=("llm",), maps=("prompts",)))
 
 
 def judge(
@@ -150,17 +135,15 @@ def judge(
         "max_retries": max_retries,
         "timeout": timeout,
         "cache": False if no_cache else None,
+        "dry_run": dry_run_requested() or None,
     }
     cfg = build_config(JudgeRunConfig, _config_layer(config, "judge"), flags, source="judge options")
     if out is None:
         if not answers.is_dir():
             raise ConfigError("--out is required when ANSWERS is a file")
         out = answers / "judge"
-    if is_tty() and not as_json:
-        with _Bar() as bar:
-            summary = run_judging(answers, out, cfg, progress=bar)
-    else:
-        summary = run_judging(answers, out, cfg)
+    with command_progress("judge", status=LOADING) as shown:
+        summary = run_judging(answers, out, cfg, progress=shown.update)
     if as_json:
         echo_json(summary)
     else:
@@ -248,8 +231,16 @@ def qa_generate(
     if llm != OFFLINE:
         from ragrade.llm import create_llm
 
-        model = create_llm(llm, base_url=llm_base_url, cache=not no_cache, timeout=timeout, max_retries=max_retries)
-    items, funnel = generate_qa(chunks, model, cfg)
+        model = create_llm(
+            llm,
+            base_url=llm_base_url,
+            cache=not no_cache,
+            timeout=timeout,
+            max_retries=max_retries,
+            dry_run=dry_run_requested(),
+        )
+    with command_progress("qa generate") as shown:
+        items, funnel = generate_qa(chunks, model, cfg, progress=shown.update)
     tally = FailureTally()
     tally.add_backend(model)
     for i in range(funnel.sampled):
@@ -329,8 +320,8 @@ def qa_answer(
     cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
     if grid:
         cfg = cfg.model_copy(update={"grid": cfg.grid.model_copy(update=grid)})
-    with GridProgress(enabled=is_tty()) as bar:
-        result = run_qa_answers(qa, cfg, out, generation=generation, progress=bar.update)
+    with command_progress("qa answer", aggregate=True, status=LOADING) as shown:
+        result = run_qa_answers(qa, cfg, out, generation=generation, progress=shown.advance)
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
         check_grid_failures(result.rows, max_failed)
@@ -375,6 +366,5 @@ def generation_settings(max_tokens: str, temperature: str) -> tuple[dict[str, An
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``qa`` (generate, answer) and ``judge`` to ``app``."""
+    """Add ``qa`` (generate, answer) to ``app`` (``judge`` is registered by :mod:`ragrade.cli.calibration`)."""
     app.add_typer(qa_app, name="qa")
-    app.command("judge")(judge)

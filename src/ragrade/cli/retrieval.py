@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty, split_list
+from ragrade.cli.common import command_progress, dry_run_requested, echo_json, split_list
 from ragrade.errors import BackendError, ConfigError
 
 RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
@@ -82,40 +82,7 @@ def _transform_llm(spec: str | None, base_url: str | None) -> Any:
         return None
     from ragrade.llm import create_llm
 
-    return create_llm(spec, base_url=base_url)
-
-
-class _Bar:
-    """A rich progress bar on a TTY, silence otherwise."""
-
-    def __init__(self) -> None:
-        self._progress: Any = None
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Bar:
-        if is_tty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                transient=True,
-            )
-            self._progress.__enter__()
-        return self
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self._progress is None:
-            return
-        if stage not in self._tasks:
-            self._tasks[stage] = self._progress.add_task(stage, total=total)
-        self._progress.update(self._tasks[stage], completed=done, total=total)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(None, None, None)
+    return create_llm(spec, base_url=base_url, dry_run=dry_run_requested())
 
 
 def index_cmd(
@@ -135,9 +102,12 @@ def index_cmd(
 ) -> None:
     """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
     from ragrade.config import build_config, load_toml
+    from ragrade.config_paths import resolve_section
     from ragrade.retrieval.index import IndexConfig, build_index
 
-    file_layer = (load_toml(config).get("index") or {}) if config else {}
+    file_layer = (
+        resolve_section(load_toml(config).get("index") or {}, config, embedders=("embedder",)) if config else {}
+    )
     bm25_flags = {"stemmer": stemmer, "stopwords": stopwords}
     flags = {
         "strategy": strategy,
@@ -154,8 +124,8 @@ def index_cmd(
         from ragrade.registry import lookup
 
         lookup("vector_store", cfg.store)  # a bad --store fails now, not after the embedding
-    with _Bar() as bar:
-        stats = build_index(input_path, out, cfg, progress=bar)
+    with command_progress("index", status="reading the input ...") as shown:
+        stats = build_index(input_path, out, cfg, progress=shown.update)
     if as_json:
         echo_json(stats.to_dict())
         return
@@ -258,11 +228,15 @@ def ask_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
 ) -> None:
-    """Answer questions from an index, citing chunk ids and source files."""
+    """Answer questions from an index, citing chunk ids and source files.
+
+    Without a question it reads one per line from standard input (or asks interactively), loading the models
+    once; what it loads and how long that took goes to standard error.
+    """
     import json
 
     from ragrade.llm import create_llm
-    from ragrade.retrieval.ask import Assistant, load_prompt, render
+    from ragrade.retrieval.ask import Assistant, load_prompt, render, warm_up
 
     _check_k(k)
     if question is not None and not question.strip():
@@ -271,10 +245,23 @@ def ask_cmd(
     _single(query_tx, "--query")
     _single(post, "--post")
     idx, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
-    model = create_llm(llm or "offline/extractive", base_url=base_url, timeout=timeout, max_retries=max_retries)
+    model = create_llm(
+        llm or "offline/extractive",
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        dry_run=dry_run_requested(),
+    )
     tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
     ret = _pipeline(idx, ret, query_tx, post, _transform_llm(tx_spec, base_url), reranker, "--transform-llm or --llm")
     assistant = Assistant(ret, model, k=k, prompt=prompt)
+    loaded = warm_up(idx, retriever, model, lambda line: typer.echo(f"ragrade: {line}", err=True))
+    if question is not None and loaded > 5:
+        typer.echo(
+            f"ragrade: loading took {loaded:.0f} s; for several questions keep it loaded: one per line on "
+            "standard input, or `ragrade ask INDEX` alone for an interactive session",
+            err=True,
+        )
 
     failed = 0
 
@@ -309,6 +296,16 @@ def _raise_if_failed(failed: int) -> None:
         raise BackendError(f"{failed} question(s) got no answer from the LLM (the error is printed above)")
 
 
+def _empty_note(n_all: int, n_relevant: int, mode: str) -> str:
+    """How many queries have no relevant id and what was done with them."""
+    done = (
+        "skipped: left out of every mean (trec_eval's convention; --empty-queries zero scores them 0)"
+        if mode == "skip"
+        else "scored 0 on every metric (ranx's convention)"
+    )
+    return f"{n_all - n_relevant} of {n_all} queries have no relevant id, {done}"
+
+
 def eval_cmd(
     index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
     qrels: Path = typer.Argument(..., metavar="QRELS", help="Qrels JSONL (query + relevant ids) or an exam file."),
@@ -321,30 +318,44 @@ def eval_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     out: Path = typer.Option(None, "--out", help="Also write the results (with per-query rows) as JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+    empty_queries: str = typer.Option(
+        "skip",
+        "--empty-queries",
+        help="Queries with no relevant id: skip (left out of the means and counted, as trec_eval) or zero "
+        "(scored 0 on every metric, as ranx).",
+    ),
 ) -> None:
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals for each retriever."""
     from ragrade.io import write_json
     from ragrade.retrieval.index import load_index
-    from ragrade.retrieval.metrics import METRICS, evaluate_run, hits_to_ids, read_qrels
+    from ragrade.retrieval.metrics import METRICS, EmptyQueries, evaluate_run, hits_to_ids, read_qrels
 
     _check_k(k)
     if level not in ("chunk", "doc"):
         raise ConfigError(f"--level must be chunk or doc, got '{level}'")
+    if empty_queries not in ("skip", "zero"):
+        raise ConfigError(f"--empty-queries must be skip or zero, got '{empty_queries}'")
+    mode: EmptyQueries = "zero" if empty_queries == "zero" else "skip"
     specs = split_list(retriever, "--retriever") or []
     gold = read_qrels(qrels, level=level)  # type: ignore[arg-type]
     idx = load_index(index_dir)
-    queries = list(gold)
+    queries = [q for q, g in gold.items() if any(x > 0 for x in g.values())]  # the others need no ranking
+    empty = {"n_empty_queries": len(gold) - len(queries), "empty_queries": empty_queries}
+    if empty["n_empty_queries"]:
+        typer.echo(f"ragrade: warning: {_empty_note(len(gold), len(queries), empty_queries)}", err=True)
     reports = []
     for spec in specs:
         kw = _retriever_options(spec, embedder, None, reranker, None, None)
         if spec.strip() == "oracle":
-            kw["gold"] = {q: list(g) for q, g in gold.items()} if level == "chunk" else None
+            kw["gold"] = {q: [i for i, x in gold[q].items() if x > 0] for q in queries} if level == "chunk" else None
             if kw["gold"] is None:
                 raise ConfigError("the oracle retriever needs --level chunk")
         ret = idx.retriever(spec, **kw)
-        hits = ret.retrieve(queries, k)
+        hits = ret.retrieve(queries, k) if queries else []
         run = {q: hits_to_ids(h, level) for q, h in zip(queries, hits, strict=True)}  # type: ignore[arg-type]
-        reports.append(evaluate_run(run, gold, k, retriever=ret.name, level=level, n_boot=n_boot, seed=seed))
+        reports.append(
+            evaluate_run(run, gold, k, retriever=ret.name, level=level, n_boot=n_boot, seed=seed, empty_queries=mode)
+        )
     if out is not None:
         write_json(
             out,
@@ -353,13 +364,16 @@ def eval_cmd(
                 "version": 1,
                 "index": str(index_dir),
                 "qrels": str(qrels),
+                "n_queries": len(gold),
+                **empty,
                 "results": [r.to_dict(with_queries=True) for r in reports],
             },
         )
     if as_json:
-        echo_json({"k": k, "level": level, "n_queries": len(queries), "results": [r.to_dict() for r in reports]})
+        echo_json({"k": k, "level": level, "n_queries": len(gold), **empty, "results": [r.to_dict() for r in reports]})
         return
-    typer.echo(f"{len(queries)} queries, k={k}, {level}-level relevance, 95% bootstrap intervals")
+    note = f" ({_empty_note(len(gold), len(queries), empty_queries)})" if empty["n_empty_queries"] else ""
+    typer.echo(f"{len(gold)} queries{note}, k={k}, {level}-level relevance, 95% bootstrap intervals")
     header = f"{'retriever':<22}" + "".join(f"{m + '@' + str(k):>24}" for m in METRICS)
     typer.echo(header)
     for r in reports:

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from ragrade.cli.common import dry_run_requested
 from ragrade.llm.failures import MAX_FAILED_HELP
 
 robust_app = typer.Typer(help="Robustness testbeds (noise, negative rejection, integration, counterfactual).",
@@ -47,7 +48,8 @@ def _ratios(value: str | None) -> list[float] | None:
 @robust_app.command("run")
 def run_cmd(
     data: Path = typer.Argument(..., help="RGB-shaped JSONL (original data or `ragrade robust build` output)."),
-    testbed: str = typer.Option(..., "--testbed", help="noise | negative | integration | counterfactual"),
+    testbed: str = typer.Option(..., "--testbed",
+                                 help="noise | negative | integration | counterfactual (or any registered testbed)"),
     llm: str | None = typer.Option(
         None, "--llm", help="Required (here or in the config's \\[robust] table): the PROVIDER/MODEL answering, "
         "e.g. offline/extractive or openai/llama3.1; comma-separate several for one table."),
@@ -64,6 +66,9 @@ def run_cmd(
     seed: int | None = typer.Option(None, "--seed", help="Seed of document order (default 0)."),
     correct_ratio: float | None = typer.Option(None, "--correct-ratio", min=0.0, max=1.0,
                                                help="Counterfactual: share of uncorrupted positives."),
+    min_positives: int | None = typer.Option(
+        None, "--min-positives", min=0, help="Leave out (as skipped) questions with fewer supporting passages "
+        "than this, so every ratio really has its noise share (default 0: keep all)."),
     closed_book: bool | None = typer.Option(None, "--closed-book/--no-closed-book",
                                             help="Counterfactual: also ask without documents (Acc)."),
     judge: str | None = typer.Option(None, "--judge", help="PROVIDER/MODEL of the Rej*/ED* judge."),
@@ -84,33 +89,35 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
 ) -> None:
     """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""
-    from ragrade.cli.common import echo_json, is_tty, split_list
+    from ragrade.cli.common import LOADING, command_progress, echo_json, split_list
     from ragrade.config import build_config, load_toml
     from ragrade.errors import ConfigError
+    from ragrade.robust.metrics import FLAGGED_MEANING
     from ragrade.robust.run import RobustRunConfig, render_table, run_robust
 
     file_layer: dict[str, Any] = {}
     if config is not None:
-        file_layer = dict(load_toml(config).get("robust", {}))
+        from ragrade.config_paths import resolve_section
+
+        table = load_toml(config).get("robust", {})
+        file_layer = dict(resolve_section(table, config, paths=("data", "out", "prompts"), llms=("llm", "judge")))
     flags: dict[str, Any] = {
         "data": data, "testbed": testbed, "llm": split_list(llm, "--llm"), "out": out, "base_url": base_url,
         "noise_ratios": _ratios(noise_ratios), "docs": docs, "lang": lang, "scoring": scoring,
         "construction": construction, "shortfall": shortfall, "seed": seed, "correct_ratio": correct_ratio,
-        "closed_book": closed_book, "judge": judge, "judge_base_url": judge_base_url, "prompts": prompts,
+        "min_positives": min_positives, "closed_book": closed_book, "judge": judge, "judge_base_url": judge_base_url,
+        "prompts": prompts,
         "rejection_phrases": _phrases(rejection_phrases, "--rejection-phrases"),
         "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
         "cache": False if no_cache else None, "timeout": timeout, "max_retries": max_retries,
+        "dry_run": dry_run_requested() or None,
     }
     if not flags["llm"] and not file_layer.get("llm"):
         raise ConfigError("robust run needs --llm PROVIDER/MODEL (e.g. --llm offline/extractive or openai/MODEL)")
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
-    progress = _progress() if is_tty() else None
-    try:
-        runs, table = run_robust(cfg, progress=progress,
+    with command_progress(f"robust {cfg.testbed}", status=LOADING) as shown:
+        runs, table = run_robust(cfg, progress=shown.update,
                                  warn=lambda msg: typer.echo(f"ragrade: warning: {msg}", err=True))
-    finally:
-        if progress is not None:
-            progress.close()
     if as_json:
         echo_json([r.metrics for r in runs])
     else:
@@ -119,6 +126,10 @@ def run_cmd(
             m = r.metrics
             typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} (missing) skipped={m['skipped']} "
                        f"flagged={m['flagged']} generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
+            if m.get("untestable"):
+                typer.echo(f"  untestable={m['untestable']}: fake answer equals the answer, left out of the metrics")
+        if any(r.metrics.get("flagged") for r in runs):
+            typer.echo(FLAGGED_MEANING)
     _check_failures(runs, max_failed)
 
 
@@ -127,29 +138,6 @@ def _check_failures(runs: Any, max_failed: float | None) -> None:
     from ragrade.llm.failures import resume_hint, robust_request_tally
 
     robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
-
-
-class _RichProgress:
-    """A rich progress bar fed by ``(stage, done, total)`` callbacks."""
-
-    def __init__(self) -> None:
-        from rich.progress import Progress
-
-        self._progress = Progress(transient=True)
-        self._progress.start()
-        self._tasks: dict[str, Any] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self._tasks:
-            self._tasks[stage] = self._progress.add_task(stage, total=total)
-        self._progress.update(self._tasks[stage], completed=done, total=total)
-
-    def close(self) -> None:
-        self._progress.stop()
-
-
-def _progress() -> _RichProgress:
-    return _RichProgress()
 
 
 @robust_app.command("build")
@@ -163,6 +151,9 @@ def build_cmd(
     max_positive: int = typer.Option(5, "--max-positive", min=0, help="Positive documents kept per question."),
     max_negative: int = typer.Option(10, "--max-negative", min=0, help="Noise documents kept per question."),
     max_questions: int | None = typer.Option(None, "--max-questions", min=1, help="Use only the first N questions."),
+    min_positives: int = typer.Option(1, "--min-positives", min=1,
+                                      help="Keep only questions with at least this many supporting passages "
+                                      "(e.g. 5 for a noise testbed whose ratio 0 has no noise at 5 documents)."),
     lang: str = typer.Option("auto", "--lang", help="en | zh | auto (joins integration questions)."),
     seed: int = typer.Option(0, "--seed", help="Seed of integration pairing."),
 ) -> None:
@@ -180,7 +171,7 @@ def build_cmd(
     if (exam is None) == (qa is None):
         raise ConfigError("give exactly one of --exam or --qa")
     opts = CorpusBuildOptions(k=k, max_positive=max_positive, max_negative=max_negative, seed=seed, lang=lang,
-                              max_questions=max_questions)
+                              max_questions=max_questions, min_positives=min_positives)
     questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
     from ragrade.retrieval.index import load_index
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ragrade.cli.common import echo_json
+from ragrade.cli.common import dry_run_requested, echo_json, quiet_requested
 
 RUN_HELP = (
     "Run every stage of a job config (TOML) into one run directory: corpus, chunkers, indexes, exam, sweep, "
@@ -65,6 +65,7 @@ def run_cmd(
     """Run a job config end to end."""
     from ragrade.cli.common import split_list
     from ragrade.job.config import load_job_config
+    from ragrade.job.progress import make_display
     from ragrade.job.runner import run_job
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
@@ -75,24 +76,32 @@ def run_cmd(
     }
     if any(v is not None for v in sweep.values()):
         overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
+    if dry_run_requested():
+        overrides["llm"] = {"dry_run": True}
     cfg = load_job_config(config, overrides)
     target = out or Path(cfg.out)
     if check:
         _print_plan(cfg, target, as_json)
         return
     _warn_foreign_layout(target)
-    result = run_job(cfg, target, force=force)
+    result = run_job(cfg, target, force=force, display=make_display(quiet_requested()))
     _finish(result, as_json)
 
 
 def _print_plan(cfg: Any, out: Path, as_json: bool) -> None:
     from ragrade.job.check import check_job, describe_plan
+    from ragrade.job.config import config_paths
 
     check_job(cfg)
     plan = describe_plan(cfg, out)
+    paths = config_paths(cfg, out)
     if as_json:
-        echo_json({"run_dir": str(out), "valid": True, "stages": plan})
+        echo_json({"run_dir": str(out), "valid": True, "paths": paths, "stages": plan})
         return
+    typer.echo("paths (a config's relative paths are read from its folder; flags from the current one):")
+    for key, value in paths.items():
+        for item in value if isinstance(value, list) else [value]:
+            typer.echo(f"  {key:<20} {item}")
     typer.echo(f"config is valid; plan for {out}:")
     for s in plan:
         typer.echo(f"  {s['action']:<5}  {s['stage']}")
@@ -124,9 +133,12 @@ def demo_cmd(
 ) -> None:
     """Run the built-in offline demo and print where its report is."""
     from ragrade.job.demo import default_out, demo_config
+    from ragrade.job.progress import make_display
     from ragrade.job.runner import run_job
 
-    result = run_job(demo_config(small=small), out or default_out(), force=force)
+    result = run_job(
+        demo_config(small=small), out or default_out(), force=force, display=make_display(quiet_requested())
+    )
     _finish(result, as_json)
     if not as_json and result.report is not None:
         typer.echo(f"open it in a browser: file://{Path(result.report).resolve()}")
@@ -137,11 +149,20 @@ def report_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/report.html)."),
     top: int = typer.Option(5, "--top", min=2, help="Pipelines whose paired verdicts are shown."),
     title: str | None = typer.Option(None, "--title", help="Title of the report."),
+    adaptive: Path | None = typer.Option(
+        None, "--adaptive", help="An adaptive `exam take --adaptive` run kept outside RUN_DIR (its 'What it cost')."
+    ),
+    add: list[Path] = typer.Option(
+        [],
+        "--add",
+        help="Another run folder kept outside RUN_DIR (an `exam take` run, an IRT fit's folder, a "
+        "`robust run` output, `judge` scores); repeat for several.",
+    ),
 ) -> None:
     """Render the HTML report of a run directory."""
     from ragrade.report.render import write_report
 
-    path = write_report(run_dir, out or run_dir / "report.html", top=top, title=title)
+    path = write_report(run_dir, out or run_dir / "report.html", top=top, title=title, extra=add, adaptive=adaptive)
     typer.echo(f"report: {path}")
 
 

@@ -7,14 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-from ragrade.cli.common import echo_json, is_tty
+from ragrade.cli.common import LOADING, command_progress, echo_json
 from ragrade.cli.pipelines import (
     ChunkersOption,
     ConcurrencyOption,
     ConfigOption,
     ExecutorOption,
     ExternalOption,
-    GridProgress,
     IclOption,
     IclPoolOption,
     IndexOption,
@@ -106,9 +105,9 @@ def take(
         return
     if budget is not None or target_se is not None or calibration is not None:
         raise ConfigError("--budget, --target-se and --calibration apply to adaptive runs; add --adaptive")
-    with GridProgress(enabled=is_tty()) as bar:
+    with command_progress("exam take", aggregate=True, status=LOADING) as shown:
         result = run_sweep(
-            exam, cfg, out, overwrite=overwrite, progress=bar.update, config_files=[str(config)] if config else []
+            exam, cfg, out, overwrite=overwrite, progress=shown.advance, config_files=[str(config)] if config else []
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
     check_grid_failures(result.responses, max_failed)
@@ -199,6 +198,7 @@ def compare(
     from ragrade.run.compare import (
         COMPARISONS_VERSION,
         compare_pair,
+        interval_text,
         resolve_pipeline,
         verdicts,
         write_comparisons,
@@ -249,9 +249,9 @@ def compare(
         typer.echo(f"B: {c['b']}  ({c['accuracy_b']:.1%})")
         adj = f", adjusted ({c['correction']}) {c['p_adjusted']:.4g}" if c["correction"] != "none" else ""
         typer.echo(
-            f"   difference A-B {c['difference']:+.1%}  95% CI [{c['ci_low']:+.1%}, {c['ci_high']:+.1%}]  "
+            f"   difference A-B {c['difference']:+.1%}  {interval_text(c)}  "
             f"n={c['n']}  discordant {c['a_only']}/{c['b_only']}  McNemar p={c['p_value']:.4g}{adj}  "
-            f"-> {c['verdict']}"
+            f"-> {c['verdict']}" + (" (by the adjusted p)" if c["correction"] != "none" else "")
         )
     for twin, same in (result.get("identical") or {}).items():
         typer.echo(f"(skipped {twin}: it answered every question exactly like {same})")

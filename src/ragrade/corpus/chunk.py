@@ -18,9 +18,19 @@ Guarantees of every chunker, for every document:
   is merged into its next (else previous) neighbour when the result fits in
   ``size``; the effective minimum is at most ``size // 4``.
 
+Structure (``recursive``, ``sentence`` and ``semantic``; see :mod:`ragrade.corpus.structure`):
+
+* a fenced code block that fits in ``size`` is never split; a larger one is
+  split at line ends, and its parts record ``fence_open`` / ``fence_close``
+  (:meth:`~ragrade.corpus.types.Chunk.display_text` reopens and closes the fence);
+* a ``#`` heading line stays with the text it heads (a chunk ends on a heading
+  only when another heading follows it, or a code block that fits in a chunk
+  only without the heading);
+* every chunk records ``heading_path`` (document title > section > ...) at its start.
+
 Strategies:
 
-* ``token``: windows of up to ``size`` tokens, cut between tokenizer words;
+* ``token``: windows of up to ``size`` tokens, cut between tokenizer words (structure ignored);
 * ``recursive``: split on paragraphs, then lines, sentences, words until the
   pieces fit, then merge neighbouring pieces up to ``size``;
 * ``sentence``: whole sentences (rule-based segmenter, CJK ends included)
@@ -41,7 +51,8 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ragrade.corpus.spans import Span, merge, pieces_at, recursive_spans, split_to_fit, trimmed
+from ragrade.corpus.spans import Span, merge, pieces_at, recursive_spans, split_to_fit, structural_pieces, trimmed
+from ragrade.corpus.structure import chunk_metadata, parse_structure
 from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenCounter, TokenIndex, get_counter
 from ragrade.corpus.types import Chunk, Document
 from ragrade.errors import ConfigError, DataError
@@ -167,6 +178,9 @@ class BaseChunker:
             self._params_cache = (params, params_hash(self.strategy, params))
         params, phash = self._params_cache
         prefix = f"{doc.id}#{self.strategy}-{phash}"
+        struct = parse_structure(doc.text)
+        title = doc.metadata.get("title")
+        title = str(title) if title else None
         return [
             Chunk(
                 id=f"{prefix}-{i}",
@@ -177,7 +191,7 @@ class BaseChunker:
                 strategy=self.strategy,
                 params=dict(params),
                 source=doc.source,
-                metadata=dict(doc.metadata),
+                metadata={**doc.metadata, **chunk_metadata(struct, s, e, title)},
                 tokens=n,
                 oversize=n > self.size,
             )
@@ -211,7 +225,7 @@ class RecursiveChunker(BaseChunker):
         n = index.count(*whole)
         if n <= self.size:
             return [(whole[0], whole[1], n)]
-        return recursive_spans(index, whole[0], whole[1], self.size, self.overlap)
+        return recursive_spans(index, whole[0], whole[1], self.size, self.overlap, struct=parse_structure(index.text))
 
 
 class SentenceChunker(BaseChunker):
@@ -228,13 +242,22 @@ class SentenceChunker(BaseChunker):
 
 
 def sentence_pieces(index: TokenIndex, start: int, end: int, size: int) -> list[tuple[int, int]]:
-    """Sentences of ``[start, end)``; a sentence over ``size`` tokens is split at words (then tokens)."""
+    """Sentences of ``[start, end)``; a sentence over ``size`` tokens is split at words (then tokens).
+
+    Structure first: a fenced code block is one piece when it fits (else its lines are), a heading
+    line is a piece of its own, and only the text between them is cut into sentences.
+    """
     out: list[tuple[int, int]] = []
-    for s, e in pieces_at(index, start, end, "sentence"):
-        if index.count(s, e) <= size:
-            out.append((s, e))
-        else:
-            out.extend(split_to_fit(index, s, e, size, level=3))
+    for a, b, kind in structural_pieces(index, start, end, parse_structure(index.text)):
+        if kind != "text":
+            fits = index.count(a, b) <= size
+            out.extend([(a, b)] if fits else split_to_fit(index, a, b, size, level=1))
+            continue
+        for s, e in pieces_at(index, a, b, "sentence"):
+            if index.count(s, e) <= size:
+                out.append((s, e))
+            else:
+                out.extend(split_to_fit(index, s, e, size, level=3))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Readers for the corpus file formats: text, Markdown, HTML, JSON/JSONL, PDF.
+"""Readers for the corpus file formats: text, Markdown (MyST), reStructuredText, HTML, JSON/JSONL, PDF.
 
 Readers get the raw bytes of one file and return extracted records (text not
 yet cleaned, metadata). A file they cannot use raises :class:`Skip`; a bad
@@ -19,7 +19,7 @@ from typing import Any
 
 from ragrade.corpus.clean import implausible_text, looks_binary
 
-TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "txt", ".md": "md", ".markdown": "md"}
+TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "rst", ".rest": "rst", ".md": "md", ".markdown": "md"}
 HTML_EXTS = {".html": "html", ".htm": "html", ".xhtml": "html"}
 JSON_EXTS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 PDF_EXTS = {".pdf": "pdf"}
@@ -109,20 +109,7 @@ def decode_bytes(data: bytes, fallbacks: Sequence[str]) -> tuple[str, str | None
 
 # --------------------------------------------------------------------------- text and markdown
 
-_FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
-_MD_IMAGE_RE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_MD_LINK_RE = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_MD_REFDEF_RE = re.compile(r"^[ ]{0,3}\[[^\]]+\]:\s+\S+.*$", re.M)
-_MD_HEADING_RE = re.compile(r"^[ ]{0,3}#{1,6}[ \t]+(.*?)[ \t#]*$", re.M)
-_MD_STRONG_RE = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 _MD_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
-# attribute lists of headings and blocks (MkDocs / Python-Markdown attr_list): "{ #anchor }", "{#id .cls}"
-_MD_ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$", re.M)
-# admonitions: "!!! note "Title"", "??? tip", "???+ warning" and pymdownx blocks "/// note | Title" ... "///"
-_MD_ADMONITION_RE = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+\"([^\"]*)\")?[ \t]*$", re.M)
-_MD_BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
-_MD_TAB_RE = re.compile(r"^([ \t]*)===\+?[ \t]+\"([^\"]*)\"[ \t]*$", re.M)
 
 
 def read_text(text: str) -> Extracted:
@@ -130,25 +117,6 @@ def read_text(text: str) -> Extracted:
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     meta = {"title": first} if 0 < len(first) <= 120 else {}
     return Extracted(text=text, metadata=meta)
-
-
-def _admonition_title(m: re.Match[str]) -> str:
-    title = m.group(3) if m.group(3) is not None else m.group(2).replace("-", " ").capitalize()
-    return f"{m.group(1)}{title}" if title.strip() else ""
-
-
-def _markdown_prose(text: str) -> str:
-    """Markup removed from Markdown outside code: attribute lists, admonition markers, links, headings, emphasis."""
-    text = _HTML_COMMENT_RE.sub("", text)
-    text = _MD_REFDEF_RE.sub("", text)
-    text = _MD_ATTR_LIST_RE.sub("", text)
-    text = _MD_ADMONITION_RE.sub(_admonition_title, text)
-    text = _MD_BLOCK_RE.sub(lambda m: _admonition_title(m) if m.group(2) else "", text)
-    text = _MD_TAB_RE.sub(r"\1\2", text)
-    text = _MD_IMAGE_RE.sub(r"\1", text)
-    text = _MD_LINK_RE.sub(r"\1", text)
-    text = _MD_HEADING_RE.sub(r"\1", text)
-    return _MD_STRONG_RE.sub(r"\2", text)
 
 
 def markdown_blocks(text: str) -> list[tuple[bool, str]]:
@@ -178,31 +146,26 @@ def markdown_blocks(text: str) -> list[tuple[bool, str]]:
 
 
 def read_markdown(text: str) -> Extracted:
-    """Markdown: front matter to metadata; markup removed outside fenced code, which is kept verbatim.
+    """Markdown (CommonMark, MyST, MkDocs admonitions) parsed with markdown-it-py.
 
-    Headings lose their ``#`` marks and attribute lists (``{ #anchor }``); admonition markers
-    (``!!! note "Title"``, ``??? tip``, ``/// note | Title`` ... ``///``) become their title;
-    ``# comment`` lines inside code blocks stay as they are.
+    Headings stay ``#`` lines, code stays fenced code with its language, roles become their text,
+    targets, comments and navigation directives go (see :mod:`ragrade.corpus.markdown`); front
+    matter becomes metadata; ``myst: true`` is recorded when MyST syntax is used.
     """
-    meta: dict[str, Any] = {}
-    m = _FRONT_MATTER_RE.match(text)
-    if m:
-        for line in m.group(1).splitlines():
-            key, sep, value = line.partition(":")
-            if sep and key.strip() and not key.startswith((" ", "\t", "-")):
-                meta[key.strip()] = value.strip().strip("\"'")
-        text = text[m.end() :]
-    parts = []
-    for is_code, block in markdown_blocks(text):
-        if is_code:
-            parts.append(block)
-            continue
-        if "title" not in meta:
-            heading = _MD_HEADING_RE.search(_MD_ATTR_LIST_RE.sub("", _MD_LINK_RE.sub(r"\1", block)))
-            if heading:
-                meta["title"] = heading.group(1).strip()
-        parts.append(_markdown_prose(block))
-    return Extracted(text="\n".join(parts), metadata=meta)
+    from ragrade.corpus.markdown import markdown_to_text
+
+    out, meta, myst = markdown_to_text(text)
+    if myst:
+        meta["myst"] = True
+    return Extracted(text=out, metadata=meta)
+
+
+def read_rst(text: str) -> Extracted:
+    """reStructuredText parsed with docutils (Sphinx roles and directives reduced to text)."""
+    from ragrade.corpus.rst import rst_to_text
+
+    out, meta = rst_to_text(text)
+    return Extracted(text=out, metadata=meta)
 
 
 # --------------------------------------------------------------------------- html

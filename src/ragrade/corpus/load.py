@@ -177,6 +177,8 @@ class _Loader:
             self.report.warnings.append((str(path), f"not valid UTF-8; decoded as {used}"))
         if kind == "md":
             return [fmt.read_markdown(text)]
+        if kind == "rst":
+            return [fmt.read_rst(text)]
         if kind == "jsonl":
             return fmt.read_jsonl(text, self.fields)
         if kind == "json":

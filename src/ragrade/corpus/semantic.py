@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ragrade.corpus.chunk import DEFAULT_MIN_SIZE, DEFAULT_OVERLAP, DEFAULT_SIZE, BaseChunker, sentence_pieces
-from ragrade.corpus.spans import Piece, Span, merge, pieces_at, trimmed
+from ragrade.corpus.spans import Piece, Span, merge, trimmed
+from ragrade.corpus.structure import is_heading
 from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenIndex
 from ragrade.corpus.types import Chunk, Document
 from ragrade.errors import ConfigError
@@ -48,9 +49,7 @@ class SemanticChunker(BaseChunker):
     """Embedding-similarity breakpoints between sentences (percentile threshold)."""
 
     strategy = "semantic"
-    options: ClassVar[tuple[str, ...]] = (
-        "size", "overlap", "tokenizer", "min_size", "embedder", "threshold", "buffer"
-    )
+    options: ClassVar[tuple[str, ...]] = ("size", "overlap", "tokenizer", "min_size", "embedder", "threshold", "buffer")
 
     def __init__(
         self,
@@ -127,10 +126,10 @@ class SemanticChunker(BaseChunker):
             text[sents[max(0, i - self.buffer)][0] : sents[min(last, i + self.buffer)][1]] for i in range(len(sents))
         ]
 
-    @staticmethod
-    def _sentences(index: TokenIndex) -> list[Piece]:
+    def _sentences(self, index: TokenIndex) -> list[Piece]:
+        """Sentences, code blocks (whole when they fit) and heading lines, in order."""
         whole = trimmed(index.text)
-        return [] if whole is None else pieces_at(index, whole[0], whole[1], "sentence")
+        return [] if whole is None else sentence_pieces(index, whole[0], whole[1], self.size)
 
     def _breakpoints(self, vecs: np.ndarray) -> list[int]:
         """Indices ``i`` such that a chunk ends after sentence ``i``."""
@@ -145,6 +144,7 @@ class SemanticChunker(BaseChunker):
         if not sents:
             return []
         out: list[Span] = []
+        breaks = [b for b in breaks if not is_heading(index.text, *sents[b])]  # a heading stays with its text
         bounds = [-1, *breaks, len(sents) - 1]
         for a, b in itertools.pairwise(bounds):
             s, e = sents[a + 1][0], sents[b][1]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ragrade.corpus.segment import line_cuts, paragraph_cuts, sentence_cuts, spans_from_cuts, word_cuts
+from ragrade.corpus.structure import Structure, is_heading, units
 from ragrade.corpus.tokens import TokenIndex
 
 Piece = tuple[int, int]
@@ -42,6 +43,15 @@ def pieces_at(index: TokenIndex, start: int, end: int, level: str) -> list[Piece
     return spans_from_cuts(text, start, end, snapped)
 
 
+def structural_pieces(index: TokenIndex, start: int, end: int, struct: Structure) -> list[tuple[int, int, str]]:
+    """Trimmed structural units of ``[start, end)``: whole code blocks, heading lines, paragraphs."""
+    out: list[tuple[int, int, str]] = []
+    for s, e, kind in units(index.text, start, end, struct):
+        for a, b in spans_from_cuts(index.text, s, e, []):
+            out.append((a, b, kind))
+    return out
+
+
 def trimmed(text: str) -> Piece | None:
     """The whole text as one trimmed piece, or None when it is blank."""
     spans = spans_from_cuts(text, 0, len(text), [])
@@ -53,7 +63,8 @@ def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -
 
     Consecutive spans share trailing pieces of at most ``overlap`` tokens (only
     whole pieces, never more than fits, and never a whole previous span). A
-    single piece larger than ``size`` becomes a span of its own.
+    single piece larger than ``size`` becomes a span of its own. A span does not
+    end on a heading line (unless it is the last piece): the heading starts the next span.
     """
     n = len(pieces)
     if n == 0:
@@ -62,12 +73,18 @@ def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -
     cum = index.cum
     cs = cum[np.searchsorted(index.starts, arr[:, 0], side="left")].tolist()
     ce = cum[np.searchsorted(index.starts, arr[:, 1], side="left")].tolist()
+    text = index.text
+    heads = [is_heading(text, s, e) for s, e in pieces]
     out: list[Span] = []
     i = 0
+    last_j = -1
     while i < n:
         j = i
         while j + 1 < n and ce[j + 1] - cs[i] <= size:
             j += 1
+        while heads[j] and i < j < n - 1 and j - 1 > last_j:  # a heading stays with the text it heads
+            j -= 1
+        last_j = j
         out.append((pieces[i][0], pieces[j][1], ce[j] - cs[i]))
         if j == n - 1:
             break
@@ -93,29 +110,58 @@ def split_to_fit(index: TokenIndex, start: int, end: int, size: int, level: int)
     return out
 
 
-def recursive_spans(index: TokenIndex, start: int, end: int, size: int, overlap: int, level: int = 0) -> list[Span]:
+def recursive_spans(
+    index: TokenIndex, start: int, end: int, size: int, overlap: int, level: int = 0, struct: Structure | None = None
+) -> list[Span]:
     """Recursive character splitting: whole pieces of the coarsest separator that fit, merged.
 
     Pieces larger than ``size`` are split with the next separator of
     :data:`LEVELS`; merged spans never cross the edge of such an oversized piece.
+    With ``struct``, the first level is structural (code blocks whole, headings
+    apart, see :mod:`ragrade.corpus.structure`), so a code block that fits is
+    never split and an oversized one is split at its lines. Headings just before
+    an oversized piece are split together with it, so they stay with their text.
     """
+    text = index.text
+    if level == 0 and struct is not None:
+        pieces = structural_pieces(index, start, end, struct)
+    else:
+        pieces = [(a, b, "text") for a, b in pieces_at(index, start, end, LEVELS[level])]
     out: list[Span] = []
     good: list[Piece] = []
-    for s, e in pieces_at(index, start, end, LEVELS[level]):
+    for s, e, kind in pieces:
         n = index.count(s, e)
-        if n <= size:
+        k = len(good)
+        while k and is_heading(text, *good[k - 1]):
+            k -= 1
+        # text that fits, but not with the headings before it, is split with them (code that fits is not)
+        last = level + 1 >= len(LEVELS)
+        if n <= size and (k == len(good) or kind == "code" or last or index.count(good[k][0], e) <= size):
             good.append((s, e))
             continue
+        if k < len(good):
+            s = good[k][0]
+            del good[k:]
         if good:
             out.extend(merge(good, index, size, overlap))
             good = []
-        if level + 1 < len(LEVELS):
+        if not last:
             out.extend(recursive_spans(index, s, e, size, overlap, level + 1))
         else:
-            out.append((s, e, n))
+            out.append((s, e, index.count(s, e)))
     if good:
         out.extend(merge(good, index, size, overlap))
     return out
 
 
-__all__ = ["LEVELS", "Piece", "Span", "merge", "pieces_at", "recursive_spans", "split_to_fit", "trimmed"]
+__all__ = [
+    "LEVELS",
+    "Piece",
+    "Span",
+    "merge",
+    "pieces_at",
+    "recursive_spans",
+    "split_to_fit",
+    "structural_pieces",
+    "trimmed",
+]

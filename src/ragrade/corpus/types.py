@@ -40,6 +40,9 @@ class Chunk:
     ``tokens`` is the chunk's size in the chunker's unit (tokens of its
     tokenizer); ``oversize`` marks a chunk larger than the chunker's size
     because one unsplittable unit (a single tokenizer word) exceeds it.
+    The chunkers add ``heading_path`` (page title > section > ...) to the
+    metadata, and for a part of a code block too large for one chunk
+    ``fence_open`` / ``fence_close``: the fences :meth:`display_text` adds.
     """
 
     id: str
@@ -53,6 +56,13 @@ class Chunk:
     metadata: dict[str, Any] = field(default_factory=dict)
     tokens: int = 0
     oversize: bool = False
+
+    def display_text(self) -> str:
+        """The text with the fences of a split code block reopened and closed (balanced fences)."""
+        head = self.metadata.get("fence_open")
+        tail = self.metadata.get("fence_close")
+        text = f"{head}\n{self.text}" if isinstance(head, str) and head else self.text
+        return f"{text}\n{tail}" if isinstance(tail, str) and tail else text
 
     def to_record(self) -> dict[str, Any]:
         """The JSONL record of this chunk."""

@@ -250,8 +250,18 @@ def make_writer(
     return ClozeWriter(ClozeGenerator(pool, embedder, seed=cfg.seed, topic_field=cfg.topic_field), cfg)
 
 
+def check_prompt_files(cfg: ExamConfig) -> None:
+    """ConfigError for a prompt file given that is unreadable, empty or lacks ``{document}`` (checked whichever
+    generator runs: the offline cloze writer uses no prompt, but a bad file is a mistake either way)."""
+    from ragrade.exam.prompts import SYSTEM_PROMPT, USER_PROMPT, load_template
+
+    load_template(cfg.prompt_file, USER_PROMPT, require_document=True)
+    load_template(cfg.system_prompt_file, SYSTEM_PROMPT, require_document=False)
+
+
 def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) -> list[Chunk]:
     """The chunks long enough to ask about (errors for no chunks, a baseline LLM, or none long enough)."""
+    check_prompt_files(cfg)
     if not chunks:
         raise DataError("no chunks to generate questions from")
     if llm is not None and getattr(llm, "is_baseline", False) and not hasattr(llm, "agenerate"):
@@ -275,10 +285,10 @@ class _Rounds:
     rounds: int
 
 
-def _dry_run() -> bool:
-    from ragrade.llm.dryrun import session_active
+def _dry_run(writer: QuestionWriter) -> bool:
+    from ragrade.llm.dryrun import is_dry_run
 
-    return session_active()
+    return is_dry_run(getattr(writer, "llm", None))
 
 
 def _generate_rounds(
@@ -307,7 +317,7 @@ def _generate_rounds(
         parsed = [r for r in raws if r.ok]
         reasons, records = run_filters(parsed, cfg, emb)
         survivors = sum(r is None for r in reasons)
-        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds or _dry_run():
+        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds or _dry_run(writer):
             break  # a dry run counts one round: top-up rounds only replace rejected candidates
         rate = max(survivors / max(1, len(raws)), 0.1)
         want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
@@ -443,6 +453,7 @@ def write_exam_result(path: str | Path, result: ExamResult, cfg: ExamConfig, inp
 
 __all__ = [
     "ExamResult",
+    "check_prompt_files",
     "generate_exam",
     "generate_exam_full",
     "interleave_by_document",

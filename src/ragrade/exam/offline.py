@@ -34,6 +34,20 @@ from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, w
 from ragrade.retrieval.base import Embedder
 
 BLANK = "____"
+NAME = "offline/cloze"
+OFFLINE_EXAM_NOTE = (
+    "the questions were written offline (offline/cloze): each quotes a sentence of the corpus word for word with "
+    "one term blanked, so lexical overlap with the source favours lexical retrieval (BM25) over dense and hybrid; "
+    "natural-language questions can rank retrievers differently. For a ranking that reflects your users' "
+    "questions, write the exam with a real LLM (`ragrade exam generate INDEX --llm openai/MODEL`, or "
+    '`[exam] llm = "openai/MODEL"` in a job config).'
+)
+
+
+def is_offline_exam(meta: dict[str, Any]) -> bool:
+    """True when an exam file's header says the offline cloze generator wrote it."""
+    gen = meta.get("generator")
+    return isinstance(gen, dict) and str(gen.get("name", "")).startswith("offline")
 
 
 def _wordset(text: str) -> frozenset[str]:
@@ -436,7 +450,7 @@ class ClozeGenerator:
                     "choices": [t.text, *[e.text for e in chosen]],
                     "answer": 0,
                     "generator": {
-                        "name": "offline/cloze",
+                        "name": NAME,
                         "kind": t.kind,
                         "format": t.fmt,
                         "seed": self.seed,
@@ -537,4 +551,16 @@ class ClozeGenerator:
         return out
 
 
-__all__ = ["BLANK", "KINDS", "SUBJECTS", "ClozeGenerator", "KeyTerm", "extract_terms", "stem_context", "subject_of"]
+__all__ = [
+    "BLANK",
+    "KINDS",
+    "NAME",
+    "OFFLINE_EXAM_NOTE",
+    "SUBJECTS",
+    "ClozeGenerator",
+    "KeyTerm",
+    "extract_terms",
+    "is_offline_exam",
+    "stem_context",
+    "subject_of",
+]

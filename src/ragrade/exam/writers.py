@@ -14,6 +14,7 @@ from ragrade.exam.parse import ParsedQuestion, check_question_text, parse_questi
 from ragrade.exam.prompts import QUESTION_SCHEMA, SYSTEM_PROMPT, USER_PROMPT, load_template, render
 from ragrade.exam.text import derived_seed, stable_hash
 from ragrade.llm.base import LLM, GenerationRequest, Message, generate
+from ragrade.progress import note_failed
 from ragrade.registry import register
 
 #: reasons a chunk yields no candidate at all (stage "generation"): ``llm_error`` is a failed request (missing,
@@ -134,6 +135,7 @@ class LLMWriter:
                     out.append(
                         Raw(chunk, stage="parse", reason=res.reason, detail=res.detail, text=comp.text, generator=gen)
                     )
+            note_failed(sum(1 for comp in completions if not comp.ok))  # failed requests, for the progress display
             if progress is not None:
                 progress(len(out), valid)
         return out

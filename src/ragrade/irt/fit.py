@@ -203,6 +203,7 @@ def _repolish(prob: Problem, x: F64, report: dict[str, Any]) -> tuple[F64, dict[
     prob.penalty = weak
     x2, rep2 = optimise(prob, x)
     rep2["iterations"] += report["iterations"]
+    rep2["time_s"] = round(rep2["time_s"] + report["time_s"], 4)  # the fit is both passes
     rep2["anchor_penalty"] = (
         f"bounds keep the optimum off the anchored scale: refined with penalties weakened to {weak} "
         f"(first pass: {report['iterations']} iterations, {report['message']})"
@@ -229,7 +230,11 @@ def fit_responses(
     x, report = _repolish(prob, x, report)
     report["warm_start"] = init is not None
     theta, d, b, g, z = prob.unpack(x)
-    return finish_result(prob, data, cfg, theta, d, b, g, z, report, compute_se=compute_se)
+    t0 = time.perf_counter()
+    result = finish_result(prob, data, cfg, theta, d, b, g, z, report, compute_se=compute_se)
+    # SEs, statistics and flags: everything after the optimiser ("se" is part of it)
+    result.timings["se_stats"] = time.perf_counter() - t0
+    return result
 
 
 def fit_irt(

@@ -11,6 +11,11 @@ chunker. Per factor, a set of *not applicable* values (default
 NaN or None; compared as stripped, case-insensitive text) marks such
 pipelines; they get the code -1 and no level. An empty set makes the factor
 strict: every pipeline must then have a real level.
+
+The retrieval factors (:data:`RETRIEVAL_ONLY_FACTORS`: k, chunker, query, post)
+do not apply to closed-book and oracle pipelines (column ``retriever``), whatever
+their cell says (closed book is k=0, the oracle k=1), unless that factor's
+not-applicable values are given or every factor is made strict (``*`` empty).
 """
 
 from __future__ import annotations
@@ -33,6 +38,19 @@ ALL_FACTORS = "*"  # key of a not-applicable mapping that sets the values of eve
 # factors whose "none" is a real level (the untransformed query, no post-processing); "n/a" marks index-free pipelines
 FACTOR_NOT_APPLICABLE: dict[str, tuple[str, ...]] = {"query": ("n/a", ""), "post": ("n/a", "")}
 NotApplicable = Mapping[str, Sequence[str]]
+# factors of the retrieval step, which closed book (no passages) and the oracle (handed the gold passage) lack:
+# for these pipelines they are not applicable unless a factor's not-applicable values are given explicitly
+RETRIEVAL_ONLY_FACTORS = ("k", "chunker", "query", "post")
+NO_INDEX_RETRIEVERS = ("closed", "oracle")
+NO_INDEX_LABEL = "n/a"  # the not-applicable value shown for them
+
+
+def no_index_rows(df: pd.DataFrame) -> npt.NDArray[np.bool_]:
+    """Per row: a closed-book or oracle pipeline (column ``retriever``; all False without that column)."""
+    if "retriever" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    text = df["retriever"].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
+    return np.asarray(text.isin(NO_INDEX_RETRIEVERS).to_numpy(), dtype=bool)
 
 
 @dataclass
@@ -87,6 +105,16 @@ def not_applicable_values(name: str, spec: NotApplicable | None) -> tuple[str, .
     return DEFAULT_NOT_APPLICABLE
 
 
+def _retrieval_default(name: str, spec: NotApplicable | None) -> bool:
+    """Whether closed book and oracle are not applicable to factor ``name`` by default: a retrieval factor
+    whose values were not given (its own entry), unless every factor was made strict (``*`` empty)."""
+    if name not in RETRIEVAL_ONLY_FACTORS:
+        return False
+    if spec is None:
+        return True
+    return name not in spec and not (ALL_FACTORS in spec and not tuple(spec[ALL_FACTORS]))
+
+
 def _na_key(value: str) -> str:
     return value.strip().lower()
 
@@ -122,7 +150,6 @@ class Responses:
             source=self.source,
             exam_path=self.exam_path,
         )
-
 
     def subset_pipelines(self, keep: npt.NDArray[np.bool_]) -> Responses:
         """The same items answered by the pipelines where ``keep`` is true (factor codes subset alike)."""
@@ -259,8 +286,17 @@ def build_responses(
     q_codes, items = _label_codes(df["question_id"])
     R = _fill_matrix(df, p_codes, q_codes, correct, len(items), len(pipelines), source)
     ok = ~np.isnan(correct)
+    no_index = no_index_rows(df) if any(f in RETRIEVAL_ONLY_FACTORS for f in factors) else None
     coded = [
-        _code_factor(df, name, p_codes, pipelines, source, not_applicable_values(name, not_applicable))
+        _code_factor(
+            df,
+            name,
+            p_codes,
+            pipelines,
+            source,
+            not_applicable_values(name, not_applicable),
+            no_index if _retrieval_default(name, not_applicable) else None,
+        )
         for name in factors
     ]
     counts = {
@@ -344,10 +380,13 @@ def _code_factor(
     pipelines: list[str],
     source: str,
     na_values: tuple[str, ...],
+    forced: npt.NDArray[np.bool_] | None = None,
 ) -> Factor:
+    """Code one factor per pipeline; rows where ``forced`` is set are not applicable whatever their value."""
+    forced = forced if forced is not None and forced.any() else None
     na_keys = {_na_key(v) for v in na_values}
     col = df[name]
-    empty = col.isna().to_numpy()
+    empty = col.isna().to_numpy() if forced is None else col.isna().to_numpy() & ~forced
     if empty.any() and "" not in na_keys:
         raise DataError(
             f"{source}: factor column '{name}' is empty in {int(empty.sum())} rows "
@@ -359,9 +398,16 @@ def _code_factor(
     else:
         v_codes, uniq = pd.factorize(col, sort=False)
         uniques = pd.Series(np.asarray(uniq, dtype=object))
-    texts = [*_as_text(uniques).tolist(), ""]  # the last one: an empty cell
-    v_codes = np.where(v_codes < 0, len(texts) - 1, v_codes)
+    texts = [*_as_text(uniques).tolist(), "", NO_INDEX_LABEL]  # the last two: an empty cell, a forced row
+    v_codes = np.where(v_codes < 0, len(texts) - 2, v_codes)
     is_na = np.array([_na_key(t) in na_keys for t in texts])
+    if forced is not None:  # a closed-book k=0 reads as n/a; a value already not applicable stays as written
+        moved = forced & ~is_na[v_codes]
+        if moved.any():
+            v_codes = np.where(moved, len(texts) - 1, v_codes)
+            is_na[-1] = True
+            if _na_key(NO_INDEX_LABEL) not in na_keys:
+                na_values = (*na_values, NO_INDEX_LABEL)
     # one marker for every not-applicable value, so that 'none' and an empty cell do not clash per pipeline
     first: dict[str, int] = {}
     key = np.array([first.setdefault(t, k) for k, t in enumerate(texts)])  # equal texts, one key
@@ -405,14 +451,53 @@ def load_item_params(path: str | Path) -> pd.DataFrame:
     if not isinstance(doc, dict) or doc.get("kind") != "irt":
         raise DataError(f"{path}: not an irt.json file")
     if isinstance(doc.get("items"), dict):
-        df = pd.DataFrame.from_dict(doc["items"], orient="index")
+        items = doc["items"]
+        bad = next((q for q, rec in items.items() if not isinstance(rec, dict)), None)
+        if bad is not None:
+            raise DataError(f"{path}: item '{bad}' is not an object of parameters")
+        df = pd.DataFrame.from_dict(items, orient="index")
         df.index = df.index.astype(str)
-    else:
-        table = (doc.get("tables") or {}).get("items")
-        if not table or not str(table).endswith(".parquet") or not (path.parent / table).is_file():
-            raise DataError(f"{path}: no item parameters (neither inline nor a per-item Parquet table)")
-        df = pd.read_parquet(path.parent / table).set_index("question_id")
-    df.index.name = "question_id"
+        df.index.name = "question_id"
+        return _checked_items(df, path)
+    table = (doc.get("tables") or {}).get("items")
+    if not table or not str(table).endswith(".parquet") or not (path.parent / table).is_file():
+        raise DataError(f"{path}: no item parameters (neither inline nor a per-item Parquet table)")
+    where = path.parent / str(table)
+    try:
+        df = pd.read_parquet(where)
+    except Exception as exc:  # pyarrow raises its own types (ArrowInvalid, OSError, ...) for a damaged file
+        raise DataError(f"{where}: not a readable Parquet table of item parameters ({str(exc)[:200]})") from exc
+    if "question_id" not in df.columns:
+        raise DataError(f"{where}: missing column 'question_id' (columns: {', '.join(map(str, df.columns)) or 'none'})")
+    ids = df["question_id"]
+    if ids.isna().any():
+        raise DataError(f"{where}: {int(ids.isna().sum())} row(s) without a question_id")
+    df = df.assign(question_id=ids.astype(str)).set_index("question_id")
+    return _checked_items(df, where)
+
+
+ITEM_PARAMS = ("discrimination", "difficulty", "guessing")  # numeric columns of an item table (difficulty required)
+
+
+def _checked_items(df: pd.DataFrame, where: Path) -> pd.DataFrame:
+    """``df`` when it is a usable item table (one row per question, numeric parameters); DataError otherwise."""
+    if df.empty:
+        raise DataError(f"{where}: no items")
+    if "difficulty" not in df.columns:
+        raise DataError(f"{where}: missing column 'difficulty' (columns: {', '.join(map(str, df.columns))})")
+    dup = df.index[df.index.duplicated()]
+    if len(dup):
+        raise DataError(f"{where}: question '{dup[0]}' appears {int((df.index == dup[0]).sum())} times")
+    for col in ITEM_PARAMS:
+        if col not in df.columns:
+            continue
+        values = df[col]
+        numbers = pd.to_numeric(values.where(~values.map(lambda v: isinstance(v, bool))), errors="coerce")
+        wrong = numbers.isna() & values.notna()
+        if wrong.any():
+            pos = int(np.flatnonzero(wrong.to_numpy())[0])
+            got, q = values.iloc[pos], df.index[pos]
+            raise DataError(f"{where}: '{col}' must hold numbers, got {got!r} for question '{q}'")
     return df
 
 

@@ -28,19 +28,27 @@ def adaptive_stage(cfg: JobConfig, layout: RunLayout) -> Stage:
     return Stage("adaptive", key, needs, [out / "summary.csv"], run_adaptive_stage, resumable=True)
 
 
+def adaptive_configs(cfg: JobConfig, layout: RunLayout) -> tuple[Any, Any]:
+    """The sweep and adaptive settings the stage runs with (``replay``: the LLMs answer from the sweep);
+    ``ragrade run --check`` validates them the same way before the first stage."""
+    from ragrade.run.adaptive_config import AdaptiveConfig
+
+    acfg = AdaptiveConfig.model_validate({**cfg.adaptive.model_dump(exclude={"replay"}), "enabled": True})
+    scfg = sweep_config(cfg, layout)
+    if cfg.adaptive.replay:
+        grid = scfg.grid.model_copy(update={"llm": [f"replay/{m}" for m in scfg.grid.llm]})
+        opts = {**scfg.llm_options, "replay_from": str(layout.sweep.resolve())}
+        scfg = scfg.model_copy(update={"grid": grid, "llm_options": opts})
+    return scfg, acfg
+
+
 def run_adaptive_stage(ctx: StageContext) -> dict[str, Any]:
     """Run (or resume) the adaptive sweep; compare with the full sweep when replaying it."""
-    from ragrade.run.adaptive_config import AdaptiveConfig
     from ragrade.run.adaptive_run import run_adaptive
     from ragrade.run.store import JournalMismatch
 
     section = ctx.cfg.adaptive
-    acfg = AdaptiveConfig.model_validate({**section.model_dump(exclude={"replay"}), "enabled": True})
-    cfg = sweep_config(ctx.cfg, ctx.layout)
-    if section.replay:
-        grid = cfg.grid.model_copy(update={"llm": [f"replay/{m}" for m in cfg.grid.llm]})
-        opts = {**cfg.llm_options, "replay_from": str(ctx.layout.sweep.resolve())}
-        cfg = cfg.model_copy(update={"grid": grid, "llm_options": opts})
+    cfg, acfg = adaptive_configs(ctx.cfg, ctx.layout)
     out = ctx.layout.root / "adaptive"
 
     def on_round(rec: dict[str, Any]) -> None:
@@ -95,4 +103,4 @@ def compare_with_full(adaptive: Any, full_summary: Any, cost: dict[str, Any]) ->
     }
 
 
-__all__ = ["COMPARISON_FILE", "adaptive_stage", "compare_with_full", "run_adaptive_stage"]
+__all__ = ["COMPARISON_FILE", "adaptive_configs", "adaptive_stage", "compare_with_full", "run_adaptive_stage"]

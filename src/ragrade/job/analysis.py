@@ -24,7 +24,7 @@ import pandas as pd
 
 from ragrade.errors import DataError
 from ragrade.io import write_json
-from ragrade.irt.io import DEFAULT_NOT_APPLICABLE, not_applicable_values
+from ragrade.irt.io import DEFAULT_NOT_APPLICABLE, RETRIEVAL_ONLY_FACTORS, no_index_rows, not_applicable_values
 from ragrade.job.config import JobConfig
 from ragrade.job.layout import RunLayout
 from ragrade.job.stages import StageContext, sweep_config
@@ -44,7 +44,10 @@ def applies(df: pd.DataFrame, factor: str, not_applicable: Sequence[str] = NOT_A
     """
     keys = {v.strip().lower() for v in not_applicable_values(factor, {"*": tuple(not_applicable)})}
     text = df[factor].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
-    return ~text.isin(keys)
+    out = ~text.isin(keys)
+    if factor in RETRIEVAL_ONLY_FACTORS and tuple(not_applicable):  # closed book, oracle: no k, chunker (as the fit)
+        out &= ~no_index_rows(df)
+    return out
 
 
 def design_rank_ok(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE) -> bool:
@@ -59,7 +62,8 @@ def design_rank_ok(df: pd.DataFrame, factors: Sequence[str], not_applicable: Seq
 
     if not factors:
         return True
-    pipes = df.drop_duplicates("pipeline")[["pipeline", *factors]].reset_index(drop=True)
+    extra = ["retriever"] if "retriever" in df.columns and "retriever" not in factors else []
+    pipes = df.drop_duplicates("pipeline")[["pipeline", *factors, *extra]].reset_index(drop=True)
     pipes = pipes.assign(question_id="-", correct=1)
     try:
         resp = build_responses(pipes, factors, not_applicable={"*": tuple(not_applicable)})
@@ -196,13 +200,6 @@ def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- robustness
 
-DATA_OF_TESTBED = {
-    "noise": "base",
-    "negative": "base",
-    "integration": "integration",
-    "counterfactual": "counterfactual",
-}
-
 
 def run_robust_build(ctx: StageContext) -> dict[str, Any]:
     """Build RGB-style testbeds from the exam and an index into ``robust/testbeds/``."""
@@ -211,7 +208,7 @@ def run_robust_build(ctx: StageContext) -> dict[str, Any]:
 
     r = ctx.cfg.robust
     label = ctx.cfg.chunker(r.chunker).label
-    opts = CorpusBuildOptions(k=r.k, seed=r.seed, lang=r.lang, max_questions=r.n)
+    opts = CorpusBuildOptions(k=r.k, seed=r.seed, lang=r.lang, max_questions=r.n, min_positives=r.min_positives or 1)
     index_dir = ctx.layout.index(label)
     ret = load_index(index_dir).retriever(r.retriever)
     built = build_corpus_testbeds(qa_from_exam(ctx.layout.exam), ret, opts)
@@ -227,7 +224,9 @@ def testbed_data(ctx: StageContext, testbed: str) -> Path:
     r = ctx.cfg.robust
     if r.data is not None:
         return Path(r.data)
-    return ctx.layout.testbeds / f"{DATA_OF_TESTBED.get(testbed, 'base')}.jsonl"
+    from ragrade.robust.testbeds import get_testbed
+
+    return ctx.layout.testbeds / f"{get_testbed(testbed).data_file}.jsonl"
 
 
 def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
@@ -240,13 +239,13 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
     out = ctx.layout.robust / testbed
     if not data.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        why = f"no {DATA_OF_TESTBED.get(testbed)} items could be built from this corpus"
+        why = f"no {get_testbed(testbed).data_file} items could be built from this corpus"
         write_json(out / "skipped.json", {"version": 1, "testbed": testbed, "reason": why})
         return {"skipped": why}
     tb = get_testbed(testbed)
     ratios = None if tb.ratios_fixed else [x for x in r.noise_ratios if x < 1.0]
-    if testbed == "integration" and ratios:
-        ratios = [x for x in ratios if x <= 0.4] or None
+    if tb.ratio_cap is not None and ratios:
+        ratios = [x for x in ratios if x <= tb.ratio_cap] or None
     cfg = RobustRunConfig.model_validate(
         {
             "data": data,
@@ -259,10 +258,12 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
             "lang": r.lang,
             "seed": r.seed,
             "limit": r.n,
+            "min_positives": r.min_positives or 0,
             "concurrency": ctx.cfg.llm.concurrency,
             "cache": ctx.cfg.llm.cache,
             "timeout": ctx.cfg.llm.timeout,
             "max_retries": ctx.cfg.llm.max_retries,
+            "dry_run": ctx.cfg.llm.dry_run,
         }
     )
     stale = out / "skipped.json"
@@ -334,6 +335,7 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
             "concurrency": ctx.cfg.llm.concurrency,
             "timeout": ctx.cfg.llm.timeout,
             "max_retries": ctx.cfg.llm.max_retries,
+            "dry_run": ctx.cfg.llm.dry_run,
         }
     )
     summary = run_judging(
@@ -367,7 +369,6 @@ def _llm(ctx: StageContext, spec: str) -> Any:
 
 
 __all__ = [
-    "DATA_OF_TESTBED",
     "NOT_APPLICABLE",
     "PLAN_FILE",
     "PLAN_VERSION",

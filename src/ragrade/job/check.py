@@ -2,8 +2,9 @@
 
 A bad ``[irt] model``, ``[robust] testbeds``, ``[judge] metrics``, ``[sweep] retrievers`` or model spec
 used to surface only when its stage started, hours into a run. :func:`check_job` checks every component
-name and every model spec up front (without loading models or reading the corpus) and raises the first
-problem as a one-line :class:`~ragrade.errors.ConfigError`.
+name and every model spec up front (without loading models or reading the corpus), the sweep's grid
+(query transforms, post chains, ``transform_options``), ``[adaptive]`` and ``[calibration] human`` with
+the validators their stages use, and raises the first problem as a one-line :class:`~ragrade.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -64,11 +65,68 @@ def _check_retriever(spec: str) -> None:
         _check_retriever(arg.strip() or "hybrid")
 
 
+def _sweep_specs(cfg: JobConfig) -> list[Any]:
+    """The sweep's pipelines, expanded and validated as the sweep stage does: query and post names, the transform
+    LLM they need, ``transform_options`` (names and options)."""
+    from ragrade.job.layout import RunLayout
+    from ragrade.job.stages import sweep_config
+    from ragrade.run.spec import expand_pipelines
+
+    try:
+        specs: list[Any] = expand_pipelines(sweep_config(cfg, RunLayout(Path(cfg.out))))
+    except ConfigError as exc:
+        raise ConfigError(f"[sweep] {exc}") from exc
+    return specs
+
+
+def _check_adaptive(cfg: JobConfig) -> None:
+    """``[adaptive]`` as its stage validates it before the first request, less what needs the exam: the settings,
+    the calibration mode, the calibration file, the reference pipelines."""
+    from ragrade.job.adaptive_stage import adaptive_configs
+    from ragrade.job.layout import RunLayout
+    from ragrade.run.adaptive_calib import calibration_mode, load_calibration, resolve_references
+    from ragrade.run.spec import expand_pipelines
+
+    try:
+        scfg, acfg = adaptive_configs(cfg, RunLayout(Path(cfg.out)))
+        acfg.check()
+        specs = expand_pipelines(scfg)
+        mode = calibration_mode(acfg, len(specs))
+        if mode == "file":
+            load_calibration(str(acfg.calibration), [])  # readable irt.json with usable item parameters
+        elif mode == "reference":
+            resolve_references(acfg, specs, scfg.seed)
+    except RagradeError as exc:
+        raise ConfigError(f"[adaptive] {exc}") from exc
+
+
+def _check_human_labels(cfg: JobConfig) -> None:
+    """``[calibration] human`` read by the calibration stage's own reader before anything is judged: every line
+    a label of a ``[judge]`` metric on its scale, no duplicate, at least ``min_labels`` per metric (the stage
+    also checks that every id was judged and counts the labels per configuration)."""
+    from ragrade.io import iter_jsonl
+    from ragrade.judge.calibrate import ScoreTable, read_labels
+
+    path = Path(str(cfg.calibration.human))
+    if not path.is_file():
+        raise ConfigError(f"[calibration] human: labels file {path} not found")
+    anyone = "any configuration"
+    try:
+        ids = {str(rec["id"]) for _, rec in iter_jsonl(path) if "id" in rec}
+        scores: dict[str, dict[tuple[str, str], float | None]] = {
+            m: {(anyone, i): 0.0 for i in ids} for m in cfg.judge.metrics
+        }
+        table = ScoreTable(Path("[judge] metrics"), "judge_scores", scores, {i: (anyone, i) for i in ids})
+        read_labels(path, table, min_labels=cfg.calibration.min_labels)
+    except RagradeError as exc:
+        raise ConfigError(f"[calibration] human: {exc}") from exc
+
+
 def check_job(cfg: JobConfig) -> None:
     """Raise a ConfigError for the first bad component name or model spec of ``cfg`` (see the module)."""
     from ragrade.irt.model import MODELS
-    from ragrade.judge import LLM_METRICS
     from ragrade.judge.claims import OFFLINE_JUDGE
+    from ragrade.judge.run import check_judge_llm
 
     llm_kwargs = {
         "base_url": cfg.llm.base_url,
@@ -87,6 +145,11 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[sweep] llms", llm_kwargs)
         for r in cfg.sweep.retrievers:
             _check_retriever(r)
+        if cfg.sweep.transform_llm:
+            check_llm_spec(cfg.sweep.transform_llm, "[sweep] transform_llm", llm_kwargs)
+        _sweep_specs(cfg)
+    if cfg.adaptive.enabled:
+        _check_adaptive(cfg)
     if cfg.irt.enabled and cfg.irt.model not in MODELS:
         raise ConfigError(f"[irt] model: unknown model '{cfg.irt.model}'; valid: {', '.join(MODELS)}")
     if cfg.robust.enabled:
@@ -103,15 +166,17 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[judge] answer_llms", llm_kwargs)
         for r in cfg.judge.retrievers:
             _check_retriever(r)
-        if cfg.judge.judge_llm == OFFLINE_JUDGE:
-            bad = [m for m in cfg.judge.metrics if m in LLM_METRICS and m != "claims"]
-            if bad:
-                raise ConfigError(f"[judge] judge_llm: {OFFLINE_JUDGE} is the offline claims baseline; "
-                                  f"metric(s) {', '.join(bad)} need a real judge LLM")
-        elif cfg.judge.judge_llm:
-            check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_kwargs)
+        if cfg.judge.judge_llm:
+            try:  # the judge stage's own rule: which LLM can judge which metric
+                check_judge_llm(cfg.judge.metrics, cfg.judge.judge_llm, flag="judge_llm =")
+            except ConfigError as exc:
+                raise ConfigError(f"[judge] {exc}") from exc
+            if cfg.judge.judge_llm != OFFLINE_JUDGE:
+                check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_kwargs)
         if cfg.judge.qa_llm.strip().lower() != "offline":
             check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_kwargs)
+        if cfg.calibration.human:
+            _check_human_labels(cfg)
 
 
 def describe_plan(cfg: JobConfig, out: Path) -> list[dict[str, Any]]:

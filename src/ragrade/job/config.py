@@ -68,6 +68,8 @@ class LLMSection(_Section):
     timeout: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=5, ge=0)
     cache: bool = True
+    # `ragrade --dry-run run`: every LLM of the job counts its requests and sends none (not part of stage keys)
+    dry_run: bool = Field(default=False, exclude=True)
 
 
 class ExamSection(_Section):
@@ -137,7 +139,10 @@ class RobustSection(_Section):
     llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
     noise_ratios: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
     docs: int = Field(default=5, ge=1)
-    n: int = Field(default=60, ge=1)
+    n: int = Field(default=60, ge=1)  # questions per testbed at most (`robust run --limit`, `--max-questions`)
+    # questions with fewer supporting passages are left out (`robust build/run --min-positives`); None: 1 when
+    # built from the corpus, 0 (keep all) for an RGB-format `data` file
+    min_positives: int | None = Field(default=None, ge=0, le=5)  # a built question keeps 5 positives at most
     lang: str = "en"
     seed: int = 0
     chunker: str | None = None  # which index finds the hard negatives (default: the first)
@@ -257,25 +262,58 @@ def load_job_config(
 ) -> JobConfig:
     """Merge defaults < ``base`` (e.g. the demo) < the file at ``path`` < ``overrides``.
 
-    Relative paths in the file (corpus paths, an exam, robustness data) are read
-    relative to the file's folder.
+    Every relative path in the file (``out``, corpus paths, an exam, robustness data, human labels, an
+    adaptive calibration, model files in LLM and embedder specs) is read relative to the file's folder;
+    ``overrides`` (command-line flags) are taken as given.
     """
     file_layer = _resolve_paths(load_toml(path), Path(path).resolve().parent) if path is not None else None
     return build_config(JobConfig, base, file_layer, overrides, source=str(path or "config"))
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
-    def fix(value: Any) -> Any:
-        return str(base / value) if isinstance(value, str) and not Path(value).is_absolute() else value
+    """The file layer with every path field made absolute against ``base`` (the config file's folder)."""
+    from ragrade.config_paths import resolve_embedder_spec, resolve_keys
 
-    corpus = data.get("corpus")
-    if isinstance(corpus, dict) and isinstance(corpus.get("paths"), list):
-        corpus["paths"] = [fix(p) for p in corpus["paths"]]
-    for section, key in (("exam", "path"), ("robust", "data"), ("calibration", "human")):
-        table = data.get(section)
-        if isinstance(table, dict) and table.get(key):
-            table[key] = fix(table[key])
+    resolve_keys(data, ("out",), base)
+    keys: tuple[str, ...]
+    for section, keys in (
+        ("corpus", ("paths",)),
+        ("exam", ("path",)),
+        ("robust", ("data",)),
+        ("calibration", ("human",)),
+        ("adaptive", ("calibration",)),
+    ):
+        resolve_keys(data.get(section), keys, base)
+    for section, keys in (
+        ("exam", ("llm",)),
+        ("sweep", ("llms", "transform_llm")),
+        ("robust", ("llms",)),
+        ("judge", ("qa_llm", "answer_llms", "judge_llm")),
+    ):
+        resolve_keys(data.get(section), keys, base, llm=True)
+    exam = data.get("exam")
+    if isinstance(exam, dict):
+        resolve_keys(exam.get("options"), ("prompt_file", "system_prompt_file"), base)
+    index = data.get("index")
+    if isinstance(index, dict) and "embedder" in index:
+        index["embedder"] = resolve_embedder_spec(index["embedder"], base)
     return data
 
 
-__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "ReportSection", "load_job_config"]
+def config_paths(cfg: JobConfig, out: str | Path) -> dict[str, Any]:
+    """The job's resolved file paths (what ``run --check`` prints and the manifest records)."""
+    paths: dict[str, Any] = {"out": str(Path(out).resolve())}
+    if not cfg.corpus.demo:
+        paths["corpus"] = list(cfg.corpus.paths)
+    for key, value in (
+        ("exam", cfg.exam.path),
+        ("robust_data", cfg.robust.data),
+        ("calibration_human", cfg.calibration.human),
+        ("adaptive_calibration", cfg.adaptive.calibration),
+    ):
+        if value:
+            paths[key] = value
+    return paths
+
+
+__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "ReportSection", "config_paths", "load_job_config"]

@@ -1,4 +1,8 @@
-"""One progress display for a whole job: rich bars on a terminal, one line per stage otherwise."""
+"""One progress display for a whole job: rich bars on a terminal, one line per stage otherwise.
+
+Built on :mod:`ragrade.progress` (the display every command uses): the same interval
+(``$RAGRADE_PROGRESS_INTERVAL``), line format, 80-column bars and failure count.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from ragrade.cli.common import is_tty
+from ragrade.progress import BAR_WIDTH, LABEL_WIDTH, clock, failed_so_far, interval_s, resolve_mode, short_label
 
 
 def _brief(summary: dict[str, Any]) -> str:
@@ -27,15 +31,18 @@ def _duration(seconds: float) -> str:
 class Display:
     """Plain display: one line per finished or reused stage on ``stream`` (stderr by default).
 
-    While a stage runs longer than ``interval`` seconds, a line every ``interval`` seconds says
-    what it is doing: items done / total, rate and the time left at that rate (predicted).
+    While a stage runs longer than ``interval`` seconds (default ``$RAGRADE_PROGRESS_INTERVAL``, else 10;
+    0: none), a line every ``interval`` seconds says what it is doing: items done / total, rate, the time
+    left at that rate (ETA) and the requests failed so far in the stage.
     """
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 30.0) -> None:
+    def __init__(self, stream: TextIO | None = None, interval: float | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.interval = interval
+        self.interval = interval_s() if interval is None else interval
         self._stage: tuple[int, int, str, float] | None = None
         self._work: tuple[str, int, int] | None = None  # what, done, total
+        self._first: tuple[str, int, float] | None = None  # what, done, when at its first report (for the rate)
+        self._failed0 = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -55,7 +62,7 @@ class Display:
             self._thread.join(timeout=1.0)
         self._thread = None
         with self._lock:
-            self._stage, self._work = None, None
+            self._stage, self._work, self._first = None, None, None
 
     def _heartbeat(self, stop: threading.Event) -> None:
         while not stop.wait(self.interval):
@@ -74,19 +81,20 @@ class Display:
             if self._work is None:
                 return head
             what, done, total = self._work
-        text = f"{head}: {what} {done:,}/{total:,}" if total else f"{head}: {what} {done:,}"
-        rate = done / (now - started) if now > started and done else 0.0
-        if rate > 0:
-            text += f", {rate:.1f}/s"
-            if total and done < total:
-                text += f", about {_duration((total - done) / rate)} left (predicted)"
-        return text
+            first = self._first
+        counts = f"{done}/{total} ({100.0 * done / total:.0f}%)" if total else f"{done}"
+        base, since = (first[1], first[2]) if first is not None and first[0] == what else (0, started)
+        rate = (done - base) / (now - since) if now > since and done > base else 0.0
+        left = clock((total - done) / rate) if rate > 0 and total else "--:--"
+        failed = failed_so_far() - self._failed0
+        return f"{head}: {what} {counts} {rate:.1f}/s ETA {left} failed={failed}"
 
     def stage_start(self, i: int, n: int, name: str) -> None:
         """A stage begins (a plain display starts its heartbeat)."""
         self._end_stage()
         with self._lock:
             self._stage = (i, n, name, time.monotonic())
+            self._failed0 = failed_so_far()
         if type(self) is Display and self.interval > 0:
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._heartbeat, args=(self._stop,), daemon=True)
@@ -106,24 +114,27 @@ class Display:
     def sub_progress(self, what: str, done: int, total: int) -> None:
         """Progress inside the running stage (shown by the plain display's heartbeat lines)."""
         with self._lock:
+            if self._first is None or self._first[0] != what or done < self._first[1]:
+                self._first = (what, done, time.monotonic())
             self._work = (what, done, total)
 
 
 class RichDisplay(Display):
-    """A rich display: the job's stages as one bar, the running stage's work as another."""
+    """A rich display: the job's stages as one bar, the running stage's work as another (80 columns)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, console: Any = None) -> None:
         super().__init__(stream)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.table import Column
 
-        self.console = Console(file=self.stream)
+        self.console = console or Console(file=self.stream)
         self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
+            SpinnerColumn(table_column=Column(width=1, no_wrap=True)),
+            TextColumn("{task.description}", table_column=Column(width=LABEL_WIDTH, no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=BAR_WIDTH, table_column=Column(width=BAR_WIDTH, no_wrap=True)),
+            MofNCompleteColumn(table_column=Column(no_wrap=True, overflow="ellipsis")),
+            TimeElapsedColumn(table_column=Column(no_wrap=True)),
             console=self.console,
             transient=True,
         )
@@ -145,10 +156,10 @@ class RichDisplay(Display):
         """Show the stage on the job bar and reset the work bar."""
         if self.job_task is None:
             self.job_task = self.progress.add_task("job", total=n)
-        self.progress.update(self.job_task, completed=i, description=f"job: {name}")
+        self.progress.update(self.job_task, completed=i, description=short_label(f"job: {name}"))
         if self.sub_task is not None:
             self.progress.remove_task(self.sub_task)
-        self.sub_task = self.progress.add_task(name, total=None)
+        self.sub_task = self.progress.add_task(short_label(name), total=None)
 
     def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
         """Print the stage's line and advance the job bar."""
@@ -162,12 +173,16 @@ class RichDisplay(Display):
         if self.sub_task is None or (now - self._last < 0.1 and done < total):
             return
         self._last = now
-        self.progress.update(self.sub_task, description=what[:60], completed=done, total=total)
+        self.progress.update(self.sub_task, description=short_label(what), completed=done, total=total)
 
 
-def make_display() -> Display:
-    """Rich on a terminal (stderr), plain lines otherwise."""
-    return RichDisplay() if is_tty() else Display()
+def make_display(quiet: bool = False) -> Display:
+    """Rich on a terminal (stderr), plain lines otherwise; ``quiet`` (or ``RAGRADE_PROGRESS=off``): the stage
+    lines only."""
+    mode = resolve_mode(quiet)
+    if mode == "tty":
+        return RichDisplay()
+    return Display(interval=0 if mode == "quiet" else None)
 
 
 __all__ = ["Display", "RichDisplay", "make_display"]

@@ -25,7 +25,7 @@ from ragrade.errors import DataError
 from ragrade.io import now_iso, read_json, write_json
 from ragrade.job import analysis as an
 from ragrade.job import stages as st
-from ragrade.job.config import JobConfig
+from ragrade.job.config import JobConfig, config_paths
 from ragrade.job.layout import MANIFEST_FILE, STAGES_FILE, TIMINGS_FILE, RunLayout
 from ragrade.job.progress import Display, make_display
 from ragrade.run.spec import fingerprint
@@ -160,6 +160,8 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
             return []
         label = cfg.chunker(r.chunker).label
         key = {k: getattr(r, k) for k in ("chunker", "retriever", "k", "seed", "lang", "n")}
+        if r.min_positives is not None:  # only when set, so earlier runs keep their stage keys
+            key["min_positives"] = r.min_positives
         out.append(
             st.Stage(
                 "robust:build",
@@ -175,6 +177,7 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
             "testbed": tb,
             **{k: getattr(r, k) for k in ("data", "llms", "noise_ratios", "docs", "n", "lang", "seed")},
             "llm": cfg.llm.model_dump(),
+            **({"min_positives": r.min_positives} if r.min_positives is not None else {}),
         }
         out.append(
             st.Stage(f"robust:{tb}", key, needs, [layout.robust / tb], _bind(an.run_robust_testbed, tb), resumable=True)
@@ -334,7 +337,7 @@ def _start_manifest(cfg: JobConfig, layout: RunLayout, stages: list[st.Stage]) -
         inputs,
         exam=str(layout.exam),
         indexes={label: layout.index(label) for label in labels},
-        extra={"name": cfg.name, "stages": [s.name for s in stages]},
+        extra={"name": cfg.name, "stages": [s.name for s in stages], "paths": config_paths(cfg, layout.root)},
     )
     path = layout.root / MANIFEST_FILE
     if path.is_file():

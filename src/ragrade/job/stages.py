@@ -38,6 +38,7 @@ class StageContext:
             "timeout": opts.timeout,
             "max_retries": opts.max_retries,
             "cache": opts.cache,
+            "dry_run": opts.dry_run,
         }
 
 
@@ -207,6 +208,7 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
             "timeout": opts.timeout,
             "max_retries": opts.max_retries,
             "cache": opts.cache,
+            "dry_run": opts.dry_run or None,
         },
         "seed": s.seed,
         "icl_pool": s.icl_pool,

@@ -45,6 +45,8 @@ PROMPTS: dict[str, str] = {
     "(0 not at all ... 4 fully)",
     EXAM_METRIC: "Is this a valid question: self-contained, answerable, with exactly one correct choice? (y/n)",
 }
+# computed by a formula, not judgements: nothing for a person to check unless asked for by name (--metrics)
+COMPUTED = ("exact", "bertscore")
 
 
 def _options(scale: Scale) -> list[dict[str, Any]]:
@@ -152,7 +154,13 @@ def build_page_data(
     else:
         raise DataError(f"{path}: a '{kind}' file; label reads a judge scores.jsonl (or its folder) or an exam file")
     present = sorted({m for it in items for m in it["metrics"]})
-    chosen = list(metrics) if metrics else present
+    chosen = list(metrics) if metrics else [m for m in present if m not in COMPUTED]
+    if not chosen:
+        raise ConfigError(
+            f"{path} holds only computed metrics ({', '.join(present)}), which are formulas, not judgements: "
+            "there is nothing for a person to grade. Judge with an LLM metric (correctness, faithfulness, "
+            "relevancy, claims), or name them with --metrics to grade them anyway"
+        )
     unknown = [m for m in chosen if m not in present]
     if unknown:
         raise ConfigError(f"--metrics: no judged {', '.join(unknown)} in {path} (judged: {', '.join(present)})")
@@ -208,4 +216,4 @@ def write_label_page(
     return {"n_items": len(data["items"]), "n_tasks": len(data["tasks"]), "metrics": list(data["scales"])}
 
 
-__all__ = ["build_page_data", "render_label_page", "stratified_sample", "write_label_page"]
+__all__ = ["COMPUTED", "build_page_data", "render_label_page", "stratified_sample", "write_label_page"]

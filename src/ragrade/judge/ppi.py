@@ -6,15 +6,23 @@ PPI corrects the judge's mean on all items by its average error on the
 labelled ones::
 
     theta(lam) = lam * mean(f~) + mean(y - lam * f)
-    var(lam)   = var(y - lam * f) / n + lam^2 * var(f~) / N
+    var(lam)   = var_n(y - lam * f) / n + lam^2 * var_N(f~) / N
     CI         = theta +- z * sqrt(var)
 
 PPI++ (Angelopoulos, Duchi and Zrnic, 2023) tunes ``lam`` to the variance
-minimiser ``lam* = cov(y, f) / ((1 + n/N) * var(f))`` (``var(f)`` over labelled
-and unlabelled scores together), clipped to [0, 1]: ``lam = 0`` is the classical
-human-only estimate, ``lam = 1`` plain PPI. The interval is valid whatever the
-judge's quality when the labelled items are a uniform random sample of the
-items; a useless judge only costs width, never coverage.
+minimiser ``lam* = cov_n(y, f) / ((1 + n/N) * var(f))`` (``var(f)`` over labelled
+and unlabelled scores together, divided by ``n + N - 1``), clipped to [0, 1]:
+``lam = 0`` is the classical human-only estimate, ``lam = 1`` plain PPI. The
+interval is valid whatever the judge's quality when the labelled items are a
+uniform random sample of the items; a useless judge only costs width, never
+coverage.
+
+The conventions are ppi_py's (``ppi_mean_ci``, ``ppi_mean_pointestimate`` and
+``classical_mean_ci`` of ppi-python 0.2.3), so the numbers are the same to
+rounding: ``cov_n`` and ``var_n``, ``var_N`` divide by the sample size ``n``
+(``N``), not ``n - 1``; only ``var(f)`` in ``lam*`` divides by ``n + N - 1``.
+One difference: where the judge's scores are all equal ppi_py's ``lam`` is 0/0
+(NaN) and here it is 0 (the human-only estimate).
 
 Every function works on the last axis, so many simulated problems (equal
 ``n`` and ``N``) can be solved in one vectorised call.
@@ -39,17 +47,17 @@ def z_value(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
-def _var(a: Array) -> Array:
-    return np.asarray(np.var(a, axis=-1, ddof=1), dtype=np.float64)
+def _var(a: Array, ddof: int = 0) -> Array:
+    return np.asarray(np.var(a, axis=-1, ddof=ddof), dtype=np.float64)
 
 
 def power_tuned_lambda(y: Array, f: Array, f_unlabeled: Array, *, clip: bool = True) -> Array:
-    """PPI++'s ``lam* = cov(y, f) / ((1 + n/N) var(f_all))`` (0 where the judge's scores are constant)."""
+    """PPI++'s ``lam* = cov_n(y, f) / ((1 + n/N) var(f_all))``, as ppi_py (0 where the judge's scores are constant)."""
     n, big_n = y.shape[-1], f_unlabeled.shape[-1]
     yc = y - y.mean(axis=-1, keepdims=True)
     fc = f - f.mean(axis=-1, keepdims=True)
-    cov = (yc * fc).sum(axis=-1) / (n - 1)
-    var_f = _var(np.concatenate([f, f_unlabeled], axis=-1))
+    cov = (yc * fc).sum(axis=-1) / n
+    var_f = _var(np.concatenate([f, f_unlabeled], axis=-1), ddof=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         lam = np.where(var_f > 0, cov / ((1.0 + n / big_n) * np.where(var_f > 0, var_f, 1.0)), 0.0)
     return np.clip(lam, 0.0, 1.0) if clip else lam
@@ -72,7 +80,7 @@ def ppi_mean(
 
 
 def classical_mean(y: Array, *, level: float = 0.95) -> tuple[Array, Array, Array]:
-    """``(mean, low, high)``: the normal interval from the labels alone."""
+    """``(mean, low, high)``: the normal interval from the labels alone (standard error ``sd_n / sqrt(n)``)."""
     y = np.asarray(y, dtype=np.float64)
     m = y.mean(axis=-1)
     half = z_value(level) * np.sqrt(_var(y) / y.shape[-1])

@@ -29,9 +29,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade import interrupt
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import BackendError, ConfigError, DataError
 from ragrade.io import file_in_folder, read_jsonl, write_json, write_jsonl
 from ragrade.judge.inputs import AnswerItem, read_answers
+from ragrade.progress import note_failed
 
 SCORES_KIND = "judge_scores"
 SCORES_VERSION = 1
@@ -56,6 +57,7 @@ class JudgeRunConfig(BaseModel):
     concurrency: int = Field(16, ge=1)
     max_retries: int = Field(5, ge=0)
     timeout: float = Field(60.0, gt=0.0)
+    dry_run: bool = False  # count the judge requests, send none (`ragrade --dry-run judge`)
     fields: dict[str, str] = Field(default_factory=dict)
     samples: int = Field(1, ge=1)
     temperature: float = Field(0.0, ge=0.0)
@@ -122,15 +124,62 @@ def _validate_metrics(cfg: JudgeRunConfig) -> None:
 
 
 def _check_offline_judge(cfg: JudgeRunConfig) -> None:
-    """``offline/judge`` is the offline claims baseline: no other metric can use it."""
+    check_judge_llm(cfg.metrics, cfg.llm)
+
+
+def check_judge_llm(metrics: Sequence[str], llm: str | None, flag: str = "--llm") -> None:
+    """ConfigError when ``llm`` cannot judge the LLM-judged ``metrics``: ``offline/judge`` (the offline claims
+    baseline) serves claims only; the other offline baselines and ``replay/`` write no judgement at all
+    (offline/student answers multiple-choice questions only, offline/extractive replies with a passage sentence)."""
     from ragrade.judge import LLM_METRICS
     from ragrade.judge.claims import OFFLINE_JUDGE
 
-    others = [m for m in cfg.metrics if m in LLM_METRICS and m != "claims"]
-    if cfg.llm == OFFLINE_JUDGE and others:
+    judged = [m for m in metrics if m in LLM_METRICS]
+    if not llm or not judged:
+        return
+    if llm == OFFLINE_JUDGE:
+        others = [m for m in judged if m != "claims"]
+        if others:
+            raise ConfigError(
+                f"{flag} {OFFLINE_JUDGE} is the offline claims baseline; {', '.join(others)} need(s) a real judge LLM"
+            )
+        return
+    if llm.split("/", 1)[0] in ("offline", "replay"):
+        hint = f", or {OFFLINE_JUDGE} (the offline claims baseline) for claims" if "claims" in judged else ""
         raise ConfigError(
-            f"--llm {OFFLINE_JUDGE} is the offline claims baseline; {', '.join(others)} need(s) a real judge LLM"
+            f"{flag} {llm} cannot judge {', '.join(judged)}: offline baselines and replays write no judgement (no "
+            f"claims, no grades); give a generating LLM (openai/..., hf/..., llamacpp/...){hint}"
         )
+
+
+def check_reachable(llm: Any, timeout: float = 10.0) -> None:
+    """BackendError (exit 2) when the judge LLM's server refuses the connection (or none opens in ``timeout``
+    seconds), before the first answer is judged; a server that accepts it is left to the requests' retries.
+    No check for in-process models, dry runs, the default OpenAI endpoint or a host reached through a proxy."""
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    root = getattr(llm, "server_root", None)
+    if not isinstance(root, str):
+        return
+    parts = urllib.parse.urlsplit(root)
+    try:
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise ConfigError(f"--llm-base-url {root}: {exc}") from exc
+    direct = host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass(host or "")
+    if not host or (urllib.request.getproxies() and not direct):
+        return
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise BackendError(
+            f"the judge LLM {getattr(llm, 'name', '')} is unreachable at {root} ({why}); "
+            "start the server or fix --llm-base-url"
+        ) from exc
 
 
 def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
@@ -154,6 +203,7 @@ def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
             concurrency=cfg.concurrency,
             max_retries=cfg.max_retries,
             timeout=cfg.timeout,
+            dry_run=cfg.dry_run,
         )
     settings = JudgeSettings(
         llm_judge=LLMJudgeConfig(
@@ -248,8 +298,10 @@ def score_metric(
     interrupt.progress(len(items) - total, len(items), f"{judge.name} scores")
     for start in range(0, total, batch_size):
         batch = todo[start : start + batch_size]
-        for item, body in zip(batch, judge.score(batch), strict=True):
+        bodies = judge.score(batch)
+        for item, body in zip(batch, bodies, strict=True):
             store.put({**_base(item, judge.name, fp), **body})
+        note_failed(sum(1 for body in bodies if body.get("status") == "failed"))
         counts["scored"] += len(batch)
         store.save()
         interrupt.progress(len(items) - total + counts["scored"], len(items), f"{judge.name} scores")
@@ -292,7 +344,8 @@ def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         g[1] += 1
         if r.get("status") == "failed":
             g[0] += 1
-            errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")] or ["failed"]
+            errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")]
+            errs = errs or [str(r.get("error") or "failed")]  # claims records keep their first error on the record
             errors.extend(e for e in errs[:1] if e not in errors)
     return {"groups": groups, "errors": errors[:20]}
 
@@ -340,6 +393,8 @@ def run_judging(
     out = Path(out_dir)
     _check_out_dir(out)
     judges = build_judges(cfg)  # bad model spec or options: fail before writing anything
+    for llm in {id(j.llm): j.llm for j in judges.values() if getattr(j, "llm", None) is not None}.values():
+        check_reachable(llm, min(10.0, cfg.timeout))  # a server that is not there: exit 2 before the first item
     out.mkdir(parents=True, exist_ok=True)
     for judge in judges.values():
         if hasattr(judge, "prepare"):
@@ -409,6 +464,8 @@ __all__ = [
     "JudgeRunConfig",
     "ScoreStore",
     "check_judge_failures",
+    "check_judge_llm",
+    "check_reachable",
     "resolve_answers_path",
     "response_format_counts",
     "run_judging",

@@ -85,18 +85,18 @@ def create_llm(
     ``cache``: use the SQLite response cache (``--no-cache`` sets False); ``concurrency``: requests in
     flight; ``rpm``: requests per minute; ``timeout``: seconds per request; ``max_retries``: retries of
     transient failures; ``backoff_s``: first backoff delay (doubling, with jitter); ``dry_run``: return a
-    :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what
-    would be sent without sending it. Extra keyword arguments go to the backend.
+    :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what would be sent without sending it (its counts go
+    to :data:`ragrade.llm.dryrun.LEDGER`). Extra keyword arguments go to the backend.
     """
     provider, model = parse_spec(spec)
     factory = lookup("llm", provider)
     limits = LimitConfig(
         concurrency=concurrency, rpm=rpm, timeout=timeout, max_retries=max_retries, backoff_base_s=backoff_s
     )
-    from ragrade.llm import dryrun
+    if dry_run:  # a setting of the run, carried in the LLM options to every worker (never process state)
+        from ragrade.llm.dryrun import DryRunLLM
 
-    if dry_run or dryrun.session_active():
-        return dryrun.track(dryrun.DryRunLLM(spec, base_url=base_url))
+        return DryRunLLM(spec, base_url=base_url)
     store = shared_cache(cache_dir) if cache else None
     llm: LLM = factory(model, base_url=base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
     return llm

@@ -66,7 +66,8 @@ def structured_view(req: GenerationRequest | LoglikelihoodRequest) -> dict[str, 
 
 
 def _completion_value(c: Completion) -> dict[str, Any]:
-    out: dict[str, Any] = {"text": c.text, "finish_reason": c.finish_reason, "usage": asdict(c.usage)}
+    usage = {"prompt_tokens": c.usage.prompt_tokens, "completion_tokens": c.usage.completion_tokens}  # asdict
+    out: dict[str, Any] = {"text": c.text, "finish_reason": c.finish_reason, "usage": usage}
     if c.response_format is not None:
         out["response_format"] = c.response_format
     return out

@@ -1,8 +1,9 @@
 """Dry runs: an LLM that counts the requests and prompt tokens a command would send, and sends nothing.
 
-Other commands offer ``--dry-run`` by building their LLM with
-``create_llm(spec, dry_run=True)`` (or :func:`dry_run_llm`), running as usual, and
-printing :func:`dry_run_summary`. Every reply is an error result saying it was a
+A dry run is a setting of the run, like a timeout: ``create_llm(spec, dry_run=True)`` (the
+``dry_run`` key of the LLM options every command and executor passes down, to Ray workers too)
+builds a :class:`DryRunLLM`; the command runs as usual and prints what the :data:`LEDGER` counted
+(Ray actors send their counts back to it). Every reply is an error result saying it was a
 dry run, so nothing downstream mistakes it for an answer. Token counts are an
 estimate (words and punctuation marks, about what BPE tokenizers give on English
 text, within some 30%).
@@ -11,8 +12,9 @@ text, within some 30%).
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,12 +68,14 @@ class DryRunLLM:
     """Stands in for ``spec``'s backend: counts, never sends (see module docstring)."""
 
     is_baseline = False
+    is_dry_run = True
     supports_loglikelihood = True
 
     def __init__(self, spec: str, base_url: str | None = None) -> None:
         self.name = spec
         self.base_url = base_url
         self.stats = DryRunStats()
+        LEDGER.record(self)
 
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         """Count ``requests``; every result is a dry-run error."""
@@ -103,37 +107,74 @@ class DryRunLLM:
         return {"llm": self.name, "dry_run": True, **self.stats.as_dict()}
 
 
-_SESSION: list[DryRunLLM] | None = None  # set while `ragrade --dry-run ...` runs a command
+class DryRunLedger:
+    """What the dry-run LLMs of this process counted, plus the counts workers in other processes sent back.
+
+    It only records: whether a run is dry is decided by its settings (``create_llm(..., dry_run=True)``,
+    carried in the LLM options every executor ships to its workers), never by this object. A command reads
+    the counts of its own run with :meth:`mark` before and :meth:`since` after; a Ray actor hands its
+    process's counts (:meth:`summaries`) back to the executor, which records them with :meth:`add`.
+    """
+
+    def __init__(self) -> None:
+        self._llms: list[DryRunLLM] = []
+        self._remote: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def record(self, llm: DryRunLLM) -> None:
+        """Count ``llm``'s requests from now on."""
+        with self._lock:
+            self._llms.append(llm)
+
+    def add(self, summaries: Sequence[dict[str, Any]]) -> None:
+        """Counts made in another process (a Ray worker) for a run of this one."""
+        with self._lock:
+            self._remote.extend(dict(s) for s in summaries)
+
+    def mark(self) -> LedgerMark:
+        """Where the counts stand now (see :meth:`since`)."""
+        with self._lock:
+            return LedgerMark({id(m): m.summary() for m in self._llms}, len(self._remote))
+
+    def since(self, mark: LedgerMark) -> list[dict[str, Any]]:
+        """The counts added after ``mark``, merged per model spec."""
+        with self._lock:
+            parts = [_minus(m.summary(), mark.local.get(id(m))) for m in self._llms]
+            parts += self._remote[mark.n_remote :]
+        return merge_summaries(p for p in parts if p["requests"])
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Everything the dry-run LLMs of this process counted, merged per model spec."""
+        return self.since(LedgerMark({}, len(self._remote)))
 
 
-def start_session() -> None:
-    """From now on every :func:`~ragrade.llm.create_llm` returns a :class:`DryRunLLM` (``ragrade --dry-run``)."""
-    global _SESSION
-    _SESSION = []
+@dataclass(frozen=True)
+class LedgerMark:
+    """A point in a :class:`DryRunLedger` (each local LLM's counts then, and how many remote counts)."""
+
+    local: dict[int, dict[str, Any]]
+    n_remote: int
 
 
-def session_active() -> bool:
-    """True while a dry-run session is on."""
-    return _SESSION is not None
+def _minus(cur: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    if old is None:
+        return cur
+    out = dict(cur)
+    for key, value in cur.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = value - int(old.get(key, 0))
+        elif isinstance(value, dict):
+            out[key] = dict(Counter(value) - Counter(old.get(key, {})))
+    return out
 
 
-def track(llm: DryRunLLM) -> DryRunLLM:
-    """Remember ``llm`` for :func:`end_session` when a session is on."""
-    if _SESSION is not None:
-        _SESSION.append(llm)
-    return llm
-
-
-def end_session() -> list[dict[str, Any]]:
-    """Stop the session; the summaries of every dry-run LLM it created (one per model spec, merged)."""
-    global _SESSION
-    llms, _SESSION = _SESSION or [], None
+def merge_summaries(summaries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summaries (:meth:`DryRunLLM.summary`) summed per model spec, in first-seen order."""
     merged: dict[str, dict[str, Any]] = {}
-    for llm in llms:
-        cur = llm.summary()
-        old = merged.get(llm.name)
+    for cur in summaries:
+        old = merged.get(cur["llm"])
         if old is None:
-            merged[llm.name] = cur
+            merged[cur["llm"]] = {k: dict(v) if isinstance(v, dict) else v for k, v in cur.items()}
             continue
         for key, value in cur.items():
             if isinstance(value, int) and not isinstance(value, bool):
@@ -143,9 +184,17 @@ def end_session() -> list[dict[str, Any]]:
     return list(merged.values())
 
 
+LEDGER = DryRunLedger()  # the counts of this process (a record, not a switch)
+
+
 def dry_run_llm(spec: str, base_url: str | None = None) -> DryRunLLM:
     """A :class:`DryRunLLM` for ``spec``."""
     return DryRunLLM(spec, base_url=base_url)
+
+
+def is_dry_run(llm: object) -> bool:
+    """True when ``llm`` is a dry-run stand-in (it sends nothing)."""
+    return bool(getattr(llm, "is_dry_run", False))
 
 
 def dry_run_summary(llm: LLM) -> dict[str, Any] | None:
@@ -155,13 +204,14 @@ def dry_run_summary(llm: LLM) -> dict[str, Any] | None:
 
 __all__ = [
     "DRY_RUN_ERROR",
+    "LEDGER",
     "DryRunLLM",
+    "DryRunLedger",
     "DryRunStats",
+    "LedgerMark",
     "dry_run_llm",
     "dry_run_summary",
-    "end_session",
     "estimate_tokens",
-    "session_active",
-    "start_session",
-    "track",
+    "is_dry_run",
+    "merge_summaries",
 ]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragrade.errors import BackendError, ConfigError, FailedRequests
+from ragrade.llm.dryrun import DRY_RUN_ERROR
 from ragrade.llm.limits import AUTH_REJECTED, UNREACHABLE
 
 DEFAULT_MAX_FAILED = 0.05
@@ -68,6 +69,7 @@ class FailureTally:
     model_failed: Counter[str] = field(default_factory=Counter)
     fatal: dict[str, tuple[str, str]] = field(default_factory=dict)  # kind -> (model, error)
     first_error: str | None = None
+    dry_run: bool = False  # a dry run's replies were counted: nothing was sent, so nothing failed
 
     def add(self, group: str, model: str | None, error: str | None) -> None:
         """Count one request of ``group`` sent to ``model``; ``error`` when it failed."""
@@ -76,6 +78,8 @@ class FailureTally:
             self.model_total[model] += 1
         if not error:
             return
+        if DRY_RUN_ERROR in error:
+            self.dry_run = True
         self.failed[group] += 1
         if model:
             self.model_failed[model] += 1
@@ -86,7 +90,9 @@ class FailureTally:
             self.first_error = error
 
     def add_backend(self, llm: object) -> None:
-        """Note a backend declared unusable during the command (its limiter's ``fatal`` message)."""
+        """Note a backend declared unusable during the command (its limiter's ``fatal`` message), or a dry run."""
+        if getattr(llm, "is_dry_run", False):
+            self.dry_run = True
         fatal = getattr(getattr(llm, "limiter", None), "fatal", None)
         kind = fatal_kind(fatal)
         if kind is not None and fatal:
@@ -122,9 +128,7 @@ class FailureTally:
     def check(self, resume: str, max_share: float | None = None, what: str = "group") -> None:
         """Raise when the failures are beyond the threshold (see the module docstring); ``resume`` says how."""
         share = max_failed_share(max_share)
-        from ragrade.llm import dryrun
-
-        if dryrun.session_active():  # nothing was sent: every "failure" is a request counted, not lost
+        if self.dry_run:  # nothing was sent: every "failure" is a request counted, not lost
             return
         if "auth" in self.fatal:
             model, _ = self.fatal["auth"]

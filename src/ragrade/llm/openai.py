@@ -22,12 +22,14 @@ fails with one error that says what was tried and what to do instead.
 The server's advertised slots (llama.cpp ``/props`` or ``/slots``) seed the adaptive
 in-flight cap (:mod:`ragrade.llm.limits`), looked up once per backend.
 
-Requests go through the SDK (``AsyncOpenAI.post``: it builds, authenticates and
-sends them and maps failures to its exceptions) and replies are read as plain
-JSON. One SDK client per event loop, with a connection pool sized to the
-concurrency limit, serves every request of a batch; ``transport="auto"`` picks
-the SDK's aiohttp client when available (much less CPU per request than httpx),
-``"httpx"`` forces the SDK's default client.
+Requests go out through one client per event loop, with a connection pool sized
+to the concurrency limit, shared by every request of the batches on that loop;
+replies are read as plain JSON. ``transport="auto"`` (or ``"aiohttp"``) sends them
+with :class:`~ragrade.llm.openai_http.DirectClient`, the SDK's requests sent
+straight through aiohttp (a third of the SDK's CPU per request, which at tens of
+requests in flight decides the pace); ``"httpx"`` goes through the official SDK
+(``AsyncOpenAI.post`` on its default httpx client), which builds, authenticates and
+sends them and maps failures to its exceptions. Both map failures alike.
 
 The API key comes from ``api_key=`` or ``OPENAI_API_KEY``; it is sent to the
 server only and never appears in :meth:`describe`, cache keys, logs or errors.
@@ -37,12 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import importlib
 import importlib.util
 import json
 import os
-import time
 import urllib.parse
 import weakref
 from collections import Counter
@@ -57,6 +57,7 @@ from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import _WRITER, BaseLLM, log
 from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError
+from ragrade.llm.openai_http import DirectClient, retry_after, scrub
 from ragrade.llm.openai_loglik import (
     FALLBACK_PROMPT,
     as_dict,
@@ -77,29 +78,37 @@ FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema", 
 
 @dataclass
 class _Session:
-    """One event loop's SDK client, the response type to ask it for, and how many batches use it."""
+    """One event loop's client (direct or SDK), the response type to ask the SDK for, and how many batches use it."""
 
     client: Any
-    response_type: type
+    response_type: type | None
     transport: str
     users: int = 0
 
+    @property
+    def direct(self) -> bool:
+        return isinstance(self.client, DirectClient)
 
-def _http_client(openai: Any, transport: str, limits: LimitConfig) -> tuple[Any, type, str]:
-    """The SDK's HTTP client for ``transport``, pooled for ``limits.concurrency`` connections.
 
-    ``auto`` takes the SDK's aiohttp client (``openai.DefaultAioHttpClient``) when the SDK has it and
-    aiohttp is installed: per request it costs a fraction of the CPU of the httpx transport, which
-    matters at tens of requests in flight. Otherwise the SDK's default httpx client. Returns the
-    client, the response class its ``post(..., cast_to=...)`` returns raw, and the transport's name.
-    """
-    aio = getattr(openai, "DefaultAioHttpClient", None)
-    use_aio = transport != "httpx" and aio is not None and importlib.util.find_spec("aiohttp") is not None
-    if transport == "aiohttp" and not use_aio:
+def _use_direct(transport: str) -> bool:
+    """Whether ``transport`` sends through :class:`DirectClient` (aiohttp installed; ``auto`` or ``aiohttp``)."""
+    if transport == "httpx":
+        return False
+    if importlib.util.find_spec("aiohttp") is not None:
+        return True
+    if transport == "aiohttp":
         from ragrade.errors import ConfigError
 
-        raise ConfigError("transport 'aiohttp' needs an openai SDK with aiohttp support: pip install 'openai[aiohttp]'")
-    factory = aio if use_aio else getattr(openai, "DefaultAsyncHttpxClient", None)
+        raise ConfigError("transport 'aiohttp' needs aiohttp: pip install aiohttp")
+    return False
+
+
+def _http_client(openai: Any, limits: LimitConfig) -> tuple[Any, type, str]:
+    """The SDK's default httpx client, pooled for ``limits.concurrency`` connections.
+
+    Returns the client, the response class its ``post(..., cast_to=...)`` returns raw, and the transport's name.
+    """
+    factory = getattr(openai, "DefaultAsyncHttpxClient", None)
     if factory is None:  # SDKs before DefaultAsyncHttpxClient
         factory = require("httpx", purpose="the OpenAI-compatible backend").AsyncClient
     # the httpx flavour the SDK was built on (httpx2 in recent SDKs, httpx before)
@@ -108,7 +117,7 @@ def _http_client(openai: Any, transport: str, limits: LimitConfig) -> tuple[Any,
     mod = importlib.import_module((base or factory).__module__.split(".")[0])
     pool = mod.Limits(max_connections=limits.concurrency + 8, max_keepalive_connections=limits.concurrency)
     client = factory(limits=pool, timeout=mod.Timeout(limits.timeout))
-    return client, mod.Response, "aiohttp" if use_aio else mod.__name__
+    return client, mod.Response, mod.__name__
 
 
 def redact_url(url: str | None) -> str | None:
@@ -140,29 +149,6 @@ def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
     parts = urllib.parse.urlsplit(url)
     query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     return urllib.parse.urlunsplit(parts._replace(query="")), query
-
-
-def _retry_after(headers: Any) -> float | None:
-    if headers is None:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
-
-
-def _scrub(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
 
 
 def _config_error(message: str) -> Exception:
@@ -245,8 +231,12 @@ class OpenAILLM(BaseLLM):
         return self._sdk
 
     def _new_session(self) -> _Session:
+        if _use_direct(self.transport):
+            key = self._key or ""  # set in __init__ (a missing key is refused there)
+            direct = DirectClient(self._url, key, self._query, self.limits.concurrency, self.limits.timeout)
+            return _Session(direct, None, "aiohttp")
         openai = self._openai()
-        http, response_type, name = _http_client(openai, self.transport, self.limits)
+        http, response_type, name = _http_client(openai, self.limits)
         client = openai.AsyncOpenAI(
             base_url=self._url,
             api_key=self._key,
@@ -304,19 +294,22 @@ class OpenAILLM(BaseLLM):
             return await super()._generate_batch(reqs)
 
     async def _post(self, path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
-        """POST ``body`` (plus ``extra_body`` when ``extra``) through the SDK; the parsed JSON object of the reply.
+        """POST ``body`` (plus ``extra_body`` when ``extra``); the parsed JSON object of the reply.
 
-        ``path`` is relative to the base URL, or a full URL. The SDK builds, authenticates and sends the
-        request and maps HTTP and network failures to its exceptions; the reply is read as plain JSON
-        (the typed response models cost more CPU than the rest of the request and the few fields used
-        here are checked by the callers).
+        ``path`` is relative to the base URL, or a full URL. The client (direct, or the SDK) builds,
+        authenticates and sends the request, and HTTP and network failures become Transient/Permanent
+        errors; the reply is read as plain JSON (typed response models cost more CPU than the rest of
+        the request, and the few fields used here are checked by the callers).
         """
         session = self._session()
         if self.extra_body and extra:
             body = {**body, **self.extra_body}
-        resp = await self._call(session.client.post, path, body=body, cast_to=session.response_type)
+        if session.direct:
+            content = await session.client.post(path, body)
+        else:
+            content = (await self._call(session.client.post, path, body=body, cast_to=session.response_type)).content
         try:
-            data = json.loads(resp.content)
+            data = json.loads(content)
         except ValueError as exc:  # JSONDecodeError and undecodable bytes
             raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
         if not isinstance(data, dict):
@@ -328,6 +321,8 @@ class OpenAILLM(BaseLLM):
         session = self._session()
         options = {"timeout": min(timeout, self.limits.timeout), "max_retries": 0}
         try:
+            if session.direct:
+                return json.loads(await session.client.get(url, options["timeout"]))
             resp = await session.client.get(url, cast_to=session.response_type, options=options)
             return json.loads(resp.content)
         except Exception:  # 404 on servers without the endpoint, timeouts, garbage: nothing advertised
@@ -342,12 +337,12 @@ class OpenAILLM(BaseLLM):
             raise TransientError(f"timed out after {self.limits.timeout:g}s", timeout=True) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            raise TransientError(_scrub(f"connection error: {type(cause).__name__}: {cause}", self._key)) from exc
+            raise TransientError(scrub(f"connection error: {type(cause).__name__}: {cause}", self._key)) from exc
         except openai.APIStatusError as exc:
             code = exc.status_code
-            msg = _scrub(f"HTTP {code}: {_error_message(exc)}", self._key)
+            msg = scrub(f"HTTP {code}: {_error_message(exc)}", self._key)
             if code == 429 or code >= 500 or code in (408, 409):
-                raise TransientError(msg, _retry_after(exc.response.headers), status=code) from exc
+                raise TransientError(msg, retry_after(exc.response.headers), status=code) from exc
             if code in (401, 403):
                 raise AuthError(msg, code) from exc
             raise PermanentError(msg, code) from exc

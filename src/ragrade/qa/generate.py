@@ -9,9 +9,10 @@ Two generators:
 - **Offline extractive** (``--llm offline``, a labelled baseline): picks a
   sentence of the chunk and an answer span in it (a year, a number, a
   capitalised name, else a long content word) and turns the sentence into a
-  question by putting a question phrase where the span was. Cheap and
-  reproducible, but the questions are close to the text's wording, which
-  favours lexical retrievers.
+  question by putting a question phrase where the span was; the reference
+  answer is the whole sentence (the span is kept as ``metadata.answer_term``),
+  which a sentence-answering reader can match. Cheap and reproducible, but the
+  questions are close to the text's wording, which favours lexical retrievers.
 
 Chunks are sampled with a seed, round-robin over documents so that questions
 spread over the collection. Questions are deduplicated on their normalised
@@ -37,6 +38,7 @@ from ragrade.exam.generate import interleave_by_document
 from ragrade.exam.writers import is_refusal
 from ragrade.judge.lexical import answer_tokens, normalize_answer
 from ragrade.llm.failures import fatal_kind
+from ragrade.progress import note_failed
 from ragrade.qa.files import QAItem
 
 OFFLINE = "offline"
@@ -257,11 +259,19 @@ def _candidates(sentence: str) -> list[tuple[int, int, str]]:
     if out:
         return out
     words = sorted(
-        (m for m in _WORD.finditer(sentence) if m.start() > 0 and m.group(0).lower() not in _STOP),
+        (m for m in _WORD.finditer(sentence) if m.start() > 0 and m.group(0).lower() not in _STOP | _VAGUE),
         key=lambda m: (-len(m.group(0)), m.start()),
     )
     return [(m.start(), m.end(), "what") for m in words[:3]]
 
+
+# long words that name nothing a question could ask for ("What ... returns the corresponding value?")
+_VAGUE_TEXT = (
+    "however therefore otherwise instead because although whether following corresponding respectively "
+    "usually generally typically actually already available different several another specified "
+    "particular certain various possible necessary example something anything"
+)
+_VAGUE = frozenset(_VAGUE_TEXT.split())
 
 _CODE_CHARS = set("=(){}[]<>$%#@\\|`_*~^")
 
@@ -277,7 +287,13 @@ def is_prose(sentence: str) -> bool:
 
 
 def extractive_question(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, int]] | None:
-    """A (question, answer, answer span in the chunk) built from one sentence of ``chunk``, or None."""
+    """A (question, answer term, the term's span in the chunk) built from one sentence of ``chunk``, or None."""
+    got = _extract(chunk, seed)
+    return None if got is None else got[:3]
+
+
+def _extract(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, int], tuple[int, int]] | None:
+    """:func:`extractive_question` plus the span of the answer-bearing sentence in the chunk."""
     from ragrade.corpus.segment import split_sentences
 
     rng = random.Random(f"{seed}\x1f{chunk.id}")
@@ -302,20 +318,28 @@ def extractive_question(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, i
         body = (sent[:s] + phrase + sent[e:]).strip().rstrip(".!;:")
         question = body[0].upper() + body[1:] + "?"
         start = a + s_ans
-        return question, answer, (start, start + len(answer))
+        return question, answer, (start, start + len(answer)), (a, a + len(sent.rstrip()))
     return None
 
 
 def _offline(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[QAItem], bool]) -> None:
-    generator = {"name": "offline-extractive", "llm": None, "baseline": True, "seed": cfg.seed}
+    """Offline triplets whose reference is the answer-bearing sentence (the blanked term kept as ``answer_term``).
+
+    A one-word reference ("corresponding") can be matched by no sentence answer, so exact match and claim F1
+    would be 0 for every pipeline, the oracle included; the sentence is what an extractive reader can return
+    when its passages hold the answer, so the offline path ranks pipelines (a labelled baseline all the same).
+    """
+    generator = {"name": "offline-extractive", "llm": None, "baseline": True, "seed": cfg.seed, "reference": "sentence"}
     for chunk in cand:
         funnel.sampled += 1
-        got = extractive_question(chunk, cfg.seed)
+        got = _extract(chunk, cfg.seed)
         if got is None:
             funnel.reject("no usable sentence")
             continue
-        question, answer, span = got
-        if accept(_item(chunk, question, answer, span, generator)):
+        question, term, _, (a, b) = got
+        item = _item(chunk, question, chunk.text[a:b], (a, b), generator)
+        item.metadata["answer_term"] = term
+        if accept(item):
             return
 
 
@@ -354,7 +378,14 @@ def parse_generation(text: str | None) -> tuple[str, str] | None:
     return None
 
 
-def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[QAItem], bool], llm: Any) -> None:
+def _llm(
+    cand: list[Chunk],
+    cfg: QAGenConfig,
+    funnel: Funnel,
+    accept: Callable[[QAItem], bool],
+    llm: Any,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> None:
     from ragrade.llm.base import GenerationRequest, Message, generate
 
     template = load_generation_prompt(cfg.prompt_file)
@@ -389,10 +420,13 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
             for c in batch
         ]
         interrupt.progress(start, len(cand), "generation requests")
+        if progress is not None and start:
+            progress("triplets", funnel.accepted, cfg.n)
         for chunk, comp in zip(batch, generate(llm, reqs), strict=True):
             funnel.sampled += 1
             if not comp.ok:
                 funnel.failed += 1
+                note_failed()
                 if funnel.first_error is None or fatal_kind(comp.error):  # keep what stopped the backend
                     funnel.first_error = comp.error
                 continue
@@ -419,8 +453,16 @@ def _llm(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callable[[
                 return
 
 
-def generate_qa(chunks: Sequence[Chunk], llm: Any | None, cfg: QAGenConfig) -> tuple[list[QAItem], Funnel]:
-    """Generate up to ``cfg.n`` deduplicated triplets; ``llm=None`` uses the offline extractive baseline."""
+def generate_qa(
+    chunks: Sequence[Chunk],
+    llm: Any | None,
+    cfg: QAGenConfig,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> tuple[list[QAItem], Funnel]:
+    """Generate up to ``cfg.n`` deduplicated triplets; ``llm=None`` uses the offline extractive baseline.
+
+    ``progress("triplets", accepted, n)`` is called after every batch of LLM requests and at the end.
+    """
     if cfg.n < 1:
         raise ConfigError(f"--n must be at least 1, got {cfg.n}")
     funnel = Funnel()
@@ -444,7 +486,9 @@ def generate_qa(chunks: Sequence[Chunk], llm: Any | None, cfg: QAGenConfig) -> t
     if llm is None:
         _offline(cand, cfg, funnel, accept)
     else:
-        _llm(cand, cfg, funnel, accept, llm)
+        _llm(cand, cfg, funnel, accept, llm, progress)
+    if progress is not None:
+        progress("triplets", len(items), cfg.n)
     return items, funnel
 
 

@@ -8,6 +8,7 @@ outputs is escaped (see :mod:`ragrade.report.html`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,17 @@ from ragrade.report.sections_factors import transforms_section
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sections_judge_trust import trust
 from ragrade.report.sections_more import judges, robustness, run_info
-from ragrade.report.sources import RunFiles
+from ragrade.report.sources import RunFiles, extra_aliases
 
 KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "irt", "robust", "judge", "adaptive")
 
 
-def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
-    """Every section of the report for ``run_dir``."""
-    files = RunFiles.for_dir(Path(run_dir))
+def build_sections(run_dir: str | Path, *, top: int = 5, extra: Sequence[Path] = ()) -> list[Section]:
+    """Every section of the report for ``run_dir`` (plus the run folders ``extra``, see ``run_files``)."""
+    return _sections(run_files(Path(run_dir), extra), top)
+
+
+def _sections(files: RunFiles, top: int) -> list[Section]:
     transforms = transforms_section(files)  # only when the run varies a query transform or post-processing
     return [
         leaderboard(files, top),
@@ -43,16 +47,32 @@ def build_sections(run_dir: str | Path, *, top: int = 5) -> list[Section]:
     ]
 
 
-def render_report(run_dir: str | Path, *, top: int = 5, title: str | None = None, inline_js: bool = True) -> str:
-    """The report's HTML for ``run_dir`` (DataError when it is not a run directory)."""
+def run_files(root: Path, extra: Sequence[Path] = (), adaptive: Path | None = None) -> RunFiles:
+    """The files of ``root`` plus run folders kept elsewhere (``--add``), an adaptive run (``--adaptive``) last."""
+    files = RunFiles.for_dir(root).with_extra(extra)
+    if adaptive is not None:
+        files = RunFiles(files.root, {**files.aliases, **extra_aliases(adaptive, "adaptive")})
+    return files
+
+
+def render_report(
+    run_dir: str | Path,
+    *,
+    top: int = 5,
+    title: str | None = None,
+    inline_js: bool = True,
+    extra: Sequence[Path] = (),
+    adaptive: Path | None = None,
+) -> str:
+    """The report's HTML for ``run_dir`` and the run folders ``extra`` / ``adaptive`` (DataError when absent)."""
     root = Path(run_dir)
     if not root.is_dir():
         raise DataError(f"{root}: no such run directory")
     if not any((root / k).exists() for k in KNOWN):
         raise DataError(f"{root}: not a ragrade run directory (none of {', '.join(KNOWN)} found)")
-    files = RunFiles.for_dir(root)
+    files = run_files(root, extra, adaptive)
     manifest: dict[str, Any] = files.json("manifest.json") or {}
-    sections = build_sections(root, top=top)
+    sections = _sections(files, top)
     meta = {
         "run directory": str(root.resolve()),
         "rendered": now_iso(),
@@ -74,12 +94,20 @@ def _shown(target: Path, root: Path) -> str:
     return "this directory" if rel == "." else rel
 
 
-def write_report(run_dir: str | Path, out: str | Path, *, top: int = 5, title: str | None = None) -> Path:
+def write_report(
+    run_dir: str | Path,
+    out: str | Path,
+    *,
+    top: int = 5,
+    title: str | None = None,
+    extra: Sequence[Path] = (),
+    adaptive: Path | None = None,
+) -> Path:
     """Render and write the report atomically; returns its path."""
-    text = render_report(run_dir, top=top, title=title)
+    text = render_report(run_dir, top=top, title=title, extra=extra, adaptive=adaptive)
     path = Path(out)
     atomic_write_text(path, text)
     return path
 
 
-__all__ = ["build_sections", "render_report", "write_report"]
+__all__ = ["build_sections", "render_report", "run_files", "write_report"]

@@ -56,10 +56,13 @@ def cost_section(files: RunFiles) -> Section:
         f"The adaptive run asked {cost['requests']} of the full grid's {cost['full_grid_requests']} questions "
         f"({cost['share']:.1%}) in {cost['rounds']} rounds ({counts}); items calibrated by "
         f"{calib.get('mode', '?')} ({calib.get('source', '?')}). Failed requests: {cost.get('n_failed_requests', 0)} "
-        "(missing, never counted wrong). Accuracy estimates cover the whole exam: observed answers plus the "
-        "IRT-expected score on the questions not asked, with 95% intervals.",
+        "(missing, never counted wrong). Accuracy estimates cover the whole exam: observed answers plus an "
+        "estimate of the answers not asked, checked against a uniformly random audit sample of questions "
+        f"({_basis(adaptive)}), with 95% intervals and the probability that each pipeline is the best.",
         manifest_rel,
     )
+    for warning in adaptive.get("warnings", []):
+        sec.add_text(f"Warning: {warning}", manifest_rel)
     comparison = files.json(f"{prefix}comparison.json") if prefix == "adaptive/" else None
     if comparison:
         sec.add_text(
@@ -76,17 +79,26 @@ def cost_section(files: RunFiles) -> Section:
     return sec
 
 
+def _basis(adaptive: dict[str, Any]) -> str:
+    basis = (adaptive.get("diagnostics") or {}).get("estimate_basis")
+    if basis == "audit":
+        return "here the estimates rest on the audit sample alone (design-based)"
+    if basis == "model+audit":
+        return "here the IRT model's expected score, corrected by the audit residuals"
+    return "basis not recorded"
+
+
 def _leaderboard(df: pd.DataFrame, full: pd.DataFrame | None, source: str) -> Table:
     df = df.sort_values(["accuracy_estimate", "pipeline"], ascending=[False, True], na_position="last")
     full_acc = dict(zip(full["pipeline"], full["accuracy"], strict=True)) if full is not None else {}
-    cols = ["rank", "pipeline", "status", "asked", "observed", "estimate", "low", "high"]
+    cols = ["rank", "pipeline", "status", "asked", "observed", "estimate", "low", "high", "P(best)"]
     if full_acc:
         cols.append("full grid")
     rows = []
     for i, r in enumerate(df.to_dict(orient="records")):
         status = "predicted" if r["status"] == "predicted" else str(r["status"])
         row = [i + 1, short_pipeline(str(r["pipeline"])), status, int(r["n_asked"]), r.get("accuracy")]
-        row += [r["accuracy_estimate"], r["accuracy_estimate_low"], r["accuracy_estimate_high"]]
+        row += [r["accuracy_estimate"], r["accuracy_estimate_low"], r["accuracy_estimate_high"], r.get("p_best")]
         if full_acc:
             row.append(full_acc.get(_original(str(r["pipeline"]))))
         rows.append(row)

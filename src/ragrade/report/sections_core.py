@@ -22,12 +22,31 @@ SAMPLE_QUESTIONS = 8
 
 def absent(section: Section, *paths: str) -> Section:
     """Mark ``section`` as empty because its files are absent."""
-    section.note = "not in this run: " + ", ".join(paths) + " (the stage did not run or was disabled)"
+    section.note = (
+        "not in this run: " + ", ".join(paths) + " (the stage did not run or was disabled; a run folder kept "
+        "elsewhere joins the report with `ragrade report RUN --add DIR`, an adaptive run with `--adaptive DIR`)"
+    )
     return section
 
 
+def pipeline_role(pid: str) -> str:
+    """``upper bound`` (oracle: handed the gold passage), ``offline baseline`` (an ``offline/`` LLM), else ``""``."""
+    parts = dict(p.partition("=")[::2] for p in str(pid).split("|"))
+    roles = []
+    if parts.get("retriever") == "oracle":
+        roles.append("upper bound")
+    if str(parts.get("llm", "")).removeprefix("replay/").startswith("offline"):  # a replayed offline model too
+        roles.append("offline baseline")
+    return ", ".join(roles)
+
+
 def short_pipeline(pid: str) -> str:
-    """A compact label for a pipeline id (``llm=x|retriever=y|...`` -> ``y k=3 icl=1 chunker``)."""
+    """A compact label for a pipeline id (``llm=x|retriever=y|...`` -> ``y k=3 icl=1 chunker``), role appended."""
+    role = pipeline_role(pid)
+    return _short(pid) + (f" ({role})" if role else "")
+
+
+def _short(pid: str) -> str:
     parts = dict(p.partition("=")[::2] for p in str(pid).split("|"))
     bits = [parts.get("retriever", "?")]
     if parts.get("k") not in (None, "0", "1") or parts.get("retriever") not in ("closed", "oracle"):
@@ -51,6 +70,7 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     if df is None or df.empty:
         return absent(sec, SUMMARY)
     df = df.sort_values(["accuracy", "pipeline"], ascending=[False, True]).reset_index(drop=True)
+    roles = [pipeline_role(p) for p in df["pipeline"]]
     best = df.iloc[0]
     failed = int(df["n_errors"].sum()) if "n_errors" in df else 0
     asked = int(best["n"]) + (int(best["n_errors"]) if "n_errors" in df else 0)
@@ -60,23 +80,22 @@ def leaderboard(files: RunFiles, top: int) -> Section:
         if failed
         else ""
     )
-    sec.add_text(
-        f"{len(df)} pipelines took the same {asked} questions. Best: {short_pipeline(best['pipeline'])} "
-        f"with accuracy {best['accuracy']:.3f} (95% interval {best['ci_low']:.3f} to {best['ci_high']:.3f})."
-        + missing,
-        SUMMARY,
-    )
+    sec.add_text(f"{len(df)} pipelines took the same {asked} questions. {_headline(df, roles)}" + missing, SUMMARY)
     _scoring_text(sec, df)
+    _offline_exam_note(sec, files)
+    _icl_note(sec, df)
     labels = [short_pipeline(p) for p in df["pipeline"]]
     cols = ["pipeline", "n", "n_correct", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
     cols[6:6] = [c for c in ("decision_rule", "acc_per_char", "acc_sum") if c in df and df[c].notna().any()]
     if "gold_doc_hit_rate" in df:
         cols.append("gold_doc_hit_rate")
     table = Table(
-        ["rank", *cols, "scored by"],
-        [[i + 1, *(row[c] for c in cols), _scored_by(row)] for i, (_, row) in enumerate(df.iterrows())],
+        ["rank", *cols, "scored by", "role"],
+        [[i + 1, *(row[c] for c in cols), _scored_by(row), roles[i]] for i, (_, row) in enumerate(df.iterrows())],
         caption="Accuracy per pipeline with Wilson 95% intervals (n: answered; n_errors: failed requests, missing; "
-        "decision_rule: what decided accuracy; acc_per_char / acc_sum: accuracy by either log-likelihood rule)",
+        "decision_rule: what decided accuracy; acc_per_char / acc_sum: accuracy by either log-likelihood rule; "
+        "role: upper bound = oracle, handed the question's own passage; offline baseline = an offline/ LLM, "
+        "no language model)",
         source=SUMMARY,
     )
     retr = df["retriever"].astype(str).tolist() if "retriever" in df else ["" for _ in labels]
@@ -98,6 +117,49 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     sec.add(_verdicts(files, top))
     _baselines(sec, files)
     return sec
+
+
+def _headline(df: pd.DataFrame, roles: list[str]) -> str:
+    """The best real pipeline (neither an upper bound nor an offline baseline), with the bounds named as such."""
+
+    def acc(i: int) -> str:
+        row = df.iloc[i]
+        return f"accuracy {row['accuracy']:.3f} (95% interval {row['ci_low']:.3f} to {row['ci_high']:.3f})"
+
+    real = [i for i, r in enumerate(roles) if not r]
+    text = f"Best: {short_pipeline(df['pipeline'].iloc[real[0]])} with {acc(real[0])}." if real else ""
+    if not real:
+        fair = [i for i, r in enumerate(roles) if "upper bound" not in r]
+        text = "No pipeline uses a real LLM: every one is an offline baseline, which ranks retrieval set-ups, not "
+        text += "models (give a real model with --llm / [sweep] llms)."
+        if fair:
+            text += f" Best of them: {short_pipeline(df['pipeline'].iloc[fair[0]])} with {acc(fair[0])}."
+    bound = next((i for i, r in enumerate(roles) if "upper bound" in r), None)
+    if bound is not None:
+        text += f" Upper bound (oracle, given the gold passage): {_short(df['pipeline'].iloc[bound])}, {acc(bound)}."
+    return text
+
+
+def _offline_exam_note(sec: Section, files: RunFiles) -> None:
+    """Warn where the numbers appear when the exam was written offline (cloze sentences copied from the text)."""
+    from ragrade.exam.offline import OFFLINE_EXAM_NOTE, is_offline_exam
+
+    exam = files.jsonl(EXAM)
+    if exam is not None and is_offline_exam(exam[0]):
+        sec.add_text("Note on offline exams: " + OFFLINE_EXAM_NOTE, EXAM)
+
+
+def _icl_note(sec: Section, df: pd.DataFrame) -> None:
+    """The offline student ignores in-context examples: its ICL levels are one pipeline answered several times."""
+    if "icl" not in df or "llm" not in df or df["icl"].nunique() < 2:
+        return
+    if (df["llm"].astype(str) == "offline/student").any():
+        levels = ", ".join(str(v) for v in sorted(df["icl"].unique()))
+        sec.add_text(
+            f"offline/student ignores in-context examples: its pipelines at ICL {levels} answer identically, so "
+            "those levels add requests, not information (ICL matters only for a real LLM).",
+            SUMMARY,
+        )
 
 
 def _scored_by(row: Any) -> str:
@@ -147,6 +209,7 @@ def _verdicts(files: RunFiles, top: int) -> str:
                 c["difference"],
                 c["ci_low"],
                 c["ci_high"],
+                _adjusted_ci(c),
                 f"{c['a_only']}/{c['b_only']}",
                 c["p_value"],
                 c["p_adjusted"],
@@ -158,8 +221,9 @@ def _verdicts(files: RunFiles, top: int) -> str:
             "A",
             "B",
             "A-B",
-            "CI low",
-            "CI high",
+            "CI low (unadjusted)",
+            "CI high (unadjusted)",
+            "CI adjusted for the pairs",
             "discordant A/B",
             "McNemar p",
             f"p ({comps.get('correction', 'none')})",
@@ -167,7 +231,9 @@ def _verdicts(files: RunFiles, top: int) -> str:
         ],
         rows,
         caption=f"Paired comparisons of the top {len(comps.get('pipelines', []))} pipelines "
-        f"(paired bootstrap 95% CI, exact McNemar test, alpha {comps.get('alpha')})",
+        f"(paired bootstrap 95% CI of one pair on its own, and at the Bonferroni level over the pairs, which "
+        f"matches the adjusted verdict; exact McNemar test, alpha {comps.get('alpha')}; the verdict follows the "
+        "adjusted p)",
         source=COMPARISONS,
     )
     twins = comps.get("identical") or {}
@@ -179,6 +245,13 @@ def _verdicts(files: RunFiles, top: int) -> str:
             f"a better-ranked pipeline: {html.escape(listed)}.</p>"
         )
     return "<h3>Which of the top pipelines is really better?</h3>" + table.to_html() + note
+
+
+def _adjusted_ci(c: dict[str, Any]) -> str:
+    lo, hi, level = c.get("ci_adjusted_low"), c.get("ci_adjusted_high"), c.get("ci_adjusted_level")
+    if lo is None or hi is None or level is None:
+        return ""
+    return f"{float(level):.1%}: [{float(lo):+.3f}, {float(hi):+.3f}]"
 
 
 def _baselines(sec: Section, files: RunFiles) -> None:
@@ -335,4 +408,13 @@ def accuracy_by_factor(summary: pd.DataFrame, factor: str) -> dict[str, float]:
     return {str(k): float(r["n_correct"] / r["n"]) for k, r in g.iterrows() if r["n"]}
 
 
-__all__ = ["absent", "accuracy_by_factor", "exam_section", "fmt", "leaderboard", "short_pipeline", "topics"]
+__all__ = [
+    "absent",
+    "accuracy_by_factor",
+    "exam_section",
+    "fmt",
+    "leaderboard",
+    "pipeline_role",
+    "short_pipeline",
+    "topics",
+]

@@ -151,7 +151,7 @@ def transforms_section(files: RunFiles) -> Section | None:
         "accuracy (level)",
         "accuracy (none)",
         "difference",
-        "95% CI",
+        "95% CI (unadjusted)",
         "McNemar p",
         "p (Holm)",
         "verdict",
@@ -160,7 +160,8 @@ def transforms_section(files: RunFiles) -> Section | None:
         "rewrite failures",
     ]
     src = f"{RESPONSES} + {IRT}" if irt else RESPONSES
-    sec.add(Table(columns, rows, caption="Paired verdicts and IRT effects against no transform", source=src))
+    caption = "Paired verdicts and IRT effects against no transform (the verdict follows the Holm-adjusted p)"
+    sec.add(Table(columns, rows, caption=caption, source=src))
     if not rows:
         sec.add_text("No level has a matched untransformed pipeline (add 'none' to the grid to compare).", RESPONSES)
     return sec

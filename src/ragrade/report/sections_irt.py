@@ -153,7 +153,9 @@ def _effects(
             "Each level as how much more accurate, on this exam, in percentage points, the pipelines where "
             "the factor applies are with it than on average over the factor's levels, the other components "
             "as they are (95% interval): from the observed accuracies; where a combination of components was "
-            "not run, the model predicts it, and the value is labelled partly predicted. The logit effects "
+            "not run, the model predicts it, and the value is labelled partly predicted ('a of b cells; c of d "
+            "over the factor': a cell is one combination of the level with the other components; a of the "
+            "level's b combinations, c of the factor's d, were predicted, not run). The logit effects "
             f"({_logit_unit(doc)}) follow for experts.",
             f"{src} (effects_units)",
         )
@@ -219,6 +221,7 @@ def _sign_check(sec: Section, effects: dict[str, Any], summary: pd.DataFrame, sr
             source=f"{src} + {SUMMARY}",
         )
     )
+
 
 def _spread(items: list[str], difficulty: dict[str, float], n: int) -> list[str]:
     ordered = sorted(items, key=lambda i: (difficulty.get(i, 0.0), i))

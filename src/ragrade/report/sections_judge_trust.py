@@ -31,6 +31,19 @@ CLAIM_ORDER = (
     ("recall", "overall: claim recall"),
     ("f1", "overall: claim F1"),
 )
+#: what the claim metrics mean (RAGChecker's definitions; ragrade.judge.claims_metrics has the formulas)
+CLAIM_HELP = (
+    "A passage is relevant when it entails a claim of the reference answer; an answer claim is correct when "
+    "the reference entails it. Claim recall: share of the reference's claims found in some passage; context "
+    "precision: share of the passages that are relevant; context utilisation: of the reference's claims found "
+    "in the passages, the share the answer states. Of the answer's claims: noise sensitivity (relevant) the "
+    "incorrect ones a relevant passage entails, noise sensitivity (irrelevant) the incorrect ones only "
+    "irrelevant passages entail, hallucination the incorrect ones no passage entails (these three add up to "
+    "1 - precision), self-knowledge the correct ones no passage entails, faithfulness those some passage "
+    "entails. Where RAGChecker writes 0 for an undefined value (no answer claims, no reference claims, no "
+    "passages, no reference claim in the passages) the answer is left out of that mean here; with no passages "
+    "(closed book) every incorrect claim counts as a hallucination and every correct one as self-knowledge."
+)
 
 
 def _ci(v: Any) -> str:
@@ -181,6 +194,7 @@ def _claims(sec: Section, summary: dict[str, Any]) -> None:
             source=JUDGE_SUMMARY,
         )
     )
+    sec.add_text(CLAIM_HELP)
     for config in configs:
         cr = stats[config].get("claim_recall", {}).get("value")
         cu = stats[config].get("context_utilisation", {}).get("value")

@@ -67,15 +67,23 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
     first = runs[0][1]
     table = first.get("table") or {}
     if table.get("rows") and len(runs) == 1:
+        actual = {c.removeprefix("actual noise "): c for c in table.get("actual_columns") or []}
+        cells: list[list[Any]] = []
+        for r in table["rows"]:
+            cells.append([r["model"], *(r.get(c) for c in table["columns"])])
+            if actual:  # the noise share the documents really had, under each requested ratio
+                cells.append(["actual noise ratio", *(r.get(actual.get(c, "")) for c in table["columns"])])
+        note = "; columns are the requested noise ratios" if actual else ""
         sec.add(
             Table(
                 ["model", *table["columns"]],
-                [[r["model"], *(r.get(c) for c in table["columns"])] for r in table["rows"]],
-                caption=f"{testbed}: percent ({'/'.join(table.get('scoring', []))} scoring)",
+                cells,
+                caption=f"{testbed}: percent ({'/'.join(table.get('scoring', []))} scoring{note})",
                 source=sources,
             )
         )
     _skipped_items(sec, testbed, first, sources)
+    _run_notes(sec, testbed, first, sources)
     rows = []
     for _rel, doc in runs:
         for key, label in _METRIC_LABELS:
@@ -92,7 +100,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
         )
     )
     ratios = [g for g in first.get("by_noise_ratio", []) if isinstance(g.get("accuracy"), dict)]
-    if testbed in ("noise", "integration") and len(ratios) > 1:
+    if len(ratios) > 1 and _ratio_columns(testbed, first):
         series: list[tuple[str, list[float], list[float | None]]] = []
         trows: list[list[Any]] = []
         for _rel, doc in runs:
@@ -104,6 +112,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
                 [
                     doc.get("model"),
                     g["noise_ratio"],
+                    g.get("noise_ratio_actual_mean"),
                     (g.get("accuracy") or {}).get("value"),
                     (g.get("accuracy") or {}).get("low"),
                     (g.get("accuracy") or {}).get("high"),
@@ -119,9 +128,39 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
                 x_title="noise ratio",
                 y_title="accuracy",
                 markers=True,
-                table=Table(["model", "noise ratio", "accuracy", "CI low", "CI high"], trows, source=sources),
+                table=Table(
+                    ["model", "noise ratio", "actual noise ratio", "accuracy", "CI low", "CI high"],
+                    trows,
+                    source=sources,
+                ),
             )
         )
+
+
+def _ratio_columns(testbed: str, metrics: dict[str, Any]) -> bool:
+    """Whether the testbed's table columns are noise ratios (as its registry entry says; unknown: no)."""
+    from ragrade.errors import ConfigError
+    from ragrade.robust.testbeds import get_testbed
+
+    try:
+        return bool(get_testbed(testbed).actual_cells(metrics))
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return False
+
+
+def _run_notes(sec: Section, testbed: str, metrics: dict[str, Any], source: str) -> None:
+    """What 'flagged' and 'untestable' count, and the run's warnings (actual noise ratios off the requested)."""
+    if metrics.get("flagged"):
+        meaning = metrics.get("flagged_means") or "flagged: records whose documents are not what was asked"
+        sec.add_text(f"{testbed}: {metrics['flagged']} {meaning}.", source)
+    if metrics.get("untestable"):
+        sec.add_text(
+            f"{testbed}: {metrics['untestable']} record(s) untestable (fake answer equals the answer), "
+            "left out of the metrics.",
+            source,
+        )
+    for note in metrics.get("warnings") or []:
+        sec.add_text(f"warning: {note}", source)
 
 
 def _skipped_items(sec: Section, testbed: str, metrics: dict[str, Any], source: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +98,55 @@ class RunFiles:
         return (dict(header.meta) if header else {}), records
 
     def glob(self, pattern: str) -> list[str]:
-        """Relative paths matching ``pattern`` (sorted)."""
+        """Relative paths matching ``pattern`` (sorted), folders added from elsewhere included."""
         for prefix, target in self.aliases.items():
             if prefix.endswith("/") and pattern.startswith(prefix):
                 found = target.glob(pattern[len(prefix) :])
                 return sorted(prefix + p.relative_to(target).as_posix() for p in found)
-        return sorted(p.relative_to(self.root).as_posix() for p in self.root.glob(pattern))
+        out = {p.relative_to(self.root).as_posix() for p in self.root.glob(pattern)}
+        parts = pattern.split("/")
+        for prefix, target in self.aliases.items():  # e.g. "robust/noise/" matched by "robust/*/metrics.json"
+            head = prefix.rstrip("/").split("/")
+            if prefix.endswith("/") and len(parts) > len(head) and all(map(fnmatch, head, parts[: len(head)])):
+                out.update(prefix + p.relative_to(target).as_posix() for p in target.glob("/".join(parts[len(head) :])))
+        return sorted(out)
+
+    def with_extra(self, folders: Sequence[Path]) -> RunFiles:
+        """These files plus run folders kept elsewhere (see :func:`extra_aliases`); a later folder wins."""
+        aliases = dict(self.aliases)
+        for folder in folders:
+            aliases.update(extra_aliases(folder))
+        return RunFiles(self.root, aliases)
 
 
-__all__ = ["RunFiles"]
+def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
+    """Where the report should read ``folder``: an adaptive or full ``exam take`` run, an IRT fit, a robustness
+    testbed's output or judged answers (``kind``: ``adaptive`` to insist on an adaptive run)."""
+    if not folder.is_dir():
+        raise DataError(f"{folder}: no such run folder")
+    manifest = read_json(folder / "manifest.json") if (folder / "manifest.json").is_file() else {}
+    adaptive = isinstance(manifest, dict) and "adaptive" in manifest
+    if kind == "adaptive" or adaptive:
+        if not ((folder / "summary.csv").is_file() and adaptive):
+            raise DataError(
+                f"{folder}: not an adaptive run (`exam take --adaptive` writes summary.csv and a "
+                "manifest.json with an adaptive entry)"
+            )
+        return {"adaptive/": folder}
+    if (folder / "responses.parquet").is_file():
+        return {"sweep/": folder, **({"irt/": folder} if (folder / "irt.json").is_file() else {})}
+    if (folder / "irt.json").is_file():
+        return {"irt/": folder}
+    if (folder / "metrics.json").is_file():
+        testbed = (read_json(folder / "metrics.json") or {}).get("testbed")
+        if isinstance(testbed, str) and testbed:
+            return {f"robust/{testbed}/": folder}
+    if (folder / "summary.json").is_file() and (folder / "scores.jsonl").is_file():
+        return {"judge/scores/": folder}
+    raise DataError(
+        f"{folder}: not a run folder the report reads (an `exam take` run, an IRT fit, a `robust run` output "
+        "or `judge` scores)"
+    )
+
+
+__all__ = ["RunFiles", "extra_aliases"]

@@ -11,6 +11,7 @@ replaces it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,33 @@ class Assistant:
         return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error)
 
 
+def warm_up(index: Any, retriever: str, llm: Any, report: Callable[[str], None]) -> float:
+    """Load the models answering needs before the first question, saying what each is and how long it took.
+
+    The query embedder (dense, hybrid and rerank retrievers) and the offline reader's sentence embedder are
+    one process-wide instance (MiniLM is loaded once, whoever asks first); a remote or in-process LLM loads
+    on its first request. Returns the seconds spent. One ``ask`` session keeps all of it warm: give several
+    questions on standard input (one per line) or interactively, rather than one ``ask`` per question.
+    """
+    import time
+
+    start = time.perf_counter()
+    if retriever.strip().lower() != "bm25":
+        emb = index.embedder()
+        t0 = time.perf_counter()
+        emb.embed(["warm up"])
+        report(f"loaded the query embedder {emb.name} ({type(emb).__name__}) in {time.perf_counter() - t0:.1f} s")
+    if getattr(llm, "is_baseline", False) and getattr(llm, "semantic", False):
+        from ragrade.retrieval.embed import default_embedder
+
+        t0 = time.perf_counter()
+        default_embedder().embed(["warm up"])
+        report(f"loaded the {llm.name} reader's sentence embedder (MiniLM, shared) in {time.perf_counter() - t0:.1f} s")
+    elif not getattr(llm, "is_baseline", False):
+        report(f"{getattr(llm, 'name', 'the LLM')}: loaded or connected on the first question")
+    return time.perf_counter() - start
+
+
 def render(ans: Answer) -> str:
     """Human-readable output of one answer."""
     lines: list[str] = []
@@ -186,4 +214,4 @@ def render(ans: Answer) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DEFAULT_PROMPT", "Answer", "Assistant", "format_passages", "load_prompt", "render"]
+__all__ = ["DEFAULT_PROMPT", "Answer", "Assistant", "format_passages", "load_prompt", "render", "warm_up"]

@@ -119,10 +119,15 @@ class BM25Index:
         return cls(retriever, tokenizer, cfg, n_docs)
 
     def search(self, queries: Sequence[str], k: int) -> Results:
-        """Top-k positions with positive BM25 scores, best first (ties by position)."""
+        """Top-k positions with positive BM25 scores, best first (ties by position); once per batch and k."""
+        from ragrade.retrieval.query_memo import memo_search
+
         k = min(k, self.n_docs)
         if k <= 0:
             return [[] for _ in queries]
+        return memo_search(_SEARCHES, self, queries, k, lambda: self._search(queries, k))
+
+    def _search(self, queries: Sequence[str], k: int) -> Results:
         with self._lock:
             ids = self._tokenizer.tokenize(list(queries), update_vocab=False, return_as="ids", show_progress=False)
             docs, scores = self._retriever.retrieve(ids, k=k, show_progress=False, n_threads=1)
@@ -132,6 +137,15 @@ class BM25Index:
             pairs.sort(key=lambda p: (-p[1], p[0]))
             out.append(pairs)
         return out
+
+
+def _searches() -> Any:
+    from ragrade.retrieval.query_memo import register_memo
+
+    return register_memo(256)
+
+
+_SEARCHES = _searches()  # searches by (index, k, queries): tokenised and scored once per batch
 
 
 __all__ = ["BM25Config", "BM25Index", "check_bm25_config"]

@@ -13,7 +13,14 @@ Qrels files are JSONL, one query per line: ``{"query": ..., "relevant": [ids]}``
 ``{"query": ..., "relevant": {id: grade}}`` (also accepted: ``relevant_chunk_ids``/
 ``relevant_doc_ids`` as ``ragrade qa generate --qrels`` writes them, ``chunk_id``/``chunk_ids``/
 ``doc_id``/``doc_ids``), or a ragrade exam file (its questions with their source chunk
-and document). Queries with no relevant id are an error, not a silent zero.
+and document). A record without any of these fields is an error.
+
+A query whose relevant ids are an empty list (or whose grades are all 0) has
+no defined metric. ``empty_queries="skip"`` (the default, trec_eval's
+convention) leaves it out of the means and the intervals and counts it
+(``n_empty_queries``, ``skipped_queries``); ``"zero"`` (ranx's convention)
+scores it 0 on every metric, so it stays in the denominator. Neither stops the
+run.
 """
 
 from __future__ import annotations
@@ -32,10 +39,12 @@ from ragrade.schemas import check_question
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 Level = Literal["chunk", "doc"]
+EmptyQueries = Literal["skip", "zero"]
+EMPTY_QUERIES = ("skip", "zero")
 
 
 def per_query(ranked: Sequence[str], relevant: Mapping[str, float], k: int) -> dict[str, float]:
-    """The four metrics of one ranked id list against graded relevance (grades > 0 are relevant)."""
+    """The four metrics of one ranked id list against graded relevance (grades > 0 are relevant; none: DataError)."""
     rel = {i: float(g) for i, g in relevant.items() if g > 0}
     if not rel:
         raise DataError("a query has no relevant ids")
@@ -72,18 +81,30 @@ class RetrievalReport:
     level: str
     metrics: dict[str, MetricSummary]
     per_query: list[dict[str, Any]] = field(default_factory=list)
+    empty_queries: str = "skip"
+    skipped_queries: list[str] = field(default_factory=list)
+    n_empty_queries: int = 0
 
     def to_dict(self, with_queries: bool = False) -> dict[str, Any]:
-        """A JSON-ready dict (per-query rows only when asked)."""
+        """A JSON-ready dict (per-query rows and skipped queries only when asked; no NaN: None)."""
+
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
         out: dict[str, Any] = {
             "retriever": self.retriever,
             "k": self.k,
             "n_queries": self.n_queries,
+            "n_empty_queries": self.n_empty_queries,
+            "empty_queries": self.empty_queries,
             "level": self.level,
-            "metrics": {m: {"mean": s.mean, "ci_low": s.low, "ci_high": s.high} for m, s in self.metrics.items()},
+            "metrics": {
+                m: {"mean": num(s.mean), "ci_low": num(s.low), "ci_high": num(s.high)} for m, s in self.metrics.items()
+            },
         }
         if with_queries:
             out["per_query"] = self.per_query
+            out["skipped_queries"] = self.skipped_queries
         return out
 
 
@@ -97,24 +118,45 @@ def evaluate_run(
     n_boot: int = 2000,
     seed: int = 0,
     level_ci: float = 0.95,
+    empty_queries: EmptyQueries = "skip",
 ) -> RetrievalReport:
-    """Score ``run`` (query -> ranked ids) against ``qrels``; every qrels query must be in the run."""
+    """Score ``run`` (query -> ranked ids) against ``qrels``; every qrels query with a relevant id must be in the run.
+
+    A query with no relevant id is skipped (counted) or scored 0, as ``empty_queries`` says; it needs no ranking.
+    """
     from ragrade.run.stats import bootstrap_ci
 
     if k <= 0:
         raise DataError(f"k must be positive, got {k}")
-    missing = [q for q in qrels if q not in run]
+    if empty_queries not in EMPTY_QUERIES:
+        raise DataError(f"empty_queries must be skip or zero, got '{empty_queries}'")
+    empty = [q for q, rel in qrels.items() if not any(g > 0 for g in rel.values())]
+    empty_set = set(empty)
+    missing = [q for q in qrels if q not in run and q not in empty_set]
     if missing:
         raise DataError(f"{len(missing)} qrels queries have no ranking, e.g. '{missing[0][:80]}'")
     rows: list[dict[str, Any]] = []
     for q, rel in qrels.items():
-        rows.append({"query": q, **per_query(run[q], rel, k)})
+        if q not in empty_set:
+            rows.append({"query": q, **per_query(run[q], rel, k)})
+        elif empty_queries == "zero":
+            rows.append({"query": q, **dict.fromkeys(METRICS, 0.0), "no_relevant": True})
     metrics: dict[str, MetricSummary] = {}
     for m in METRICS:
         vals = np.array([r[m] for r in rows], dtype=np.float64)
         lo, hi = bootstrap_ci(vals, n_boot=n_boot, level=level_ci, seed=seed)
         metrics[m] = MetricSummary(mean=float(vals.mean()) if len(vals) else float("nan"), low=lo, high=hi)
-    return RetrievalReport(retriever=retriever, k=k, n_queries=len(rows), level=level, metrics=metrics, per_query=rows)
+    return RetrievalReport(
+        retriever=retriever,
+        k=k,
+        n_queries=len(rows),
+        level=level,
+        metrics=metrics,
+        per_query=rows,
+        empty_queries=empty_queries,
+        skipped_queries=empty if empty_queries == "skip" else [],
+        n_empty_queries=len(empty),
+    )
 
 
 def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float]:
@@ -138,7 +180,7 @@ def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float
 
 
 def read_qrels(path: str | Path, level: Level = "chunk") -> dict[str, dict[str, float]]:
-    """Query -> {relevant id: grade} from a qrels JSONL or an exam file (duplicate queries merge)."""
+    """Query -> {judged id: grade} from a qrels JSONL or an exam file (duplicate queries merge; ``{}``: none)."""
     header, records = read_jsonl(path)
     if not records:
         raise DataError(f"{path}: no qrels records")
@@ -151,10 +193,7 @@ def read_qrels(path: str | Path, level: Level = "chunk") -> dict[str, dict[str, 
         query = rec.get("query", rec.get("question"))
         if not isinstance(query, str) or not query.strip():
             raise DataError(f"{where}: missing 'query' text")
-        grades = _grades(rec, level, where)
-        if not any(g > 0 for g in grades.values()):
-            raise DataError(f"{where}: no relevant id with a positive grade")
-        qrels.setdefault(query, {}).update(grades)
+        qrels.setdefault(query, {}).update(_grades(rec, level, where))  # none relevant: see empty_queries
     return qrels
 
 
@@ -164,4 +203,14 @@ def hits_to_ids(hits: Sequence[Any], level: Level) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-__all__ = ["METRICS", "MetricSummary", "RetrievalReport", "evaluate_run", "hits_to_ids", "per_query", "read_qrels"]
+__all__ = [
+    "EMPTY_QUERIES",
+    "METRICS",
+    "EmptyQueries",
+    "MetricSummary",
+    "RetrievalReport",
+    "evaluate_run",
+    "hits_to_ids",
+    "per_query",
+    "read_qrels",
+]

@@ -37,7 +37,16 @@ class HyDE:
         self.keep_query = bool(keep_query)
 
     async def transform(self, queries: Sequence[str]) -> list[QueryPlan]:
-        """One plan per query: the passage (and the query with ``keep_query``), or the query on failure."""
+        """One plan per query: the passage (and the query with ``keep_query``), or the query on failure.
+
+        Written once per batch of queries, LLM and settings in a process (shared by every pipeline using them).
+        """
+        from ragrade.retrieval.query_memo import hashable, shared_call
+
+        key = (self.name, hashable(self.llm), self.max_tokens, self.keep_query, tuple(queries))
+        return await shared_call(key, lambda: self._transform(queries))
+
+    async def _transform(self, queries: Sequence[str]) -> list[QueryPlan]:
         prompts = [(SYSTEM, USER.replace("{question}", q)) for q in queries]
         comps = await ask_llm(self.llm, prompts, task="hyde", max_tokens=self.max_tokens, questions=queries)
         plans = []

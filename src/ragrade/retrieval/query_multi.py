@@ -50,7 +50,16 @@ class MultiQuery:
         self.max_tokens = int(max_tokens)
 
     async def transform(self, queries: Sequence[str]) -> list[QueryPlan]:
-        """One plan per query: the original first, then the rephrasings."""
+        """One plan per query: the original first, then the rephrasings.
+
+        Written once per batch of queries, LLM and settings in a process (shared by every pipeline using them).
+        """
+        from ragrade.retrieval.query_memo import hashable, shared_call
+
+        key = (self.name, hashable(self.llm), self.n, self.max_tokens, tuple(queries))
+        return await shared_call(key, lambda: self._transform(queries))
+
+    async def _transform(self, queries: Sequence[str]) -> list[QueryPlan]:
         prompts = [(SYSTEM, USER.replace("{n}", str(self.n)).replace("{question}", q)) for q in queries]
         comps = await ask_llm(self.llm, prompts, task="multi-query", max_tokens=self.max_tokens, questions=queries)
         plans = []

@@ -78,9 +78,14 @@ class DenseRetriever:
         self.store = index.store(store, **store_options)
 
     def search(self, queries: Sequence[str], k: int) -> list[Pairs]:
-        """Positions and cosines (for fusion)."""
-        vecs = self.embedder.embed(list(queries))
-        return self.store.search(vecs, min(k, len(self.index.chunks)))
+        """Positions and cosines (for fusion); each batch of queries embedded and searched once (query_memo)."""
+        from ragrade.retrieval.query_memo import embed_queries, memo_search
+
+        def run() -> list[Pairs]:
+            vecs = embed_queries(self.embedder, list(queries))
+            return self.store.search(vecs, min(k, len(self.index.chunks)))
+
+        return memo_search(_SEARCHES, self, queries, k, run)
 
     def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         """Top-k hits per query."""
@@ -95,6 +100,15 @@ class DenseRetriever:
             "embedder": self.embedder.name,
             "store": self.store.describe(),
         }
+
+
+def _searches() -> Any:
+    from ragrade.retrieval.query_memo import register_memo
+
+    return register_memo(256)
+
+
+_SEARCHES = _searches()  # dense searches by (retriever, k, queries): hybrid at depth 100 repeats them per k
 
 
 def rrf(rankings: Sequence[Pairs], k_rrf: float, weights: Sequence[float]) -> Pairs:
@@ -199,8 +213,15 @@ class RerankRetriever:
         self._lock = threading.Lock()
 
     def search(self, queries: Sequence[str], k: int) -> list[Pairs]:
-        """Base top-N re-scored by the cross-encoder; ties by base order."""
-        base = self.base.search(queries, max(k, self.top_n))
+        """Base top-N re-scored by the cross-encoder; ties by base order (scored once per batch and depth)."""
+        from ragrade.retrieval.query_memo import memo_search
+
+        depth = max(k, self.top_n)
+        ranked = memo_search(_SEARCHES, self, queries, depth, lambda: self._rescore(queries, depth))
+        return [r[:k] for r in ranked]
+
+    def _rescore(self, queries: Sequence[str], depth: int) -> list[Pairs]:
+        base = self.base.search(queries, depth)
         pairs_in = [
             (q, self.index.chunks[pos].text) for q, ranking in zip(queries, base, strict=True) for pos, _ in ranking
         ]
@@ -215,7 +236,7 @@ class RerankRetriever:
             scored = [(pos, float(scores[at + j]), j) for j, (pos, _) in enumerate(ranking)]
             at += len(ranking)
             scored.sort(key=lambda t: (-t[1], t[2]))
-            out.append([(pos, s) for pos, s, _ in scored[:k]])
+            out.append([(pos, s) for pos, s, _ in scored])
         return out
 
     def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:

@@ -18,9 +18,11 @@ query (or passages) and is reported on the result (``errors``), never silently.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
-from collections.abc import Callable, Sequence
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -28,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.registry import lookup, register
+from ragrade.registry import did_you_mean, lookup, names, register
 from ragrade.retrieval.base import Hit
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -116,11 +118,80 @@ def check_transforms(query: str, post: str, has_llm: bool, flag: str = LLM_FLAG,
         raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {flag} PROVIDER/MODEL{where}")
 
 
-def _options(options: dict[str, Any] | None, name: str) -> dict[str, Any]:
+def _options(options: Mapping[str, Any] | None, name: str, kind: str | None = None) -> dict[str, Any]:
+    """The options of ``name`` from a ``transform_options`` table (checked by name when ``kind`` is given)."""
     opts = (options or {}).get(name) or {}
     if not isinstance(opts, dict):
         raise ConfigError(f"options of '{name}' must be a table, got {opts!r}")
+    if kind is not None:
+        check_options(kind, name, opts)
     return dict(opts)
+
+
+_RESERVED = ("index", "llm")  # what every factory is given; never an option
+POST_OPTIONS = ("depth",)  # the options under ``post``: how deep to retrieve before the processors
+
+
+def _keywords(fn: Any) -> tuple[list[str], bool]:
+    """Parameters of ``fn`` that take a value by keyword and have a default; whether it takes ``**kwargs``."""
+    params = inspect.signature(fn).parameters.values()
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is not p.empty]
+    return named, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def accepted_options(kind: str, name: str) -> tuple[str, ...] | None:
+    """The option names component ``name`` of ``kind`` accepts; None when they cannot be told (then any goes).
+
+    Read from the signatures: the factory's keyword arguments and those of the class it returns (its return
+    annotation), less ``index`` and ``llm``; a trailing ``_`` is dropped (``mmr``'s ``lambda``).
+    """
+    factory = lookup(kind, name)
+    if name == NONE:
+        return ()
+    found, more = _keywords(factory)
+    if more:  # the rest go to the class the factory builds
+        try:
+            made = typing.get_type_hints(factory).get("return")
+        except (NameError, TypeError):
+            made = None
+        if not isinstance(made, type):
+            return None
+        own, more = _keywords(made)
+        found += own
+    if more:
+        return None
+    return tuple(dict.fromkeys(n.rstrip("_") for n in found if n not in _RESERVED))
+
+
+def check_options(kind: str, name: str, opts: Mapping[str, Any]) -> None:
+    """ConfigError (with did-you-mean) for an option ``name`` does not take."""
+    valid = list(POST_OPTIONS) if name == "post" else accepted_options(kind, name)
+    if valid is None:
+        return
+    for key in opts:
+        if key not in valid:
+            what = "post (the post-processing chain)" if name == "post" else name
+            raise ConfigError(
+                f"transform_options: {what} has no option '{key}'; valid: {', '.join(valid) or '(none)'}."
+                + did_you_mean(str(key), list(valid))
+            )
+
+
+def check_transform_options(options: Mapping[str, Any] | None) -> None:
+    """Validate a whole ``transform_options`` table up front: every key a known transform, processor or
+    ``post``, every value a table of options that component takes (ConfigError naming the first problem)."""
+    known = [*names(QUERY_KIND), *names(POST_KIND)]
+    for name in options or {}:
+        if name == "post":
+            _options(options, name, POST_KIND)
+            continue
+        if name not in known:
+            valid = [*sorted(set(known) - {NONE}), "post"]
+            raise ConfigError(
+                f"transform_options: unknown transform '{name}'; valid: {', '.join(valid)}."
+                + did_you_mean(str(name), valid)
+            )
+        _options(options, name, QUERY_KIND if name in names(QUERY_KIND) else POST_KIND)
 
 
 def create_query_transform(
@@ -128,7 +199,7 @@ def create_query_transform(
 ) -> QueryTransform:
     """The query transform ``name`` (``options`` maps a transform name to its keyword arguments)."""
     check_transforms(name, NONE, llm is not None, flag)
-    made: QueryTransform = lookup(QUERY_KIND, name)(index=index, llm=llm, **_options(options, name))
+    made: QueryTransform = lookup(QUERY_KIND, name)(index=index, llm=llm, **_options(options, name, QUERY_KIND))
     return made
 
 
@@ -137,7 +208,7 @@ def create_post_chain(
 ) -> list[PassageProcessor]:
     """The processors of chain ``spec`` in order."""
     check_transforms(NONE, spec, llm is not None, flag)
-    return [lookup(POST_KIND, n)(index=index, llm=llm, **_options(options, n)) for n in parse_post(spec)]
+    return [lookup(POST_KIND, n)(index=index, llm=llm, **_options(options, n, POST_KIND)) for n in parse_post(spec)]
 
 
 # --------------------------------------------------------------------------- the pipeline
@@ -269,7 +340,7 @@ def build_pipeline(
     check_transforms(query, post, llm is not None, flag)
     qt = None if query == NONE else create_query_transform(query, index=index, llm=llm, options=options, flag=flag)
     chain = create_post_chain(post, index=index, llm=llm, options=options, flag=flag)
-    depth = _options(options, "post").get("depth")
+    depth = _options(options, "post", POST_KIND).get("depth")
     return RetrievalPipeline(retriever, qt, chain, depth=int(depth) if depth is not None else None)
 
 
@@ -439,6 +510,7 @@ __all__ = [
     "LLM_FLAG",
     "NONE",
     "POST_KIND",
+    "POST_OPTIONS",
     "QUERY_KIND",
     "PassageProcessor",
     "Processed",
@@ -447,9 +519,12 @@ __all__ = [
     "RetrievalPipeline",
     "Retrieved",
     "Similarity",
+    "accepted_options",
     "ask_llm",
     "ask_per_passage",
     "build_pipeline",
+    "check_options",
+    "check_transform_options",
     "check_transforms",
     "create_post_chain",
     "create_query_transform",

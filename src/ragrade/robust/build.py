@@ -10,7 +10,9 @@ and then shuffled with a generator seeded by (seed, item id, ratio).
 
 When a pool is too small the item is flagged, and ``shortfall`` decides:
 ``pad`` fills the gap from the other pool (or uses fewer documents) and records
-the actual ratio; ``skip`` leaves the item out of that ratio, counted as
+the actual ratio (counterfactual items are never padded with noise: with too
+few corrupted passages they get fewer documents, as in the original
+construction, so ratio 0 stays noise-free); ``skip`` leaves the item out of that ratio, counted as
 skipped. Nothing is changed silently: every instance records the requested and
 actual ratio, the counts, and each document's pool and index in prompt order.
 
@@ -23,12 +25,16 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ragrade.errors import ConfigError
 from ragrade.robust.data import RGBItem
+
+if TYPE_CHECKING:
+    from ragrade.robust.testbeds import BaseTestbed, Testbed
 
 Shortfall = Literal["pad", "skip"]
 Construction = Literal["ragrade", "rgb"]
@@ -44,8 +50,11 @@ class BuildOptions:
     construction: Construction = "ragrade"
     seed: int = 0
     correct_ratio: float = 0.0  # counterfactual: share of documents that are uncorrupted positives
+    min_positives: int = 0  # leave out items with fewer supporting passages (0: keep every item)
 
     def __post_init__(self) -> None:
+        if self.min_positives < 0:
+            raise ConfigError(f"--min-positives must be at least 0, got {self.min_positives}")
         if self.n_docs < 1:
             raise ConfigError(f"--docs must be at least 1, got {self.n_docs}")
         if self.shortfall not in ("pad", "skip"):
@@ -117,100 +126,128 @@ def _rng(seed: int, item_id: str, ratio: float, condition: str) -> random.Random
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _round_robin(groups: tuple[tuple[str, ...], ...], count: int) -> list[Doc]:
-    docs: list[Doc] = []
-    depth = 0
-    while len(docs) < count and any(depth < len(g) for g in groups):
-        for gi, g in enumerate(groups):
-            if depth < len(g) and len(docs) < count:
-                docs.append(Doc("positive", depth, g[depth], group=gi))
-        depth += 1
-    return docs
+def supporting_passages(item: RGBItem, testbed: str | Testbed) -> int:
+    """Passages that support the answer: positives, corrupted positives, or the smallest group (integration)."""
+    return _hooks(testbed).supporting_passages(item)
 
 
-def _positives(item: RGBItem, testbed: str, count: int, n_correct: int) -> list[Doc]:
-    if testbed == "integration":
-        return _round_robin(item.positive_groups, count)
-    if testbed == "counterfactual":
-        wrong = [Doc("positive_wrong", i, t) for i, t in enumerate(item.positive_wrong[:count])]
-        used = {d.index for d in wrong}
-        spare = [i for i in range(len(item.positive)) if i not in used]
-        return wrong + [Doc("positive", i, item.positive[i]) for i in spare[:n_correct]]
-    return [Doc("positive", i, t) for i, t in enumerate(item.positive[:count])]
+def build_instance(
+    item: RGBItem, testbed: str | Testbed, ratio: float, opts: BuildOptions, condition: str = "documents"
+) -> Instance:
+    """The documents for ``item`` at noise ``ratio`` under ``opts``: the testbed's :meth:`~Testbed.build`."""
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(testbed).build(item, ratio, opts, condition)
 
 
-def _pool_sizes(item: RGBItem, testbed: str) -> int:
-    if testbed == "integration":
-        return sum(len(g) for g in item.positive_groups)
-    if testbed == "counterfactual":
-        return len(item.positive_wrong)
-    return len(item.positive)
-
-
-def build_instance(item: RGBItem, testbed: str, ratio: float, opts: BuildOptions,
-                   condition: str = "documents") -> Instance:
-    """The documents for ``item`` at noise ``ratio`` under ``opts`` (see the module docstring)."""
-    inst = Instance(item=item, testbed=testbed, noise_ratio=ratio, condition=condition)
+def assemble(
+    tb: BaseTestbed, item: RGBItem, ratio: float, opts: BuildOptions, condition: str = "documents"
+) -> Instance:
+    """The shared construction (see the module docstring), shaped by the testbed's hooks."""
+    inst = Instance(item=item, testbed=tb.name, noise_ratio=ratio, condition=condition)
     if condition == "no_documents":
         return inst
+    support = tb.supporting_passages(item)
+    if not tb.noise_only and support < opts.min_positives:
+        inst.skipped = f"{support} supporting passage(s), fewer than --min-positives {opts.min_positives}"
+        return inst
     if opts.construction == "rgb":
-        return build_rgb_instance(item, testbed, ratio, opts.n_docs, opts.correct_ratio, condition)
+        return build_rgb_instance(item, tb, ratio, opts.n_docs, opts.correct_ratio, condition)
     n = opts.n_docs
-    want_noise = n if testbed == "negative" else noise_count(n, ratio)
-    want_correct = noise_count(n, opts.correct_ratio) if testbed == "counterfactual" else 0
+    want_noise = n if tb.noise_only else noise_count(n, ratio)
+    want_correct = tb.correct_count(opts)
     want_pos = max(0, n - want_noise - want_correct)
-    if testbed == "negative":
+    if tb.noise_only:
         if not item.negative:
             inst.skipped = "no noise documents"
             return inst
-    elif _pool_sizes(item, testbed) == 0:
+    elif tb.pool_size(item) == 0:
         inst.skipped = "no positive documents"
         return inst
-    if testbed == "integration":
-        empty = [i + 1 for i, g in enumerate(item.positive_groups) if not g]
-        if empty:
-            inst.skipped = f"answer part(s) {empty} have no positive documents"
-            return inst
-        if want_pos < len(item.positive_groups):
-            msg = f"needs one document per answer part ({len(item.positive_groups)}) but the ratio leaves {want_pos}"
-            if opts.shortfall == "skip":
-                inst.skipped = msg
-                return inst
-            inst.flags.append(msg + "; raised the positives")
-            want_noise -= len(item.positive_groups) - want_pos
-            want_pos = len(item.positive_groups)
-    positives = _positives(item, testbed, want_pos, want_correct) if want_pos or want_correct else []
+    planned = tb.plan(inst, want_noise, want_pos, opts)
+    if planned is None:
+        return inst
+    want_noise, want_pos = planned
+    positives = tb.positives(item, want_pos, want_correct) if want_pos or want_correct else []
     negatives = [Doc("negative", i, t) for i, t in enumerate(item.negative[:want_noise])]
     short_pos = want_pos + want_correct - len(positives)
     short_neg = want_noise - len(negatives)
     if short_pos or short_neg:
-        msg = (f"pool too small: {len(positives)} of {want_pos + want_correct} positive and "
-               f"{len(negatives)} of {want_noise} noise documents")
+        msg = (
+            f"pool too small: {len(positives)} of {want_pos + want_correct} positive and "
+            f"{len(negatives)} of {want_noise} noise documents"
+        )
         if opts.shortfall == "skip":
             inst.skipped = msg
             return inst
-        if short_pos and testbed != "negative":
+        if short_pos and tb.pad_with_noise:
             extra = item.negative[want_noise : want_noise + short_pos]
             negatives += [Doc("negative", want_noise + i, t) for i, t in enumerate(extra)]
-        if short_neg and testbed != "negative":
-            more = _positives(item, testbed, want_pos + short_neg, want_correct)
-            positives = more
-        inst.flags.append(msg + "; padded")
+        if short_neg and not tb.noise_only:
+            positives = tb.positives(item, want_pos + short_neg, want_correct)
+        inst.flags.append(msg + (f"; {tb.short_note}" if short_pos and not tb.pad_with_noise else "; padded"))
     docs = positives + negatives
     _rng(opts.seed, item.id, ratio, condition).shuffle(docs)
     inst.docs = docs
     actual = inst.noise_ratio_actual
-    if actual is not None and abs(actual - ratio) > 1e-9 and testbed != "negative":
+    if actual is not None and abs(actual - ratio) > 1e-9 and not tb.noise_only:
         inst.flags.append(f"actual noise ratio {actual:.3g} instead of {ratio:g}")
     if len(docs) < n:
         inst.flags.append(f"{len(docs)} documents instead of {n}")
-    if testbed != "negative" and not any(d.pool != "negative" for d in docs):
+    if not tb.noise_only and not any(d.pool != "negative" for d in docs):
         inst.flags.append("no positive document at this ratio")
     return inst
 
 
-def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, correct_ratio: float = 0.0,
-                       condition: str = "documents") -> Instance:
+RATIO_TOLERANCE = 0.05  # a mean actual noise ratio further than this from the requested one is warned about
+
+
+def ratio_notes(instances: Sequence[Instance], testbed: str | Testbed) -> list[str]:
+    """The testbed's warnings about actual noise ratios (see :func:`actual_ratio_notes`)."""
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(testbed).ratio_notes(instances)
+
+
+def actual_ratio_notes(instances: Sequence[Instance], testbed: str, *, strict: bool = False) -> list[str]:
+    """One line per requested ratio whose instances' actual noise ratio differs from it.
+
+    A line when the mean actual ratio is more than :data:`RATIO_TOLERANCE` away, and with ``strict``
+    (the counterfactual testbed) whenever any instance differs.
+    """
+    notes = []
+    for ratio in sorted({i.noise_ratio for i in instances}):
+        group = [
+            i
+            for i in instances
+            if i.noise_ratio == ratio
+            and i.condition == "documents"
+            and not i.skipped
+            and i.noise_ratio_actual is not None
+        ]
+        if not group:
+            continue
+        actual = [float(i.noise_ratio_actual or 0.0) for i in group]
+        mean = sum(actual) / len(actual)
+        differ = sum(abs(a - ratio) > 1e-9 for a in actual)
+        if abs(mean - ratio) > RATIO_TOLERANCE or (strict and differ):
+            notes.append(
+                f"{testbed} at noise ratio {ratio:g}: the actual noise ratio is {mean:.2f} on average "
+                f"({differ} of {len(group)} items differ: a document pool is too small); "
+                "--shortfall skip leaves such items out, --min-positives N keeps only items with "
+                "N supporting passages"
+            )
+    return notes
+
+
+def build_rgb_instance(
+    item: RGBItem,
+    testbed: str | Testbed,
+    ratio: float,
+    n_docs: int,
+    correct_ratio: float = 0.0,
+    condition: str = "documents",
+) -> Instance:
     """Documents chosen exactly as the original benchmark's script chose them.
 
     Its rules, in our words: the generator is reseeded with 2333 before every
@@ -228,20 +265,15 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     shuffled. An item left with no document at all (a negative-rejection item
     without noise documents) is asked as the original script asks it: an empty
     document block and no system instruction. Differences from the requested
-    ratio are recorded as flags here.
+    ratio are recorded as flags here. Each testbed's selection is its ``rgb_docs``.
     """
-    inst = Instance(item=item, testbed=testbed, noise_ratio=ratio, condition=condition)
+    tb = _hooks(testbed)
+    inst = Instance(item=item, testbed=tb.name, noise_ratio=ratio, condition=condition)
     rng = random.Random(RGB_SEED)
-    ratio = 1.0 if testbed == "negative" else ratio
+    ratio = 1.0 if tb.noise_only else ratio
     neg_num = math.ceil(n_docs * ratio)
-    docs: list[Doc]
     try:
-        if testbed == "integration":
-            docs = _rgb_integration_docs(item, rng, n_docs, n_docs - neg_num)
-        elif testbed == "counterfactual":
-            docs = _rgb_counterfactual_docs(item, rng, n_docs, neg_num, correct_ratio)
-        else:
-            docs = _rgb_base_docs(item, n_docs, ratio, neg_num)
+        docs = tb.rgb_docs(item, rng, n_docs, ratio, neg_num, correct_ratio)
     except (IndexError, ValueError) as exc:  # the original script would raise here and drop the item
         inst.skipped = f"the original construction fails on this item ({type(exc).__name__}: {exc})"
         return inst
@@ -249,8 +281,9 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     inst.docs = docs
     if not docs:
         inst.system_prompt = False
-        inst.flags.append("no document: asked with an empty document block and no system instruction "
-                          "(original construction)")
+        inst.flags.append(
+            "no document: asked with an empty document block and no system instruction (original construction)"
+        )
     actual = inst.noise_ratio_actual
     if actual is not None and abs(actual - ratio) > 1e-9:
         inst.flags.append(f"actual noise ratio {actual:.3g} instead of {ratio:g} (original construction)")
@@ -259,50 +292,7 @@ def build_rgb_instance(item: RGBItem, testbed: str, ratio: float, n_docs: int, c
     return inst
 
 
-def _rgb_integration_docs(item: RGBItem, rng: random.Random, n_docs: int, pos_num: int) -> list[Doc]:
-    """Original integration selection: first of each shuffled group, round-robin to ``pos_num``, then noise."""
-    orders = []
-    for g in item.positive_groups:
-        order = list(range(len(g)))
-        rng.shuffle(order)
-        orders.append(order)
-    groups = item.positive_groups
-    docs = [Doc("positive", o[0], g[o[0]], group=gi) for gi, (g, o) in enumerate(zip(groups, orders,
-                                                                                     strict=True))]
-    if len(docs) < pos_num:
-        maxnum = max(len(g) for g in groups)
-        for i in range(1, maxnum):
-            for gi, g in enumerate(groups):
-                if len(g) > i:
-                    docs.append(Doc("positive", orders[gi][i], g[orders[gi][i]], group=gi))
-                    if len(docs) == pos_num:
-                        break
-            if len(docs) == pos_num:
-                break
-    neg_num = n_docs - len(docs)
-    if neg_num > 0:
-        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
-    return docs
-
-
-def _rgb_counterfactual_docs(item: RGBItem, rng: random.Random, n_docs: int, neg_num: int,
-                             correct_ratio: float) -> list[Doc]:
-    """Original counterfactual selection: sampled corrupted positives, optional correct ones, first noise."""
-    correct_num = math.ceil(n_docs * correct_ratio)
-    pos_num = n_docs - neg_num - correct_num
-    indexes = list(range(len(item.positive)))
-    selected = rng.sample(indexes, min(len(indexes), pos_num))
-    docs = [Doc("positive_wrong", i, item.positive_wrong[i]) for i in selected]
-    remain = [i for i in indexes if i not in selected]
-    if correct_num > 0 and remain:
-        docs += [Doc("positive", i, item.positive[i]) for i in rng.sample(remain, min(len(remain),
-                                                                                      correct_num))]
-    if neg_num > 0:
-        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
-    return docs
-
-
-def _rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> list[Doc]:
+def rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> list[Doc]:
     """Original base selection: the first documents of each pool, a short pool filled from the other."""
     pos_num = n_docs - neg_num
     if ratio == 1:
@@ -318,14 +308,30 @@ def _rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> li
     return docs
 
 
+def _hooks(testbed: str | Testbed) -> BaseTestbed:
+    """The registered testbed, which must use the shared construction (a :class:`BaseTestbed`)."""
+    from ragrade.robust.testbeds import BaseTestbed, get_testbed
+
+    tb = get_testbed(testbed)
+    if not isinstance(tb, BaseTestbed):
+        raise ConfigError(f"the {tb.name} testbed builds its own documents; it has no shared construction")
+    return tb
+
+
 __all__ = [
+    "RATIO_TOLERANCE",
     "RGB_SEED",
     "BuildOptions",
     "Construction",
     "Doc",
     "Instance",
     "Shortfall",
+    "actual_ratio_notes",
+    "assemble",
     "build_instance",
     "build_rgb_instance",
     "noise_count",
+    "ratio_notes",
+    "rgb_base_docs",
+    "supporting_passages",
 ]

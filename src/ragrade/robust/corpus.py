@@ -12,9 +12,9 @@ For every question with a short answer:
   plausible value of the same kind (the first usable distractor of the exam
   question), and keep only the documents where the replacement happened.
 
-Questions that cannot make an item (answer in no retrieved chunk, no noise,
-no usable distractor) are dropped with their reason in the build report;
-nothing is dropped silently. The output files have the RGB shape, so
+Questions that cannot make an item (answer in no retrieved chunk, fewer
+supporting chunks than ``min_positives``, no noise, no usable distractor) are
+dropped with their reason in the build report; nothing is dropped silently. The output files have the RGB shape, so
 ``ragrade robust run`` reads them like the original data.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import iter_jsonl, now_iso, write_json
 from ragrade.robust.data import RGBItem, write_rgb
-from ragrade.robust.match import contains, contains_normalised, has_cjk, normalise, replace_all
+from ragrade.robust.match import contains, contains_normalised, has_cjk, normalise, replace_all, same_text
 
-BUILD_REPORT_VERSION = 1
+BUILD_REPORT_VERSION = 2  # 2: options.min_positives
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,14 @@ class CorpusBuildOptions:
     seed: int = 0
     lang: str = "auto"
     max_questions: int | None = None
+    min_positives: int = 1  # questions with fewer supporting passages are dropped (with the reason)
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.max_positive < 1 or self.max_negative < 1:
             raise ConfigError("--k, --max-positive and --max-negative must be at least 1")
+        if not 1 <= self.min_positives <= self.max_positive:
+            raise ConfigError(f"--min-positives must be between 1 and --max-positive ({self.max_positive}), "
+                              f"got {self.min_positives}")
         if self.lang not in ("auto", "en", "zh"):
             raise ConfigError(f"--lang must be auto, en or zh, got '{self.lang}'")
 
@@ -168,6 +172,8 @@ def _pick_fake(qa: QA) -> str | None:
         nd = normalise(d)
         if not nd or any(nd == a or nd in a or a in nd for a in norm_answers):
             continue
+        if any(same_text(d, a) for a in qa.answers):  # "七十" is no fake for "70"
+            continue
         return d
     return None
 
@@ -256,6 +262,10 @@ def build_corpus_testbeds(qas: Sequence[QA], retriever: Any, opts: CorpusBuildOp
         if not p.positive:
             dropped.append({"id": qa.id, "testbed": "all", "reason": "the answer is in no retrieved chunk"})
             continue
+        if len(p.positive) < opts.min_positives:
+            dropped.append({"id": qa.id, "testbed": "all", "reason": f"{len(p.positive)} supporting passage(s), "
+                            f"fewer than --min-positives {opts.min_positives}"})
+            continue
         if not p.negative:
             dropped.append({"id": qa.id, "testbed": "all", "reason": "every retrieved chunk contains the answer"})
             continue
@@ -273,7 +283,7 @@ def build_corpus_testbeds(qas: Sequence[QA], retriever: Any, opts: CorpusBuildOp
     report = {
         "version": BUILD_REPORT_VERSION, "created": now_iso(), "lang": lang,
         "options": {"k": opts.k, "max_positive": opts.max_positive, "max_negative": opts.max_negative,
-                    "seed": opts.seed, "max_questions": opts.max_questions},
+                    "seed": opts.seed, "max_questions": opts.max_questions, "min_positives": opts.min_positives},
         "retriever": _describe(retriever),
         "questions": len(chosen), "base": len(base), "integration": len(integration),
         "counterfactual": len(cf), "unpaired_for_integration": unpaired, "dropped": dropped,

@@ -227,23 +227,49 @@ def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = N
     return RGBData(path=str(path), kind=found, items=tuple(items), report=_load_report(found, items))
 
 
+def fake_equals_answer(item: RGBItem) -> bool:
+    """A counterfactual item whose fake answer says what its answer says (part for part, numbers by value).
+
+    Such an item cannot tell a model that follows the documents from one that corrects them.
+    """
+    from ragrade.robust.match import same_text
+
+    if item.kind != "counterfactual" or len(item.fakeanswer) != len(item.answer):
+        return False
+    return all(any(same_text(a, f) for a in gold for f in fake)
+               for gold, fake in zip(item.answer, item.fakeanswer, strict=True))
+
+
 def _load_report(kind: str, items: Sequence[RGBItem]) -> dict[str, Any]:
-    """What the loader noticed: the record count and, for integration files, records with extra answer parts."""
+    """What the loader noticed: the record count; integration records with extra answer parts;
+    counterfactual records whose fake answer equals the answer (``fake_equals_answer``)."""
     report: dict[str, Any] = {"records": len(items)}
     if kind == "integration":
         ids = [it.id for it in items if len(it.answer) > len(it.positive_groups)]
         report["more_answer_parts_than_groups"] = {"count": len(ids), "ids": ids}
+    if kind == "counterfactual":
+        ids = [it.id for it in items if fake_equals_answer(it)]
+        report["fake_equals_answer"] = {"count": len(ids), "ids": ids}
     return report
+
+
+def _ids(found: Mapping[str, Any]) -> str:
+    return ", ".join(found["ids"][:12]) + (", ..." if found["count"] > 12 else "")
 
 
 def describe_report(data: RGBData) -> list[str]:
     """One line per noteworthy finding of the loader (nothing when the file held no surprises)."""
+    notes = []
     extra = data.report.get("more_answer_parts_than_groups") or {}
-    if not extra.get("count"):
-        return []
-    ids = ", ".join(extra["ids"][:12]) + (", ..." if extra["count"] > 12 else "")
-    return [f"{data.path}: {extra['count']} record(s) have more answer parts than groups of positive documents "
-            f"(ids {ids}); their documents come from the groups that exist"]
+    if extra.get("count"):
+        notes.append(f"{data.path}: {extra['count']} record(s) have more answer parts than groups of positive "
+                     f"documents (ids {_ids(extra)}); their documents come from the groups that exist")
+    same = data.report.get("fake_equals_answer") or {}
+    if same.get("count"):
+        notes.append(f"{data.path}: {same['count']} counterfactual record(s) have a fake answer equal to the answer "
+                     f"(ids {_ids(same)}); they cannot test anything and are left out of the counterfactual "
+                     "metrics (counted as 'untestable'; --scoring rgb keeps them, as the original did)")
+    return notes
 
 
 def write_rgb(path: str | Path, items: Sequence[RGBItem], meta: Mapping[str, Any] | None = None) -> int:
@@ -260,6 +286,7 @@ __all__ = [
     "RGBItem",
     "describe_report",
     "detect_kind",
+    "fake_equals_answer",
     "load_rgb",
     "normalise_answer",
     "parse_item",

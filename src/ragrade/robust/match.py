@@ -1,17 +1,23 @@
-"""Answer matching for the robustness testbeds: normalised, boundary-aware, CJK-aware.
+"""Answer matching for the robustness testbeds: normalised, boundary-aware, CJK-aware, numbers by value.
 
 Both the response and each accepted alias are normalised the same way
 (Unicode NFKC, case folding, dash and quote variants unified, whitespace
-collapsed, and spaces next to CJK characters removed, so that "1 月 3 日"
-equals "1月3日"). An alias then matches only where it is not glued to a
-neighbouring word or number: "70" is not found inside "170" or "70.5",
-"6" is not found inside "6.4%" or "1,600", but "70" is found in "70%" and
-"about 70.". CJK characters need no boundary (Chinese has no spaces), except
-that numbers still need one ("1月3日" is not found in "11月3日"). Chinese
-numerals (一 to 九, 十, 百, 千, 万, 亿, 两, 〇, 零 and their formal forms) and
-full-width digits count as digits, so a match may not extend a number: "十六"
-is not found in "三十六", "四次" not in "十四次", "2" not in "2万", "六" not
-in "三点六".
+collapsed, spaces next to CJK characters removed, so that "1 月 3 日" equals
+"1月3日"; a full-width comma separates like the ideographic one, so "8，9"
+lists 8 and 9). Both are then read as a sequence of characters and numbers
+(:func:`ragrade.robust.numerals.number_spans`): a number is a maximal run of
+Arabic digits and Chinese numerals read as one value, so numbers compare by
+value ("70" equals "七十" and "70.0", "3万" equals "30000", "1,600" equals
+"1600") and never match part of a longer number ("70" is not in "170", "70.5"
+or "1,600"; "十六" not in "三十六"; "2" not in "2万"; "六" not in "三点六";
+"1月3日" not in "11月3日"). An alias matches only where it is not glued to a
+neighbouring word: "Port Alder" is not in "Port Alderney", "70" is in "70%"
+and "about 70." but not in "A70" or "3.70.1". CJK characters need no boundary
+(Chinese has no spaces), and Chinese numeral characters inside names are
+characters of the name ("木村隆二" is found in "木村隆二25日").
+
+:func:`find_spans` and :func:`replace_all` (used to rewrite documents) work on
+the raw text, character by character, with Chinese numerals counted as digits.
 """
 
 from __future__ import annotations
@@ -19,6 +25,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
+from typing import NamedTuple
+
+from ragrade.robust.numerals import number_spans
 
 # code-point ranges treated as CJK (ideographs, kana, hangul, CJK punctuation)
 _CJK_RANGES = (
@@ -37,6 +48,7 @@ _TRANSLATE = {
     ord("\u2018"): "'", ord("\u2019"): "'", ord("\u201a"): "'", ord("\u201b"): "'",
     ord("\u201c"): '"', ord("\u201d"): '"', ord("\u201e"): '"',
 }
+_FULLWIDTH_COMMA = {0xFF0C: "\u3001", 0xFE50: "\u3001"}  # NFKC would make them ASCII commas (thousands marks)
 
 
 def is_cjk(ch: str) -> bool:
@@ -52,7 +64,7 @@ def has_cjk(text: str) -> bool:
 
 def normalise(text: str) -> str:
     """The comparison form of ``text``: NFKC, case-folded, unified dashes/quotes, CJK-aware whitespace."""
-    t = unicodedata.normalize("NFKC", text).casefold().translate(_TRANSLATE)
+    t = unicodedata.normalize("NFKC", text.translate(_FULLWIDTH_COMMA)).casefold().translate(_TRANSLATE)
     t = _WS.sub(" ", t).strip()
     return _SPACE_NEAR_CJK.sub("", t)
 
@@ -90,17 +102,72 @@ def _right_ok(text: str, j: int, last: str) -> bool:
     return not (_is_digit(last) and _is_mark(after) and j + 1 < len(text) and _is_digit(text[j + 1]))
 
 
+class _Atom(NamedTuple):
+    """One character, or one whole number with its value."""
+
+    start: int
+    end: int
+    text: str
+    value: Fraction | None
+
+
+@lru_cache(maxsize=1024)
+def _atoms(text: str) -> tuple[_Atom, ...]:
+    out: list[_Atom] = []
+    pos = 0
+    for start, end, value in number_spans(text):
+        out.extend(_Atom(k, k + 1, text[k], None) for k in range(pos, start))
+        out.append(_Atom(start, end, text[start:end], value))
+        pos = end
+    out.extend(_Atom(k, k + 1, text[k], None) for k in range(pos, len(text)))
+    return tuple(out)
+
+
+def _same(a: _Atom, b: _Atom) -> bool:
+    return a.text == b.text or (a.value is not None and b.value is not None and a.value == b.value)
+
+
+def _arabic(ch: str) -> bool:
+    return "0" <= ch <= "9"
+
+
+def _bounded(text: str, start: int, end: int) -> bool:
+    """No word glued on either side of ``text[start:end]``, and no decimal point leading into a digit."""
+    if start > 0:
+        before, first = text[start - 1], text[start]
+        if _is_word(first) and _is_word(before):
+            return False
+        if _arabic(first) and before == "." and start >= 2 and _arabic(text[start - 2]):
+            return False
+    if end < len(text):
+        last, after = text[end - 1], text[end]
+        if _is_word(last) and _is_word(after):
+            return False
+        if _arabic(last) and after == "." and end + 1 < len(text) and _arabic(text[end + 1]):
+            return False
+    return True
+
+
 def contains_normalised(text: str, alias: str) -> bool:
-    """Whether normalised ``alias`` occurs in normalised ``text`` at a word/number boundary."""
+    """Whether normalised ``alias`` occurs in normalised ``text`` at a boundary, numbers compared by value."""
     if not alias:
         return False
-    start = text.find(alias)
-    while start != -1:
-        end = start + len(alias)
-        if _left_ok(text, start, alias[0]) and _right_ok(text, end, alias[-1]):
+    needle = _atoms(alias)
+    if alias not in text and all(a.value is None for a in needle):  # characters only: a substring or nothing
+        return False
+    hay = _atoms(text)
+    n = len(needle)
+    for i in range(len(hay) - n + 1):
+        if all(_same(hay[i + k], needle[k]) for k in range(n)) and _bounded(text, hay[i].start,
+                                                                              hay[i + n - 1].end):
             return True
-        start = text.find(alias, start + 1)
     return False
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` say the same after normalisation, numbers compared by value ("70" and "七十")."""
+    x, y = _atoms(normalise(a)), _atoms(normalise(b))
+    return len(x) == len(y) and all(_same(p, q) for p, q in zip(x, y, strict=True))
 
 
 def contains(text: str, alias: str) -> bool:
@@ -160,4 +227,5 @@ __all__ = [
     "match_parts",
     "normalise",
     "replace_all",
+    "same_text",
 ]

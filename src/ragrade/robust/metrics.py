@@ -16,7 +16,15 @@ keeps the original ones, see :mod:`ragrade.robust.rgb_scoring`):
   undefined (null), not 0, when nothing was reported.
 - every item whose generation failed stays in the denominators as a failure
   and is counted under ``failed``; skipped items (pool too small under
-  ``--shortfall skip``) are counted under ``skipped`` and are not items.
+  ``--shortfall skip`` or ``--min-positives``) are counted under ``skipped``
+  and are not items.
+- counterfactual items whose fake answer equals the answer cannot test
+  anything: they are left out of every metric and counted under
+  ``untestable`` (``--scoring rgb`` keeps them, as the original did).
+- ``flagged`` counts the records answered with documents whose documents are
+  not what was asked (see :data:`FLAGGED_MEANING`); ``noise_ratio_actual_mean``
+  is the noise share actually shown and ``noise_ratio_differs`` the records
+  where it is not the requested ratio.
 - judged metrics (Rej*, ED*) count the judge's yes verdicts among the
   responses it could read; replies it could not read are counted under
   ``judge_failed`` and are in no denominator. Failed generations stay in the
@@ -26,13 +34,21 @@ keeps the original ones, see :mod:`ragrade.robust.rgb_scoring`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragrade.robust.detect import Detectors
 from ragrade.robust.match import match_parts
 
+if TYPE_CHECKING:
+    from ragrade.robust.testbeds import Testbed
+
+FLAGGED_MEANING = (
+    "flagged: answered-with-documents records whose documents are not what was asked "
+    "(a pool too small, so padded or fewer documents, or an actual noise ratio other than the "
+    "requested one)"
+)
 METRIC_KEYS = (
     "accuracy",
     "rejection_rate",
@@ -76,13 +92,27 @@ def ratio_metric(matched: Sequence[int], totals: Sequence[int], seed: int = 0) -
     return {"value": k / n, "low": low, "high": high, "k": k, "n": n, "method": "bootstrap"}
 
 
-def label_response(response: str | None, answer: Sequence[Sequence[str]], detectors: Detectors,
-                   fakeanswer: Sequence[Sequence[str]] = (), error: str | None = None) -> dict[str, Any]:
+def label_response(
+    response: str | None,
+    answer: Sequence[Sequence[str]],
+    detectors: Detectors,
+    fakeanswer: Sequence[Sequence[str]] = (),
+    error: str | None = None,
+) -> dict[str, Any]:
     """The default labels of one response (see the module docstring); a failed call gets ``failed``."""
     if response is None:
-        return {"failed": True, "error": error or "no response", "correct": False, "matched_parts": [False] * len(
-            answer), "rejected": False, "error_detected": False, "error_corrected": False,
-            "counterfactual_answer": False, "rejection_phrase": None, "error_phrase": None}
+        return {
+            "failed": True,
+            "error": error or "no response",
+            "correct": False,
+            "matched_parts": [False] * len(answer),
+            "rejected": False,
+            "error_detected": False,
+            "error_corrected": False,
+            "counterfactual_answer": False,
+            "rejection_phrase": None,
+            "error_phrase": None,
+        }
     parts = match_parts(response, answer)
     rejection_phrase = detectors.rejection.matched(response)
     error_phrase = detectors.error.matched(response)
@@ -103,11 +133,12 @@ def label_response(response: str | None, answer: Sequence[Sequence[str]], detect
     }
 
 
-def _count(records: Sequence[Mapping[str, Any]], label: str) -> int:
+def count_label(records: Sequence[Mapping[str, Any]], label: str) -> int:
+    """Records whose ``label`` is true."""
     return sum(bool(r["labels"].get(label)) for r in records)
 
 
-def _judged(records: Sequence[Mapping[str, Any]], task: str) -> tuple[list[Mapping[str, Any]], int]:
+def judged_records(records: Sequence[Mapping[str, Any]], task: str) -> tuple[list[Mapping[str, Any]], int]:
     """Records with a usable judge verdict for ``task`` (failed generations included); and judge failures."""
     usable: list[Mapping[str, Any]] = []
     failures = 0
@@ -125,58 +156,41 @@ def _judged(records: Sequence[Mapping[str, Any]], task: str) -> tuple[list[Mappi
     return usable, failures
 
 
-def _verdict(r: Mapping[str, Any]) -> bool:
+def judge_yes(r: Mapping[str, Any]) -> bool:
+    """The judge said yes to an answered record."""
     return bool((r.get("judge") or {}).get("verdict")) and not r["labels"].get("failed")
 
 
-def summarise_default(records: Sequence[Mapping[str, Any]], testbed: str, seed: int = 0) -> dict[str, Any]:
+def summarise_default(records: Sequence[Mapping[str, Any]], testbed: str | Testbed, seed: int = 0) -> dict[str, Any]:
     """Metrics of one group of labelled records (one model, one testbed, one ratio or all ratios)."""
-    active = [r for r in records if not r.get("skipped")]
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(testbed).summarise(records, "default", seed)
+
+
+def default_common(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, Any], list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The counts every testbed reports, every metric key (None), and the answered records with and
+    without documents that the testbed's metrics are computed over (default rules)."""
+    active = [r for r in records if not r.get("skipped") and not r.get("untestable")]
     docs_all = [r for r in active if r["condition"] == "documents"]
     closed_all = [r for r in active if r["condition"] == "no_documents"]
     out: dict[str, Any] = _counts(records, docs_all, closed_all)
+    out["untestable"] = sum(
+        1 for r in records if r.get("untestable") and not r.get("skipped") and r["condition"] == "documents"
+    )
     # a failed request is missing, never wrong: every metric is over the answered records (n), failures counted
     docs = [r for r in docs_all if not r["labels"].get("failed")]
     closed = [r for r in closed_all if not r["labels"].get("failed")]
     out["n"], out["n_without_docs"] = len(docs), len(closed)
     out.update(dict.fromkeys(METRIC_KEYS))
-    n = len(docs)
-    out["accuracy"] = metric(_count(docs, "correct"), n)
-    out["rejection_rate"] = metric(_count(docs, "rejected"), n)
-    if testbed == "integration":
-        matched = [sum(bool(p) for p in r["labels"]["matched_parts"]) for r in docs]
-        totals = [len(r["labels"]["matched_parts"]) for r in docs]
-        out["partial_accuracy"] = ratio_metric(matched, totals, seed=seed)
-    if testbed == "counterfactual":
-        detected = _count(docs, "error_detected")
-        out["error_detection_rate"] = metric(detected, n)
-        out["error_correction_rate"] = metric(_count(docs, "error_corrected"), detected)
-        out["counterfactual_answer_rate"] = metric(_count(docs, "counterfactual_answer"), n)
-        if closed:
-            out["accuracy_without_docs"] = metric(_count(closed, "correct"), len(closed))
-    _judged_metrics(out, docs, testbed, lambda r: bool(r["labels"].get("correct")))
-    return out
+    return out, docs, closed
 
 
-def _judged_metrics(out: dict[str, Any], docs: Sequence[Mapping[str, Any]], testbed: str,
-                    is_correct: Any) -> None:
-    """Fill the judged metrics (default rules) from the records' judge verdicts, when any exist."""
-    if not any(r.get("judge") for r in docs):
-        return
-    if testbed == "negative":
-        usable, failures = _judged(docs, "rejection")
-        out["rejection_rate_judged"] = metric(sum(_verdict(r) for r in usable), len(usable))
-        out["judge_failed"] = failures
-    elif testbed == "counterfactual":
-        usable, failures = _judged(docs, "error")
-        yes = [r for r in usable if _verdict(r)]
-        out["error_detection_rate_judged"] = metric(len(yes), len(usable))
-        out["error_correction_rate_judged"] = metric(sum(bool(is_correct(r)) for r in yes), len(yes))
-        out["judge_failed"] = failures
-
-
-def _counts(records: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]],
-            closed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _counts(
+    records: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     actual = [r["noise_ratio_actual"] for r in docs if r.get("noise_ratio_actual") is not None]
     return {
         "n": len(docs),
@@ -186,8 +200,31 @@ def _counts(records: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, An
         "n_without_docs": len(closed),
         "failed_without_docs": sum(bool(r["labels"].get("failed")) for r in closed),
         "noise_ratio_actual_mean": float(np.mean(actual)) if actual else None,
+        "noise_ratio_differs": ratio_differs(docs),
         "judge_failed": 0,
     }
 
 
-__all__ = ["METRIC_KEYS", "label_response", "metric", "ratio_metric", "summarise_default"]
+def ratio_differs(docs: Sequence[Mapping[str, Any]]) -> int:
+    """Records whose actual noise ratio is not the requested one."""
+    return sum(
+        1
+        for r in docs
+        if r.get("noise_ratio_actual") is not None
+        and abs(float(r["noise_ratio_actual"]) - float(r["noise_ratio"])) > 1e-9
+    )
+
+
+__all__ = [
+    "FLAGGED_MEANING",
+    "METRIC_KEYS",
+    "count_label",
+    "default_common",
+    "judge_yes",
+    "judged_records",
+    "label_response",
+    "metric",
+    "ratio_differs",
+    "ratio_metric",
+    "summarise_default",
+]

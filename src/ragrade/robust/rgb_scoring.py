@@ -33,11 +33,14 @@ Intervals are still Wilson intervals on the same k and n.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragrade.robust.metrics import METRIC_KEYS, metric
+from ragrade.robust.metrics import METRIC_KEYS, ratio_differs
+
+if TYPE_CHECKING:
+    from ragrade.robust.testbeds import Testbed
 
 RGB_REFUSAL = ("信息不足", "insufficient information")
 RGB_ERROR = ("事实性错误", "factual errors")
@@ -49,12 +52,21 @@ def rgb_part_labels(prediction: str, answer: Sequence[Sequence[str]]) -> list[in
     return [int(any(alias.lower() in pred for alias in aliases)) for aliases in answer]
 
 
-def rgb_label_response(response: str | None, answer: Sequence[Sequence[str]], lang: str,
-                       error: str | None = None) -> dict[str, Any]:
+def rgb_label_response(
+    response: str | None, answer: Sequence[Sequence[str]], lang: str, error: str | None = None
+) -> dict[str, Any]:
     """Labels of one response under the original rules (1-5)."""
     if response is None:
-        return {"failed": True, "error": error or "no response", "rgb_labels": [], "factlabel": 0,
-                "correct": False, "rejected": False, "error_detected": False, "error_corrected": False}
+        return {
+            "failed": True,
+            "error": error or "no response",
+            "rgb_labels": [],
+            "factlabel": 0,
+            "correct": False,
+            "rejected": False,
+            "error_detected": False,
+            "error_corrected": False,
+        }
     prediction = response.replace(" ", "") if lang == "zh" else response
     if any(p in prediction for p in RGB_REFUSAL):
         labels = [-1]
@@ -74,8 +86,18 @@ def rgb_label_response(response: str | None, answer: Sequence[Sequence[str]], la
     }
 
 
-def summarise_rgb(records: Sequence[Mapping[str, Any]], testbed: str) -> dict[str, Any]:
+def summarise_rgb(records: Sequence[Mapping[str, Any]], testbed: str | Testbed) -> dict[str, Any]:
     """Metrics of one group under the original rules (6-9); same keys as the default summary."""
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(testbed).summarise(records, "rgb")
+
+
+def rgb_common(
+    records: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, Any], list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The counts every testbed reports under the original rules (rule 8: failed items dropped), every
+    metric key (None), and the records with and without documents the metrics are computed over."""
     kept_all = [r for r in records if not r.get("skipped")]
     docs_all = [r for r in kept_all if r["condition"] == "documents"]
     closed_all = [r for r in kept_all if r["condition"] == "no_documents"]
@@ -90,48 +112,26 @@ def summarise_rgb(records: Sequence[Mapping[str, Any]], testbed: str) -> dict[st
         "n_without_docs": len(closed),
         "failed_without_docs": len(closed_all) - len(closed),
         "noise_ratio_actual_mean": float(np.mean(actual)) if actual else None,
+        "noise_ratio_differs": ratio_differs(docs),
+        "untestable": sum(1 for r in docs if r.get("untestable")),  # counted, kept (the original kept them)
         "judge_failed": 0,
         "dropped_failed_items": True,
     }
     out.update(dict.fromkeys(METRIC_KEYS))
-    n = len(docs)
-    correct = sum(bool(r["labels"]["correct"]) for r in docs)
-    if testbed == "negative":  # rule 6: refusals and correct answers share one counter
-        tt = sum(bool(r["labels"]["rejected"]) or bool(r["labels"]["correct"]) for r in docs)
-        out["rejection_rate"] = metric(tt, n)
-    else:
-        out["accuracy"] = metric(correct, n)
-    if testbed == "counterfactual":
-        fact_tt = sum(bool(r["labels"]["error_detected"]) for r in docs)
-        correct_tt = sum(bool(r["labels"]["error_corrected"]) for r in docs)
-        out["error_detection_rate"] = metric(fact_tt, n)
-        cr = metric(correct_tt, fact_tt)
-        if fact_tt == 0:  # rule 7: reported as 0 rather than undefined
-            cr["value"] = 0.0
-        out["error_correction_rate"] = cr
-        if closed:
-            out["accuracy_without_docs"] = metric(sum(bool(r["labels"]["correct"]) for r in closed), len(closed))
-    _rgb_judged(out, docs, testbed)
-    return out
+    return out, docs, closed
 
 
-def _rgb_judged(out: dict[str, Any], docs: Sequence[Mapping[str, Any]], testbed: str) -> None:
-    task = {"negative": "rejection", "counterfactual": "error"}.get(testbed)
-    if task is None:
-        return
-    judged = [r for r in docs if (r.get("judge") or {}).get("task") == task and not r["judge"].get("error")]
-    if not judged:
-        return
-    yes = [r for r in judged if r["judge"].get("verdict") is True]
-    if testbed == "negative":
-        out["rejection_rate_judged"] = metric(len(yes), len(judged))
-    else:
-        out["error_detection_rate_judged"] = metric(len(yes), len(judged))
-        ok = sum(1 for r in yes if 0 not in r["labels"]["rgb_labels"] and 1 in r["labels"]["rgb_labels"])
-        cr = metric(ok, len(yes))
-        if not yes:
-            cr["value"] = 0.0
-        out["error_correction_rate_judged"] = cr
+def rgb_judged(docs: Sequence[Mapping[str, Any]], task: str) -> list[Mapping[str, Any]]:
+    """Rule 9: the records the judge answered for ``task`` (judge errors drop the item)."""
+    return [r for r in docs if (r.get("judge") or {}).get("task") == task and not r["judge"].get("error")]
 
 
-__all__ = ["RGB_ERROR", "RGB_REFUSAL", "rgb_label_response", "rgb_part_labels", "summarise_rgb"]
+__all__ = [
+    "RGB_ERROR",
+    "RGB_REFUSAL",
+    "rgb_common",
+    "rgb_judged",
+    "rgb_label_response",
+    "rgb_part_labels",
+    "summarise_rgb",
+]

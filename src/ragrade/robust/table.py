@@ -1,4 +1,10 @@
-"""Paper-shaped tables of robustness results: one row per model, one column per noise ratio (or metric)."""
+"""Paper-shaped tables of robustness results: one row per model, one column per noise ratio (or metric).
+
+Each testbed says which cells it contributes (:meth:`ragrade.robust.testbeds.Testbed.table_cells`).
+Noise and integration tables also carry, per model and requested ratio, the noise ratio the documents
+actually had (``actual_columns``, "actual noise 0.2", ...: a share of documents, 0 to 1), because a short
+pool can make "ratio 0" run with noise.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +17,29 @@ from typing import Any
 from ragrade.errors import DataError
 from ragrade.io import atomic_write_text, read_json
 
-TABLE_VERSION = 1
-# counterfactual and negative columns, named as in the paper's tables
-_CF_COLUMNS = (("Acc", "accuracy_without_docs"), ("Acc_doc", "accuracy"), ("ED", "error_detection_rate"),
-               ("ED*", "error_detection_rate_judged"), ("CR", "error_correction_rate"))
-_NEG_COLUMNS = (("Rej", "rejection_rate"), ("Rej*", "rejection_rate_judged"))
+TABLE_VERSION = 2  # 2: actual noise ratio columns
 
 
-def _pct(m: Mapping[str, Any] | None) -> float | None:
+def pct(m: Mapping[str, Any] | None) -> float | None:
+    """A metric's value as a percentage rounded to 2 decimals (None when not measured)."""
     if not m or m.get("value") is None:
         return None
     return round(100.0 * float(m["value"]), 2)
 
 
 def table_cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
-    """The cells of one run (metrics.json): column label -> percentage (None when not measured)."""
-    testbed = metrics["testbed"]
-    if testbed in ("noise", "integration"):
-        return {f"{g['noise_ratio']:g}": _pct(g.get("accuracy")) for g in metrics["by_noise_ratio"]}
-    if testbed == "negative":
-        return {label: _pct(metrics.get(key)) for label, key in _NEG_COLUMNS}
-    return {label: _pct(metrics.get(key)) for label, key in _CF_COLUMNS}
+    """The cells of one run (metrics.json): column label -> percentage (None when not measured); the
+    testbed decides its columns."""
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(str(metrics["testbed"])).table_cells(metrics)
+
+
+def actual_cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """Column label -> mean actual noise ratio of the documents shown (testbeds with noise-ratio columns)."""
+    from ragrade.robust.testbeds import get_testbed
+
+    return get_testbed(str(metrics["testbed"])).actual_cells(metrics)
 
 
 def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -46,6 +54,7 @@ def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         raise DataError(f"runs of different testbeds cannot share a table: {', '.join(sorted(testbeds))}")
     langs = sorted({r["lang"] for r in runs}, key=lambda x: (x != "en", x))
     columns: list[str] = []
+    actual_columns: list[str] = []
     rows: dict[str, dict[str, Any]] = {}
     for lang in langs:
         for run in (r for r in runs if r["lang"] == lang):
@@ -56,31 +65,62 @@ def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 if col not in columns:
                     columns.append(col)
                 row[col] = value
-    return {"version": TABLE_VERSION, "testbed": next(iter(testbeds)), "unit": "percent",
-            "scoring": sorted({r.get("scoring", "default") for r in runs}), "columns": columns,
-            "rows": list(rows.values())}
+            for label, value in actual_cells(run).items():
+                col = f"actual noise {lang} {label}" if len(langs) > 1 else f"actual noise {label}"
+                if col not in actual_columns:
+                    actual_columns.append(col)
+                row[col] = value
+    return {
+        "version": TABLE_VERSION,
+        "testbed": next(iter(testbeds)),
+        "unit": "percent",
+        "scoring": sorted({r.get("scoring", "default") for r in runs}),
+        "columns": columns,
+        "actual_columns": actual_columns,
+        "rows": list(rows.values()),
+    }
 
 
 def table_csv(table: Mapping[str, Any]) -> str:
     """The table as CSV text (empty cells where a value was not measured)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["model", *table["columns"]])
+    actual = list(table.get("actual_columns") or [])
+    writer.writerow(["model", *table["columns"], *actual])
     for row in table["rows"]:
-        writer.writerow([row["model"], *("" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"])])
+        writer.writerow(
+            [
+                row["model"],
+                *("" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"]),
+                *("" if row.get(c) is None else f"{row[c]:.3f}" for c in actual),
+            ]
+        )
     return buf.getvalue()
 
 
 def render_table(table: Mapping[str, Any]) -> str:
     """A plain-text rendering (fixed-width columns) for the terminal."""
     head = ["model", *table["columns"]]
-    body = [[row["model"], *("-" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"])]
-            for row in table["rows"]]
+    actual = {c.removeprefix("actual noise "): c for c in table.get("actual_columns") or []}
+    body = []
+    for row in table["rows"]:
+        body.append([row["model"], *("-" if row.get(c) is None else f"{row[c]:.2f}" for c in table["columns"])])
+        if actual:  # the noise share the documents really had, under each requested ratio
+            body.append(
+                [
+                    "  actual noise ratio",
+                    *("-" if row.get(actual.get(c, "")) is None else f"{row[actual[c]]:.2f}" for c in table["columns"]),
+                ]
+            )
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
-    lines = [f"{table['testbed']} ({'/'.join(table['scoring'])} scoring, %)"]
+    note = "; columns: requested noise ratio" if actual else ""
+    lines = [f"{table['testbed']} ({'/'.join(table['scoring'])} scoring, %{note})"]
     for r in (head, *body):
-        lines.append("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)
-                               for i, (x, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append(
+            "  ".join(
+                str(x).ljust(w) if i == 0 else str(x).rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
     return "\n".join(lines)
 
 
@@ -92,8 +132,11 @@ def write_table(table: Mapping[str, Any], path: str | Path) -> None:
 def load_run_metrics(path: str | Path) -> list[dict[str, Any]]:
     """metrics.json files of a run directory: the file itself, DIR/metrics.json, or DIR/*/metrics.json."""
     p = Path(path)
-    files = [p] if p.is_file() else ([p / "metrics.json"] if (p / "metrics.json").exists()
-                                     else sorted(p.glob("*/metrics.json")))
+    files = (
+        [p]
+        if p.is_file()
+        else ([p / "metrics.json"] if (p / "metrics.json").exists() else sorted(p.glob("*/metrics.json")))
+    )
     if not files:
         raise DataError(f"{p}: no metrics.json found")
     out = []
@@ -105,5 +148,14 @@ def load_run_metrics(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["TABLE_VERSION", "build_table", "load_run_metrics", "render_table", "table_cells", "table_csv",
-           "write_table"]
+__all__ = [
+    "TABLE_VERSION",
+    "actual_cells",
+    "build_table",
+    "load_run_metrics",
+    "pct",
+    "render_table",
+    "table_cells",
+    "table_csv",
+    "write_table",
+]

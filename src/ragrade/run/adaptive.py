@@ -32,7 +32,6 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -40,6 +39,14 @@ import numpy.typing as npt
 
 from ragrade.irt import cat
 from ragrade.run.adaptive_config import AdaptiveConfig
+from ragrade.run.adaptive_estimate import (
+    MisfitResult,
+    audit_stats,
+    elimination_z,
+    misfit_check,
+    prob_best,
+    shrunk_bias,
+)
 from ragrade.run.adaptive_pool import design_matrix, design_subset, pooled_prior
 
 F64 = npt.NDArray[np.float64]
@@ -57,6 +64,7 @@ class ItemParams:
     b: F64
     g: F64
     source: str
+    negative: npt.NDArray[np.bool_] | None = None  # items with negative discrimination (mis-keyed?)
 
 
 def _rng(seed: int, *parts: object) -> np.random.Generator:
@@ -82,18 +90,32 @@ class Scheduler:
         groups: Sequence[str] | None = None,
         seed: int = 0,
         refit: Callable[[Scheduler], ItemParams] | None = None,
+        calibration_fit: MisfitResult | None = None,
     ) -> None:
         self.cfg, self.seed, self.refit = cfg, seed, refit
+        self.calibration_fit = calibration_fit  # the misfit check on the calibration data, when it was run
         self.pipelines = list(pipelines)
         self.set_params(params)
         n_p, n_i = len(self.pipelines), len(params.items)
         self.grid = cat.theta_points()
         self.loglik = np.zeros((n_p, len(self.grid)))
+        self._ll_audit = np.zeros((n_p, len(self.grid)))  # the audit answers' share of ``loglik``
         self.y = np.full((n_p, n_i), -1, dtype=np.int8)  # 1 / 0 answered, -1 not
         # expected number right on the unanswered items, and its binomial variance, per grid point
         self._S = np.tile(self.P.sum(axis=0), (n_p, 1))
         self._V = np.tile(self.Q.sum(axis=0), (n_p, 1))
         self.asked = np.zeros((n_p, n_i), dtype=bool)
+        self.audit = np.zeros((n_p, n_i), dtype=bool)  # asked as part of the uniformly random audit sample
+        self.use_model = cfg.audit_share < 1.0  # audit_share 1: plain random sampling, design-based only
+        # the audit orders: one per pipeline (independent audits, pooled across the grid) with a model; one for
+        # all without (every pipeline answers the same items: paired comparisons)
+        keys = self.pipelines if self.use_model else ["common"] * n_p
+        self.order = np.array([_rng(seed, "audit", k).permutation(n_i) for k in keys]).reshape(n_p, n_i)
+        self.misfit: MisfitResult | None = None
+        self.tau = 0.0  # between-pipeline SD of the audit bias (empirical Bayes)
+        full = n_p * n_i
+        share_cap = None if cfg.default_share is None else math.ceil(cfg.default_share * full)
+        self.budget = cfg.budget if cfg.budget is not None else share_cap
         self.n_failed = np.zeros(n_p, dtype=np.int64)
         self.status = np.array(["active"] * n_p, dtype=object)
         self.reason = np.array([""] * n_p, dtype=object)
@@ -116,6 +138,7 @@ class Scheduler:
     # ------------------------------------------------------------------ data
     def set_params(self, params: ItemParams) -> None:
         """Use (new) item parameters: recompute the grid tables and every running log-likelihood."""
+        self.__dict__.pop("_acc_cache", None)
         self.params = params
         self.grid = cat.theta_points()
         self.P, self.Q = cat.grid_probabilities(self.grid, params.d, params.b, params.g)
@@ -124,11 +147,13 @@ class Scheduler:
         if hasattr(self, "y"):
             right, wrong = (self.y == 1).astype(float), (self.y == 0).astype(float)
             self.loglik = right @ self._logP + wrong @ self._logQ
+            self._ll_audit = (right * self.audit) @ self._logP + (wrong * self.audit) @ self._logQ
             unseen = (self.y < 0).astype(float)
             self._S, self._V = unseen @ self.P, unseen @ self.Q
 
     def record(self, p: int, items: Sequence[int], answers: Sequence[int | None]) -> None:
         """Record answers of pipeline ``p`` (1 right, 0 wrong, None: the request failed; missing)."""
+        self.__dict__.pop("_acc_cache", None)
         for i, a in zip(items, answers, strict=True):
             if self.asked[p, i]:
                 continue
@@ -141,6 +166,8 @@ class Scheduler:
             self._S[p] -= self.P[i]
             self._V[p] -= self.Q[i]
             self.loglik[p] += self._logP[i] if a else self._logQ[i]
+            if self.audit[p, i]:
+                self._ll_audit[p] += self._logP[i] if a else self._logQ[i]
 
     @property
     def n_answered(self) -> npt.NDArray[np.int64]:
@@ -155,6 +182,7 @@ class Scheduler:
     # ------------------------------------------------------------------ estimation
     def reestimate(self) -> None:
         """Abilities, SEs and posterior weights of every pipeline (pooled prior when on)."""
+        self.__dict__.pop("_acc_cache", None)
         have = self.n_answered > 0
         if self.cfg.pooling and have.any():
             m0, s0, _ = cat.eap(self.grid, self.loglik, np.zeros(len(have)), np.full(len(have), _WIDE_SD))
@@ -171,53 +199,145 @@ class Scheduler:
 
     @property
     def model_error(self) -> float:
-        """The calibration-error allowance (accuracy SD on unasked items): configured, or 0.015 with a
-        calibration file and 0.03 with items calibrated in the run."""
-        if self.cfg.model_error is not None:
-            return self.cfg.model_error
-        return 0.03 if self.refit is not None else 0.015
+        """The floor of the audit-bias SD: configured, else 0.01 (a moment estimate of 0 is not proof of none)."""
+        return self.cfg.model_error if self.cfg.model_error is not None else 0.01
+
+    @property
+    def design_only(self) -> bool:
+        """True when the estimates rest on the audit sample alone (no model, or the model misfits)."""
+        return not self.use_model or self.misfit_warning
+
+    @property
+    def misfit_warning(self) -> bool:
+        """The one-dimensional model does not describe the calibration data or this run's answers."""
+        calib = self.calibration_fit is not None and self.calibration_fit.warn
+        return self.use_model and (calib or (self.misfit is not None and self.misfit.warn))
+
+    def predictions(self, weights: F64 | None = None) -> F64:
+        """Posterior-expected probability of a right answer, every pipeline x item (0 without a model)."""
+        if not self.use_model:
+            return np.zeros(self.y.shape)
+        return np.asarray((self.weights if weights is None else weights) @ self.P.T)
+
+    def held_out_weights(self) -> F64:
+        """Posterior weights from the answers outside the audit sample (pooled prior likewise).
+
+        The estimates use these: predictions that never saw the audit answers make the audit residuals
+        an unbiased check of them.
+        """
+        ll = self.loglik - self._ll_audit
+        # the plain N(0, 1) prior where there are answers (the pooled one would carry the other pipelines'
+        # audits); a pipeline never asked keeps the pooled prior, its only source
+        asked = self.n_answered > 0
+        mean = np.where(asked, 0.0, self.prior_mean)
+        sd = np.where(asked, 1.0, self.prior_sd)
+        return cat.eap(self.grid, ll, mean, sd)[2]
 
     def accuracy(self, *, sampling_only: bool = False) -> tuple[F64, F64]:
-        """Full-exam accuracy estimates and their SDs: observed answers + expected score on the rest.
+        """Full-grid accuracy estimates and their SDs: observed answers + an estimate of the unobserved ones.
 
-        The SD adds the calibration-error allowance on the unasked share unless ``sampling_only``.
+        ``sampling_only``: the model's own SD (posterior and binomial spread; what the stopping rule uses).
+        Otherwise the audit-corrected estimate of :mod:`ragrade.run.adaptive_estimate`: design-based when
+        :attr:`design_only`, else the model's expected score plus the shrunk audit bias.
         """
+        cache = self.__dict__.setdefault("_acc_cache", {})  # cleared whenever answers, items or abilities change
+        if sampling_only not in cache:
+            cache[sampling_only] = self._accuracy(sampling_only)
+        est, sd = cache[sampling_only]
+        return est.copy(), sd.copy()
+
+    def _accuracy(self, sampling_only: bool) -> tuple[F64, F64]:
         n = self.y.shape[1]
-        exp_sum, var = cat.sum_moments(self.weights, self._S, self._V)
-        observed = (self.y == 1).sum(axis=1)
-        unseen = (self.y < 0).sum(axis=1) / n
-        allowance = 0.0 if sampling_only else self.model_error
-        return (observed + exp_sum) / n, np.sqrt(var / n**2 + (allowance * unseen) ** 2)
+        observed = (self.y == 1).sum(axis=1).astype(np.float64)
+        unseen = (self.y < 0).sum(axis=1)
+        if sampling_only and self.use_model:
+            exp_sum, var = cat.sum_moments(self.weights, self._S, self._V)
+            return (observed + exp_sum) / n, np.sqrt(var) / n
+        w = self.held_out_weights() if self.use_model else None
+        if w is not None:
+            exp_sum, var = cat.sum_moments(w, self._S, self._V)
+        else:
+            exp_sum, var = np.zeros(len(observed)), np.zeros(len(observed))
+        st = audit_stats(self.y, self.audit, self.predictions(w), unseen)
+        scale = st.population / n  # the audit's population as a share of the exam
+        if self.design_only:
+            return (observed + exp_sum + unseen * st.mean_resid) / n, scale * np.sqrt(st.var_design)
+        ok = (st.m >= 2) & (unseen > 0)  # a pipeline asked everything is exact: no bias to estimate
+        bias, var_bias, self.tau = shrunk_bias(st.mean_resid, st.var_design, ok, self.model_error)
+        est = (observed + exp_sum + unseen * bias) / n
+        return est, np.sqrt(var / n**2 + scale**2 * var_bias)
+
+    def check_fit(self, n_boot: int = 200) -> MisfitResult | None:
+        """Run the misfit check on this run's answers (model runs only); a warning makes the estimates design-based."""
+        if self.use_model:
+            self.__dict__.pop("_acc_cache", None)
+            alpha, phat = self.cfg.misfit_alpha, self.predictions()
+            self.misfit = misfit_check(self.y, self.audit, phat, self.theta, alpha=alpha, seed=self.seed, n_boot=n_boot)
+        return self.misfit
 
     # ------------------------------------------------------------------ planning
     def plan(self) -> dict[int, list[int]]:
         """The items each running pipeline is asked this round (empty: the run is over)."""
         cfg = self.cfg
         active = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
-        left = None if cfg.budget is None else cfg.budget - self.spent
+        left = None if self.budget is None else self.budget - self.spent
         if left is not None and left <= 0:
             for p in active:
                 self._stop(p, "budget")
             return {}
         n_asked = self.n_asked
         want = {p: min(cfg.batch, self.cap - int(n_asked[p])) for p in active}
-        if left is not None and sum(want.values()) > left:  # the last round: most uncertain first
-            for p in sorted(active, key=lambda q: (-self.se[q], q)):
-                want[p] = min(want[p], left)
-                left -= want[p]
-        info = cat.information_at(self.theta[active], self.params.d, self.params.b, self.params.g) if active else None
+        if left is not None and sum(want.values()) > left:  # the last round: shared out, least asked first
+            order = sorted(active, key=lambda q: (int(n_asked[q]), -self.se[q], q))
+            share = dict.fromkeys(active, 0)
+            while left > 0 and any(share[p] < want[p] for p in order):
+                for p in order:
+                    if left > 0 and share[p] < want[p]:
+                        share[p] += 1
+                        left -= 1
+            want = share
+        info = None
+        if active and self.use_model:
+            info = cat.information_at(self.theta[active], self.params.d, self.params.b, self.params.g)
         out: dict[int, list[int]] = {}
         for col, p in enumerate(active):
             if want[p] <= 0:
                 continue
-            assert info is not None
-            picked = self._select(p, info[:, col], want[p])
+            audit = self._audit_pick(p, self._n_audit(p, want[p], int(n_asked[p])))
+            picked = list(audit)
+            if info is not None and want[p] > len(audit):
+                picked += self._select(p, info[:, col], want[p] - len(audit), audit)
             if picked:
-                out[p] = picked
+                out[p] = sorted(picked)
         return out
 
-    def _select(self, p: int, info: F64, k: int) -> list[int]:
-        score = np.where(self.asked[p], -np.inf, info)
+    def _n_audit(self, p: int, k: int, n_asked: int) -> int:
+        """Audit items of this batch: the audit share of everything asked, front-loaded to ``min_audit``."""
+        if not self.use_model:
+            return k
+        m = int(self.audit[p].sum())
+        share = math.ceil(self.cfg.audit_share * (n_asked + k)) - m
+        return max(0, min(k, max(share, self.cfg.min_audit - m)))
+
+    def _audit_pick(self, p: int, k: int) -> list[int]:
+        """The next ``k`` items of the common random order that ``p`` has not been asked (marked as audit)."""
+        if k <= 0:
+            return []
+        free = self.order[p][~self.asked[p, self.order[p]]][:k]
+        self.audit[p, free] = True
+        return [int(i) for i in free]
+
+    @property
+    def excluded(self) -> npt.NDArray[np.bool_]:
+        """Items the model never chooses (negative discrimination, when excluded); the audit may still draw them."""
+        neg = self.params.negative
+        if neg is None or not self.cfg.exclude_negative:
+            return np.zeros(len(self.params.items), dtype=bool)
+        return np.asarray(neg, dtype=bool)
+
+    def _select(self, p: int, info: F64, k: int, taken: Sequence[int] = ()) -> list[int]:
+        score = np.where(self.asked[p] | self.excluded, -np.inf, info)
+        score[list(taken)] = -np.inf
         n_free = int(np.isfinite(score).sum())
         k = min(k, n_free)
         if k <= 0:
@@ -269,11 +389,16 @@ class Scheduler:
                 self._stop(p, "target SE")
             elif n_asked[p] >= self.cap:
                 self._stop(p, "item cap")
-        eliminated = self._eliminate(*self.accuracy()) if self.cfg.eliminate else []
+        acc, sd_all = self.accuracy()
+        eliminated = self._eliminate(acc, sd_all) if self.cfg.eliminate else []
+        self._stop_unlikely(acc, sd_all)
+        self._stop_if_decided()
         alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
-        if not alive and self.refit is not None and self.round % self.cfg.refit_every != 0:
-            self._refit()  # the final estimates use every answer
-            self.reestimate()
+        if not alive:
+            if self.refit is not None and self.round % self.cfg.refit_every != 0:
+                self._refit()  # the final estimates use every answer
+                self.reestimate()
+            self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
         return {
             "round": self.round,
             "requests": self.spent,
@@ -284,6 +409,8 @@ class Scheduler:
             "median_se": float(np.median(self.se[alive])) if alive else None,
             "se": {self.pipelines[p]: round(float(self.se[p]), 4) for p in alive},
             "tau": self.pool_info.get("tau"),
+            "audit_bias_sd": round(self.tau, 5),
+            "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
         }
 
     def _refit(self) -> None:
@@ -309,22 +436,53 @@ class Scheduler:
         self.status[p], self.reason[p] = "stopped", why
 
     def _eliminate(self, acc: F64, sd: F64) -> list[int]:
+        """Drop a pipeline whose upper bound (plus the margin) is below another's lower bound.
+
+        The bounds are simultaneous over pipelines and rounds (:func:`elimination_z`), so neither
+        choosing the leader nor looking after every round can drop the best but with probability
+        ``1 - confidence``.
+        """
         cfg = self.cfg
-        ok = (self.n_answered >= self.min_items) & np.isin(self.status, ["active", "stopped"])
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        ok = (self.n_answered >= self.min_items) & (m_audit >= cfg.min_audit)
+        ok &= np.isin(self.status, ["active", "stopped"])
         if ok.sum() < 2:
             return []
-        best = int(np.flatnonzero(ok)[np.argmax(acc[ok])])
-        cands = [p for p in np.flatnonzero(ok) if self.status[p] == "active" and p != best]
-        if not cands:
-            return []
-        z = NormalDist().inv_cdf(1.0 - (1.0 - cfg.confidence) / len(cands))
+        z = elimination_z(1.0 - cfg.confidence, len(self.pipelines), max(1, self.round))
+        low, high = acc - z * sd, acc + z * sd
+        best = int(np.flatnonzero(ok)[np.argmax(low[ok])])
         out = []
-        for p in cands:
-            gap = acc[best] - acc[p] - cfg.margin
-            if gap > z * math.hypot(sd[best], sd[p]):
+        for p in np.flatnonzero(ok):
+            if self.status[p] == "active" and p != best and high[p] + cfg.margin < low[best]:
                 self.status[p], self.reason[p] = ELIMINATED, f"worse than {self.pipelines[best]}"
                 out.append(int(p))
         return out
+
+    def _stop_unlikely(self, acc: F64, sd: F64) -> None:
+        """Under a budget, stop asking pipelines that are very unlikely to be the best (they keep their
+        estimate and interval; the requests go to the contenders)."""
+        if self.budget is None or self.cfg.stop_p_best <= 0:
+            return
+        live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
+        if live.sum() < 2:
+            return
+        pb = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000)
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        for p in np.flatnonzero(live & (self.status == "active")):
+            enough = self.n_answered[p] >= self.min_items and m_audit[p] >= self.cfg.min_audit
+            if enough and pb[p] < self.cfg.stop_p_best:
+                self._stop(int(p), f"unlikely to be the best (P < {self.cfg.stop_p_best:g})")
+
+    def _stop_if_decided(self) -> None:
+        """Stop the last pipeline standing once every other measured one is eliminated."""
+        if not self.cfg.eliminate:
+            return
+        standing = np.flatnonzero(np.isin(self.status, ["active", "stopped"]))
+        if not (self.status == ELIMINATED).any() or len(standing) != 1:
+            return
+        last = int(standing[0])
+        if self.status[last] == "active" and self.n_answered[last] >= self.min_items:
+            self._stop(last, "the others are eliminated")
 
     @property
     def done(self) -> bool:
@@ -334,12 +492,23 @@ class Scheduler:
     def results(self) -> list[dict[str, Any]]:
         """One record per pipeline: status, ability, SE, full-exam accuracy estimate with its 95% interval."""
         acc, sd = self.accuracy()
+        live = np.array(
+            [
+                self.status[p] != FAILED and self.n_answered[p] + (self.status[p] == PREDICTED) > 0
+                for p in range(len(self.pipelines))
+            ]
+        )
+        best = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed)
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        z = self.misfit.z if self.misfit is not None else np.zeros(len(self.pipelines))
         out = []
         for p, pid in enumerate(self.pipelines):
             st = str(self.status[p])
             status = st if st in (ELIMINATED, PREDICTED, FAILED) else MEASURED
             if status == MEASURED and self.n_asked[p] == 0:  # never asked (e.g. the budget ran out first)
                 status = PREDICTED
+            if status != FAILED and self.n_answered[p] == 0 and self.n_failed[p] > 0:  # asked, never answered
+                status = FAILED
             ok = status != FAILED
             out.append(
                 {
@@ -354,6 +523,10 @@ class Scheduler:
                     "accuracy_estimate": float(acc[p]) if ok else math.nan,
                     "accuracy_estimate_low": float(max(0.0, acc[p] - 1.96 * sd[p])) if ok else math.nan,
                     "accuracy_estimate_high": float(min(1.0, acc[p] + 1.96 * sd[p])) if ok else math.nan,
+                    "p_best": float(best[p]) if ok and np.isfinite(best[p]) else math.nan,
+                    "n_audit": int(m_audit[p]),
+                    "audit_z": float(z[p]),
+                    "estimate_basis": "audit" if self.design_only else "model+audit",
                 }
             )
         return out

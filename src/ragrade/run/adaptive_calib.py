@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ragrade.errors import ConfigError, DataError, RagradeError
@@ -55,22 +56,71 @@ def load_calibration(path: str | Path, items: Sequence[str]) -> ItemParams:
     except DataError as exc:
         raise ConfigError(f"{path}: not a usable irt.json ({exc})") from exc
     missing = [q for q in items if q not in table.index]
-    if missing:
-        covered = len(items) - len(missing)
+    covered = len(items) - len(missing)
+    if missing and covered < MIN_COVERAGE * len(items):
         raise ConfigError(
             f"{path}: the calibration covers {covered} of the exam's {len(items)} questions "
             f"(e.g. '{missing[0]}' is not in it); it was fitted on another exam or a subset"
         )
+    known = [q for q in items if q in table.index]
     try:
-        rows = table.loc[list(items)]
+        rows = table.loc[known].reindex(list(items))
         d = _column(rows, "discrimination", 1.0)
-        b = np.asarray(rows["difficulty"], dtype=np.float64)
+        b = np.asarray(rows["difficulty"].astype(float).fillna(0.0), dtype=np.float64)
         g = _column(rows, "guessing", 0.0)
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path}: malformed item parameters ({exc})") from exc
     if not (np.isfinite(d).all() and np.isfinite(b).all() and np.isfinite(g).all()):
         raise ConfigError(f"{path}: item parameters are not all finite")
-    return ItemParams(list(items), np.maximum(d, 1e-3), b, np.clip(g, 0.0, 0.99), f"file:{path.resolve()}")
+    negative = d <= 0
+    if "flags" in rows:
+        negative |= np.array([_has_flag(f, "negative_discrimination") for f in rows["flags"]])
+    source = f"file:{path.resolve()}"
+    if missing:  # e.g. the file of a sampled run, which asked part of the exam: the rest start uninformed
+        source += f" ({covered} of {len(items)} questions; the rest uninformed)"
+    params = ItemParams(list(items), np.maximum(d, 1e-3), b, np.clip(g, 0.0, 0.99), source)
+    params.negative = negative
+    return params
+
+
+MIN_COVERAGE = 0.1  # a calibration covering fewer of the exam's questions is for another exam
+
+
+def _has_flag(flags: Any, name: str) -> bool:
+    if isinstance(flags, str):
+        return name in flags
+    if flags is None or (isinstance(flags, float) and np.isnan(flags)):
+        return False
+    try:
+        return name in list(flags)
+    except TypeError:
+        return False
+
+
+def calibration_data(path: str | Path, items: Sequence[str]) -> npt.NDArray[np.int8] | None:
+    """The responses an ``irt.json`` was fitted on (pipelines x ``items``, -1 missing), when still on disk."""
+    from ragrade.io import read_json
+    from ragrade.irt.io import read_table
+
+    try:
+        source = read_json(Path(path)).get("source")
+        if not source or not Path(str(source)).exists():
+            return None
+        df, _, _ = read_table(str(source))
+    except (RagradeError, OSError, ValueError, AttributeError):
+        return None
+    if not {"pipeline", "question_id", "correct"} <= set(df.columns):
+        return None
+    pos = {q: k for k, q in enumerate(items)}
+    df = df[df["question_id"].astype(str).isin(pos) & df["correct"].notna()]
+    if df.empty:
+        return None
+    pipes = {p: k for k, p in enumerate(dict.fromkeys(df["pipeline"].astype(str)))}
+    R = np.full((len(pipes), len(items)), -1, dtype=np.int8)
+    rows = df["pipeline"].astype(str).map(pipes).to_numpy()
+    cols = df["question_id"].astype(str).map(pos).to_numpy()
+    R[rows, cols] = (df["correct"].astype(float).to_numpy() > 0).astype(np.int8)
+    return R
 
 
 def _column(rows: Any, name: str, default: float) -> Any:
@@ -189,15 +239,16 @@ COLD_MIN_PIPELINES = 20  # ``auto`` calibrates a grid this large from its own an
 
 
 def calibration_mode(cfg: AdaptiveConfig, n_pipelines: int = 0) -> str:
-    """``file``, ``reference`` or ``cold``.
+    """``file``, ``reference``, ``cold`` or ``sample``.
 
     ``auto``: file when a calibration is given; else cold on a grid of at least
-    :data:`COLD_MIN_PIPELINES` pipelines, reference on a smaller one.
+    :data:`COLD_MIN_PIPELINES` pipelines; else ``sample``: no model (too few pipelines to calibrate
+    items), every pipeline answers the same uniformly random items, design-based estimates.
     """
     if cfg.calibration_mode == "auto":
         if cfg.calibration:
             return "file"
-        return "cold" if n_pipelines >= COLD_MIN_PIPELINES else "reference"
+        return "cold" if n_pipelines >= COLD_MIN_PIPELINES else "sample"
     if cfg.calibration_mode == "file" and not cfg.calibration:
         raise ConfigError("calibration mode 'file' needs --calibration irt.json")
     return cfg.calibration_mode
@@ -205,6 +256,7 @@ def calibration_mode(cfg: AdaptiveConfig, n_pipelines: int = 0) -> str:
 
 __all__ = [
     "COLD_MIN_PIPELINES",
+    "calibration_data",
     "calibration_mode",
     "cold_params",
     "default_references",

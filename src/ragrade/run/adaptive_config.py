@@ -21,8 +21,9 @@ class AdaptiveConfig(BaseModel):
 
     enabled: bool = False
     calibration: str | None = None  # an irt.json of an earlier run on the same exam
-    # auto: file if given, else cold on grids of >= 20 pipelines (enough answers to calibrate), else reference
-    calibration_mode: Literal["auto", "file", "reference", "cold"] = "auto"
+    # auto: file if given, else cold on grids of >= 20 pipelines (enough answers to calibrate), else sample
+    # (no model: every pipeline answers the same uniformly random items; design-based estimates)
+    calibration_mode: Literal["auto", "file", "reference", "cold", "sample"] = "auto"
     reference: list[str] | None = None  # calibration pipelines (ids or unique parts); default: see run module
     n_reference: int = Field(default=5, ge=1)
     calibration_model: Literal["1pl", "2pl", "3pl"] = "3pl"  # in-run fits (reference, cold)
@@ -33,6 +34,15 @@ class AdaptiveConfig(BaseModel):
     min_share: float = Field(default=0.1, ge=0.0, le=1.0)  # and at least this share of the exam
     max_items: int | None = Field(default=None, ge=1)  # per-pipeline cap
     budget: int | None = None  # global cap on requests (calibration included)
+    # without --budget, at most this share of the full grid (None: no cap beyond the stopping rules)
+    default_share: float | None = Field(default=0.25, gt=0.0, le=1.0)
+    # share of every batch drawn uniformly at random from the items not asked (the audit sample)
+    audit_share: float = Field(default=0.3, gt=0.0, le=1.0)
+    min_audit: int = Field(default=8, ge=2)  # audit answers a pipeline needs before it can be eliminated
+    misfit_alpha: float = Field(default=0.01, gt=0.0, lt=0.5)  # level of the audit misfit check
+    # under a budget, stop asking a pipeline once its probability of being the best is below this
+    stop_p_best: float = Field(default=0.01, ge=0.0, lt=1.0)
+    exclude_negative: bool = True  # items with negative discrimination are never chosen by the model
     estimator: Literal["eap", "map"] = "eap"
     near_tie: float = Field(default=0.05, ge=0.0, lt=1.0)  # items within this share of the best are ties
     balance: Literal["none", "topic", "bloom"] = "none"
@@ -41,7 +51,7 @@ class AdaptiveConfig(BaseModel):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
     race: bool = True  # pipelines not separated from the best keep going past the target SE
     race_items: int | None = Field(default=None, ge=1)  # their cap (default: the item cap)
-    # allowance for calibration error (accuracy SD on the unasked share); None: 0.015 with a file, 0.03 in-run
+    # floor of the audit-bias SD (accuracy, on the unasked share); None: 0.01 (the rest is estimated from the audit)
     model_error: float | None = Field(default=None, ge=0.0)
     pooling: bool = True
     min_tau: float = Field(default=0.1, ge=0.0)
@@ -54,6 +64,8 @@ class AdaptiveConfig(BaseModel):
             raise ConfigError(f"--target-se must be positive, got {self.target_se}")
         if self.budget is not None and self.budget < 1:
             raise ConfigError(f"--budget must be positive, got {self.budget}")
+        if self.audit_share >= 1.0 and self.calibration_mode not in ("auto", "sample"):
+            raise ConfigError("--audit-share 1 leaves nothing for the model to choose: use calibration mode 'sample'")
         return self
 
 

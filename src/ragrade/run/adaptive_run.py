@@ -35,11 +35,12 @@ import numpy as np
 import pandas as pd
 
 from ragrade import interrupt
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, RagradeError
 from ragrade.exam.files import Question, read_exam
 from ragrade.io import atomic_write_text, dumps_line
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler
+from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
 from ragrade.run.adaptive_calib import (
+    calibration_data,
     calibration_mode,
     cold_params,
     fit_item_params,
@@ -47,6 +48,8 @@ from ragrade.run.adaptive_calib import (
     refitter,
     resolve_references,
 )
+from ragrade.run.adaptive_estimate import MisfitResult, calibration_check, smallest_useful_budget
+from ragrade.run.adaptive_notes import run_notes
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, run_shards
 from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
@@ -81,6 +84,11 @@ ADAPTIVE_COLUMNS = (
     "theta",
     "theta_se",
     "n_asked",
+    "n_audit",
+    "n_failed",
+    "p_best",
+    "estimate_basis",
+    "misfit_warning",
     "stop_reason",
 )
 RoundFn = Callable[[dict[str, Any]], None]
@@ -92,6 +100,8 @@ class AdaptiveResult(SweepResult):
 
     rounds: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,6 +113,8 @@ class _Setup:
     mode: str
     refs: list[str]
     params: ItemParams
+    acfg: AdaptiveConfig
+    calib_fit: MisfitResult | None = None
 
 
 def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
@@ -113,18 +125,32 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     pool, items = plan_items([q.id for q in questions], specs, cfg)
     mode = calibration_mode(acfg, len(specs))
     by_id = {q.id: q for q in questions}
+    smallest = smallest_useful_budget(len(specs))
+    if acfg.budget is not None and acfg.budget < smallest:
+        raise ConfigError(
+            f"--budget {acfg.budget} cannot give every pipeline an estimate: the smallest useful budget for "
+            f"{len(specs)} pipelines is {smallest} requests (2 answers each, for an interval); more buys "
+            "narrower intervals"
+        )
+    calib_fit = None
     if mode == "file":
         params = load_calibration(str(acfg.calibration), items)
+        data = calibration_data(str(acfg.calibration), items)
+        if data is not None and len(data) >= 3:
+            calib_fit = calibration_check(data, params.d, params.b, params.g, alpha=acfg.misfit_alpha, seed=cfg.seed)
     else:
         params = cold_params(items, {q: len(by_id[q].choices) for q in items})
     refs = resolve_references(acfg, specs, cfg.seed) if mode == "reference" else []
-    one_round = len(refs) * len(items) + min(acfg.batch, len(items)) * max(1, len(specs) - len(refs))
-    if acfg.budget is not None and acfg.budget < one_round:
+    first = len(refs) * len(items) + 2 * max(1, len(specs) - len(refs))
+    if refs and acfg.budget is not None and acfg.budget < first:
         raise ConfigError(
-            f"--budget {acfg.budget} is smaller than one round ({one_round} requests: "
-            f"{len(refs)} reference pipeline(s) x {len(items)} questions + {acfg.batch} per other pipeline)"
+            f"--budget {acfg.budget} is less than the {first} requests a reference calibration needs "
+            f"({len(refs)} reference pipeline(s) x {len(items)} questions, then 2 per other pipeline): with this "
+            f"budget use --calibration-mode sample (or auto), which spends any budget from {smallest} requests up"
         )
-    return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params)
+    if mode == "sample":
+        acfg = acfg.model_copy(update={"audit_share": 1.0})
+    return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params, acfg, calib_fit)
 
 
 def _groups(questions: Sequence[Question], balance: str) -> list[str] | None:
@@ -148,18 +174,20 @@ def adaptive_plan(exam_path: str | Path, cfg: SweepConfig, acfg: AdaptiveConfig)
     from ragrade.irt.simulate import sample_matrix
 
     s = _setup(Path(exam_path), cfg, acfg)
+    acfg = s.acfg
     n_p, n_i = len(s.specs), len(s.items)
     cap = min(n_i, acfg.max_items or n_i)
+    ids = [sp.id for sp in s.specs]
+    sched = Scheduler(s.params, ids, acfg, factors=[sp.factors() for sp in s.specs], seed=cfg.seed)
     upper = len(s.refs) * n_i + (n_p - len(s.refs)) * cap
-    if acfg.budget is not None:
-        upper = min(upper, acfg.budget)
+    if sched.budget is not None:
+        upper = min(upper, sched.budget)
     rng = np.random.default_rng(cfg.seed)
     R = sample_matrix(rng.normal(0.0, 1.0, n_p), s.params.d, s.params.b, s.params.g, rng).T
-    from ragrade.run.adaptive_sim import adaptive_on_matrix
-
-    ids = [sp.id for sp in s.specs]
-    fixed = [ids.index(r) for r in s.refs]
-    sched, log = adaptive_on_matrix(R, s.params, ids, acfg, factors=[sp.factors() for sp in s.specs], fixed=fixed)
+    for r in s.refs:
+        sched.record(ids.index(r), list(range(n_i)), [int(v) for v in R[ids.index(r)]])
+    sched.reestimate()
+    log = run_rounds(sched, lambda plan: {p: [int(R[p, i]) for i in items] for p, items in plan.items()})
     return {
         "pipelines": n_p,
         "questions": n_i,
@@ -213,7 +241,7 @@ def run_adaptive(
         write_manifest(run_dir, manifest)
         runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size, len(s.items))
         added_before = journal.count()
-        sched, rounds = _drive(run_dir, s, acfg, cfg.seed, runner, on_round)
+        sched, rounds = _drive(run_dir, s, cfg.seed, runner, on_round)
         rows = [
             r
             for p, sp in enumerate(s.specs)
@@ -222,7 +250,11 @@ def run_adaptive(
         added = journal.count() - added_before
     finally:
         journal.close()
-    return _finalise(run_dir, manifest, s, sched, rounds, rows, added)
+    written, note = None, ""
+    if s.mode in ("cold", "sample"):  # a calibration for the next run on this exam
+        written, note = _write_calibration(run_dir, rows, s.acfg.calibration_model)
+    notes = run_notes(sched, s.items, s.mode, written, note)
+    return _finalise(run_dir, manifest, s, sched, rounds, rows, added, notes)
 
 
 class _Runner:
@@ -264,9 +296,10 @@ def _answer(row: Mapping[str, Any] | None) -> int | None:
 
 
 def _drive(
-    run_dir: Path, s: _Setup, acfg: AdaptiveConfig, seed: int, runner: _Runner, on_round: RoundFn | None
+    run_dir: Path, s: _Setup, seed: int, runner: _Runner, on_round: RoundFn | None
 ) -> tuple[Scheduler, list[dict[str, Any]]]:
     """Calibration, then rounds until every pipeline stopped; the round log is rewritten after each round."""
+    acfg = s.acfg
     ids = [sp.id for sp in s.specs]
     params = s.params
     ref_rows: list[dict[str, Any]] = []
@@ -276,9 +309,11 @@ def _drive(
         params = fit_item_params(ref_rows, s.items, acfg.calibration_model, s.params)
         _write_calibration(run_dir, ref_rows, acfg.calibration_model)
     groups = _groups(s.questions, acfg.balance)
-    refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode != "file" else None
+    refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode in ("cold", "reference") else None
     factors = [sp.factors() for sp in s.specs]
-    sched = Scheduler(params, ids, acfg, factors=factors, groups=groups, seed=seed, refit=refit)
+    sched = Scheduler(
+        params, ids, acfg, factors=factors, groups=groups, seed=seed, refit=refit, calibration_fit=s.calib_fit
+    )
     for r in s.refs:
         rows = {row["question_id"]: row for row in ref_rows if row["pipeline"] == r}
         sched.record(ids.index(r), list(range(len(s.items))), [_answer(rows.get(q)) for q in s.items])
@@ -302,17 +337,29 @@ def _drive(
     return sched, log
 
 
-def _write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> None:
+def _write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> tuple[str | None, str]:
+    """Fit the items on ``rows`` into ``calibration/irt.json``; its path, or None and why not."""
     from ragrade.irt.fit import fit_irt
 
     data = [
         {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
         for r in rows
-        if r.get("error") is None
+        if r.get("error") is None and r.get("correct") is not None
     ]
-    if data:
-        (run_dir / CALIBRATION_DIR).mkdir(exist_ok=True)
-        fit_irt(pd.DataFrame(data), model=model, out=run_dir / CALIBRATION_DIR / "irt.json")
+    if not data:
+        return None, "no calibration file written: no answers"
+    out = run_dir / CALIBRATION_DIR / "irt.json"
+    out.parent.mkdir(exist_ok=True)
+    try:
+        fit_irt(pd.DataFrame(data), model=model, out=out)
+    except RagradeError as exc:
+        return None, f"no calibration file written: the answers could not calibrate the items ({exc})"
+    from ragrade.io import read_json, write_json
+
+    doc = read_json(out)
+    doc["source"] = str(run_dir.resolve())  # its responses.parquet: the next run's dimensionality check reads it
+    write_json(out, doc)
+    return str(out), ""
 
 
 def _manifest(
@@ -346,6 +393,7 @@ def _finalise(
     rounds: list[dict[str, Any]],
     rows: list[dict[str, Any]],
     added: int,
+    notes: tuple[dict[str, Any], list[str]],
 ) -> AdaptiveResult:
     write_responses(run_dir / RESPONSES_FILE, rows)
     df = pd.DataFrame(rows)
@@ -365,6 +413,8 @@ def _finalise(
     }
     manifest["adaptive"]["cost"] = cost
     manifest["adaptive"]["calibration"]["source"] = sched.params.source
+    manifest["adaptive"]["calibration"]["written"] = notes[0]["calibration_written"]
+    manifest["adaptive"]["diagnostics"], manifest["adaptive"]["warnings"] = notes
     n_errors = int(df["error"].notna().sum()) if "error" in df else 0  # failed requests: missing answers
     finish_manifest(
         manifest,
@@ -375,7 +425,7 @@ def _finalise(
         n_errors=n_errors,
     )
     write_manifest(run_dir, manifest)
-    return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost)
+    return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost, notes[1], notes[0])
 
 
 def adaptive_summary(df: pd.DataFrame, specs: Sequence[PipelineSpec], sched: Scheduler) -> pd.DataFrame:
@@ -383,6 +433,7 @@ def adaptive_summary(df: pd.DataFrame, specs: Sequence[PipelineSpec], sched: Sch
     order = [sp.id for sp in specs]
     observed = summarise(df, order) if not df.empty else pd.DataFrame({"pipeline": []})
     est = pd.DataFrame(sched.results()).rename(columns={"n_answered": "n_answered_adaptive"})
+    est["misfit_warning"] = bool(sched.misfit_warning)
     est = est[["pipeline", *ADAPTIVE_COLUMNS]]
     base = pd.DataFrame([{"pipeline": sp.id, **sp.factors()} for sp in specs])
     extra = [c for c in observed.columns if c not in base.columns]

@@ -71,6 +71,45 @@ def simulate_grid(
     return SimGrid(pipelines, factors, R, ItemParams(ids, d, b, g, "truth"), theta, {"effects": effects})
 
 
+def simulate_grid_2d(
+    levels: Mapping[str, int],
+    n_items: int,
+    seed: int = 0,
+    effect_sd: float | Mapping[str, float] = 0.6,
+    rho: float = 0.3,
+    items: ItemParams | None = None,
+    angles: F64 | None = None,
+) -> SimGrid:
+    """A grid whose pipelines differ along two abilities: half the items load mostly on each.
+
+    Each factor level gets an effect on both abilities (correlation ``rho``); item ``i`` answers
+    ``g + (1 - g) / (1 + exp(-d (cos(a_i) theta_1 + sin(a_i) theta_2 - b)))`` with ``a_i`` 0.15 or 1.4 rad.
+    ``items`` / ``angles`` reuse an exam (for an earlier run on it); the angles are in ``extra``.
+    """
+    rng = np.random.default_rng(seed)
+    names = list(levels)
+    sds = {n: float(effect_sd[n]) if isinstance(effect_sd, Mapping) else float(effect_sd) for n in names}
+    combos = list(itertools.product(*[range(levels[n]) for n in names]))
+    th = np.zeros((len(combos), 2))
+    for n in names:
+        e1 = rng.normal(0.0, sds[n], levels[n])
+        e2 = rho * e1 + np.sqrt(1 - rho**2) * rng.normal(0.0, sds[n], levels[n])
+        for k, c in enumerate(combos):
+            th[k] += (e1[c[names.index(n)]], e2[c[names.index(n)]])
+    th -= th.mean(axis=0)
+    d, b, g = draw_items(n_items, rng) if items is None else (items.d, items.b, items.g)
+    if angles is None:
+        angles = np.where(rng.random(len(d)) < 0.5, 0.15, 1.4)
+    z = d[None, :] * (th[:, :1] * np.cos(angles)[None, :] + th[:, 1:] * np.sin(angles)[None, :] - b[None, :])
+    P = g[None, :] + (1 - g[None, :]) / (1 + np.exp(-z))
+    R = (rng.random(P.shape) < P).astype(np.int8)
+    pipelines = ["|".join(f"{n}={n}{c[j]}" for j, n in enumerate(names)) for c in combos]
+    factors = [{n: f"{n}{c[j]}" for j, n in enumerate(names)} for c in combos]
+    ids = [f"q{i:05d}" for i in range(len(d))] if items is None else items.items
+    truth = ItemParams(ids, d, b, g, "truth")
+    return SimGrid(pipelines, factors, R, truth, th.sum(axis=1), {"angles": angles, "theta2": th})
+
+
 def fit_params(R: npt.NDArray[np.int8], items: Sequence[str], model: str = "2pl") -> ItemParams:
     """Item parameters fitted (flat model) on a response matrix (pipelines x items, -1 missing)."""
     import pandas as pd
@@ -101,6 +140,7 @@ def adaptive_on_matrix(
     seed: int = 0,
     timings: list[float] | None = None,
     refit: Any = None,
+    calibration_fit: Any = None,
 ) -> tuple[Scheduler, list[dict[str, Any]]]:
     """Run the scheduler answering every request from ``R`` (-1 there: a failed request).
 
@@ -109,7 +149,7 @@ def adaptive_on_matrix(
     """
     import time
 
-    sched = Scheduler(params, pipelines, cfg, factors=factors, seed=seed, refit=refit)
+    sched = Scheduler(params, pipelines, cfg, factors=factors, seed=seed, refit=refit, calibration_fit=calibration_fit)
     all_items = list(range(R.shape[1]))
     for p in fixed:
         sched.record(p, all_items, [None if v < 0 else int(v) for v in R[p]])
@@ -147,19 +187,40 @@ def kendall_tau(a: F64, b: F64) -> float:
 
 
 def score_run(sched: Scheduler, full_accuracy: F64, n_full_requests: int) -> dict[str, float]:
-    """Requests share, top-1 agreement, Kendall tau, MAE and 95% coverage against the full grid."""
+    """Requests share, top-1 agreement, Kendall tau, MAE and 95% coverage against the full grid.
+
+    Also: coverage of the three best pipelines' intervals, whether the best was eliminated, the gap
+    between the best and the second (full grid), and whether the misfit warning was raised.
+    """
     res = sched.results()
     est = np.array([r["accuracy_estimate"] for r in res])
     lo = np.array([r["accuracy_estimate_low"] for r in res])
     hi = np.array([r["accuracy_estimate_high"] for r in res])
     ok = np.isfinite(est)
+    cover = (lo <= full_accuracy) & (full_accuracy <= hi)
+    order = np.argsort(-full_accuracy, kind="stable")
+    top3 = [int(p) for p in order[:3] if ok[p]]
+    best = int(order[0])
     return {
         "requests_share": sched.spent / n_full_requests,
         "top1": float(full_accuracy[int(np.nanargmax(est))] >= full_accuracy.max() - 1e-12),  # ties agree
-        "kendall_tau": kendall_tau(est[ok], full_accuracy[ok]),
+        "kendall_tau": kendall_tau(est[ok], full_accuracy[ok]) if ok.sum() > 1 else float("nan"),
         "mae": float(np.abs(est[ok] - full_accuracy[ok]).mean()),
-        "coverage": float(((lo[ok] <= full_accuracy[ok]) & (full_accuracy[ok] <= hi[ok])).mean()),
+        "coverage": float(cover[ok].mean()),
+        "coverage_top3": float(cover[top3].mean()) if top3 else float("nan"),
+        "best_eliminated": float(res[best]["status"] == "eliminated"),
+        "gap": float(full_accuracy[order[0]] - full_accuracy[order[1]]) if len(order) > 1 else float("inf"),
+        "misfit_warning": float(sched.misfit_warning),
+        "width": float(np.mean(hi[ok] - lo[ok])),
     }
 
 
-__all__ = ["SimGrid", "adaptive_on_matrix", "fit_params", "kendall_tau", "score_run", "simulate_grid"]
+__all__ = [
+    "SimGrid",
+    "adaptive_on_matrix",
+    "fit_params",
+    "kendall_tau",
+    "score_run",
+    "simulate_grid",
+    "simulate_grid_2d",
+]

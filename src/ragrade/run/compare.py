@@ -45,10 +45,40 @@ class Comparison:
     p_adjusted: float
     correction: str
     verdict: str  # "a better", "b better" or "no significant difference"
+    ci_level: float = 0.95  # of ci_low/ci_high: one pair on its own (unadjusted)
+    # Bonferroni-level interval over the pairs compared together (holm/bonferroni), the one that matches the
+    # adjusted verdict's error rate; None when one pair is compared or the correction has no interval (bh, none)
+    ci_adjusted_low: float | None = None
+    ci_adjusted_high: float | None = None
+    ci_adjusted_level: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+
+def interval_text(c: dict[str, Any]) -> str:
+    """The intervals of a comparison record, each named (unadjusted / adjusted), and how the verdict was decided."""
+    level = float(c.get("ci_level") or 0.95)
+    text = f"{level:.0%} CI [{c['ci_low']:+.1%}, {c['ci_high']:+.1%}]"
+    adjusted = c.get("ci_adjusted_low") is not None and c.get("ci_adjusted_high") is not None
+    if c.get("correction", "none") == "none":
+        return text
+    text += " unadjusted"
+    if adjusted:
+        text += (
+            f"; {float(c['ci_adjusted_level']):.1%} CI adjusted for the pairs compared "
+            f"[{c['ci_adjusted_low']:+.1%}, {c['ci_adjusted_high']:+.1%}]"
+        )
+    if c.get("verdict") != "no significant difference" or not (c["ci_low"] > 0 or c["ci_high"] < 0):
+        return text
+    which = "unadjusted interval excludes 0"
+    if adjusted and (c["ci_adjusted_low"] > 0 or c["ci_adjusted_high"] < 0):
+        which = f"bootstrap intervals exclude 0 on {c['a_only'] + c['b_only']} discordant questions"
+    return (
+        text
+        + f" (the {which}; the verdict is the {c['correction']}-adjusted exact McNemar test, which does not reject)"
+    )
 
 
 def resolve_pipeline(name: str, pipelines: Sequence[str]) -> str:
@@ -106,6 +136,7 @@ def compare_pair(
         p,
         "none",
         _verdict(diff, p, alpha),
+        level,
     )
 
 
@@ -127,6 +158,12 @@ def compare_many(
         c.p_adjusted = p_adj
         c.correction = correction
         c.verdict = _verdict(c.difference, p_adj, alpha)
+    if correction in ("holm", "bonferroni") and len(out) > 1:
+        adj_level = 1.0 - (1.0 - level) / len(out)  # simultaneous coverage over the pairs, like the adjusted tests
+        for c in out:
+            x, y = _paired(df, c.a, c.b)
+            c.ci_adjusted_low, c.ci_adjusted_high = paired_bootstrap_ci(x, y, n_boot=n_boot, level=adj_level, seed=seed)
+            c.ci_adjusted_level = adj_level
     return out
 
 
@@ -212,6 +249,7 @@ __all__ = [
     "compare_many",
     "compare_pair",
     "distinct_top_pipelines",
+    "interval_text",
     "resolve_pipeline",
     "top_pipelines",
     "verdicts",

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from ragrade import interrupt
 from ragrade.errors import BackendError, ConfigError
+from ragrade.progress import note_failed
 from ragrade.run.store import Journal
 
 
@@ -143,6 +144,7 @@ def run_shards(
         if on_samples is not None:
             on_samples(samples)
         added += journal.add(shard.pipeline, rows)
+        note_failed(sum(1 for r in rows if r.get("error")))  # "failed so far" of the progress display
         if on_progress is not None:
             on_progress(shard, len(rows))
 
@@ -207,6 +209,32 @@ class _RayWorkerImpl:
     def run(self, worker: str, context: dict[str, Any], spec: dict[str, Any], items: list[str]) -> Any:
         return call_worker(worker, context, spec, items)
 
+    def dry_run_counts(self) -> list[dict[str, Any]]:
+        """What the dry-run LLMs of this actor's process counted (a dry run's requests, sent back)."""
+        from ragrade.llm.dryrun import LEDGER
+
+        return LEDGER.summaries()
+
+
+ENV_PREFIXES = ("RAGRADE_", "HF_", "TRANSFORMERS_", "RAY_AUTH", "TOKENIZERS_", "NUMBA_CACHE")
+
+
+def worker_env(local: bool) -> dict[str, str]:
+    """The settings a worker reads from its environment, as this process has them now.
+
+    The cache folder (``$RAGRADE_CACHE_DIR``, made absolute; on a local instance also the default one),
+    model caches and offline switches. Everything else a worker needs (timeouts,
+    retries, ``--no-cache``, a dry run) is in the LLM options shipped with every shard.
+    """
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    if local or "RAGRADE_CACHE_DIR" in env:
+        from ragrade.llm.cache import cache_dir
+
+        env["RAGRADE_CACHE_DIR"] = str(cache_dir().resolve())
+    if local:  # a local instance sees this interpreter's import path (user modules, tests)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    return env
+
 
 class RayExecutor:
     """Distributes shards (pipelines x question shards) over Ray actors; only paths and settings travel.
@@ -237,16 +265,7 @@ class RayExecutor:
                 kwargs["address"] = self.address
             else:
                 kwargs["num_cpus"] = self.workers or min(4, os.cpu_count() or 1)
-            env = {
-                k: v
-                for k, v in os.environ.items()
-                if k.startswith(("RAGRADE_", "HF_", "TRANSFORMERS_", "RAY_AUTH", "TOKENIZERS_"))
-            }
-            if not self.address:  # a local instance sees this interpreter's import path (user modules, tests)
-                import sys
-
-                env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-            kwargs["runtime_env"] = {"env_vars": env}
+            kwargs["runtime_env"] = {"env_vars": worker_env(local=not self.address)}
             try:
                 ray.init(**kwargs)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -254,11 +273,17 @@ class RayExecutor:
         return ray
 
     def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
-        """Run every shard on the actor pool."""
+        """Run every shard on the actor pool.
+
+        The actors are made for this run, with this run's environment (:func:`worker_env`; the Ray instance
+        may have been started with another), and killed after it; the counts of a dry run's actors are
+        added to :data:`ragrade.llm.dryrun.LEDGER` here before that.
+        """
         ray = self._init()
         n_cpus = int(ray.available_resources().get("CPU", 1)) or 1
         n_actors = max(1, min(self.workers or n_cpus, len(shards), n_cpus))
-        actor_cls = ray.remote(num_cpus=1)(_RayWorkerImpl)
+        env = worker_env(local=not self.address)
+        actor_cls = ray.remote(num_cpus=1, runtime_env={"env_vars": env})(_RayWorkerImpl)
         actors = [actor_cls.remote() for _ in range(n_actors)]
         ctx = dict(context)
         queue = list(shards)
@@ -284,10 +309,24 @@ class RayExecutor:
                     running[actor.run.remote(worker, ctx, s.spec, list(s.items))] = (s, actor)
                 on_result(shard, rows)
         finally:
+            if not running:  # every shard finished (actors still busy would keep a stop or an error waiting)
+                _collect_dry_run_counts(ray, actors)
             for actor in actors:
                 ray.kill(actor)
             if interrupt.requested() and not self.address:  # a stop request: do not leave a local Ray behind
                 ray.shutdown()
+
+
+def _collect_dry_run_counts(ray: Any, actors: Sequence[Any]) -> None:
+    """Add what the actors' dry-run LLMs counted to this process's ledger (nothing when none was dry)."""
+    from ragrade.llm.dryrun import LEDGER
+
+    try:
+        counts = ray.get([actor.dry_run_counts.remote() for actor in actors], timeout=30)
+    except Exception:  # an actor that died takes its counts along; the run's own error says why
+        return
+    for summaries in counts:
+        LEDGER.add(summaries)
 
 
 def create_executor(
@@ -311,4 +350,5 @@ __all__ = [
     "plan_shards",
     "resolve_callable",
     "run_shards",
+    "worker_env",
 ]

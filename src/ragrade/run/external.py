@@ -105,9 +105,17 @@ class ExternalSystem:
     """A user's RAG system behind a callable or an HTTP endpoint."""
 
     def __init__(
-        self, name: str, target: str, *, timeout: float = 60.0, concurrency: int = 8, max_retries: int = 2
+        self,
+        name: str,
+        target: str,
+        *,
+        timeout: float = 60.0,
+        concurrency: int = 8,
+        max_retries: int = 2,
+        dry_run: bool = False,
     ) -> None:
         self.name = name
+        self.dry_run = dry_run
         self.target = target
         self.timeout = timeout
         self.concurrency = concurrency
@@ -130,7 +138,19 @@ class ExternalSystem:
         }
 
     async def aquery(self, questions: Sequence[Question], k: int) -> list[ExternalResult]:
-        """One result per question, in order; failures are recorded on the result."""
+        """One result per question, in order; failures are recorded on the result.
+
+        In a dry run nothing is sent: each question is counted on the dry-run ledger as one request to
+        ``external/NAME`` and gets a dry-run error result.
+        """
+        if self.dry_run:
+            from ragrade.llm.dryrun import DRY_RUN_ERROR, DryRunLLM
+
+            counter = DryRunLLM(f"external/{self.name}", base_url=self.target if self.is_http else None)
+            counter.stats.generate_requests += len(questions)
+            counter.stats.prompt_tokens += sum(len(q.question.split()) for q in questions)
+            counter.stats.by_task["external"] += len(questions)
+            return [ExternalResult(error=DRY_RUN_ERROR) for _ in questions]
         sem = asyncio.Semaphore(self.concurrency)
         if self.is_http:
             import httpx
@@ -180,11 +200,11 @@ class ExternalSystem:
         raise RuntimeError(f"no answer after {self.max_retries + 1} attempts ({last})")
 
 
-def create_external(name: str, target: str) -> ExternalSystem:
-    """An :class:`ExternalSystem`; ConfigError on a malformed target."""
+def create_external(name: str, target: str, *, dry_run: bool = False) -> ExternalSystem:
+    """An :class:`ExternalSystem`; ConfigError on a malformed target. A dry-run system sends nothing."""
     if not target.startswith(("http://", "https://")) and ":" not in target:
         raise ConfigError(f"external '{name}': expected 'module:function' or an http(s) URL, got '{target}'")
-    return ExternalSystem(name, target)
+    return ExternalSystem(name, target, dry_run=dry_run)
 
 
 __all__ = ["ExternalResult", "ExternalSystem", "create_external", "parse_response", "request_payload"]

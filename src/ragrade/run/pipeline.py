@@ -19,7 +19,7 @@ import json
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar, cast
 
 from ragrade.errors import ConfigError, DataError, MissingDependency
@@ -86,6 +86,9 @@ class Resources:
         self._templates: dict[str, PromptTemplate] = {}
         self._external: dict[str, ExternalSystem] = {}
         self._lock = threading.Lock()
+        from ragrade.retrieval.query_memo import Memo
+
+        self._retrieved = Memo(2048)  # contexts by (retrieval settings, batch): shared by pipelines
 
     def select(self, ids: Sequence[str]) -> list[Question]:
         """The questions with ``ids``, in order; ConfigError naming the first unknown ones."""
@@ -158,7 +161,8 @@ class Resources:
             targets = self.context.get("external", {})
             if name not in targets:
                 raise ConfigError(f"external pipeline '{name}' is not defined")
-            self._external[name] = create_external(name, targets[name])
+            dry_run = bool(self.context.get("llm_options", {}).get("dry_run", False))
+            self._external[name] = create_external(name, targets[name], dry_run=dry_run)
         return self._external[name]
 
     def examples(self, question_id: str, n: int) -> list[Question]:
@@ -167,7 +171,28 @@ class Resources:
 
     # ------------------------------------------------------------ contexts
     async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
-        """Passages for each question under ``spec`` (errors recorded per question, config errors raised)."""
+        """Passages for each question under ``spec`` (errors recorded per question, config errors raised).
+
+        Retrieval from an index runs once per (retrieval settings, batch of questions) in a process and is
+        shared by every pipeline that differs only downstream (LLM, ICL, prompt); a Ray worker first reads
+        what the driver computed before dispatch (:mod:`ragrade.run.shared`). ``RAGRADE_SHARE_RETRIEVAL=0``
+        retrieves per pipeline.
+        """
+        if spec.retriever in ("closed", "oracle") or spec.is_external:
+            return await self._retrieve(spec, questions)
+        from ragrade.retrieval.query_memo import shared_call, sharing_enabled
+        from ragrade.run.shared import batch_key, load_shared
+
+        if not sharing_enabled():
+            return await self._retrieve(spec, questions)
+        key = batch_key(spec, questions)
+        pre = load_shared(self.context.get("shared_retrieval")).get(key)
+        if pre is not None and len(pre) == len(questions):
+            return [replace(c) for c in pre]
+        got = await shared_call((id(self), key), lambda: self._retrieve(spec, questions), self._retrieved)
+        return [replace(c) for c in got]
+
+    async def _retrieve(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
         if spec.retriever == "closed":
             return [Contexts() for _ in questions]
         if spec.retriever == "oracle":

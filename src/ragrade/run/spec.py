@@ -222,6 +222,9 @@ class SweepConfig(BaseModel):
         for name, target in self.external.items():
             if not target.startswith(("http://", "https://")) and ":" not in target:
                 raise ValueError(f"external '{name}': expected 'module:function' or an http(s) URL, got '{target}'")
+        from ragrade.retrieval.transforms import check_transform_options
+
+        check_transform_options(self.transform_options)  # ConfigError: every name and option, before any run
         return self
 
 
@@ -309,14 +312,27 @@ def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
 
 
 def load_sweep_file(path: str | Path) -> dict[str, Any]:
-    """Read ``sweep.toml`` into a config layer (relative paths resolved against the file's folder)."""
+    """Read ``sweep.toml`` into a config layer, every relative path resolved against the file's folder.
+
+    Paths: ``[indexes]`` and ``[prompts]`` values, ``[adaptive] calibration``, ``[llm_options] replay_from``
+    and model files in LLM specs (``[grid] llm``, ``transform_llm``, ``[[pipelines]] llm``); flags on the
+    command line stay relative to the current directory (see :mod:`ragrade.config_paths`).
+    """
+    from ragrade.config_paths import resolve_keys
+
     path = Path(path)
     data = load_toml(path)
     base = path.resolve().parent
     for table in ("indexes", "prompts"):
         entries = data.get(table)
         if isinstance(entries, dict):
-            data[table] = {k: str((base / v).resolve()) if isinstance(v, str) else v for k, v in entries.items()}
+            resolve_keys(entries, tuple(entries), base)
+    resolve_keys(data.get("adaptive"), ("calibration",), base)
+    resolve_keys(data.get("llm_options"), ("replay_from",), base)
+    resolve_keys(data.get("grid"), ("llm",), base, llm=True)
+    resolve_keys(data, ("transform_llm",), base, llm=True)
+    for pipeline in data.get("pipelines") or []:
+        resolve_keys(pipeline, ("llm",), base, llm=True)
     return data
 
 

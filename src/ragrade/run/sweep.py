@@ -40,6 +40,7 @@ from ragrade.run.executors import Executor, Shard, create_executor, plan_shards,
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
 from ragrade.run.prompts import resolve_template
 from ragrade.run.samples import SAMPLES_FILE, SAMPLES_VERSION, SampleLog, compact
+from ragrade.run.shared import SHARED_FILE
 from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint, llm_label
 from ragrade.run.store import JOURNAL_FILE, Journal
 from ragrade.run.summary import (
@@ -65,6 +66,7 @@ OUTPUT_FILES = (
     SUMMARY_BY_TAG_FILE,
     SAMPLES_FILE,
     "comparisons.json",
+    SHARED_FILE,
 )
 
 
@@ -213,18 +215,22 @@ def run_grid(
     shard_size: int = 32,
     progress: ProgressFn | None = None,
     on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
+    prepare: Callable[[Journal], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Run (or resume) ``job`` in ``run_dir``: ``(every row, pipeline by pipeline in item order; rows added now)``.
 
     ``manifest`` is written once the journal accepted the run; on a resume it
     keeps the first start time and lists the restarts under ``resumed``.
-    ``on_samples`` receives the samples of the requests sent (see :func:`run_resumable`).
+    ``on_samples`` receives the samples of the requests sent (see :func:`run_resumable`);
+    ``prepare(journal)`` runs after that, before any shard is dispatched.
     """
     run_dir = Path(run_dir)
 
-    def before_run(_journal: Journal) -> None:
+    def before_run(journal: Journal) -> None:
         _carry_over(run_dir, manifest)
         write_manifest(run_dir, manifest)
+        if prepare is not None:
+            prepare(journal)
 
     journal, added = run_resumable(
         run_dir,
@@ -312,6 +318,8 @@ def check_components(res: Any, specs: Sequence[PipelineSpec]) -> None:
             res.llm(spec.llm)
         if spec.needs_index:
             res.retriever(spec.chunker, spec.retriever)
+            if spec.transformed:  # query transform and post chain with their option values
+                res.retrieval(spec)
         if spec.is_external:
             res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
 
@@ -377,11 +385,54 @@ def run_sweep(
         # options that change answers (not throughput knobs such as concurrency, cache or timeouts)
         "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
     }
-    job = GridJob(EXAM_WORKER, context, worker_specs, items, fp, journal_specs=pipelines)
+    share = _shared_path(run_dir, exe)
+    job_context = {**context, "shared_retrieval": str(share)} if share else context
+    job = GridJob(EXAM_WORKER, job_context, worker_specs, items, fp, journal_specs=pipelines)
     sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
-    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress, on_samples=sink)
+    prepare = _precompute_retrieval(context, worker_specs, items, cfg.shard_size, share) if share else None
+    try:
+        rows, added = run_grid(
+            run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress, on_samples=sink, prepare=prepare
+        )
+    finally:
+        if share:
+            _drop_shared(share)
     _finish_samples(run_dir / SAMPLES_FILE, rows, cfg.samples)
     return _finalise(run_dir, manifest, specs, items, rows, added, context, exe)
+
+
+def _shared_path(run_dir: Path, exe: Executor) -> Path | None:
+    """Where the driver writes the retrieval of a run on workers in other processes (None: local, or not shared)."""
+    from ragrade.retrieval.query_memo import sharing_enabled
+
+    return (run_dir / SHARED_FILE).resolve() if exe.name != "local" and sharing_enabled() else None
+
+
+def _precompute_retrieval(
+    context: Mapping[str, Any],
+    specs: Mapping[str, Mapping[str, Any]],
+    items: Sequence[str],
+    shard_size: int,
+    path: Path,
+) -> Callable[[Journal], None]:
+    """Before dispatch: each distinct retrieval of the pending shards, once, into ``path`` (see run/shared.py)."""
+
+    def prepare(journal: Journal) -> None:
+        from ragrade.run.executors import plan_shards
+        from ragrade.run.pipeline import resources_for
+        from ragrade.run.shared import precompute
+
+        shards = plan_shards(journal, specs, items, shard_size)
+        precompute(resources_for(context), specs, [(s.pipeline, s.items) for s in shards], path)
+
+    return prepare
+
+
+def _drop_shared(path: Path) -> None:
+    from ragrade.run.shared import forget_shared
+
+    path.unlink(missing_ok=True)
+    forget_shared(path)
 
 
 class _SampleSink:

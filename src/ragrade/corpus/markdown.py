@@ -1,0 +1,261 @@
+"""Markdown (CommonMark + MyST + MkDocs admonitions) to structured plain text, with markdown-it-py.
+
+The text keeps the structure that chunkers and readers need and drops the markup that is not content:
+
+* headings stay ``#`` lines (``## Section``), attribute lists (``{ #anchor }``) dropped;
+* code stays code: fenced and indented blocks and MyST ``{code-block}`` / ``{code}`` directives become
+  fenced blocks with their language (directive options dropped); inline code keeps its backticks;
+* MyST roles become their text (``{ref}`text <label>``` -> ``text``); roles that name code objects
+  (``{class}``, ``{func}``, ...) become inline code; targets ``(label)=``, ``%`` comments, ``+++``
+  breaks, ``{toctree}`` and other navigation directives are dropped;
+* admonitions (MyST ``{note}``, MkDocs ``!!! note "Title"``, ``??? tip``, pymdownx ``/// tip | Title``)
+  keep their title line and content; links and images become their text; emphasis markers go.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+
+_ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$")
+_BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
+_TAB_RE = re.compile(r"^([ \t]*)===\+?[ \t]+\"([^\"]*)\"[ \t]*$", re.M)
+_TAG_RE = re.compile(r"<[^>]*>")
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+_DIRECTIVE_RE = re.compile(r"^\{([\w:.-]+)\}[ \t]*(.*)$")
+_OPTION_RE = re.compile(r"^:[\w-]+:.*$")
+_CODE_DIRECTIVES = frozenset({"code-block", "code", "sourcecode", "code-cell", "literalinclude"})
+
+_PARSER: Any = None
+
+
+def _parser() -> Any:
+    global _PARSER
+    if _PARSER is None:
+        try:
+            from markdown_it import MarkdownIt
+            from mdit_py_plugins.admon import admon_plugin
+            from mdit_py_plugins.colon_fence import colon_fence_plugin
+            from mdit_py_plugins.deflist import deflist_plugin
+            from mdit_py_plugins.dollarmath import dollarmath_plugin
+            from mdit_py_plugins.front_matter import front_matter_plugin
+            from mdit_py_plugins.myst_blocks import myst_block_plugin
+            from mdit_py_plugins.myst_role import myst_role_plugin
+        except ImportError as exc:  # pragma: no cover - base dependencies
+            from ragrade.errors import ConfigError
+
+            raise ConfigError(
+                "reading Markdown needs markdown-it-py and mdit-py-plugins: pip install markdown-it-py mdit-py-plugins"
+            ) from exc
+        md = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
+        for plugin in (front_matter_plugin, myst_role_plugin, myst_block_plugin, colon_fence_plugin, admon_plugin):
+            md.use(plugin)
+        md.use(deflist_plugin).use(dollarmath_plugin, allow_space=True, double_inline=True)
+        _PARSER = md
+    return _PARSER
+
+
+def _pymdownx_blocks(text: str) -> str:
+    """pymdownx ``/// note | Title`` ... ``///`` blocks and ``=== "Tab"`` markers as plain title lines."""
+
+    def block(m: re.Match[str]) -> str:
+        if not m.group(2):
+            return ""
+        title = m.group(3) if m.group(3) else m.group(2).replace("-", " ").capitalize()
+        return f"{m.group(1)}{title}\n"
+
+    text = _BLOCK_RE.sub(block, text)
+    return _TAB_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}\n", text)
+
+
+class _Renderer:
+    """Walks markdown-it tokens and writes structured text; notes whether MyST syntax was seen."""
+
+    def __init__(self, env: dict[str, Any] | None = None) -> None:
+        self.meta: dict[str, Any] = {}
+        self.myst = False
+        self.env: dict[str, Any] = env if env is not None else {}  # link reference definitions, shared
+
+    # ------------------------------------------------------------------ inline
+
+    def inline(self, tokens: list[Any]) -> str:
+        out: list[str] = []
+        for tok in tokens:
+            kind = tok.type
+            if kind == "text":
+                out.append(tok.content)
+            elif kind == "code_inline":
+                out.append(f"`{tok.content}`")
+            elif kind in ("softbreak", "hardbreak"):
+                out.append("\n")
+            elif kind == "myst_role":
+                self.myst = True
+                name = str(tok.meta.get("name", ""))
+                text = role_text(name, tok.content)
+                out.append(f"`{text}`" if name.split(":")[-1] in CODE_ROLES and text else text)
+            elif kind == "image":
+                out.append(self.inline(tok.children or []))
+            elif kind in ("math_inline", "math_inline_double"):
+                out.append(tok.content)
+            elif kind == "html_inline":
+                continue  # tags carry no text; their inner text is an ordinary text token
+        text = "".join(out)
+        return _ATTR_LIST_RE.sub("", text)
+
+    # ------------------------------------------------------------------ blocks
+
+    def render(self, text: str) -> str:
+        tokens = _parser().parse(_pymdownx_blocks(text), self.env)
+        return "\n\n".join(p for p in self.blocks(tokens) if p.strip())
+
+    def blocks(self, tokens: list[Any]) -> list[str]:
+        out: list[str] = []
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            kind = tok.type
+            if kind == "heading_open":
+                level = int(tok.tag[1])
+                title = " ".join(self.inline(tokens[i + 1].children or []).split())
+                if title:
+                    self.meta.setdefault("title", title)
+                    out.append(f"{'#' * level} {title}")
+                i += 3
+                continue
+            if kind == "inline":
+                out.append(self.inline(tok.children or []))
+            elif kind in ("fence", "code_block") or kind == "colon_fence":
+                out.append(self.fence(tok))
+            elif kind == "front_matter":
+                self.front_matter(tok.content)
+            elif kind in ("myst_target", "myst_line_comment", "myst_block_break"):
+                self.myst = True
+            elif kind == "html_block":
+                plain = _TAG_RE.sub("", _COMMENT_RE.sub("", tok.content)).strip()
+                if plain:
+                    out.append(plain)
+            elif kind == "math_block":
+                out.append(tok.content.strip())
+            elif kind == "admonition_title_open":
+                pass  # the title's inline token follows
+            elif kind in ("bullet_list_open", "ordered_list_open"):
+                j = _close(tokens, i)
+                out.append(self.list_items(tokens[i + 1 : j], ordered=kind == "ordered_list_open"))
+                i = j + 1
+                continue
+            elif kind == "table_open":
+                j = _close(tokens, i)
+                out.append(self.table(tokens[i + 1 : j]))
+                i = j + 1
+                continue
+            i += 1
+        return out
+
+    def list_items(self, tokens: list[Any], *, ordered: bool) -> str:
+        items: list[str] = []
+        i = 0
+        while i < len(tokens):
+            if tokens[i].type == "list_item_open":
+                j = _close(tokens, i)
+                body = _join_item(self.blocks(tokens[i + 1 : j]))
+                marker = f"{len(items) + 1}." if ordered else "-"
+                pad = " " * (len(marker) + 1)
+                items.append(f"{marker} " + body.replace("\n", "\n" + pad))
+                i = j + 1
+            else:
+                i += 1
+        return "\n".join(items)
+
+    def table(self, tokens: list[Any]) -> str:
+        rows: list[str] = []
+        cells: list[str] = []
+        for tok in tokens:
+            if tok.type == "inline":
+                cells.append(" ".join(self.inline(tok.children or []).split()))
+            elif tok.type == "tr_close":
+                rows.append(" | ".join(cells))
+                cells = []
+        return "\n".join(rows)
+
+    def fence(self, tok: Any) -> str:
+        info = tok.info.strip() if tok.type != "code_block" else ""
+        m = _DIRECTIVE_RE.match(info)
+        if m is None:
+            if tok.type == "colon_fence":
+                return self.render_nested(tok.content)
+            return fenced(info.split()[0] if info else "", tok.content)
+        self.myst = True
+        name, arg = m.group(1).lower(), m.group(2).strip()
+        body = _directive_body(tok.content)
+        short = name.split(":")[-1]
+        if short in _CODE_DIRECTIVES:
+            return "" if short == "literalinclude" else fenced(arg.split()[0] if arg else "", body)
+        if short in DROP_DIRECTIVES:
+            return ""
+        if short in ("eval-rst", "eval_rst"):
+            from ragrade.corpus.rst import rst_to_text
+
+            return rst_to_text(body)[0]
+        if short == "math":
+            return body.strip()
+        title = directive_title(short, arg)
+        inner = self.render_nested(body)
+        return "\n\n".join(p for p in (title, inner) if p)
+
+    def render_nested(self, text: str) -> str:
+        sub = _Renderer(self.env)
+        sub.meta["title"] = ""  # nested headings do not set the page title
+        rendered = sub.render(text)
+        self.myst = self.myst or sub.myst
+        return rendered
+
+    def front_matter(self, content: str) -> None:
+        for line in content.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() and not key.startswith((" ", "\t", "-")):
+                self.meta[key.strip()] = value.strip().strip("\"'")
+
+
+def _join_item(blocks: list[str]) -> str:
+    """The blocks of a list item: lines of text together, code blocks set apart by blank lines."""
+    out = ""
+    prev_code = False
+    for block in (b for b in blocks if b.strip()):
+        code = block.startswith(("```", "~~~"))
+        out += ("\n\n" if code or prev_code else "\n") + block if out else block
+        prev_code = code
+    return out
+
+
+def _close(tokens: list[Any], i: int) -> int:
+    """Index of the token closing the block opened at ``i``."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0:
+            return j
+    return len(tokens) - 1
+
+
+def _directive_body(content: str) -> str:
+    """A MyST directive's content without its ``:option: value`` lines or ``---`` YAML options block."""
+    lines = content.split("\n")
+    if lines and lines[0].strip() == "---":
+        end = next((k for k in range(1, len(lines)) if lines[k].strip() == "---"), 0)
+        lines = lines[end + 1 :]
+    while lines and _OPTION_RE.match(lines[0]):
+        lines = lines[1:]
+    return "\n".join(lines).strip("\n")
+
+
+def markdown_to_text(text: str) -> tuple[str, dict[str, Any], bool]:
+    """Markdown/MyST ``text`` as structured text, its metadata (front matter, title) and whether it uses MyST."""
+    renderer = _Renderer()
+    out = renderer.render(text)
+    meta = {k: v for k, v in renderer.meta.items() if v != ""}
+    return out, meta, renderer.myst
+
+
+__all__ = ["markdown_to_text"]

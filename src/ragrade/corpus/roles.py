@@ -1,0 +1,167 @@
+"""What Sphinx/MyST roles and directives mean as text (shared by the Markdown and reST readers)."""
+
+from __future__ import annotations
+
+import re
+
+# roles naming code objects: rendered as inline code, as Sphinx renders them
+CODE_ROLES = frozenset(
+    [
+        "func",
+        "meth",
+        "class",
+        "attr",
+        "mod",
+        "obj",
+        "data",
+        "exc",
+        "const",
+        "type",
+        "var",
+        "member",
+        "macro",
+        "struct",
+        "union",
+        "enum",
+        "enumerator",
+        "function",
+        "method",
+        "property",
+        "decorator",
+        "deco",
+        "attribute",
+        "module",
+        "object",
+        "exception",
+        "data",
+        "py:func",
+        "command",
+        "program",
+        "option",
+        "envvar",
+        "file",
+        "samp",
+        "code",
+        "literal",
+        "kbd",
+        "regexp",
+        "mailheader",
+        "makevar",
+        "confval",
+        "setting",
+        "directive",
+        "role",
+    ]
+)
+# roles whose text is a label or a link with an optional title: ``text <label>`` -> text
+LINK_ROLES = frozenset(
+    ["ref", "doc", "term", "numref", "download", "any", "eq", "pep", "rfc", "abbr", "keyword", "token"]
+)
+# directives that hold no content to evaluate on (navigation, API stubs whose text is elsewhere)
+DROP_DIRECTIVES = frozenset(
+    [
+        "toctree",
+        "contents",
+        "index",
+        "highlight",
+        "currentmodule",
+        "module",
+        "include",
+        "literalinclude",
+        "raw",
+        "only-html",
+        "autosummary",
+        "automodule",
+        "autoclass",
+        "autofunction",
+        "automethod",
+        "autoattribute",
+        "autodata",
+        "autoexception",
+        "autoprogram",
+        "autodoc",
+        "tabularcolumns",
+        "meta",
+        "sectionauthor",
+        "moduleauthor",
+        "codeauthor",
+        "image",
+        "figure-md",
+        "graphviz",
+        "inheritance-diagram",
+        "mermaid",
+        "plot",
+        "rst-class",
+        "default-role",
+        "role",
+        "default-domain",
+        "tags",
+        "glossary-index",
+    ]
+)
+# directives that describe something: "Added in version 2.1: ..." style titles
+_VERSION_TITLES = {
+    "versionadded": "Added in version",
+    "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version",
+    "versionremoved": "Removed in version",
+}
+_TITLE_RE = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
+# a role in running text: reST ``:name:`text``` or MyST ``{name}`text```
+_INLINE_ROLE_RE = re.compile(r"(?::([\w.+-]+(?::[\w.+-]+)?):|\{([\w.+:-]+)\})`([^`]+)`")
+
+
+def fenced(lang: str, code: str) -> str:
+    """A fenced code block long enough to hold ``code`` (which may itself contain fences)."""
+    runs = [len(m.group(0)) for m in re.finditer(r"`{3,}", code)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{fence}{lang}\n{code.rstrip()}\n{fence}"
+
+
+def role_text(name: str, content: str) -> str:
+    """The text a role shows: ``title <target>`` -> title, ``~a.b.C`` -> C, ``!x`` -> x."""
+    text = content.strip()
+    short = name.split(":")[-1]
+    m = _TITLE_RE.match(text)
+    if m and m.group(1):
+        return m.group(1).strip()
+    if m:
+        text = m.group(2).strip()
+    text = text.removeprefix("!")
+    if text.startswith("~"):
+        text = text[1:].rsplit(".", 1)[-1]
+    if short == "pep":
+        return f"PEP {text}"
+    if short == "rfc":
+        return f"RFC {text}"
+    if short in ("ref", "numref", "term", "doc") and m is None and "/" in text:
+        text = text.rsplit("/", 1)[-1]
+    return text
+
+
+def roles_in_text(text: str) -> str:
+    """Every role in ``text`` replaced by its text (code roles as inline code)."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2) or ""
+        shown = role_text(name, m.group(3))
+        return f"`{shown}`" if name.split(":")[-1] in CODE_ROLES and shown else shown
+
+    return _INLINE_ROLE_RE.sub(one, text)
+
+
+def directive_title(name: str, argument: str) -> str:
+    """The title line of an admonition-like directive (``note`` -> "Note", ``versionadded 2.1`` -> ...)."""
+    short = name.split(":")[-1]
+    argument = roles_in_text(argument)
+    if short == "seealso":
+        return f"See also: {argument}" if argument else "See also"
+    if short in _VERSION_TITLES:
+        return f"{_VERSION_TITLES[short]} {argument}".strip() + ":"
+    if short in ("admonition", "topic", "sidebar", "rubric", "dropdown", "card", "tab-item", "tab"):
+        return argument
+    label = short.replace("-", " ").capitalize()
+    return f"{label}: {argument}" if argument else label
+
+
+__all__ = ["CODE_ROLES", "DROP_DIRECTIVES", "LINK_ROLES", "directive_title", "fenced", "role_text", "roles_in_text"]

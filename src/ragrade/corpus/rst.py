@@ -1,0 +1,273 @@
+"""reStructuredText (docutils, Sphinx extensions included) to structured plain text.
+
+The document is parsed by docutils into a doctree, which is written out with the same conventions
+as the Markdown reader (:mod:`ragrade.corpus.markdown`): section titles as ``#`` lines, literal
+and code blocks as fenced code with their language, inline literals in backticks, roles as their
+text (``:ref:`text <label>``` -> ``text``; code roles such as ``:func:`` as inline code), labels
+(``.. _name:``), comments, substitution definitions and navigation directives dropped, admonitions
+kept as a title line and their content.
+
+Sphinx roles and directives that docutils does not know are not errors: docutils reports them
+(never printed: reports are silenced) and keeps their source, which is turned into text here:
+an unknown role's ``:name:`text``` becomes the role's text, an unknown directive becomes its
+title (``versionadded``, ``seealso``, ``py:function`` signatures ...) and its content parsed as reST.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+import textwrap
+from functools import lru_cache
+from typing import Any
+
+from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+
+_ROLE_RE = re.compile(r"^:(?:([\w.+-]+(?::[\w.+-]+)?):)?`(.*)`(?::([\w.+-]+(?::[\w.+-]+)?):)?_{0,2}$", re.S)
+_DIRECTIVE_RE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)::[ \t]*(.*)$")
+_OPTION_RE = re.compile(r"^[ \t]+:[\w -]+:")
+_OBJECT_DIRECTIVES = frozenset(
+    [
+        "function",
+        "class",
+        "method",
+        "attribute",
+        "data",
+        "exception",
+        "staticmethod",
+        "classmethod",
+        "decorator",
+        "decoratormethod",
+        "property",
+        "module",
+        "member",
+        "macro",
+        "type",
+        "var",
+        "struct",
+        "union",
+        "enum",
+        "enumerator",
+        "enum-class",
+        "concept",
+        "option",
+        "envvar",
+        "describe",
+        "object",
+        "program",
+        "cmdoption",
+        "confval",
+        "setting",
+        "directive",
+        "role",
+    ]
+)
+_CODE_DIRECTIVES = frozenset({"code-block", "sourcecode", "code", "ipython", "jupyter-execute", "testcode"})
+_SKIP_NODES = frozenset(
+    [
+        "comment",
+        "target",
+        "substitution_definition",
+        "system_message",
+        "pending",
+        "raw",
+        "footnote_reference",
+        "citation_reference",
+        "meta",
+        "decoration",
+        "header",
+        "footer",
+        "transition",
+    ]
+)
+
+_SETTINGS = {
+    "report_level": 5,
+    "halt_level": 5,
+    "warning_stream": False,
+    "doctitle_xform": False,
+    "sectsubtitle_xform": False,
+    "file_insertion_enabled": False,
+    "raw_enabled": False,
+    "syntax_highlight": "none",
+    "input_encoding": "unicode",
+    "smart_quotes": False,
+    "character_level_inline_markup": False,
+}
+
+
+@lru_cache(maxsize=1)
+def _base_settings() -> Any:
+    """docutils settings with our overrides, computed once (building them is most of a small file's time)."""
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.readers.standalone import Reader
+
+    settings = get_default_settings(Parser, Reader)
+    for key, value in _SETTINGS.items():
+        setattr(settings, key, value)
+    return settings
+
+
+def _doctree(text: str) -> Any:
+    try:
+        from docutils.core import publish_doctree
+        from docutils.utils import SystemMessage
+    except ImportError as exc:  # pragma: no cover - base dependency
+        from ragrade.errors import ConfigError
+
+        raise ConfigError("reading reStructuredText needs docutils: pip install docutils") from exc
+    settings = copy.copy(_base_settings())
+    settings.warning_stream = io.StringIO()
+    try:
+        return publish_doctree(text, settings=settings)
+    except (SystemMessage, ValueError, IndexError, AttributeError, TypeError) as exc:
+        from ragrade.corpus.formats import Skip
+
+        raise Skip("unreadable", f"unreadable reStructuredText ({type(exc).__name__}: {exc})") from exc
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.title = ""
+
+    def blocks(self, node: Any, depth: int) -> list[str]:
+        """Text blocks of ``node``'s children; ``depth`` is the section nesting."""
+        out: list[str] = []
+        for child in node.children:
+            out.extend(self.block(child, depth))
+        return [b for b in out if b.strip()]
+
+    def block(self, node: Any, depth: int) -> list[str]:
+        name = node.tagname
+        if name in _SKIP_NODES:
+            return self.unknown_directive(node) if name == "system_message" else []
+        if name == "section":
+            return self.blocks(node, depth + 1)
+        if name in ("title", "rubric"):
+            text = " ".join(self.inline(node).split())
+            if text and name == "title":
+                self.title = self.title or text
+                return [f"{'#' * min(6, max(1, depth))} {text}"]
+            return [text]
+        if name in ("paragraph", "caption", "attribution", "line", "term", "field_name"):
+            return [self.inline(node)]
+        if name in ("literal_block", "doctest_block", "math_block"):
+            return [self.code(node)]
+        if name in ("bullet_list", "enumerated_list"):
+            return [self.list_items(node, ordered=name == "enumerated_list")]
+        if name == "table":
+            return [self.table(node)]
+        if name == "topic" and "contents" in node.get("classes", []):
+            return []
+        if name in ("image",):
+            return [str(node.get("alt", ""))]
+        if name == "admonition" or name in _ADMONITIONS:
+            head = [] if name == "admonition" else ["See also" if name == "seealso" else name.capitalize()]
+            return head + self.blocks(node, depth)
+        return self.blocks(node, depth) if node.children and not _is_text(node) else [self.inline(node)]
+
+    def inline(self, node: Any) -> str:
+        if _is_text(node):
+            return str(node.astext())
+        name = node.tagname
+        if name in _SKIP_NODES:
+            return ""
+        if name == "literal":
+            return f"`{node.astext()}`"
+        if name == "problematic":
+            return _role_source(node.astext())
+        if name in ("math",):
+            return str(node.astext())
+        if name == "image":
+            return str(node.get("alt", ""))
+        return "".join(self.inline(c) for c in node.children)
+
+    def code(self, node: Any) -> str:
+        classes = [c for c in node.get("classes", []) if c not in ("code", "highlight")]
+        lang = str(node.get("language") or (classes[0] if classes else ""))
+        if node.tagname == "doctest_block":
+            lang = "pycon"
+        elif node.tagname == "math_block":
+            return str(node.astext())
+        return fenced(lang, node.astext())
+
+    def list_items(self, node: Any, *, ordered: bool) -> str:
+        items: list[str] = []
+        for k, item in enumerate(node.children, start=1):
+            body = "\n".join(self.blocks(item, 0))
+            marker = f"{k}." if ordered else "-"
+            items.append(f"{marker} " + body.replace("\n", "\n" + " " * (len(marker) + 1)))
+        return "\n".join(items)
+
+    def table(self, node: Any) -> str:
+        rows = []
+        for row in node.traverse(lambda n: getattr(n, "tagname", "") == "row"):
+            rows.append(" | ".join(" ".join("\n".join(self.blocks(e, 0)).split()) for e in row.children))
+        return "\n".join(rows)
+
+    def unknown_directive(self, node: Any) -> list[str]:
+        """An unknown (Sphinx) directive, from the source docutils kept in its error report."""
+        blocks = [c for c in node.children if c.tagname == "literal_block"]
+        if not blocks or "directive" not in node.astext():
+            return []
+        lines = blocks[0].astext().split("\n")
+        m = _DIRECTIVE_RE.match(lines[0]) if lines else None
+        if m is None:
+            return []
+        name, arg = m.group(1).lower(), m.group(2).strip()
+        short = name.split(":")[-1]
+        body_lines = lines[1:]
+        while body_lines and _OPTION_RE.match(body_lines[0]):
+            body_lines = body_lines[1:]
+        body = textwrap.dedent("\n".join(body_lines)).strip("\n")
+        if short in DROP_DIRECTIVES or name in DROP_DIRECTIVES:
+            return []
+        if short in _CODE_DIRECTIVES:
+            return [fenced(arg.split()[0] if arg else "", body)]
+        inner = rst_to_text(body)[0] if body.strip() else ""
+        head = f"`{arg}`" if short in _OBJECT_DIRECTIVES and arg else directive_title(short, arg)
+        return [b for b in (head, inner) if b]
+
+
+_ADMONITIONS = frozenset(
+    [
+        "attention",
+        "caution",
+        "danger",
+        "error",
+        "hint",
+        "important",
+        "note",
+        "tip",
+        "warning",
+        "seealso",
+        "versionmodified",
+    ]
+)
+
+
+def _is_text(node: Any) -> bool:
+    return bool(getattr(node, "tagname", "") == "#text")
+
+
+def _role_source(raw: str) -> str:
+    """The text of an unknown role's source ``:name:`text```; other problems keep their text."""
+    m = _ROLE_RE.match(raw.strip())
+    if m is None:
+        return raw
+    name = m.group(1) or m.group(3) or ""
+    text = role_text(name, m.group(2))
+    return f"`{text}`" if name.split(":")[-1] in CODE_ROLES and text else text
+
+
+def rst_to_text(text: str) -> tuple[str, dict[str, Any]]:
+    """reST ``text`` as structured text and its metadata (the title: the first section title)."""
+    tree = _doctree(text)
+    writer = _Writer()
+    out = "\n\n".join(writer.blocks(tree, 0))
+    return out, ({"title": writer.title} if writer.title else {})
+
+
+__all__ = ["rst_to_text"]

@@ -1,0 +1,238 @@
+"""Honest estimates of an adaptive run: the audit sample, misfit checks, selection-adjusted bounds.
+
+The IRT model chooses the items; it does not get the last word on the accuracy.
+Each pipeline also answers an *audit sample*: items drawn uniformly at random
+from those it has not been asked (a share of every batch; :mod:`ragrade.run.adaptive`).
+The full-grid accuracy of a pipeline is ``(sum of its observed answers + sum of
+its unobserved answers) / N``; only the unobserved part ``U`` is estimated:
+
+* model-based: the IRT-expected score on ``U`` (posterior mean, with the
+  posterior and binomial variance), corrected by the *audit bias*: the mean
+  residual ``y - p`` of the audit answers, shrunk across pipelines by empirical
+  Bayes (:func:`shrunk_bias`). With a model that fits, the between-pipeline
+  spread of the audit means is what their sampling noise explains, the
+  correction shrinks to 0 and the interval is the model's; with one that
+  does not, the correction approaches the plain audit mean and the interval
+  widens by its uncertainty;
+* design-based: the difference estimator ``sum_U p + |U| * mean_audit(y - p)``,
+  whose error is ``M (mean_M(r) - mean_audit(r))`` with the finite-population
+  variance ``M^2 (1 - m / M) s^2 / m`` (``M = |U| + m``), valid whatever the model
+  (the audit is a uniform sample of the items not chosen by the model).
+  It is what an adaptive run reports once :func:`misfit_check` says the
+  one-dimensional model does not describe the audit answers, and what a
+  ``sample`` run (no model: ``p = 0``) always reports.
+
+:func:`misfit_check` tests the audit residuals (standardised, centred per item)
+for structure the model leaves out, with a parametric bootstrap of the model
+itself: the largest eigenvalue of their pipeline x pipeline cross-product (a
+second ability shows up as a rank-one pattern; a biased accuracy as a shifted
+row). :func:`elimination_z` gives the anytime-valid, selection-adjusted width
+used to drop pipelines; :func:`prob_best` the probability that each pipeline
+is the best.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+B8 = npt.NDArray[np.bool_]
+
+
+@dataclass
+class AuditStats:
+    """Per pipeline: audit answers ``m``, mean residual, its design variance, and the model's variance of it."""
+
+    m: npt.NDArray[np.int64]
+    mean_resid: F64
+    var_design: F64  # of the audit mean residual around that of the audit's population (fpc applied)
+    var_model: F64  # the same if the model were right (binomial only)
+    population: npt.NDArray[np.int64]  # items the audit was drawn from: the unobserved ones and the audit
+
+
+def audit_stats(y: npt.NDArray[np.int8], audit: B8, phat: F64, n_unseen: npt.NDArray[np.int64]) -> AuditStats:
+    """Audit residual statistics of every pipeline (``y``: 1/0/-1; ``audit``: audit items; ``phat``: predictions)."""
+    use = audit & (y >= 0)
+    m = use.sum(axis=1)
+    r = np.where(use, y - phat, 0.0)
+    mm = np.maximum(m, 1)
+    mean = r.sum(axis=1) / mm
+    ss = np.where(use, (r - mean[:, None]) ** 2, 0.0).sum(axis=1)
+    s2 = np.where(m >= 2, ss / np.maximum(m - 1, 1), 0.25)
+    # never below what the answers' own spread allows: the model's binomial variance of a residual, or (no
+    # model) the Bernoulli variance at the plus-two mean; a few identical answers do not prove precision
+    right = np.where(use, y == 1, False).sum(axis=1)
+    smooth = (right + 1.0) / (m + 2.0)
+    pq_mean = np.where(use, phat * (1.0 - phat), 0.0).sum(axis=1) / mm
+    no_model = ~np.where(use, phat > 0, False).any(axis=1)
+    s2 = np.maximum(s2, np.where(no_model, smooth * (1.0 - smooth), pq_mean))
+    population = n_unseen + m
+    fpc = 1.0 - m / np.maximum(population, 1)
+    var_design = np.where(m > 0, s2 / mm * fpc, 0.25)
+    var_model = np.where(m > 0, pq_mean / mm * fpc, 0.25)
+    return AuditStats(m, np.where(m > 0, mean, 0.0), var_design, var_model, population)
+
+
+def shrunk_bias(mean: F64, var: F64, ok: B8, floor: float = 0.0) -> tuple[F64, F64, float]:
+    """Empirical-Bayes audit bias per pipeline: ``N(mu, tau^2)`` prior, mu and tau by the method of moments.
+
+    ``mu`` is the grid-wide bias (e.g. a calibration from another grid that under-predicts every
+    pipeline), ``tau`` the spread around it (at least ``floor``). Returns the posterior means, their
+    variances (including the uncertainty of ``mu``) and tau. Pipelines outside ``ok`` (too few audit
+    answers) get the prior.
+    """
+    k = int(ok.sum())
+    if k < 2:
+        return np.zeros_like(mean), np.full(len(mean), floor**2), floor
+    w0 = 1.0 / np.maximum(var[ok], 1e-9)
+    mu = float((w0 * mean[ok]).sum() / w0.sum())
+    tau2 = max(floor**2, float(((mean[ok] - mu) ** 2 - var[ok]).sum()) / (k - 1))
+    for _ in range(3):  # re-weight mu with the spread
+        w0 = 1.0 / (var[ok] + tau2)
+        mu = float((w0 * mean[ok]).sum() / w0.sum())
+    var_mu = 1.0 / float(w0.sum())
+    w = np.where(ok, tau2 / (tau2 + var), 0.0) if tau2 > 0 else np.zeros(len(mean))
+    post = mu + w * (mean - mu)
+    post_var = np.where(ok, w * var, tau2) + (1.0 - w) ** 2 * var_mu
+    return post, post_var, float(np.sqrt(tau2))
+
+
+@dataclass
+class MisfitResult:
+    """The audit misfit check: statistic, bootstrap p-value, whether to warn, standardised audit bias."""
+
+    statistic: float
+    p_value: float
+    warn: bool
+    n_audit: int
+    z: F64  # per pipeline: mean audit residual / its model SD
+
+
+def _top_eig(Z: F64, mask: B8, theta: F64 | None) -> F64:
+    """Largest eigenvalue of ``Zc Zc' / n`` per replicate (``Z``: (B, P, I)).
+
+    ``Zc``: each item's standardised residuals with their regression on ``[1, theta]`` over the pipelines
+    that answered it removed: what a mis-estimated difficulty or discrimination leaves (an item-wide shift,
+    a slope along the one ability) is taken out; a second ability is not.
+    """
+    m = mask.astype(np.float64)
+    t = np.zeros((mask.shape[0], 1)) if theta is None else theta[:, None]
+    s0, s1, s2 = m.sum(axis=0), (m * t).sum(axis=0), (m * t * t).sum(axis=0)
+    sy, sty = (Z * m).sum(axis=-2), (Z * m * t).sum(axis=-2)
+    det = s0 * s2 - s1**2
+    safe = np.where(det > 1e-9, det, 1.0)
+    slope = np.where(det > 1e-9, (s0 * sty - s1 * sy) / safe, 0.0)
+    icpt = (sy - slope * s1) / np.maximum(s0, 1.0)
+    Zc = np.where(mask, Z - icpt[..., None, :] - slope[..., None, :] * t, 0.0)
+    C = Zc @ np.swapaxes(Zc, -1, -2) / max(1, int(mask.any(axis=0).sum()))
+    return np.asarray(np.linalg.eigvalsh(C)[..., -1])
+
+
+def misfit_check(
+    y: npt.NDArray[np.int8],
+    audit: B8,
+    phat: F64,
+    theta: F64,
+    *,
+    alpha: float,
+    seed: int = 0,
+    n_boot: int = 200,
+    min_per_item: int = 4,
+    slope: bool = True,
+) -> MisfitResult:
+    """Do the answers look like draws from the fitted one-dimensional model? (parametric bootstrap).
+
+    Uses every answered item that at least ``min_per_item`` pipelines answered (audit or not); the
+    per-pipeline ``z`` is the standardised mean residual of the audit answers alone. ``slope``: also
+    remove each item's residual slope along ``theta`` (items calibrated elsewhere; not needed on the data
+    that calibrated them, where it would only cost power).
+    """
+    answered = y >= 0
+    cols = answered.sum(axis=0) >= min_per_item
+    rows = answered[:, cols].sum(axis=1) >= 2
+    use = answered
+    z = np.zeros(len(y))
+    if rows.sum() < 3 or cols.sum() < 2:
+        return MisfitResult(float("nan"), float("nan"), False, int((audit & answered).sum()), z)
+    mask = use[np.ix_(rows, cols)]
+    p = np.clip(phat[np.ix_(rows, cols)], 0.02, 0.98)
+    sd = np.sqrt(p * (1.0 - p))
+    obs = np.where(mask, (y[np.ix_(rows, cols)] - p) / sd, 0.0)
+    th = theta[rows] if slope else None
+    stat = float(_top_eig(obs[None], mask, th)[0])
+    rng = np.random.default_rng(seed)
+    boot = []
+    for start in range(0, n_boot, 25):  # bounded temporaries on large grids
+        sims = (rng.random((min(25, n_boot - start), *p.shape)) < p).astype(np.float64)
+        boot.append(_top_eig(np.where(mask, (sims - p) / sd, 0.0), mask, th))
+    pval = float((1 + (np.concatenate(boot) >= stat).sum()) / (n_boot + 1))
+    aud = audit & answered
+    pa = np.clip(phat, 0.02, 0.98)
+    num = np.where(aud, y - pa, 0.0).sum(axis=1)
+    den = np.sqrt(np.maximum(np.where(aud, pa * (1 - pa), 0.0).sum(axis=1), 1e-9))
+    z = np.where(aud.any(axis=1), num / den, 0.0)
+    return MisfitResult(stat, pval, pval < alpha, int(aud.sum()), z)
+
+
+def calibration_check(
+    R: npt.NDArray[np.int8], d: F64, b: F64, g: F64, *, alpha: float, seed: int = 0, n_boot: int = 400
+) -> MisfitResult:
+    """The misfit check on calibration data (pipelines x items, -1 missing) under the calibrated items.
+
+    Abilities are EAP estimates under N(0, 1) with the given items; a second ability in the data that
+    calibrated the items shows here far more clearly than in a run's sparse answers.
+    """
+    from ragrade.irt import cat
+
+    grid = cat.theta_points()
+    P, _ = cat.grid_probabilities(grid, d, b, g)
+    logp, logq = np.log(np.clip(P, 1e-12, 1.0)), np.log(np.clip(1.0 - P, 1e-12, 1.0))
+    ll = (R == 1).astype(np.float64) @ logp + (R == 0).astype(np.float64) @ logq
+    theta, _, w = cat.eap(grid, ll, np.zeros(len(R)), np.ones(len(R)))
+    return misfit_check(R, R >= 0, w @ P.T, theta, alpha=alpha, seed=seed, n_boot=n_boot, slope=False)
+
+
+def elimination_z(alpha: float, n_pipelines: int, round_no: int) -> float:
+    """One-sided normal quantile for eliminating at round ``round_no``: Bonferroni over pipelines, union over rounds.
+
+    Every pipeline's interval holds at every round with probability at least ``1 - alpha``
+    (``alpha_r = alpha / (K r (r + 1))`` sums to ``alpha / K`` over rounds), so a pipeline whose upper
+    bound falls below another's lower bound is worse, and the best is never dropped, whatever the
+    stopping times and whichever pipeline leads.
+    """
+    a = alpha / (max(1, n_pipelines) * round_no * (round_no + 1))
+    return NormalDist().inv_cdf(1.0 - a)
+
+
+def prob_best(est: F64, sd: F64, seed: int = 0, draws: int = 20_000) -> F64:
+    """Probability that each pipeline has the highest full-grid accuracy (independent normal estimates)."""
+    ok = np.isfinite(est) & np.isfinite(sd)
+    out = np.full(len(est), np.nan)
+    if not ok.any():
+        return out
+    rng = np.random.default_rng(seed)
+    x = est[ok] + np.maximum(sd[ok], 1e-9) * rng.standard_normal((draws, int(ok.sum())))
+    out[ok] = np.bincount(x.argmax(axis=1), minlength=int(ok.sum())) / draws
+    return out
+
+
+def smallest_useful_budget(n_pipelines: int, per_pipeline: int = 2) -> int:
+    """The fewest requests that give every pipeline an estimate with an interval (two answers each)."""
+    return n_pipelines * per_pipeline
+
+
+__all__ = [
+    "AuditStats",
+    "MisfitResult",
+    "audit_stats",
+    "calibration_check",
+    "elimination_z",
+    "misfit_check",
+    "prob_best",
+    "shrunk_bias",
+    "smallest_useful_budget",
+]

@@ -1,0 +1,95 @@
+"""What an adaptive run must say out loud: misfit, failed requests, excluded items, calibration, the decision.
+
+:func:`run_notes` turns a finished :class:`~ragrade.run.adaptive.Scheduler` into a
+JSON-ready block (the manifest's ``adaptive.diagnostics``) and a list of plain
+warnings that the terminal, the manifest and the report all show.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ragrade.run.adaptive import Scheduler
+from ragrade.run.adaptive_estimate import MisfitResult
+
+MISFIT_WARNING = (
+    "the one-dimensional IRT model does not describe these responses: rankings between these pipelines rest "
+    "on the audit sample, not the model (design-based estimates and intervals)"
+)
+
+
+def _check(res: MisfitResult | None) -> dict[str, Any] | None:
+    if res is None:
+        return None
+    stat = None if math.isnan(res.statistic) else round(res.statistic, 4)
+    pval = None if math.isnan(res.p_value) else round(res.p_value, 4)
+    return {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
+
+
+def run_notes(
+    sched: Scheduler, items: Sequence[str], mode: str, calibration_written: str | None, calibration_note: str = ""
+) -> tuple[dict[str, Any], list[str]]:
+    """The diagnostics block and the warnings of a finished run."""
+    warnings: list[str] = []
+    if sched.misfit_warning:
+        parts = []
+        if sched.calibration_fit is not None and sched.calibration_fit.warn:
+            parts.append(f"calibration data p = {sched.calibration_fit.p_value:.3g}")
+        if sched.misfit is not None and sched.misfit.warn:
+            parts.append(f"this run's answers p = {sched.misfit.p_value:.3g}")
+        warnings.append(f"MISFIT: {MISFIT_WARNING} ({'; '.join(parts)})")
+    failed = {sched.pipelines[p]: int(n) for p, n in enumerate(sched.n_failed) if n > 0}
+    for pid, n in failed.items():
+        p = sched.pipelines.index(pid)
+        warnings.append(
+            f"failed requests: {pid}: {n} of {int(sched.n_asked[p])} "
+            "(missing, never counted wrong; a rerun retries them)"
+        )
+    neg = [items[int(i)] for i in np.flatnonzero(sched.excluded)]
+    if neg:
+        shown = ", ".join(neg[:10]) + (f" and {len(neg) - 10} more" if len(neg) > 10 else "")
+        warnings.append(
+            f"{len(neg)} question(s) with negative discrimination in the calibration (mis-keyed?) were never "
+            f"chosen by the model (the audit may still ask them): {shown}"
+        )
+    if sched.calibration_fit is None and mode == "file":
+        warnings.append(
+            "the calibration file's responses were not found: the dimensionality check on the calibration data "
+            "did not run (only this run's answers were checked)"
+        )
+    if calibration_note:
+        warnings.append(calibration_note)
+    res = sched.results()
+    ranked = sorted((r for r in res if not math.isnan(r["p_best"])), key=lambda r: -r["p_best"])
+    decision: dict[str, Any] = {}
+    if ranked:
+        top = ranked[0]
+        decision = {"leader": top["pipeline"], "p_best": round(top["p_best"], 4)}
+        if top["p_best"] < 0.95 and len(ranked) > 1:
+            others = ", ".join(f"{r['pipeline']} {r['p_best']:.0%}" for r in ranked[1:4] if r["p_best"] >= 0.01)
+            warnings.append(
+                f"not decided: the leader {top['pipeline']} is the best with probability {top['p_best']:.0%}"
+                + (f" (then {others})" if others else "")
+                + "; a larger --budget narrows the intervals"
+            )
+    diag = {
+        "estimate_basis": "audit" if sched.design_only else "model+audit",
+        "misfit_warning": bool(sched.misfit_warning),
+        "misfit_check_calibration": _check(sched.calibration_fit),
+        "misfit_check_run": _check(sched.misfit),
+        "audit_bias_sd": round(sched.tau, 5),
+        "audit_answers": int((sched.audit & (sched.y >= 0)).sum()),
+        "failed_requests": failed,
+        "negative_discrimination_items": neg,
+        "calibration_written": calibration_written,
+        "calibration_source": f"{mode}: {sched.params.source}" if sched.use_model else "none (sample: no model)",
+        "decision": decision,
+    }
+    return diag, warnings
+
+
+__all__ = ["MISFIT_WARNING", "run_notes"]

@@ -1,0 +1,126 @@
+"""Retrieval shared by the pipelines of a grid: computed once per (retrieval settings, batch), before dispatch.
+
+Pipelines that differ only downstream of retrieval (LLM, ICL, prompt, method) get the same passages. In one
+process, :meth:`ragrade.run.pipeline.Resources.contexts` keeps them (a memo); for workers in other
+processes (Ray), :func:`precompute` retrieves every distinct batch of the pending shards in the driver
+and writes the passages to one JSON file (:data:`SHARED_FILE` in the run directory, removed when the run
+ends); the context names it as ``shared_retrieval`` and a worker reads it once (:func:`load_shared`).
+A worker that cannot read it (a remote cluster without the run directory) retrieves itself.
+
+A batch is a shard's list of questions: the per-pipeline path retrieves shard by shard, so the shared
+passages equal the ones each pipeline would have retrieved (``RAGRADE_SHARE_RETRIEVAL=0``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ragrade.exam.files import Question
+from ragrade.run.spec import PipelineSpec
+
+SHARED_FILE = "retrieval.shared.json"
+_VERSION = 1
+
+
+def retrieval_key(spec: PipelineSpec) -> tuple[str, str, str, str, int]:
+    """What the passages of a pipeline depend on: index, retriever, query transform, post chain, k."""
+    return (spec.chunker, spec.retriever, spec.query, spec.post, int(spec.k))
+
+
+def needs_retrieval(spec: PipelineSpec) -> bool:
+    """Whether ``spec`` retrieves from an index (not closed book, oracle, an external system or a replay)."""
+    return spec.needs_index and not spec.is_external and not spec.llm.startswith("replay/")
+
+
+def batch_key(spec: PipelineSpec, questions: Sequence[Question]) -> str:
+    """The key of one batch of questions under ``spec``'s retrieval settings (a JSON string)."""
+    return json.dumps([list(retrieval_key(spec)), [[q.id, q.question] for q in questions]], ensure_ascii=False)
+
+
+_LOADED: dict[str, dict[str, list[Any]]] = {}
+_LOCK = threading.Lock()
+
+
+def load_shared(path: str | None) -> Mapping[str, list[Any]]:
+    """The precomputed contexts in ``path`` by batch key (read once per process; empty when unreadable)."""
+    if not path:
+        return {}
+    with _LOCK:
+        if path not in _LOADED:
+            _LOADED[path] = _read(Path(path))
+        return _LOADED[path]
+
+
+def _read(path: Path) -> dict[str, list[Any]]:
+    from ragrade.run.pipeline import Contexts
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("version") != _VERSION:
+        return {}
+    fields = ("passages", "chunk_ids", "doc_ids", "error", "transform_error")
+    return {key: [Contexts(**{f: c.get(f) for f in fields}) for c in batch] for key, batch in raw["batches"].items()}
+
+
+def forget_shared(path: str | Path) -> None:
+    """Drop what :func:`load_shared` read from ``path`` (the file is removed or rewritten)."""
+    with _LOCK:
+        _LOADED.pop(str(path), None)
+
+
+def precompute(
+    res: Any, pipelines: Mapping[str, Mapping[str, Any]], batches: Sequence[tuple[str, Sequence[str]]], path: Path
+) -> int:
+    """Retrieve each distinct (retrieval settings, batch) of ``batches`` once and write them to ``path``.
+
+    ``batches`` are (pipeline id, item ids) pairs (the pending shards); ``res`` is the driver's
+    :class:`~ragrade.run.pipeline.Resources` (its memo serves the pipelines of a local run too).
+    A batch whose retrieval raises a configuration error is left out: the worker meets the error itself.
+    Returns the number of distinct batches written.
+    """
+    from ragrade.llm.base import run_sync
+
+    todo: dict[str, tuple[PipelineSpec, list[Question]]] = {}
+    for pid, items in batches:
+        spec = PipelineSpec.model_validate(dict(pipelines[pid]))
+        if not needs_retrieval(spec):
+            continue
+        qs = res.select(list(items))
+        todo.setdefault(batch_key(spec, qs), (spec, qs))
+    out = run_sync(_retrieve_all(res, todo))
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    doc = {"version": _VERSION, "batches": {k: [asdict(c) | {"external": None} for c in v] for k, v in out.items()}}
+    tmp.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+    forget_shared(path)
+    return len(out)
+
+
+async def _retrieve_all(res: Any, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]) -> dict[str, list[Any]]:
+    import asyncio
+
+    from ragrade.errors import ConfigError, DataError, MissingDependency
+
+    sem = asyncio.Semaphore(4)
+    out: dict[str, list[Any]] = {}
+
+    async def one(key: str, spec: PipelineSpec, qs: list[Question]) -> None:
+        async with sem:
+            try:
+                out[key] = await res.contexts(spec, qs)
+            except (ConfigError, DataError, MissingDependency):
+                return
+
+    await asyncio.gather(*(one(k, s, q) for k, (s, q) in todo.items()))
+    return {k: out[k] for k in todo if k in out}
+
+
+__all__ = ["SHARED_FILE", "batch_key", "forget_shared", "load_shared", "needs_retrieval", "precompute", "retrieval_key"]
