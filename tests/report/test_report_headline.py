@@ -66,3 +66,14 @@ def test_offline_student_icl_levels_are_said_to_be_identical(tmp_path: Path) -> 
     df.loc[1, "icl"] = 1
     df.to_csv(tmp_path / "sweep" / "summary.csv", index=False)
     assert "ICL 0, 1 answer identically" in _text(tmp_path)
+
+
+def test_terminal_notes_after_an_offline_run(tmp_path: Path) -> None:
+    from ragrade.report.sections_core import baseline_notes
+
+    _summary(tmp_path, {"bm25": "offline/student", "dense": "offline/student"})
+    assert baseline_notes(RunFiles(tmp_path)) == [
+        "every pipeline is an offline baseline: give a real LLM in [sweep] llms to compare models"
+    ]
+    write_exam(tmp_path / "exam" / "exam.jsonl", [], meta={"generator": {"name": "offline/cloze"}})
+    assert "favours lexical retrieval (BM25)" in baseline_notes(RunFiles(tmp_path))[0]

@@ -86,8 +86,9 @@ def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path, monkeyp
 
     assert "items" not in json.loads((tmp_path / "large" / "irt.json").read_text())
     items = [f"q{q}" for q in range(40)]
-    inline, parquet = load_calibration(tmp_path / "small" / "irt.json", items), load_calibration(
-        tmp_path / "large" / "irt.json", items
+    inline, parquet = (
+        load_calibration(tmp_path / "small" / "irt.json", items),
+        load_calibration(tmp_path / "large" / "irt.json", items),
     )
     for a, b in ((inline.d, parquet.d), (inline.b, parquet.b), (inline.g, parquet.g)):
         assert np.allclose(a, b, atol=1e-5)  # irt.json rounds to 6 decimals; the Parquet table keeps full floats

@@ -176,7 +176,7 @@ def test_run_command_overrides_query_and_post(monkeypatch: pytest.MonkeyPatch) -
 
     seen: dict[str, Any] = {}
 
-    def fake_run_job(cfg: Any, out: Path, force: bool = False) -> Any:
+    def fake_run_job(cfg: Any, out: Path, force: bool = False, display: Any = None) -> Any:
         seen["sweep"] = cfg.sweep
         raise ConfigError("stop here")
 

@@ -36,7 +36,9 @@ _NOT_APPLICABLE = typer.Option(
     help="FACTOR=V1|V2: values meaning the factor does not apply to a pipeline, which then gets no effect "
     "from it (e.g. chunker=none for closed book); case-insensitive; repeatable; FACTOR '*' sets every factor "
     "not named; a list replaces the default 'none|' (an empty item, as in 'chunker=n/a|', means empty "
-    "cells); 'FACTOR=' makes the factor strict.",
+    "cells); 'FACTOR=' makes the factor strict. Closed-book and oracle pipelines are not applicable to "
+    "k, chunker, query and post by default (closed book is k=0, the oracle k=1); naming such a factor's "
+    "values replaces that default.",
 )
 _EXAM = typer.Option(None, "--exam", help="Exam file for tags and improvement (default: the run manifest's).")
 _JSON = typer.Option(False, "--json", help="Print a JSON summary instead of text.")

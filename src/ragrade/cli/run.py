@@ -39,6 +39,11 @@ def _finish(result: Any, as_json: bool) -> None:
     )
     if result.report is not None:
         typer.echo(f"report: {result.report}")
+    from ragrade.report.sections_core import baseline_notes
+    from ragrade.report.sources import RunFiles
+
+    for note in baseline_notes(RunFiles(Path(result.run_dir))):
+        typer.echo(f"note: {note}")
 
 
 def run_cmd(

@@ -164,4 +164,32 @@ def _spread(docs: list[Document], limit: int) -> list[Document]:
     return picked
 
 
-__all__ = ["DEMO_TOPICS", "DemoStats", "build_demo_corpus"]
+def demo_load_report(
+    limit: int | None = None, topics: Sequence[str] | None = None
+) -> tuple[LoadReport, dict[str, Any]]:
+    """The demo corpus as a load report (import failures as one warning) and the header record of its file."""
+    from ragrade.corpus.load import LoadReport
+
+    stats = DemoStats()
+    report = LoadReport(documents=build_demo_corpus(limit, topics=topics, stats=stats))
+    report.formats["docstring"] = len(report.documents)
+    if stats.import_failures:
+        names = ", ".join(name for name, _ in stats.import_failures[:6])
+        more = "" if len(stats.import_failures) <= 6 else ", ..."
+        report.warnings.append(
+            (
+                "demo",
+                f"{len(stats.import_failures)} standard-library modules could not "
+                f"be imported on this platform and were left out ({names}{more})",
+            )
+        )
+    header = {
+        "modules": stats.modules,
+        "import_failures": len(stats.import_failures),
+        "limit": limit,
+        "topics": list(topics) if topics is not None else None,
+    }
+    return report, header
+
+
+__all__ = ["DEMO_TOPICS", "DemoStats", "build_demo_corpus", "demo_load_report"]

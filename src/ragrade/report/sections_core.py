@@ -140,6 +140,23 @@ def _headline(df: pd.DataFrame, roles: list[str]) -> str:
     return text
 
 
+def baseline_notes(files: RunFiles) -> list[str]:
+    """One-line notes a terminal should print after a run: an offline exam, offline-only pipelines."""
+    from ragrade.exam.offline import is_offline_exam
+
+    notes = []
+    exam = files.jsonl(EXAM)
+    if exam is not None and is_offline_exam(exam[0]):
+        notes.append(
+            "the exam was written offline (cloze sentences copied from the corpus), which favours lexical "
+            "retrieval (BM25); write it with a real LLM ([exam] llm) to rank pipelines for real questions"
+        )
+    df = files.csv(SUMMARY)
+    if df is not None and not df.empty and all("offline baseline" in pipeline_role(p) for p in df["pipeline"]):
+        notes.append("every pipeline is an offline baseline: give a real LLM in [sweep] llms to compare models")
+    return notes
+
+
 def _offline_exam_note(sec: Section, files: RunFiles) -> None:
     """Warn where the numbers appear when the exam was written offline (cloze sentences copied from the text)."""
     from ragrade.exam.offline import OFFLINE_EXAM_NOTE, is_offline_exam
@@ -411,6 +428,7 @@ def accuracy_by_factor(summary: pd.DataFrame, factor: str) -> dict[str, float]:
 __all__ = [
     "absent",
     "accuracy_by_factor",
+    "baseline_notes",
     "exam_section",
     "fmt",
     "leaderboard",

@@ -18,6 +18,10 @@ actual ratio, the counts, and each document's pool and index in prompt order.
 
 ``construction="rgb"`` reproduces the original benchmark's document selection
 instead (see :func:`build_rgb_instance`), flagging every ratio it changes.
+
+The testbed-specific parts (which positives, pool sizes, integration's one document per
+answer part, noise-only negative rejection, the original selections) are hooks of each
+testbed in :mod:`ragrade.robust.testbeds`; this module holds the shared procedure.
 """
 
 from __future__ import annotations

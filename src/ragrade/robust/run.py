@@ -205,12 +205,7 @@ def run_model(
 ) -> ModelRun:
     """Run one model over the testbed into ``out_dir``; see the module docstring."""
     tb = get_testbed(cfg.testbed)
-    data = load_rgb(cfg.data, limit=cfg.limit)
-    if data.kind not in tb.data_kinds:
-        raise DataError(
-            f"{cfg.data}: the {tb.name} testbed needs {' or '.join(tb.data_kinds)} records, "
-            f"the file has {data.kind} records"
-        )
+    data = _load_data(cfg, tb)
     ratios = resolve_ratios(tb, cfg.noise_ratios)
     lang = resolve_lang(cfg.lang, data)
     prompts = load_prompts(cfg.prompts)
@@ -275,6 +270,17 @@ def run_model(
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
     return ModelRun(model, out_dir, metrics, generated=len(todo), resumed=resumed)
+
+
+def _load_data(cfg: RobustRunConfig, tb: Testbed) -> RGBData:
+    """The data file, whose records must be of a shape the testbed accepts."""
+    data = load_rgb(cfg.data, limit=cfg.limit)
+    if data.kind not in tb.data_kinds:
+        raise DataError(
+            f"{cfg.data}: the {tb.name} testbed needs {' or '.join(tb.data_kinds)} records, "
+            f"the file has {data.kind} records"
+        )
+    return data
 
 
 def _settings(cfg: RobustRunConfig) -> dict[str, Any]:

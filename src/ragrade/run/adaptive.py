@@ -6,17 +6,21 @@ among near-ties, optionally balanced over topics or Bloom levels); the answers
 update its ability (EAP or MAP, with a standard error), pooled across the grid
 under the additive model (:mod:`ragrade.run.adaptive_pool`). A pipeline stops
 when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``min_share`` of the exam), at
-its item cap, or when the global request budget runs out; successive
-elimination drops a pipeline once it is worse than the current best by more
-than ``margin`` at the stated confidence (Bonferroni over the pipelines still
-running), never on fewer than ``min_items`` answers. With the factorial
+its item cap, when the global request budget (by default a share of the full
+grid) runs out, or, under a budget, once it is very unlikely to be the best;
+elimination drops a pipeline once its upper bound plus ``margin`` is below
+another's lower bound, with bounds simultaneous over pipelines and rounds
+(:func:`~ragrade.run.adaptive_estimate.elimination_z`), never on fewer than
+``min_items`` answers and ``min_audit`` audit answers. With the factorial
 shortcut only a designed subset of the grid is measured; the others are
 *predicted* from the additive model.
 
-Every pipeline gets a full-exam accuracy estimate in the manner of gp-IRT: its
-observed answers plus the IRT-expected score on the items it was not asked,
-with a 95% interval (ability uncertainty and the binomial spread of the unseen
-answers; the item parameters are taken as known).
+A share of every batch (``audit_share``) is the *audit sample*: items drawn
+uniformly from those the pipeline was not asked. Every pipeline gets a
+full-grid accuracy estimate: its observed answers plus an estimate of the
+rest, the IRT-expected score corrected by the audit residuals, or the audit
+sample alone when the model misfits or there is no model (``audit_share = 1``,
+the ``sample`` mode); see :mod:`ragrade.run.adaptive_estimate`.
 
 A failed request is missing data: the item counts as spent (never asked again
 for that pipeline) and adds nothing to the estimates. The scheduler is

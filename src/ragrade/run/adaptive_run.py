@@ -12,11 +12,14 @@ that of a sweep (:mod:`ragrade.run.sweep`) with these differences:
   ``n_asked`` and ``stop_reason``;
 * ``adaptive_rounds.jsonl``: one record per round (requests, pipelines alive,
   standard errors, eliminations);
-* ``calibration/irt.json`` when the items were calibrated by reference
-  pipelines in the run (reusable as ``--calibration`` for the next run on the
-  same exam; a cold start writes none);
+* ``calibration/irt.json`` when the items were calibrated in the run
+  (reference pipelines, cold start, or a sampled run's answers), reusable as
+  ``--calibration`` for the next run on the same exam (its ``source`` is this
+  run directory, whose responses the next run's misfit check reads);
 * ``manifest.json`` has an ``adaptive`` block: the settings, the calibration
-  source and the requests spent against the full grid.
+  source, the requests spent against the full grid, ``diagnostics`` (estimate
+  basis, misfit checks, failed requests, negative-discrimination questions,
+  the leader and its probability of being the best) and ``warnings``.
 
 Every answer goes through the journal, and the scheduler is deterministic for a
 fixed seed, so a rerun after ``kill -9`` replays the journaled answers round by

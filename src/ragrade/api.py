@@ -1,0 +1,568 @@
+"""The Python API: the CLI's verbs as functions, for notebooks and scripts.
+
+Each function calls the same stage functions and settings objects as its
+verb (``ragrade corpus``, ``chunk``, ``index``, ``exam generate``, ``exam take``,
+``irt fit``, ``robust build``/``robust run``, ``judge``, ``report``, ``run``), so a
+run made here reads exactly like one made on the command line: same files,
+same defaults, same errors (:class:`~ragrade.errors.RagradeError` subclasses).
+Settings are given as keyword arguments (the flags' names, as lists where the
+flag takes a comma list) or as the settings object itself (``config=``).
+
+``import ragrade`` stays light: this module is loaded on first use of one of
+its names, and it imports each stage (torch, pandas, ...) only when called::
+
+    import ragrade as rg
+
+    docs = rg.load_corpus(demo=True, demo_limit=40)
+    chunks = rg.chunk(docs, size=200)
+    index = rg.build_index(chunks, "work/index", dense=False)
+    rg.generate_exam(chunks, "work/exam.jsonl", n=20)
+    result = rg.take_exam("work/exam.jsonl", "work/run", indexes={"rec": index}, retriever=["closed", "bm25"])
+    result.summary                        # a pandas DataFrame
+    rg.fit_irt("work/run", model="2pl")
+    rg.render_report("work/run")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragrade.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ragrade.corpus.load import CorpusConfig
+    from ragrade.corpus.types import Chunk, Document
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.files import Question
+    from ragrade.irt.problem import FitConfig
+    from ragrade.irt.result import IRTResult
+    from ragrade.job.runner import JobResult
+    from ragrade.judge.run import JudgeRunConfig
+    from ragrade.report.sources import RunFiles
+    from ragrade.retrieval.index import Index, IndexConfig
+    from ragrade.robust.run import ModelRun, RobustRunConfig
+    from ragrade.run.spec import SweepConfig
+    from ragrade.run.sweep import SweepResult
+
+PathLike = str | Path
+
+# ---------------------------------------------------------------------------------------------------- corpus
+
+
+def load_corpus(
+    paths: Sequence[PathLike] | PathLike = (),
+    *,
+    demo: bool = False,
+    demo_limit: int | None = None,
+    demo_topics: Sequence[str] | None = None,
+    config: CorpusConfig | None = None,
+    out: PathLike | None = None,
+    **settings: Any,
+) -> list[Document]:
+    """Load documents from files and folders, or the demo corpus (``ragrade corpus``).
+
+    ``settings`` are :class:`~ragrade.corpus.load.CorpusConfig` fields (``text_field``, ``drop_patterns``,
+    ``min_chars``, ...) when ``config`` is not given. Skipped files are counted in one warning
+    (:mod:`warnings`). Writes the documents JSONL file ``out`` when given (as ``ragrade corpus --out``).
+    DataError when no document is usable.
+    """
+    from ragrade.config import build_config
+    from ragrade.corpus.load import CorpusConfig, load_corpus as _load
+
+    sources = [str(paths)] if isinstance(paths, str | Path) else [str(p) for p in paths]
+    if demo == bool(sources):
+        raise ConfigError("give paths or demo=True, not both (and not neither)")
+    cfg = config if config is not None else build_config(CorpusConfig, settings, source="corpus settings")
+    header: dict[str, Any] = {"config": cfg.model_dump()}
+    if demo:
+        from ragrade.corpus.demo import demo_load_report
+
+        report, header["demo"] = demo_load_report(demo_limit, list(demo_topics) if demo_topics else None)
+    else:
+        report = _load(sources, cfg)
+    _warn_skipped(report.skipped, report.warnings)
+    summary = report.summary()
+    if not report.documents:
+        why = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "nothing found"
+        raise DataError(f"no usable document in {', '.join(sources) or 'the demo corpus'} ({why})")
+    if out is not None:
+        from ragrade.corpus.files import write_documents
+
+        write_documents(out, report.documents, meta={**header, "summary": summary})
+    return list(report.documents)
+
+
+def _warn_skipped(skipped: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]]) -> None:
+    import warnings
+
+    if skipped:
+        first = "; ".join(f"{where}: {why}" for where, why in skipped[:3])
+        warnings.warn(f"ragrade: skipped {len(skipped)} file(s) ({first}{', ...' if len(skipped) > 3 else ''})",
+                      stacklevel=3)
+    for where, note in notes:
+        warnings.warn(f"ragrade: {where}: {note}", stacklevel=3)
+
+
+def chunk(
+    docs: Sequence[Document] | PathLike,
+    *,
+    strategy: str = "recursive",
+    size: int = 200,
+    overlap: int = 20,
+    min_size: int = 10,
+    tokenizer: str = "minilm",
+    out: PathLike | None = None,
+    **options: Any,
+) -> list[Chunk]:
+    """Split documents (objects or a documents JSONL file) into chunks (``ragrade chunk``).
+
+    Sizes are in tokens; ``options`` are strategy options (semantic: ``threshold``, ``buffer``, ``embedder``).
+    Writes the chunks JSONL file ``out`` when given.
+    """
+    from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
+    from ragrade.corpus.files import read_documents, write_chunks
+
+    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **options)
+    documents = read_documents(docs) if isinstance(docs, str | Path) else list(docs)
+    if not documents:
+        raise DataError("no documents to chunk")
+    chunks = chunk_documents(documents, chunker)
+    if out is not None:
+        summary = {"strategy": chunker.strategy, "params": chunker.describe(), **summarize_chunks(chunks, len(documents))}
+        source = str(docs) if isinstance(docs, str | Path) else None
+        write_chunks(out, chunks, chunker=chunker, meta={"documents": source, "summary": summary})
+    return chunks
+
+
+# ---------------------------------------------------------------------------------------------------- retrieval
+
+
+def build_index(
+    source: Sequence[Chunk] | Sequence[Document] | PathLike,
+    out: PathLike,
+    *,
+    config: IndexConfig | None = None,
+    **settings: Any,
+) -> Index:
+    """Build (or rebuild) the retrieval index folder ``out`` (``ragrade index``) and return it opened.
+
+    ``source``: chunks, documents (chunked with ``strategy``/``size``/``overlap``), or a JSONL file of
+    either. ``settings`` are :class:`~ragrade.retrieval.index.IndexConfig` fields: ``embedder`` (default
+    minilm), ``dense`` (False: BM25 only), ``store``, ``bm25={"stemmer": ...}``, ... Writes the chunks,
+    the BM25 index, the dense vectors and a manifest under ``out``; embeddings are cached.
+    """
+    from ragrade.config import build_config
+    from ragrade.retrieval.index import IndexConfig, build_index as _build, load_index
+
+    cfg = config if config is not None else build_config(IndexConfig, settings, source="index settings")
+    _build(source, out, cfg)
+    return load_index(out)
+
+
+# ---------------------------------------------------------------------------------------------------- exam
+
+
+def generate_exam(
+    chunks: Sequence[Chunk] | Index | PathLike,
+    out: PathLike,
+    *,
+    n: int | None = None,
+    llm: str = "offline",
+    config: ExamConfig | None = None,
+    embedder: str | None = None,
+    llm_options: Mapping[str, Any] | None = None,
+    max_failed: float | None = None,
+    **settings: Any,
+) -> list[Question]:
+    """Write a multiple-choice exam from chunks (``ragrade exam generate``); returns its questions.
+
+    ``chunks``: chunk objects, an opened index, or a chunks JSONL file / index folder. ``llm``: ``offline``
+    (cloze questions, no LLM) or PROVIDER/MODEL, built with ``llm_options`` (``base_url``, ``concurrency``,
+    ``timeout``, ...). ``settings`` are :class:`~ragrade.exam.config.ExamConfig` fields (``seed``,
+    ``topic_field``, ``oversample``, ...). Writes the exam JSONL ``out`` and its sidecars
+    ``<stem>.funnel.json`` and ``<stem>.rejected.jsonl``. DataError when no question survived.
+    """
+    from ragrade.config import build_config
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.generate import generate_exam_full, write_exam_checked
+    from ragrade.exam.inputs import load_chunks, resolve_generator_llm
+    from ragrade.llm.failures import exam_request_tally, resume_hint
+
+    layer = {**settings, "n": n}
+    cfg = config if config is not None else build_config(ExamConfig, layer, source="exam settings")
+    if isinstance(chunks, str | Path):
+        data, source = load_chunks(chunks), str(chunks)
+    else:
+        data, source = list(getattr(chunks, "chunks", chunks)), getattr(chunks, "path", None)
+    model = resolve_generator_llm(llm, **dict(llm_options or {}))
+    emb = None
+    if embedder is not None:
+        from ragrade.retrieval.embed import create_embedder
+
+        emb = create_embedder(embedder)
+    result = generate_exam_full(data, model, cfg, embedder=emb)
+    tally = exam_request_tally(result, model)
+    if not result.questions and tally.n_failed:
+        tally.check(resume_hint(), 0.0)
+    write_exam_checked(out, result, cfg, input_path=str(source) if source else None)
+    tally.check(resume_hint(), max_failed, what="generation")
+    return list(result.questions)
+
+
+def take_exam(
+    exam: PathLike,
+    out: PathLike,
+    *,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None = None,
+    config: SweepConfig | None = None,
+    overwrite: bool = False,
+    max_failed: float | None = None,
+    **settings: Any,
+) -> SweepResult:
+    """Let every pipeline of a grid take the exam (``ragrade exam take``); resumable.
+
+    ``indexes``: ``{label: index}`` (an opened index or its folder), or one index. ``settings``: the grid
+    axes (``llm``, ``retriever``, ``k``, ``icl``, ``chunker``, ``prompt``, ``method``, ``query``, ``post``:
+    a value or a list; the grid is every combination) and the other
+    :class:`~ragrade.run.spec.SweepConfig` fields (``seed``, ``limit``, ``llm_options``, ``transform_llm``,
+    ...), over ``config`` when given. Writes the run directory ``out`` (``responses.parquet``,
+    ``summary.csv``, ``summary_by_tag.csv``, ``manifest.json``, ``samples.jsonl``). Returns a result whose
+    ``responses`` and ``summary`` are DataFrames. Raises (exit-code errors) when more requests failed
+    than ``max_failed`` allows; a rerun asks only the failed ones again.
+    """
+    from ragrade.llm.failures import check_grid_failures
+    from ragrade.run.spec import GridConfig, build_sweep_config
+    from ragrade.run.sweep import run_sweep
+
+    if not Path(exam).is_file():
+        raise ConfigError(f"{exam}: exam file not found")
+    grid = {k: v if isinstance(v, list | tuple) else [v] for k, v in settings.items() if k in GridConfig.model_fields}
+    rest = {k: v for k, v in settings.items() if k not in GridConfig.model_fields}
+    layer: dict[str, Any] = {**rest, "grid": grid, "indexes": _index_paths(indexes)}
+    base = config.model_dump(exclude_unset=True) if config is not None else {}
+    cfg = build_sweep_config(base, layer)
+    result = run_sweep(exam, cfg, out, overwrite=overwrite)
+    check_grid_failures(result.responses, max_failed)
+    return result
+
+
+def _index_paths(indexes: Mapping[str, Index | PathLike] | Index | PathLike | None) -> dict[str, str] | None:
+    """``{label: folder}`` from index objects or folders (one alone is labelled by its folder's name)."""
+    if indexes is None:
+        return None
+    if not isinstance(indexes, Mapping):
+        folder = str(getattr(indexes, "path", indexes))
+        return {Path(folder).name or folder: folder}
+    return {label: str(getattr(ix, "path", ix)) for label, ix in indexes.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- analysis
+
+
+def fit_irt(
+    source: PathLike | pd.DataFrame,
+    *,
+    model: str = "3pl",
+    factors: Sequence[str] = (),
+    out: PathLike | None = None,
+    exam: PathLike | None = None,
+    config: FitConfig | None = None,
+    **settings: Any,
+) -> IRTResult:
+    """Fit abilities and item parameters on a run's responses (``ragrade irt fit``).
+
+    ``source``: a run directory, a Parquet/CSV file or a responses DataFrame. ``factors`` switch on the
+    hierarchical model; ``settings`` are :class:`~ragrade.irt.problem.FitConfig` fields (``se``,
+    ``solver``, ``max_iter``, ``not_applicable``, ...). Writes ``out`` (default ``<run>/irt.json`` for a
+    folder or file; nothing for a DataFrame) and ``<stem>_items.parquet``, ``<stem>_pipelines.csv``,
+    ``<stem>_effects.csv``, ``<stem>_information.csv`` next to it.
+    """
+    from ragrade.irt.fit import fit_irt as _fit
+    from ragrade.irt.problem import FitConfig
+
+    cfg = config if config is not None else FitConfig(model=model, factors=tuple(factors), **settings)
+    if out is None and isinstance(source, str | Path):
+        out = (Path(source) if Path(source).is_dir() else Path(source).parent) / "irt.json"
+    return _fit(source, config=cfg, out=out, exam=exam)
+
+
+def build_testbeds(
+    out: PathLike,
+    index: Index | PathLike,
+    *,
+    exam: PathLike | None = None,
+    qa: PathLike | None = None,
+    retriever: str = "bm25",
+    **options: Any,
+) -> dict[str, Any]:
+    """Build robustness testbeds from an exam (or QA file) and an index (``ragrade robust build``).
+
+    ``options`` are :class:`~ragrade.robust.corpus.CorpusBuildOptions` fields (``k``, ``max_positive``,
+    ``min_positives``, ``max_questions``, ...). Writes ``base.jsonl``, ``integration.jsonl``,
+    ``counterfactual.jsonl`` and ``build_report.json`` under ``out``; returns ``{name: path}``.
+    """
+    from ragrade.retrieval.index import load_index
+    from ragrade.robust.corpus import CorpusBuildOptions, build_corpus_testbeds, load_qa_file, qa_from_exam
+    from ragrade.robust.corpus import write_corpus_testbeds
+
+    if (exam is None) == (qa is None):
+        raise ConfigError("give exactly one of exam= or qa=")
+    questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
+    opened = load_index(index) if isinstance(index, str | Path) else index
+    built = build_corpus_testbeds(questions, opened.retriever(retriever), CorpusBuildOptions(**options))
+    source = {"exam": str(exam) if exam else None, "qa": str(qa) if qa else None, "index": str(opened.path),
+              "retriever": retriever}
+    paths: dict[str, Any] = write_corpus_testbeds(built, out, source)
+    return paths
+
+
+def run_testbed(
+    data: PathLike,
+    testbed: str,
+    llm: str | Sequence[str],
+    out: PathLike,
+    *,
+    config: RobustRunConfig | None = None,
+    max_failed: float | None = None,
+    **settings: Any,
+) -> list[ModelRun]:
+    """Answer a robustness testbed with one or more LLMs (``ragrade robust run``); resumable.
+
+    ``testbed``: noise, negative, integration or counterfactual; ``data``: RGB-shaped JSONL (e.g. from
+    :func:`build_testbeds`). ``settings`` are :class:`~ragrade.robust.run.RobustRunConfig` fields
+    (``noise_ratios``, ``docs``, ``judge``, ``limit``, ...). Writes ``results.jsonl``, ``metrics.json``
+    and ``table.csv`` under ``out`` (one folder per model when several). Each run's ``metrics`` is a dict.
+    """
+    from ragrade.config import build_config
+    from ragrade.llm.failures import resume_hint, robust_request_tally
+    from ragrade.robust.run import RobustRunConfig, run_robust
+
+    llms = [llm] if isinstance(llm, str) else list(llm)
+    flags = {**settings, "data": data, "testbed": testbed, "llm": llms, "out": out}
+    base = config.model_dump(exclude_unset=True) if config is not None else {}
+    cfg = build_config(RobustRunConfig, base, flags, source="robust run settings")
+    runs, _ = run_robust(cfg, warn=_warn)
+    robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
+    return runs
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(f"ragrade: {message}", stacklevel=3)
+
+
+def judge(
+    answers: PathLike,
+    out: PathLike | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+    llm: str | None = None,
+    config: JudgeRunConfig | None = None,
+    max_failed: float | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Score free-text answers with judges, BERTScore and exact match (``ragrade judge``); resumable.
+
+    ``answers``: an answers JSONL (any system's; map its fields with ``fields={"query": "question", ...}``)
+    or a ``qa answer`` run directory. ``settings`` are :class:`~ragrade.judge.run.JudgeRunConfig` fields.
+    Writes ``scores.jsonl``, ``summary.json``, ``summary.csv`` and ``agreement.json`` under ``out``
+    (default ``<answers dir>/judge``); returns the summary.
+    """
+    from ragrade.config import build_config
+    from ragrade.judge.run import JudgeRunConfig, check_judge_failures, run_judging
+
+    flags = {**settings, "metrics": list(metrics) if metrics is not None else None, "llm": llm}
+    base = config.model_dump(exclude_unset=True) if config is not None else {}
+    cfg = build_config(JudgeRunConfig, base, flags, source="judge settings")
+    if out is None:
+        if not Path(answers).is_dir():
+            raise ConfigError("out= is required when answers is a file")
+        out = Path(answers) / "judge"
+    summary = run_judging(answers, out, cfg)
+    check_judge_failures(summary, max_failed)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------------- jobs, results
+
+
+def run_job(config: PathLike | Mapping[str, Any], out: PathLike | None = None, *, force: bool = False) -> JobResult:
+    """Run every stage of a job config (a TOML file or its tables as a dict) into a run directory (``ragrade run``).
+
+    Reuses the stages whose configuration is unchanged; ``out`` defaults to the config's ``out``.
+    Writes the job layout (``corpus/``, ``chunks/``, ``index/``, ``exam/``, ``sweep/``, ``irt/``,
+    ``robust/``, ``judge/``, ``report.html``, ``stages.json``, ``timings.json``).
+    """
+    from ragrade.job.config import load_job_config
+    from ragrade.job.runner import run_job as _run
+
+    cfg = load_job_config(config, None) if isinstance(config, str | Path) else load_job_config(None, dict(config))
+    return _run(cfg, out if out is not None else Path(cfg.out), force=force)
+
+
+def demo(out: PathLike, *, small: bool = True, force: bool = False) -> JobResult:
+    """The offline demo job (``ragrade demo``, ``small``: ``--small``) into ``out``; see :func:`run_job`."""
+    from ragrade.job.demo import demo_config
+    from ragrade.job.runner import run_job as _run
+
+    return _run(demo_config(small=small), out, force=force)
+
+
+class RunData:
+    """A run directory's results as DataFrames; a table whose file is absent is None.
+
+    Opens a ``ragrade run``/``demo`` directory, an ``exam take`` run (with an ``irt fit`` inside), or a
+    ``robust run`` / ``judge`` output folder. Files are read on first access, with the report's readers.
+    """
+
+    def __init__(self, files: RunFiles) -> None:
+        self.files = files
+        self.root = files.root
+
+    def __repr__(self) -> str:
+        return f"RunData({str(self.root)!r}, tables={self.tables()})"
+
+    def tables(self) -> list[str]:
+        """The names of the tables this run has."""
+        rels = {name: rel for name, rel in _TABLES.items()}
+        found = [name for name, rel in rels.items() if self.files.has(rel)]
+        return found + (["robust"] if self.files.glob("robust/*/table.csv") else [])
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """``manifest.json`` of the run (or of its sweep), ``{}`` when absent."""
+        doc = self.files.json("manifest.json") or self.files.json("sweep/manifest.json")
+        return dict(doc) if isinstance(doc, dict) else {}
+
+    @property
+    def responses(self) -> pd.DataFrame | None:
+        """One row per pipeline x question (``sweep/responses.parquet``)."""
+        return self.files.parquet(_TABLES["responses"])
+
+    @property
+    def summary(self) -> pd.DataFrame | None:
+        """Accuracy with its interval per pipeline (``sweep/summary.csv``)."""
+        return self.files.csv(_TABLES["summary"])
+
+    @property
+    def summary_by_tag(self) -> pd.DataFrame | None:
+        """Accuracy per pipeline and question tag (``sweep/summary_by_tag.csv``)."""
+        return self.files.csv(_TABLES["summary_by_tag"])
+
+    @property
+    def irt_items(self) -> pd.DataFrame | None:
+        """Item parameters (discrimination, difficulty, guessing, ...) of the IRT fit."""
+        return self.files.parquet(_TABLES["irt_items"])
+
+    @property
+    def irt_abilities(self) -> pd.DataFrame | None:
+        """Pipeline abilities (theta and its SE) of the IRT fit."""
+        return self.files.csv(_TABLES["irt_abilities"])
+
+    @property
+    def irt_effects(self) -> pd.DataFrame | None:
+        """Factor effects of a hierarchical IRT fit."""
+        return self.files.csv(_TABLES["irt_effects"])
+
+    @property
+    def adaptive(self) -> pd.DataFrame | None:
+        """An adaptive run's estimates per pipeline (``adaptive/summary.csv``)."""
+        return self.files.csv(_TABLES["adaptive"])
+
+    @property
+    def judge_scores(self) -> pd.DataFrame | None:
+        """One row per answer x metric of the judged answers (``judge/scores/scores.jsonl``)."""
+        got = self.files.jsonl(_TABLES["judge_scores"])
+        if got is None:
+            return None
+        import pandas as pd
+
+        return pd.DataFrame(got[1])
+
+    @property
+    def judge_summary(self) -> pd.DataFrame | None:
+        """Judge statistics per configuration x metric (``judge/scores/summary.csv``)."""
+        return self.files.csv(_TABLES["judge_summary"])
+
+    @property
+    def robust(self) -> dict[str, pd.DataFrame]:
+        """Robustness tables by testbed (``robust/<testbed>/table.csv``: one row per model)."""
+        out: dict[str, pd.DataFrame] = {}
+        for rel in self.files.glob("robust/*/table.csv"):
+            table = self.files.csv(rel)
+            if table is not None:
+                out[rel.split("/")[1]] = table
+        return out
+
+
+_TABLES = {
+    "responses": "sweep/responses.parquet",
+    "summary": "sweep/summary.csv",
+    "summary_by_tag": "sweep/summary_by_tag.csv",
+    "irt_items": "irt/irt_items.parquet",
+    "irt_abilities": "irt/irt_pipelines.csv",
+    "irt_effects": "irt/irt_effects.csv",
+    "adaptive": "adaptive/summary.csv",
+    "judge_scores": "judge/scores/scores.jsonl",
+    "judge_summary": "judge/scores/summary.csv",
+}
+
+
+def open_run(run_dir: PathLike, *, extra: Sequence[PathLike] = ()) -> RunData:
+    """Open a run directory's results (plus run folders kept elsewhere, as ``ragrade report --add``)."""
+    from ragrade.report.render import KNOWN, run_files
+    from ragrade.report.sources import RunFiles, extra_aliases
+
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise DataError(f"{root}: no such run directory")
+    if any((root / k).exists() for k in KNOWN):
+        files = run_files(root, [Path(p) for p in extra])
+    else:  # a robust run, a judge output or an IRT fit's folder on its own
+        files = RunFiles(root, extra_aliases(root)).with_extra([Path(p) for p in extra])
+    return RunData(files)
+
+
+def render_report(
+    run_dir: PathLike,
+    out: PathLike | None = None,
+    *,
+    top: int = 5,
+    title: str | None = None,
+    extra: Sequence[PathLike] = (),
+    adaptive: PathLike | None = None,
+) -> Path:
+    """Write the self-contained HTML report of a run directory (``ragrade report``); returns its path.
+
+    ``out`` defaults to ``<run_dir>/report.html``; ``extra``: run folders kept elsewhere (``--add``).
+    """
+    from ragrade.report.render import write_report
+
+    target = Path(out) if out is not None else Path(run_dir) / "report.html"
+    return write_report(
+        run_dir, target, top=top, title=title, extra=[Path(p) for p in extra],
+        adaptive=Path(adaptive) if adaptive is not None else None,
+    )
+
+
+__all__ = [
+    "RunData",
+    "build_index",
+    "build_testbeds",
+    "chunk",
+    "demo",
+    "fit_irt",
+    "generate_exam",
+    "judge",
+    "load_corpus",
+    "open_run",
+    "render_report",
+    "run_job",
+    "run_testbed",
+    "take_exam",
+]
