@@ -45,7 +45,7 @@ def corpus_texts(n_docs: int) -> tuple[list[str], str]:
         return [c.text for c in chunks], f"stdlib demo corpus: {len(docs)} docs -> {len(chunks)} chunks"
     except Exception as exc:  # the corpus stage is not available: synthetic text
         rng = random.Random(0)
-        from ragrade.retrieval.embed import minilm_path
+        from ragrade.embedding.embed import minilm_path
 
         with open(os.path.join(minilm_path(), "vocab.txt"), encoding="utf-8") as fh:
             vocab = [w for w in fh.read().split() if w.isalpha() and len(w) > 2]
@@ -114,7 +114,7 @@ def bench_bm25(texts: list[str], n_queries: int) -> None:
 
 
 def bench_dense(texts: list[str], n: int, specs: list[str]) -> np.ndarray:
-    from ragrade.retrieval.embed import SentenceTransformerEmbedder, create_embedder, minilm_backend
+    from ragrade.embedding.embed import SentenceTransformerEmbedder, create_embedder, minilm_backend
 
     rng = random.Random(2)
     sample = rng.sample(texts, min(n, len(texts)))

@@ -8,6 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# the tests' own LLM provider, `py/module:factory` (tests/support/py_llm.py), registered in every process
+os.environ.setdefault("RAGRADE_PLUGINS", "tests.support.py_llm")
 os.environ.setdefault("RAGRADE_PROGRESS", "off")  # no progress lines in what tests read (see tests/core)
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", "ragrade-cache"))

@@ -1,10 +1,72 @@
-"""ragrade: tell which RAG pipeline to trust on your own documents, and why."""
+"""ragrade: tell which RAG pipeline to trust on your own documents, and why.
+
+The Python API (:mod:`ragrade.api`) is exported here and loaded on first use, so ``import ragrade``
+stays light (no pandas, torch or numpy until a function runs)::
+
+    import ragrade as rg
+
+    docs = rg.load_corpus(demo=True, demo_limit=40)
+"""
 
 from __future__ import annotations
 
+from ragrade._version import __version__
 from ragrade.errors import BackendError, ConfigError, DataError, MissingDependency, RagradeError
 
-__version__ = "0.1.0"
+TYPE_CHECKING = False  # not `typing`'s: importing typing would double the time `import ragrade` takes
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ragrade.api import (
+        RunData,
+        answer_qa,
+        build_index,
+        build_testbeds,
+        chunk,
+        demo,
+        fit_irt,
+        generate_exam,
+        judge_answers,
+        load_corpus,
+        open_run,
+        render_report,
+        run_job,
+        run_testbed,
+        take_exam,
+    )
+
+
+_API = (
+    "RunData",
+    "answer_qa",
+    "build_index",
+    "build_testbeds",
+    "chunk",
+    "demo",
+    "fit_irt",
+    "generate_exam",
+    "judge_answers",
+    "load_corpus",
+    "open_run",
+    "render_report",
+    "run_job",
+    "run_testbed",
+    "take_exam",
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported from :mod:`ragrade.api` on first use."""
+    if name in _API:
+        from ragrade import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ragrade' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
+
 
 __all__ = [
     "BackendError",
@@ -12,5 +74,20 @@ __all__ = [
     "DataError",
     "MissingDependency",
     "RagradeError",
+    "RunData",
     "__version__",
+    "answer_qa",
+    "build_index",
+    "build_testbeds",
+    "chunk",
+    "demo",
+    "fit_irt",
+    "generate_exam",
+    "judge_answers",
+    "load_corpus",
+    "open_run",
+    "render_report",
+    "run_job",
+    "run_testbed",
+    "take_exam",
 ]

@@ -2,11 +2,11 @@
 
 Each function calls the same stage functions and settings objects as its
 verb (``ragrade corpus``, ``chunk``, ``index``, ``exam generate``, ``exam take``,
-``irt fit``, ``robust build``/``robust run``, ``judge``, ``report``, ``run``), so a
+``qa answer``, ``irt fit``, ``robust build``/``robust run``, ``judge``, ``report``, ``run``), so a
 run made here reads exactly like one made on the command line: same files,
 same defaults, same errors (:class:`~ragrade.errors.RagradeError` subclasses).
-Settings are given as keyword arguments (the flags' names, as lists where the
-flag takes a comma list) or as the settings object itself (``config=``).
+Settings are keyword arguments named as the fields of the verb's settings object
+(a list where the flag takes a comma list), over that object when given as ``config=``.
 
 ``import ragrade`` stays light: this module is loaded on first use of one of
 its names, and it imports each stage (torch, pandas, ...) only when called::
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragrade.errors import ConfigError, DataError
+from ragrade.results import RunData, open_run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,13 +43,22 @@ if TYPE_CHECKING:
     from ragrade.irt.result import IRTResult
     from ragrade.job.runner import JobResult
     from ragrade.judge.run import JudgeRunConfig
-    from ragrade.report.sources import RunFiles
+    from ragrade.qa.run import QAAnswerResult
     from ragrade.retrieval.index import Index, IndexConfig
     from ragrade.robust.run import ModelRun, RobustRunConfig
     from ragrade.run.spec import SweepConfig
     from ragrade.run.sweep import SweepResult
 
 PathLike = str | Path
+
+
+def _layer(config: Any) -> dict[str, Any]:
+    """The fields a settings object was given (the keyword settings go over them)."""
+    if config is None:
+        return {}
+    layer: dict[str, Any] = config.model_dump(exclude_unset=True)
+    return layer
+
 
 # ---------------------------------------------------------------------------------------------------- corpus
 
@@ -66,17 +76,18 @@ def load_corpus(
     """Load documents from files and folders, or the demo corpus (``ragrade corpus``).
 
     ``settings`` are :class:`~ragrade.corpus.load.CorpusConfig` fields (``text_field``, ``drop_patterns``,
-    ``min_chars``, ...) when ``config`` is not given. Skipped files are counted in one warning
+    ``min_chars``, ...) over ``config`` when given. Skipped files are counted in one warning
     (:mod:`warnings`). Writes the documents JSONL file ``out`` when given (as ``ragrade corpus --out``).
     DataError when no document is usable.
     """
     from ragrade.config import build_config
-    from ragrade.corpus.load import CorpusConfig, load_corpus as _load
+    from ragrade.corpus.load import CorpusConfig
+    from ragrade.corpus.load import load_corpus as _load
 
-    sources = [str(paths)] if isinstance(paths, str | Path) else [str(p) for p in paths]
+    sources = [str(paths)] if isinstance(paths, (str, Path)) else [str(p) for p in paths]
     if demo == bool(sources):
         raise ConfigError("give paths or demo=True, not both (and not neither)")
-    cfg = config if config is not None else build_config(CorpusConfig, settings, source="corpus settings")
+    cfg = build_config(CorpusConfig, _layer(config), settings, source="corpus settings")
     header: dict[str, Any] = {"config": cfg.model_dump()}
     if demo:
         from ragrade.corpus.demo import demo_load_report
@@ -85,10 +96,7 @@ def load_corpus(
     else:
         report = _load(sources, cfg)
     _warn_skipped(report.skipped, report.warnings)
-    summary = report.summary()
-    if not report.documents:
-        why = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "nothing found"
-        raise DataError(f"no usable document in {', '.join(sources) or 'the demo corpus'} ({why})")
+    summary = report.checked_summary(", ".join(sources) or "the demo corpus")
     if out is not None:
         from ragrade.corpus.files import write_documents
 
@@ -101,8 +109,9 @@ def _warn_skipped(skipped: Sequence[tuple[str, str]], notes: Sequence[tuple[str,
 
     if skipped:
         first = "; ".join(f"{where}: {why}" for where, why in skipped[:3])
-        warnings.warn(f"ragrade: skipped {len(skipped)} file(s) ({first}{', ...' if len(skipped) > 3 else ''})",
-                      stacklevel=3)
+        warnings.warn(
+            f"ragrade: skipped {len(skipped)} file(s) ({first}{', ...' if len(skipped) > 3 else ''})", stacklevel=3
+        )
     for where, note in notes:
         warnings.warn(f"ragrade: {where}: {note}", stacklevel=3)
 
@@ -127,13 +136,17 @@ def chunk(
     from ragrade.corpus.files import read_documents, write_chunks
 
     chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **options)
-    documents = read_documents(docs) if isinstance(docs, str | Path) else list(docs)
+    documents = read_documents(docs) if isinstance(docs, (str, Path)) else list(docs)
     if not documents:
         raise DataError("no documents to chunk")
     chunks = chunk_documents(documents, chunker)
     if out is not None:
-        summary = {"strategy": chunker.strategy, "params": chunker.describe(), **summarize_chunks(chunks, len(documents))}
-        source = str(docs) if isinstance(docs, str | Path) else None
+        summary = {
+            "strategy": chunker.strategy,
+            "params": chunker.describe(),
+            **summarize_chunks(chunks, len(documents)),
+        }
+        source = str(docs) if isinstance(docs, (str, Path)) else None
         write_chunks(out, chunks, chunker=chunker, meta={"documents": source, "summary": summary})
     return chunks
 
@@ -156,9 +169,10 @@ def build_index(
     the BM25 index, the dense vectors and a manifest under ``out``; embeddings are cached.
     """
     from ragrade.config import build_config
-    from ragrade.retrieval.index import IndexConfig, build_index as _build, load_index
+    from ragrade.retrieval.index import IndexConfig, load_index
+    from ragrade.retrieval.index import build_index as _build
 
-    cfg = config if config is not None else build_config(IndexConfig, settings, source="index settings")
+    cfg = build_config(IndexConfig, _layer(config), settings, source="index settings")
     _build(source, out, cfg)
     return load_index(out)
 
@@ -193,22 +207,26 @@ def generate_exam(
     from ragrade.llm.failures import exam_request_tally, resume_hint
 
     layer = {**settings, "n": n}
-    cfg = config if config is not None else build_config(ExamConfig, layer, source="exam settings")
-    if isinstance(chunks, str | Path):
+    cfg = build_config(ExamConfig, _layer(config), layer, source="exam settings")
+    data: list[Chunk]
+    source: str | None
+    if isinstance(chunks, (str, Path)):
         data, source = load_chunks(chunks), str(chunks)
+    elif hasattr(chunks, "chunks") and hasattr(chunks, "path"):  # an opened index
+        data, source = list(chunks.chunks), str(chunks.path)
     else:
-        data, source = list(getattr(chunks, "chunks", chunks)), getattr(chunks, "path", None)
+        data, source = list(chunks), None
     model = resolve_generator_llm(llm, **dict(llm_options or {}))
     emb = None
     if embedder is not None:
-        from ragrade.retrieval.embed import create_embedder
+        from ragrade.embedding.embed import create_embedder
 
         emb = create_embedder(embedder)
     result = generate_exam_full(data, model, cfg, embedder=emb)
     tally = exam_request_tally(result, model)
     if not result.questions and tally.n_failed:
         tally.check(resume_hint(), 0.0)
-    write_exam_checked(out, result, cfg, input_path=str(source) if source else None)
+    write_exam_checked(out, result, cfg, input_path=source)
     tally.check(resume_hint(), max_failed, what="generation")
     return list(result.questions)
 
@@ -235,19 +253,63 @@ def take_exam(
     than ``max_failed`` allows; a rerun asks only the failed ones again.
     """
     from ragrade.llm.failures import check_grid_failures
-    from ragrade.run.spec import GridConfig, build_sweep_config
     from ragrade.run.sweep import run_sweep
 
     if not Path(exam).is_file():
         raise ConfigError(f"{exam}: exam file not found")
-    grid = {k: v if isinstance(v, list | tuple) else [v] for k, v in settings.items() if k in GridConfig.model_fields}
-    rest = {k: v for k, v in settings.items() if k not in GridConfig.model_fields}
-    layer: dict[str, Any] = {**rest, "grid": grid, "indexes": _index_paths(indexes)}
-    base = config.model_dump(exclude_unset=True) if config is not None else {}
-    cfg = build_sweep_config(base, layer)
-    result = run_sweep(exam, cfg, out, overwrite=overwrite)
+    result = run_sweep(exam, _sweep_config(config, indexes, settings), out, overwrite=overwrite)
     check_grid_failures(result.responses, max_failed)
     return result
+
+
+def answer_qa(
+    qa: PathLike,
+    out: PathLike,
+    *,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None = None,
+    config: SweepConfig | None = None,
+    max_tokens: int | Sequence[int] = 256,
+    temperature: float | Sequence[float] = 0.0,
+    max_failed: float | None = None,
+    **settings: Any,
+) -> QAAnswerResult:
+    """Let every pipeline of a grid answer a QA file in free text (``ragrade qa answer``); resumable.
+
+    The grid is given as for :func:`take_exam`; several ``max_tokens`` or ``temperature`` values make
+    them factors of the grid. Writes the run directory ``out`` (``answers.jsonl``, ``summary.csv``,
+    ``manifest.json``), ready for :func:`judge_answers`; the result's ``summary`` has a dict per pipeline.
+    """
+    from ragrade.llm.failures import check_grid_failures
+    from ragrade.qa.run import run_qa_answers
+
+    if not Path(qa).is_file():
+        raise ConfigError(f"{qa}: QA file not found")
+    generation: dict[str, Any] = {}
+    axes: dict[str, list[Any]] = {}
+    for name, value in (("max_tokens", max_tokens), ("temperature", temperature)):
+        values = list(dict.fromkeys(value)) if isinstance(value, Sequence) else [value]
+        if len(values) == 1:
+            generation[name] = values[0]
+        else:
+            axes[name] = values
+    cfg = _sweep_config(config, indexes, {**settings, **axes})
+    result = run_qa_answers(qa, cfg, out, generation=generation)
+    check_grid_failures(result.rows, max_failed)
+    return result
+
+
+def _sweep_config(
+    config: SweepConfig | None,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None,
+    settings: Mapping[str, Any],
+) -> SweepConfig:
+    """The grid command's SweepConfig: grid axes (a value or a list) and other fields over ``config``."""
+    from ragrade.run.spec import GridConfig, build_sweep_config
+
+    axes = GridConfig.model_fields
+    grid = {k: list(v) if isinstance(v, list | tuple) else [v] for k, v in settings.items() if k in axes}
+    rest = {k: v for k, v in settings.items() if k not in axes}
+    return build_sweep_config(_layer(config), {**rest, "grid": grid, "indexes": _index_paths(indexes)})
 
 
 def _index_paths(indexes: Mapping[str, Index | PathLike] | Index | PathLike | None) -> dict[str, str] | None:
@@ -281,11 +343,16 @@ def fit_irt(
     folder or file; nothing for a DataFrame) and ``<stem>_items.parquet``, ``<stem>_pipelines.csv``,
     ``<stem>_effects.csv``, ``<stem>_information.csv`` next to it.
     """
+    import dataclasses
+
     from ragrade.irt.fit import fit_irt as _fit
     from ragrade.irt.problem import FitConfig
 
-    cfg = config if config is not None else FitConfig(model=model, factors=tuple(factors), **settings)
-    if out is None and isinstance(source, str | Path):
+    if config is None:
+        cfg = FitConfig(model=model, factors=tuple(factors), **settings)
+    else:
+        cfg = dataclasses.replace(config, **settings)
+    if out is None and isinstance(source, (str, Path)):
         out = (Path(source) if Path(source).is_dir() else Path(source).parent) / "irt.json"
     return _fit(source, config=cfg, out=out, exam=exam)
 
@@ -306,16 +373,25 @@ def build_testbeds(
     ``counterfactual.jsonl`` and ``build_report.json`` under ``out``; returns ``{name: path}``.
     """
     from ragrade.retrieval.index import load_index
-    from ragrade.robust.corpus import CorpusBuildOptions, build_corpus_testbeds, load_qa_file, qa_from_exam
-    from ragrade.robust.corpus import write_corpus_testbeds
+    from ragrade.robust.corpus import (
+        CorpusBuildOptions,
+        build_corpus_testbeds,
+        load_qa_file,
+        qa_from_exam,
+        write_corpus_testbeds,
+    )
 
     if (exam is None) == (qa is None):
         raise ConfigError("give exactly one of exam= or qa=")
     questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
-    opened = load_index(index) if isinstance(index, str | Path) else index
+    opened = load_index(index) if isinstance(index, (str, Path)) else index
     built = build_corpus_testbeds(questions, opened.retriever(retriever), CorpusBuildOptions(**options))
-    source = {"exam": str(exam) if exam else None, "qa": str(qa) if qa else None, "index": str(opened.path),
-              "retriever": retriever}
+    source = {
+        "exam": str(exam) if exam else None,
+        "qa": str(qa) if qa else None,
+        "index": str(opened.path),
+        "retriever": retriever,
+    }
     paths: dict[str, Any] = write_corpus_testbeds(built, out, source)
     return paths
 
@@ -343,8 +419,7 @@ def run_testbed(
 
     llms = [llm] if isinstance(llm, str) else list(llm)
     flags = {**settings, "data": data, "testbed": testbed, "llm": llms, "out": out}
-    base = config.model_dump(exclude_unset=True) if config is not None else {}
-    cfg = build_config(RobustRunConfig, base, flags, source="robust run settings")
+    cfg = build_config(RobustRunConfig, _layer(config), flags, source="robust run settings")
     runs, _ = run_robust(cfg, warn=_warn)
     robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
     return runs
@@ -356,7 +431,7 @@ def _warn(message: str) -> None:
     warnings.warn(f"ragrade: {message}", stacklevel=3)
 
 
-def judge(
+def judge_answers(
     answers: PathLike,
     out: PathLike | None = None,
     *,
@@ -377,8 +452,7 @@ def judge(
     from ragrade.judge.run import JudgeRunConfig, check_judge_failures, run_judging
 
     flags = {**settings, "metrics": list(metrics) if metrics is not None else None, "llm": llm}
-    base = config.model_dump(exclude_unset=True) if config is not None else {}
-    cfg = build_config(JudgeRunConfig, base, flags, source="judge settings")
+    cfg = build_config(JudgeRunConfig, _layer(config), flags, source="judge settings")
     if out is None:
         if not Path(answers).is_dir():
             raise ConfigError("out= is required when answers is a file")
@@ -401,7 +475,7 @@ def run_job(config: PathLike | Mapping[str, Any], out: PathLike | None = None, *
     from ragrade.job.config import load_job_config
     from ragrade.job.runner import run_job as _run
 
-    cfg = load_job_config(config, None) if isinstance(config, str | Path) else load_job_config(None, dict(config))
+    cfg = load_job_config(config, None) if isinstance(config, (str, Path)) else load_job_config(None, dict(config))
     return _run(cfg, out if out is not None else Path(cfg.out), force=force)
 
 
@@ -411,121 +485,6 @@ def demo(out: PathLike, *, small: bool = True, force: bool = False) -> JobResult
     from ragrade.job.runner import run_job as _run
 
     return _run(demo_config(small=small), out, force=force)
-
-
-class RunData:
-    """A run directory's results as DataFrames; a table whose file is absent is None.
-
-    Opens a ``ragrade run``/``demo`` directory, an ``exam take`` run (with an ``irt fit`` inside), or a
-    ``robust run`` / ``judge`` output folder. Files are read on first access, with the report's readers.
-    """
-
-    def __init__(self, files: RunFiles) -> None:
-        self.files = files
-        self.root = files.root
-
-    def __repr__(self) -> str:
-        return f"RunData({str(self.root)!r}, tables={self.tables()})"
-
-    def tables(self) -> list[str]:
-        """The names of the tables this run has."""
-        rels = {name: rel for name, rel in _TABLES.items()}
-        found = [name for name, rel in rels.items() if self.files.has(rel)]
-        return found + (["robust"] if self.files.glob("robust/*/table.csv") else [])
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """``manifest.json`` of the run (or of its sweep), ``{}`` when absent."""
-        doc = self.files.json("manifest.json") or self.files.json("sweep/manifest.json")
-        return dict(doc) if isinstance(doc, dict) else {}
-
-    @property
-    def responses(self) -> pd.DataFrame | None:
-        """One row per pipeline x question (``sweep/responses.parquet``)."""
-        return self.files.parquet(_TABLES["responses"])
-
-    @property
-    def summary(self) -> pd.DataFrame | None:
-        """Accuracy with its interval per pipeline (``sweep/summary.csv``)."""
-        return self.files.csv(_TABLES["summary"])
-
-    @property
-    def summary_by_tag(self) -> pd.DataFrame | None:
-        """Accuracy per pipeline and question tag (``sweep/summary_by_tag.csv``)."""
-        return self.files.csv(_TABLES["summary_by_tag"])
-
-    @property
-    def irt_items(self) -> pd.DataFrame | None:
-        """Item parameters (discrimination, difficulty, guessing, ...) of the IRT fit."""
-        return self.files.parquet(_TABLES["irt_items"])
-
-    @property
-    def irt_abilities(self) -> pd.DataFrame | None:
-        """Pipeline abilities (theta and its SE) of the IRT fit."""
-        return self.files.csv(_TABLES["irt_abilities"])
-
-    @property
-    def irt_effects(self) -> pd.DataFrame | None:
-        """Factor effects of a hierarchical IRT fit."""
-        return self.files.csv(_TABLES["irt_effects"])
-
-    @property
-    def adaptive(self) -> pd.DataFrame | None:
-        """An adaptive run's estimates per pipeline (``adaptive/summary.csv``)."""
-        return self.files.csv(_TABLES["adaptive"])
-
-    @property
-    def judge_scores(self) -> pd.DataFrame | None:
-        """One row per answer x metric of the judged answers (``judge/scores/scores.jsonl``)."""
-        got = self.files.jsonl(_TABLES["judge_scores"])
-        if got is None:
-            return None
-        import pandas as pd
-
-        return pd.DataFrame(got[1])
-
-    @property
-    def judge_summary(self) -> pd.DataFrame | None:
-        """Judge statistics per configuration x metric (``judge/scores/summary.csv``)."""
-        return self.files.csv(_TABLES["judge_summary"])
-
-    @property
-    def robust(self) -> dict[str, pd.DataFrame]:
-        """Robustness tables by testbed (``robust/<testbed>/table.csv``: one row per model)."""
-        out: dict[str, pd.DataFrame] = {}
-        for rel in self.files.glob("robust/*/table.csv"):
-            table = self.files.csv(rel)
-            if table is not None:
-                out[rel.split("/")[1]] = table
-        return out
-
-
-_TABLES = {
-    "responses": "sweep/responses.parquet",
-    "summary": "sweep/summary.csv",
-    "summary_by_tag": "sweep/summary_by_tag.csv",
-    "irt_items": "irt/irt_items.parquet",
-    "irt_abilities": "irt/irt_pipelines.csv",
-    "irt_effects": "irt/irt_effects.csv",
-    "adaptive": "adaptive/summary.csv",
-    "judge_scores": "judge/scores/scores.jsonl",
-    "judge_summary": "judge/scores/summary.csv",
-}
-
-
-def open_run(run_dir: PathLike, *, extra: Sequence[PathLike] = ()) -> RunData:
-    """Open a run directory's results (plus run folders kept elsewhere, as ``ragrade report --add``)."""
-    from ragrade.report.render import KNOWN, run_files
-    from ragrade.report.sources import RunFiles, extra_aliases
-
-    root = Path(run_dir)
-    if not root.is_dir():
-        raise DataError(f"{root}: no such run directory")
-    if any((root / k).exists() for k in KNOWN):
-        files = run_files(root, [Path(p) for p in extra])
-    else:  # a robust run, a judge output or an IRT fit's folder on its own
-        files = RunFiles(root, extra_aliases(root)).with_extra([Path(p) for p in extra])
-    return RunData(files)
 
 
 def render_report(
@@ -545,20 +504,25 @@ def render_report(
 
     target = Path(out) if out is not None else Path(run_dir) / "report.html"
     return write_report(
-        run_dir, target, top=top, title=title, extra=[Path(p) for p in extra],
+        run_dir,
+        target,
+        top=top,
+        title=title,
+        extra=[Path(p) for p in extra],
         adaptive=Path(adaptive) if adaptive is not None else None,
     )
 
 
 __all__ = [
     "RunData",
+    "answer_qa",
     "build_index",
     "build_testbeds",
     "chunk",
     "demo",
     "fit_irt",
     "generate_exam",
-    "judge",
+    "judge_answers",
     "load_corpus",
     "open_run",
     "render_report",

@@ -36,7 +36,7 @@ class Header:
 
 
 def _package_version() -> str:
-    from ragrade import __version__
+    from ragrade._version import __version__
 
     return __version__
 

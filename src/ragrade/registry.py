@@ -4,7 +4,8 @@ Components register a factory under a kind (``chunker``, ``retriever``,
 ``embedder``, ``llm``, ``testbed``, ``judge``, ...) and a name that equals the
 CLI string. ``create(kind, name, **kwargs)`` builds one; an unknown name gets a
 :class:`~ragrade.errors.ConfigError` listing the valid choices and the closest
-match.
+match. Modules named in ``$RAGRADE_PLUGINS`` (comma-separated) are imported on the
+first lookup too, so that one's own components register the same way.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 _REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {}
 # modules imported on first lookup of a kind, so that registration happens lazily
 _PROVIDERS: dict[str, list[str]] = {
-    "chunker": ["ragrade.corpus.chunk"],
+    "chunker": ["ragrade.corpus.chunk", "ragrade.corpus.semantic"],
     "retriever": ["ragrade.retrieval"],
-    "embedder": ["ragrade.retrieval.embed"],
+    "embedder": ["ragrade.embedding.embed"],
     "vector_store": ["ragrade.retrieval.store"],
     "llm": ["ragrade.llm"],
     "testbed": ["ragrade.robust"],
@@ -46,6 +47,7 @@ _PROVIDERS: dict[str, list[str]] = {
     ],
 }
 _loaded: set[str] = set()
+PLUGINS_ENV = "RAGRADE_PLUGINS"  # modules of the user's own components, imported on first lookup
 
 
 def register(kind: str, name: str) -> Callable[[F], F]:
@@ -73,6 +75,27 @@ def _load(kind: str) -> None:
         except ModuleNotFoundError as exc:  # a stage not present in this build
             if exc.name != module and not module.startswith(str(exc.name)):
                 raise
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Import the modules named in ``$RAGRADE_PLUGINS`` (comma-separated); they register their components.
+
+    Read at every first lookup of a kind, so worker processes (which inherit the environment) see the
+    same components. The current folder is searched first, as ``python -m`` does.
+    """
+    import importlib
+    import os
+    import sys
+
+    modules = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"${PLUGINS_ENV}: cannot import '{module}' ({exc})") from exc
 
 
 def names(kind: str) -> list[str]:
@@ -94,8 +117,7 @@ def lookup(kind: str, name: str) -> Callable[..., Any]:
     if name not in table:
         choices = sorted(table)
         raise ConfigError(
-            f"unknown {kind} '{name}'; valid choices: {', '.join(choices) or '(none)'}."
-            + did_you_mean(name, choices)
+            f"unknown {kind} '{name}'; valid choices: {', '.join(choices) or '(none)'}." + did_you_mean(name, choices)
         )
     return table[name]
 
@@ -105,4 +127,4 @@ def create(kind: str, name: str, /, **kwargs: Any) -> Any:
     return lookup(kind, name)(**kwargs)
 
 
-__all__ = ["create", "did_you_mean", "lookup", "names", "register"]
+__all__ = ["PLUGINS_ENV", "create", "did_you_mean", "lookup", "names", "register"]

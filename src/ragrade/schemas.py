@@ -13,9 +13,13 @@ Answers files (any system's field names, mapped with ``--field``) are validated 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ragrade.errors import DataError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 N_CHOICES = 4  # exams are four-option multiple choice (letters A-D)
 
@@ -191,6 +195,7 @@ def check_index_manifest(obj: Any, where: str, fmt: str = "ragrade-index") -> No
         raise bad("'embedder' needs a 'name' and a positive integer 'dim'")
 
 
+RESPONSES_FILE = "responses.parquet"  # a run's per-question table
 RESPONSE_COLUMNS = ("pipeline", "question_id", "correct")
 
 
@@ -205,6 +210,30 @@ def check_response_columns(columns: Iterable[str], where: str, needed: Iterable[
         )
 
 
+def read_responses(run_dir: str | Path) -> pd.DataFrame:
+    """responses.parquet of a run dir (or a parquet path); DataError when missing or unreadable."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = Path(run_dir)
+    path = p if p.suffix == ".parquet" else p / RESPONSES_FILE
+    if not path.is_file():
+        raise DataError(f"{path}: no responses file (has the run finished?)")
+    try:
+        df = pq.read_table(path).to_pandas()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DataError(f"{path}: unreadable Parquet ({exc})") from exc
+    check_response_columns(df.columns, str(path))
+    correct = df["correct"].dropna()
+    if (
+        not (pd.api.types.is_bool_dtype(correct) or pd.api.types.is_numeric_dtype(correct))
+        or not correct.isin((0, 1)).all()
+    ):
+        raise DataError(f"{path}: column 'correct' must hold 0/1 values")
+    return df
+
+
 CHECKS: dict[str, Callable[[Mapping[str, Any], str], None]] = {
     "documents": check_document,
     "chunks": check_chunk,
@@ -217,6 +246,7 @@ CHECKS: dict[str, Callable[[Mapping[str, Any], str], None]] = {
 __all__ = [
     "CHECKS",
     "N_CHOICES",
+    "RESPONSES_FILE",
     "RESPONSE_COLUMNS",
     "check_chunk",
     "check_document",
@@ -227,4 +257,5 @@ __all__ = [
     "check_rgb",
     "need_id",
     "need_text",
+    "read_responses",
 ]

@@ -9,12 +9,13 @@ import pytest
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks, write_documents
 from ragrade.corpus.types import Chunk, Document
-from ragrade.exam.files import read_exam
+from ragrade.exam.files import read_exam, write_exam
+from ragrade.exam.offline import OFFLINE_EXAM_NOTE
 
 
 @pytest.fixture
 def chunks_file(tmp_path: Path, synth_chunks: list[Chunk], hash_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
-    import ragrade.retrieval.embed as embed
+    import ragrade.embedding.embed as embed
 
     monkeypatch.setattr(embed, "default_embedder", lambda: hash_embedder)
     path = tmp_path / "chunks.jsonl"
@@ -42,8 +43,10 @@ def test_generate_and_stats(chunks_file: Path, tmp_path: Path, capsys: pytest.Ca
         ]
     )
     assert rc == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "wrote 24 questions" in text and "funnel: generated" in text and "longest-answer baseline" in text
+    assert captured.err.count(f"note: {OFFLINE_EXAM_NOTE}") == 1 and OFFLINE_EXAM_NOTE not in text
     header, questions = read_exam(out)
     assert len(questions) == 24 and header is not None
     assert header.meta["config"]["topic_field"] == "topic"
@@ -138,3 +141,24 @@ def test_stats_bad_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
         assert main(["exam", "stats", str(path)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("ragrade: error:") and "\n" not in err
+
+
+def test_take_of_offline_exam_prints_the_note(
+    chunks_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "exam.jsonl"
+    assert main(["exam", "generate", str(chunks_file), "--n", "6", "--out", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["analytics"]["questions"] == 6  # stdout stays JSON; the note is on stderr
+    assert OFFLINE_EXAM_NOTE in captured.err
+    argv = ["--retrievers", "closed", "--llm", "offline/student", "--icl", "0"]
+    assert main(["exam", "take", str(out), *argv, "--out", str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count(f"note: {OFFLINE_EXAM_NOTE}") == 1 and "offline/student" in captured.out
+    # an exam whose header names another generator: no note
+    header, questions = read_exam(out)
+    assert header is not None
+    other = tmp_path / "llm_exam.jsonl"
+    write_exam(other, questions, meta={**header.meta, "generator": {"name": "openai/some-model"}})
+    assert main(["exam", "take", str(other), *argv, "--out", str(tmp_path / "run2")]) == 0
+    assert OFFLINE_EXAM_NOTE not in capsys.readouterr().err

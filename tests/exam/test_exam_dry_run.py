@@ -16,7 +16,7 @@ from ragrade.corpus.types import Chunk
 
 @pytest.fixture
 def chunks_file(tmp_path: Path, synth_chunks: list[Chunk], hash_embedder: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
-    import ragrade.retrieval.embed as embed
+    import ragrade.embedding.embed as embed
 
     monkeypatch.setattr(embed, "default_embedder", lambda: hash_embedder)
     path = tmp_path / "chunks.jsonl"

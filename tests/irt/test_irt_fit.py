@@ -162,8 +162,23 @@ def test_bootstrap_se_and_json_output(tmp_path):
     item = next(iter(doc["items"].values()))
     assert {"discrimination", "difficulty", "guessing", "se_difficulty", "flags"} <= set(item)
     assert len(doc["information"]["theta_grid"]) == len(doc["information"]["test"])
-    assert (tmp_path / "irt_items.csv").exists() and (tmp_path / "irt_effects.csv").exists()
-    assert (tmp_path / "irt_information.csv").exists()
+    # the CSV tables hold the JSON's numbers: one row per item, per factor level, per theta of the test curve
+    items = pd.read_csv(tmp_path / "irt_items.csv").set_index("question_id")
+    assert sorted(items.index) == sorted(doc["items"]) == sorted(data.items)
+    for col in ("discrimination", "difficulty", "guessing"):
+        want = [doc["items"][q][col] for q in items.index]
+        np.testing.assert_allclose(items[col].to_numpy(), want, atol=1e-6)  # 6 decimals
+    effects = pd.read_csv(tmp_path / "irt_effects.csv")
+    got = {(r.factor, r.level): (r.estimate, r.se) for r in effects.itertuples()}
+    assert got == {
+        (f, lvl): (pytest.approx(v["estimate"], abs=1e-6), pytest.approx(v["se"], abs=1e-6))
+        for f, levels in doc["effects"].items()
+        for lvl, v in levels.items()
+    }
+    info = pd.read_csv(tmp_path / "irt_information.csv")
+    test_curve = info[info["grouping"] == "all"]
+    np.testing.assert_allclose(test_curve["theta"], doc["information"]["theta_grid"], atol=1e-9)
+    np.testing.assert_allclose(test_curve["sum"], doc["information"]["test"], atol=1e-6)
 
 
 def test_build_responses_validation():

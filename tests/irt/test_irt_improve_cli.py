@@ -112,7 +112,14 @@ def test_cli_fit_on_csv_flat_json(tmp_path, small, capsys):
     assert main(["irt", "fit", str(path), "--model", "2pl", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["fit"]["converged"] is True and summary["fit"]["solver"] == "newton"
-    assert (tmp_path / "irt.json").exists() and (tmp_path / "irt_pipelines.csv").exists()
+    # written beside the responses: one row per pipeline with its observed accuracy; 2PL means no guessing
+    frame = to_frame(data)
+    observed = frame.groupby("pipeline")["correct"].mean()
+    table = pd.read_csv(tmp_path / "irt_pipelines.csv").set_index("pipeline")
+    assert sorted(table.index) == sorted(data.pipelines)
+    np.testing.assert_allclose(table["accuracy"], observed[table.index], atol=1e-6)
+    doc = json.loads((tmp_path / "irt.json").read_text())
+    assert {v["guessing"] for v in doc["items"].values()} == {0.0}
     out = tmp_path / "lbfgs.json"
     assert main(["irt", "fit", str(path), "--model", "2pl", "--solver", "lbfgs", "--out", str(out), "--json"]) == 0
     other = json.loads(capsys.readouterr().out)

@@ -68,10 +68,60 @@ def test_every_stage_wrote_its_files(demo: tuple[Path, JobResult, float]) -> Non
     ):
         assert (out / rel).exists(), rel
     timings = read_json(out / "timings.json")
+    _check_files_hold_what_the_stages_report(out, result)
     assert set(timings["stages"]) == set(result.stages)
     assert read_json(out / "manifest.json")["status"] == "complete"
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<section id="leaderboard">' in page and 'id="plot-effects-main"' in page
+
+
+def _check_files_hold_what_the_stages_report(out: Path, result: JobResult) -> None:
+    """Each stage's files hold what its summary and the small demo's config say, consistently with each other."""
+    from ragrade.corpus.demo import DEMO_TOPICS
+    from ragrade.corpus.files import read_chunks, read_documents
+    from ragrade.exam.files import read_exam
+
+    summaries = {name: s["summary"] for name, s in result.stages.items()}
+    docs = read_documents(out / "corpus" / "docs.jsonl")
+    assert len(docs) == summaries["corpus"]["documents"] == 120  # [corpus] demo_limit of the small demo
+    assert len({d.id for d in docs}) == len(docs) and all(d.text.strip() for d in docs)
+    assert {d.metadata["topic"] for d in docs} == set(DEMO_TOPICS)
+    for label in ("recursive-200", "sentence-120"):
+        chunks = read_chunks(out / "chunks" / f"{label}.jsonl")
+        assert len(chunks) == summaries[f"chunk:{label}"]["chunks"] == summaries[f"index:{label}"]["chunks"]
+        assert {c.doc_id for c in chunks} == {d.id for d in docs}  # every document chunked, nothing invented
+        counts = read_json(out / "index" / label / "manifest.json")["counts"]
+        assert counts == {"chunks": len(chunks), "documents": len(docs)}
+    _, questions = read_exam(out / "exam" / "exam.jsonl")
+    funnel = read_json(out / "exam" / "exam.funnel.json")
+    assert len(questions) == summaries["exam"]["questions"] == funnel["kept"] == 45  # [exam] n = 45
+    assert funnel["generated"] - funnel["removed"] == funnel["kept"]
+    assert all(len(q.choices) == 4 and 0 <= q.answer < 4 for q in questions)
+    # every pipeline answered every question outside the ICL pool once, and the summary counts those rows
+    responses = pd.read_parquet(out / "sweep" / "responses.parquet")
+    n_pipes, n_items = summaries["sweep"]["pipelines"], summaries["sweep"]["questions"]
+    # ((bm25, dense, hybrid) x k 1, 3 x 2 chunkers + closed + oracle) x ICL 0, 1, 2; [sweep] icl_pool = 5
+    assert (n_pipes, n_items) == (42, 45 - 5)
+    assert len(responses) == n_pipes * n_items and not responses.duplicated(["pipeline", "question_id"]).any()
+    assert set(responses["question_id"]) < {q.id for q in questions} and set(responses["correct"]) <= {0, 1}
+    tally = responses.groupby("pipeline")["correct"].agg(["size", "sum"])
+    summary = pd.read_csv(out / "sweep" / "summary.csv")
+    counted = {str(p): (int(r["size"]), int(r["sum"])) for p, r in tally.iterrows()}
+    rows = summary[["pipeline", "n", "n_correct"]].itertuples(index=False)
+    assert {str(p): (int(n), int(k)) for p, n, k in rows} == counted
+    improve = read_json(out / "irt" / "improve" / "irt_improve.json")
+    sizes = [step["n_items"] for step in improve["steps"]]
+    assert len(sizes) == 3 and sizes[0] == n_items and sizes == sorted(sizes, reverse=True) and sizes[2] < n_items
+    build = read_json(out / "robust" / "testbeds" / "build_report.json")
+    assert build["questions"] == 20  # [robust] n = 20
+    noise, negative = (read_json(out / "robust" / t / "metrics.json") for t in ("noise", "negative"))
+    assert noise["n"] == 20 * 3 and [r["noise_ratio"] for r in noise["by_noise_ratio"]] == [0.0, 0.4, 0.8]
+    assert negative["n"] == 20 and negative["failed"] == 0
+    n_answers = summaries["judge"]["answers"]
+    assert len((out / "judge" / "qa.jsonl").read_text().splitlines()) == 1 + 12  # a header and [judge] n = 12
+    assert len((out / "judge" / "answers" / "answers.jsonl").read_text().splitlines()) == 1 + n_answers
+    # one score per answer and metric (claims, exact)
+    assert len((out / "judge" / "scores" / "scores.jsonl").read_text().splitlines()) == 1 + 2 * n_answers
 
 
 def test_free_text_answers_are_judged_with_the_offline_baselines(demo: tuple[Path, JobResult, float]) -> None:
@@ -181,11 +231,15 @@ def test_resume_after_a_kill_continues_the_sweep(demo: tuple[Path, JobResult, fl
     stages = read_json(out / "stages.json")
     stages["stages"]["sweep"]["status"] = "running"  # what a kill during the sweep leaves behind
     write_json(out / "stages.json", stages)
+    key = ["pipeline", "question_id"]
+    before = pd.read_parquet(out / "sweep" / "responses.parquet").sort_values(key, ignore_index=True)
     (out / "sweep" / "responses.parquet").unlink()
     result = run_job(demo_config(small=True, overrides={"irt": {"improve_steps": 1}}), out, display=_Quiet())
     assert result.stages["sweep"]["status"] == "ran"
     assert result.stages["sweep"]["summary"]["new_rows"] == 0  # every answer came from the journal
-    assert (out / "sweep" / "responses.parquet").is_file()
+    after = pd.read_parquet(out / "sweep" / "responses.parquet").sort_values(key, ignore_index=True)
+    cols = [*key, "chosen", "answer", "correct"]
+    pd.testing.assert_frame_equal(after[cols], before[cols])  # the same answers, none lost or added
     assert result.stages["irt"]["status"] == "reused"
 
 

@@ -10,6 +10,10 @@ import pytest
 from ragrade.errors import ConfigError
 from ragrade.judge.bertscore import BertScore, BertScoreConfig, resolve_model_path
 
+# importing torch, transformers and bert-score takes ~5 s in a fresh process (about 1 s in the full suite, where
+# earlier tests have imported torch and transformers); the model loads themselves take well under 0.1 s each
+pytestmark = pytest.mark.slow
+
 CANDS = [
     "The Eiffel Tower was finished in 1889 for the World's Fair.",
     "Water boils at one hundred degrees.",
@@ -112,5 +116,19 @@ def test_bad_layer_and_model():
 
 def test_fingerprint_tracks_settings():
     a = BertScore(BertScoreConfig(num_layers=6)).fingerprint()
-    b = BertScore(BertScoreConfig(num_layers=5)).fingerprint()
-    assert a != b
+    assert BertScore(BertScoreConfig(num_layers=6)).fingerprint() == a  # stable: a rerun reuses its scores
+    assert BertScore().fingerprint() == a  # the default is the last layer of MiniLM (6)
+    assert BertScore(BertScoreConfig(num_layers=5)).fingerprint() != a
+    idf = BertScore(BertScoreConfig(idf=True))
+    plain_idf = idf.fingerprint()
+    assert plain_idf != a
+    idf.set_idf_corpus(REFS)
+    with_refs = idf.fingerprint()
+    assert with_refs != plain_idf  # idf weights depend on the reference set
+    idf.set_idf_corpus([*reversed(REFS), REFS[0], "  "])  # the same set: order, repeats and blanks do not count
+    assert idf.fingerprint() == with_refs
+    idf.set_idf_corpus(REFS[:2])
+    assert idf.fingerprint() != with_refs
+    no_idf = BertScore()
+    no_idf.set_idf_corpus(REFS)  # without idf the reference set changes nothing
+    assert no_idf.fingerprint() == a

@@ -443,7 +443,11 @@ def test_ragrade_run_small_job(workspace: Path, backend: dict[str, Any], capsys:
     rows = _rows(out / "sweep")
     assert len(rows) == 2 * 3 and rows["error"].isna().all()
     assert set(rows["ll_source"]) == {"forced-token" if backend["name"] == "server" else "shared-prefix"}
-    assert (out / "robust" / "negative" / "metrics.json").exists()
-    assert (out / "report.html").exists()
+    negative = json.loads((out / "robust" / "negative" / "metrics.json").read_text())
+    # both questions asked with noise only, by the real model, none failed (a refusal or an answer both count)
+    assert negative["testbed"] == "negative" and negative["model"] == backend["llm"]
+    assert negative["n"] == 2 and negative["failed"] == 0 and negative["rejection_rate"]["n"] == 2
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<section id="leaderboard">' in page and '<section id="robustness">' in page
     manifest = json.loads((out / "sweep" / "manifest.json").read_text())
     assert "gemma-3-270m" in json.dumps(manifest)

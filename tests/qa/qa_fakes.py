@@ -31,5 +31,5 @@ class EchoLLM:
 
 
 def make_echo_llm() -> EchoLLM:
-    """Factory named by ``py:tests.qa.qa_fakes:make_echo_llm``."""
+    """Factory named by ``py/tests.qa.qa_fakes:make_echo_llm``."""
     return EchoLLM()

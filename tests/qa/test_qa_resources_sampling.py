@@ -57,7 +57,7 @@ def test_qa_resources_build_on_the_sweep_resources(qa_file: Path):
 
 def test_qa_answers_resume_keeps_rows_and_start_time(qa_file: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    grid = {"llm": ["py:tests.qa.qa_fakes:make_echo_llm"], "retriever": ["oracle"], "icl": [0, 1]}
+    grid = {"llm": ["py/tests.qa.qa_fakes:make_echo_llm"], "retriever": ["oracle"], "icl": [0, 1]}
     cfg = build_sweep_config({"grid": grid, "icl_pool": 1})
     run_dir = tmp_path / "run"
     first = run_qa_answers(qa_file, cfg, run_dir)

@@ -22,7 +22,7 @@ def _tiny_bert(path: Path, classifier: bool) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertModel
 
-    from ragrade.retrieval.embed import minilm_path
+    from ragrade.embedding.embed import minilm_path
 
     torch.manual_seed(0)
     cfg = BertConfig(

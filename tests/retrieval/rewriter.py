@@ -1,4 +1,4 @@
-"""A transform LLM for the tests of shared query work (named ``py:tests.retrieval.rewriter:make_rewriter``)."""
+"""A transform LLM for the tests of shared query work (named ``py/tests.retrieval.rewriter:make_rewriter``)."""
 
 from __future__ import annotations
 

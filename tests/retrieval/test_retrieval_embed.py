@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragrade.embedding.base import Embedder
+from ragrade.embedding.embed import cached_embedder, create_embedder, default_embedder, plan_embedder
 from ragrade.errors import ConfigError
-from ragrade.retrieval.base import Embedder
 from ragrade.retrieval.cache import EmbeddingCache
-from ragrade.retrieval.embed import cached_embedder, create_embedder, default_embedder, plan_embedder
 
 TEXTS = [
     "Short.",

@@ -23,8 +23,8 @@ from ragrade.run.spec import build_sweep_config
 from ragrade.run.summary import read_responses
 from ragrade.run.sweep import run_sweep
 
-LL = "py:tests.run.fakes:make_llm"
-REWRITER = "py:tests.retrieval.rewriter:make_rewriter"
+LL = "py/tests.run.fakes:make_llm"
+REWRITER = "py/tests.retrieval.rewriter:make_rewriter"
 VOLATILE = ["latency_s", "cached"]
 
 

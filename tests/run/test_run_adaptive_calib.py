@@ -79,9 +79,9 @@ def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path, monkeyp
         for q in range(40)
     ]
     res = fit_irt(pd.DataFrame(rows), model="2pl")
-    output.write_result(res, tmp_path / "small" / "irt.json")
+    res.write(tmp_path / "small" / "irt.json")
     monkeypatch.setattr(output, "ITEMS_INLINE_MAX", 10)  # as for an exam of more than 2,000 questions
-    output.write_result(res, tmp_path / "large" / "irt.json")
+    res.write(tmp_path / "large" / "irt.json")
     import json
 
     assert "items" not in json.loads((tmp_path / "large" / "irt.json").read_text())

@@ -25,7 +25,7 @@ def test_audit_statistics_by_hand():
     y = np.array([[1, 0, 1, -1, -1, -1]], dtype=np.int8)
     audit = np.array([[True, True, True, False, False, False]])
     phat = np.array([[0.5, 0.5, 0.8, 0.6, 0.6, 0.6]])
-    st = audit_stats(y, audit, phat, np.array([3]))
+    st = audit_stats(y, audit, phat, np.array([6]))  # the audit samples the whole exam
     r = np.array([0.5, -0.5, 0.2])
     assert st.m[0] == 3 and st.population[0] == 6
     assert st.mean_resid[0] == pytest.approx(r.mean())
@@ -33,7 +33,7 @@ def test_audit_statistics_by_hand():
     assert st.var_design[0] == pytest.approx(s2 / 3 * (1 - 3 / 6))
     # no model (predictions 0): the plus-two Bernoulli variance is the floor
     st0 = audit_stats(
-        np.array([[1, 1, 1, -1]], dtype=np.int8), np.array([[1, 1, 1, 0]], bool), np.zeros((1, 4)), np.array([1])
+        np.array([[1, 1, 1, -1]], dtype=np.int8), np.array([[1, 1, 1, 0]], bool), np.zeros((1, 4)), np.array([4])
     )
     assert st0.var_design[0] == pytest.approx(0.8 * 0.2 / 3 * (1 - 3 / 4))
 

@@ -18,7 +18,7 @@ from tests.run.fakes import make_exam, repo_env
 def _cmd(exam: Path, out: Path) -> list[str]:
     return [
         *(sys.executable, "-m", "ragrade", "exam", "take", str(exam), "--out", str(out)),
-        *("--llm", "py:tests.run.fakes:make_slow_llm", "--retrievers", "closed,oracle", "--icl", "0,1,2"),
+        *("--llm", "py/tests.run.fakes:make_slow_llm", "--retrievers", "closed,oracle", "--icl", "0,1,2"),
         *("--shard-size", "3", "--adaptive", "--target-se", "0.3"),
     ]
 

@@ -17,7 +17,7 @@ from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, llm_la
 
 pytestmark = pytest.mark.usefixtures("isolated_llm_env")
 
-LL, GEN = "py:tests.run.fakes:make_llm", "py:tests.run.fakes:make_generating_llm"
+LL, GEN = "py/tests.run.fakes:make_llm", "py/tests.run.fakes:make_generating_llm"
 
 
 def _take(exam: Path, out: Path, *extra: str) -> list[str]:
@@ -72,12 +72,12 @@ def test_a_scoring_method_that_changes_part_way_is_flagged(tmp_path, capsys):
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 20)
     args = ["exam", "take", str(exam), "--out", str(out), "--retrievers", "closed", "--limit", "12"]
-    assert main([*args, "--llm", "py:tests.run.fakes:make_switching_llm", "--shard-size", "4"]) == 0
+    assert main([*args, "--llm", "py/tests.run.fakes:make_switching_llm", "--shard-size", "4"]) == 0
     captured = capsys.readouterr()
     assert "loglikelihood/mixed" in captured.out
     warning = [x for x in captured.err.splitlines() if x.startswith("ragrade: warning:")]
     assert warning == [
-        "ragrade: warning: llm=py:tests.run.fakes:make_switching_llm|retriever=closed|k=0|icl=0|chunker=none: "
+        "ragrade: warning: llm=py/tests.run.fakes:make_switching_llm|retriever=closed|k=0|icl=0|chunker=none: "
         "the scoring method changed part-way (echo-logprobs 5, forced-token 7 rows); its accuracy mixes them"
     ]
     assert pd.read_csv(out / "summary.csv")["ll_source"].tolist() == ["mixed: echo-logprobs 5, forced-token 7"]

@@ -10,7 +10,7 @@ import pytest
 
 from ragrade.cli.main import main
 from ragrade.run.compare import compare_many
-from ragrade.run.stats import paired_bootstrap_ci
+from ragrade.stats import paired_bootstrap_ci
 
 
 def _frame() -> pd.DataFrame:

@@ -88,7 +88,7 @@ def test_stub_pipeline_takes_the_exam(lc_example: Any, tmp_path: Path, with_chai
     qs = make_exam(tmp_path / "exam.jsonl", 12)
     target = _stub_module(qs, with_chain)
     out = tmp_path / "run"
-    llm = "py:tests.run.fakes:make_llm"
+    llm = "py/tests.run.fakes:make_llm"
     args = ["exam", "take", str(tmp_path / "exam.jsonl"), "--out", str(out), "--external", f"lc={target}"]
     assert main([*args, "--llm", llm]) == 0
     df = read_responses(out)

@@ -154,7 +154,7 @@ def test_second_ctrl_c_ends_a_run_whose_first_stop_waits_for_a_busy_model(tmp_pa
     make_exam(exam, 16)
     cmd = [
         sys.executable, "-m", "ragrade", "exam", "take", str(exam), "--out", str(out), "--retrievers", "closed",
-        "--llm", "py:tests.run.fakes:make_blocking_llm", "--shard-size", "4",
+        "--llm", "py/tests.run.fakes:make_blocking_llm", "--shard-size", "4",
     ]  # fmt: skip
     env = {**repo_env(), "RAGRADE_TEST_BLOCK_MARK": str(mark)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

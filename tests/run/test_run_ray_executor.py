@@ -25,7 +25,7 @@ def test_ray_matches_local(tmp_path: Path):
     cfg = build_sweep_config(
         {
             "grid": {
-                "llm": ["py:tests.run.fakes:make_llm", "py:tests.run.fakes:make_generating_llm"],
+                "llm": ["py/tests.run.fakes:make_llm", "py/tests.run.fakes:make_generating_llm"],
                 "retriever": ["closed", "oracle", "external:py"],
                 "icl": [0, 1],
             },

@@ -29,7 +29,7 @@ def _cmd(exam: Path, out: Path) -> list[str]:
         "--out",
         str(out),
         "--llm",
-        "py:tests.run.fakes:make_slow_llm",
+        "py/tests.run.fakes:make_slow_llm",
         "--retrievers",
         "closed,oracle",
         "--icl",

@@ -18,7 +18,7 @@ from ragrade.run.spec import build_sweep_config, expand_pipelines
 from ragrade.run.summary import write_csv_rows
 from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, run_grid, worker_context
 
-LL = "py:tests.run.fakes:make_llm"
+LL = "py/tests.run.fakes:make_llm"
 
 
 def _question(qid: str, context: str = "") -> Question:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ragrade.run.stats import bootstrap_ci, wilson_interval
+from ragrade.stats import bootstrap_ci, wilson_interval
 
 
 def test_wilson_hand_worked():

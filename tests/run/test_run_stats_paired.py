@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from ragrade.run.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
+from ragrade.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
 
 
 def test_mcnemar_exact_hand_worked():

@@ -18,8 +18,8 @@ from ragrade.run.store import Journal
 from ragrade.run.summary import VOLATILE_COLUMNS, read_responses
 from ragrade.run.sweep import run_sweep
 
-LL = "py:tests.run.fakes:make_llm"
-GEN = "py:tests.run.fakes:make_generating_llm"
+LL = "py/tests.run.fakes:make_llm"
+GEN = "py/tests.run.fakes:make_generating_llm"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from ragrade.run.manifest import read_manifest
 from ragrade.run.spec import PipelineSpec, build_sweep_config, expand_pipelines
 from ragrade.run.summary import read_responses
 
-LL = "py:tests.run.fakes:make_llm"
+LL = "py/tests.run.fakes:make_llm"
 
 
 @pytest.fixture(scope="module")

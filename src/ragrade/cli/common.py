@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from ragrade.progress import Progress
 
 
+def error_line(message: str) -> None:
+    """Print a one-line user error to stderr (credentials in URLs masked)."""
+    from ragrade.redact import redact_text
+
+    typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
+
+
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout."""
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))

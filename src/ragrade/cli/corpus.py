@@ -163,28 +163,9 @@ def _corpus_flags(
 
 def _load_demo_report(demo_limit: int | None, topics: list[str] | None) -> tuple[LoadReport, dict[str, Any]]:
     """The demo corpus as a load report (import failures as a warning) and its header record."""
-    from ragrade.corpus.demo import DemoStats, build_demo_corpus
-    from ragrade.corpus.load import LoadReport
+    from ragrade.corpus.demo import demo_load_report
 
-    stats = DemoStats()
-    report = LoadReport(documents=build_demo_corpus(demo_limit, topics=topics, stats=stats))
-    report.formats["docstring"] = len(report.documents)
-    if stats.import_failures:
-        names = ", ".join(name for name, _ in stats.import_failures[:6])
-        more = "" if len(stats.import_failures) <= 6 else ", ..."
-        report.warnings.append(
-            (
-                "demo",
-                f"{len(stats.import_failures)} standard-library modules could not "
-                f"be imported on this platform and were left out ({names}{more})",
-            )
-        )
-    return report, {
-        "modules": stats.modules,
-        "import_failures": len(stats.import_failures),
-        "limit": demo_limit,
-        "topics": topics,
-    }
+    return demo_load_report(demo_limit, topics)
 
 
 def _write_corpus(report: LoadReport, header: dict[str, Any], paths: list[Path], out: Path, as_json: bool) -> None:
@@ -195,10 +176,7 @@ def _write_corpus(report: LoadReport, header: dict[str, Any], paths: list[Path],
         typer.echo(f"ragrade: warning: skipped {where}: {reason}", err=True)
     for where, note in report.warnings:
         typer.echo(f"ragrade: warning: {where}: {note}", err=True)
-    summary = report.summary()
-    if not report.documents:
-        why = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "nothing found"
-        raise DataError(f"no usable document in {', '.join(str(p) for p in paths)} ({why})")
+    summary = report.checked_summary(", ".join(str(p) for p in paths or []) or "the demo corpus")
     header["summary"] = summary
     write_documents(out, report.documents, meta=header)
     summary["out"] = str(out)

@@ -28,7 +28,7 @@ OUTPUT_OPTIONS = ("--out", "--qrels")
 
 def _command_params(args: list[str]) -> set[str]:
     """The option names the command that ``args`` names accepts (empty when it cannot be resolved)."""
-    from ragrade.cli.main import app
+    from ragrade.cli.app import app
 
     try:
         from typer.main import get_command
@@ -83,7 +83,7 @@ def run_dry(args: list[str], invoke: Callable[[list[str], Callable[[str], None]]
     import contextlib
     import io
 
-    from ragrade.cli.main import error_line
+    from ragrade.cli.common import error_line
     from ragrade.llm.dryrun import LEDGER
 
     n_root = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))

@@ -154,7 +154,16 @@ def generate_cmd(
     if not result.questions and tally.n_failed:
         tally.check(_RESUME, 0.0)  # every survivor lost to failed requests: say so, not "no question survived"
     _write_generated_exam(out, result, cfg, chunks, json_out)
+    offline_exam_note({"generator": result.generator})
     tally.check(_RESUME, max_failed, what="generation")
+
+
+def offline_exam_note(meta: dict[str, Any] | None) -> None:
+    """Print the offline-exam note (on stderr, so --json output stays clean) when ``meta`` is an offline exam's."""
+    from ragrade.exam.offline import OFFLINE_EXAM_NOTE, is_offline_exam
+
+    if meta is not None and is_offline_exam(meta):
+        typer.echo(f"note: {OFFLINE_EXAM_NOTE}", err=True)
 
 
 _RESUME = "rerun the same command: received questions come from the response cache, only failed requests are sent"
@@ -164,28 +173,17 @@ def _filter_embedder(spec: str | None) -> Any:
     """The embedder named by --embedder, or None for the generator's default."""
     if spec is None:
         return None
-    from ragrade.retrieval.embed import create_embedder
+    from ragrade.embedding.embed import create_embedder
 
     return create_embedder(spec)
 
 
 def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks: Path, json_out: bool) -> None:
     """Write the exam and its sidecars and print the analytics (DataError, sidecars only, when none survived)."""
-    from ragrade.errors import DataError
     from ragrade.exam.analytics import exam_analytics, format_analytics
-    from ragrade.exam.funnel import sidecar_paths, write_sidecars
-    from ragrade.exam.generate import write_exam_result
+    from ragrade.exam.generate import write_exam_checked
 
-    if not result.questions:
-        write_sidecars(out, result.funnel, result.rejected)
-        reasons = result.funnel.get("reasons", {})
-        refused = reasons.get("generation:refused", 0)
-        unparsed = sum(n for k, n in reasons.items() if k.startswith("parse:"))
-        raise DataError(
-            f"no question survived generation and filtering ({result.funnel['generated']} candidates asked: "
-            f"{refused} refused, {unparsed} unparseable, the rest filtered); see {sidecar_paths(out)[1]}"
-        )
-    write_exam_result(out, result, cfg, input_path=str(chunks))
+    write_exam_checked(out, result, cfg, input_path=str(chunks))
     stats = exam_analytics(result.questions)
     if json_out:
         echo_json({"exam": str(out), "funnel": result.funnel, "analytics": stats})

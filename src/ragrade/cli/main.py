@@ -7,7 +7,6 @@ run cleanly (one line, exit 130; see :mod:`ragrade.interrupt`), a second one at 
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -19,59 +18,10 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:  # pragma: no cover - older typer on real click
     from click import exceptions as _cx  # type: ignore[no-redef]
 
-from ragrade import __version__, interrupt
+from ragrade import interrupt
+from ragrade.cli.app import app
+from ragrade.cli.common import error_line
 from ragrade.errors import RagradeError
-
-app = typer.Typer(
-    name="ragrade",
-    help="Tell which RAG pipeline to trust on your own documents, and why.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-# one module per stage; each exposes register(app)
-_VERB_MODULES = ("corpus", "retrieval", "llm", "exam", "sweep", "irt", "robust", "qa", "run", "calibration")
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"ragrade {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-    dry_run: bool = typer.Option(
-        False,
-        "--dry-run",
-        help="Run the command without sending any LLM request: count the requests and prompt tokens it would "
-        "send (an upper bound where it retries failures); its files go to a temporary folder that is deleted.",
-    ),
-    quiet: bool = typer.Option(
-        False,
-        "--quiet",
-        "-q",
-        help="No progress display (the default: bars on a terminal, a line every "
-        "$RAGRADE_PROGRESS_INTERVAL seconds (10) otherwise).",
-    ),
-) -> None:
-    """Tell which RAG pipeline to trust on your own documents, and why."""
-
-
-for _name in _VERB_MODULES:
-    importlib.import_module(f"ragrade.cli.{_name}").register(app)
-
-
-def error_line(message: str) -> None:
-    """Print a one-line user error to stderr (credentials in URLs masked)."""
-    from ragrade.redact import redact_text
-
-    typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,14 +210,9 @@ def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None 
 
     ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
     """
-    from ragrade.llm.failures import FailureTally, resume_hint
+    from ragrade.llm import failures
 
-    if hasattr(rows, "to_dict"):
-        cols = [c for c in ("pipeline", "llm", "error") if c in rows.columns]
-        rows = rows[cols].to_dict(orient="records")
-    tally = FailureTally()
-    tally.add_rows(rows, "pipeline", "llm")
-    tally.check(resume or resume_hint(), max_failed, what="pipeline")
+    failures.check_grid_failures(rows, max_failed, resume)
 
 
 __all__ = [

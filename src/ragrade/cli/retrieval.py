@@ -199,9 +199,14 @@ def search_cmd(
         return
     if not hits:
         typer.echo("no hits")
-    for h in hits:
-        text = " ".join(h.text.split())
-        typer.echo(f"{h.rank:>2}. {h.score:8.4f}  {h.chunk_id}  {h.source or h.doc_id}")
+    from ragrade.retrieval.passages import heading_line, shown_passages
+
+    for h, shown in zip(hits, shown_passages(hits, idx.chunk), strict=True):
+        text = " ".join(shown.split())  # a part of a split code block with its fences
+        path = heading_line(idx.chunk(h.chunk_id))
+        typer.echo(
+            f"{h.rank:>2}. {h.score:8.4f}  {h.chunk_id}  {h.source or h.doc_id}" + (f"  [{path}]" if path else "")
+        )
         typer.echo(f"    {text[:300] + ('...' if len(text) > 300 else '')}")
 
 
@@ -225,6 +230,9 @@ def ask_cmd(
     post: str = typer.Option(None, "--post", help=POST_HELP),
     transform_llm: str = typer.Option(
         None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-* (default: --llm)."
+    ),
+    headings: bool = typer.Option(
+        False, "--headings", help="Show the LLM each passage's heading path (page > section) before its text."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
 ) -> None:
@@ -254,7 +262,7 @@ def ask_cmd(
     )
     tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
     ret = _pipeline(idx, ret, query_tx, post, _transform_llm(tx_spec, base_url), reranker, "--transform-llm or --llm")
-    assistant = Assistant(ret, model, k=k, prompt=prompt)
+    assistant = Assistant(ret, model, k=k, prompt=prompt, chunks=idx.chunk, headings=headings)
     loaded = warm_up(idx, retriever, model, lambda line: typer.echo(f"ragrade: {line}", err=True))
     if question is not None and loaded > 5:
         typer.echo(

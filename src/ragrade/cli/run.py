@@ -94,8 +94,9 @@ def run_cmd(
 
 
 def _print_plan(cfg: Any, out: Path, as_json: bool) -> None:
-    from ragrade.job.check import check_job, describe_plan
+    from ragrade.job.check import check_job
     from ragrade.job.config import config_paths
+    from ragrade.job.runner import describe_plan
 
     check_job(cfg)
     plan = describe_plan(cfg, out)
@@ -119,8 +120,11 @@ def _warn_foreign_layout(target: Path) -> None:
     """Warn when ``target`` holds another command's run (e.g. `exam take`): the job's layout would mix in."""
     if not target.is_dir() or (target / "stages.json").exists():
         return
-    marks = [name for name in ("responses.parquet", "answers.jsonl", "results.jsonl", "manifest.json")
-             if (target / name).exists()]
+    marks = [
+        name
+        for name in ("responses.parquet", "answers.jsonl", "results.jsonl", "manifest.json")
+        if (target / name).exists()
+    ]
     if marks:
         typer.echo(
             f"ragrade: warning: {target} holds another command's run ({', '.join(marks)} at its top, e.g. from "

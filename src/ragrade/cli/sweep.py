@@ -102,6 +102,7 @@ def take(
 
         flags = {"budget": budget, "target_se": target_se, "calibration": str(calibration) if calibration else None}
         take_adaptive(exam, cfg, flags, out, overwrite=overwrite, as_json=as_json, config=config)
+        _offline_exam_note(exam)
         return
     if budget is not None or target_se is not None or calibration is not None:
         raise ConfigError("--budget, --target-se and --calibration apply to adaptive runs; add --adaptive")
@@ -110,7 +111,17 @@ def take(
             exam, cfg, out, overwrite=overwrite, progress=shown.advance, config_files=[str(config)] if config else []
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
+    _offline_exam_note(exam)
     check_grid_failures(result.responses, max_failed)
+
+
+def _offline_exam_note(exam: Path) -> None:
+    """The offline-exam note (stderr) when the exam's header says the offline cloze generator wrote it."""
+    from ragrade.cli.exam import offline_exam_note
+    from ragrade.exam.files import read_exam
+
+    header, _ = read_exam(exam)
+    offline_exam_note(header.meta if header else None)
 
 
 def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> None:
@@ -203,8 +214,8 @@ def compare(
         verdicts,
         write_comparisons,
     )
-    from ragrade.run.stats import adjust_pvalues
     from ragrade.run.summary import read_responses
+    from ragrade.stats import adjust_pvalues
 
     if correction not in ("holm", "bonferroni", "bh", "none"):
         raise ConfigError(f"unknown correction '{correction}'; valid: holm, bonferroni, bh, none")

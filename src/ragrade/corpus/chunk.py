@@ -304,16 +304,6 @@ def _make_sentence(
     return SentenceChunker(size, overlap, tokenizer, min_size)
 
 
-@register("chunker", "semantic")
-def _make_semantic(
-    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
-) -> BaseChunker:
-    from ragrade.corpus.semantic import SemanticChunker
-
-    _checked("semantic", SemanticChunker.options, {k: v for k, v in extra.items() if k not in SemanticChunker.options})
-    return SemanticChunker(size, overlap, tokenizer, **extra)
-
-
 def create_chunker(strategy: str, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, **kw: Any) -> Chunker:
     """Build the chunker registered as ``strategy`` (token, recursive, sentence, semantic).
 

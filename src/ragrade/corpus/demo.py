@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.corpus.clean import clean_text
-from ragrade.corpus.load import make_doc_id
+from ragrade.corpus.load import LoadReport, make_doc_id
 from ragrade.corpus.types import Document
 from ragrade.errors import ConfigError, DataError
 from ragrade.registry import did_you_mean
@@ -168,8 +168,6 @@ def demo_load_report(
     limit: int | None = None, topics: Sequence[str] | None = None
 ) -> tuple[LoadReport, dict[str, Any]]:
     """The demo corpus as a load report (import failures as one warning) and the header record of its file."""
-    from ragrade.corpus.load import LoadReport
-
     stats = DemoStats()
     report = LoadReport(documents=build_demo_corpus(limit, topics=topics, stats=stats))
     report.formats["docstring"] = len(report.documents)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragrade.corpus.clean import implausible_text, looks_binary
+from ragrade.corpus.types import Skip
 
 TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "rst", ".rest": "rst", ".md": "md", ".markdown": "md"}
 HTML_EXTS = {".html": "html", ".htm": "html", ".xhtml": "html"}
@@ -28,15 +29,6 @@ FORMATS: dict[str, str] = {**TEXT_EXTS, **HTML_EXTS, **JSON_EXTS, **PDF_EXTS}
 TEXT_FIELDS = ("text", "content", "contents", "body", "page_content", "document", "passage", "article")
 ID_FIELDS = ("id", "doc_id", "docid", "_id", "uuid", "key")
 _RESERVED = {"metadata", "source"}
-
-
-class Skip(Exception):
-    """A file that cannot be used; ``kind`` groups reasons in summaries."""
-
-    def __init__(self, kind: str, reason: str) -> None:
-        super().__init__(reason)
-        self.kind = kind
-        self.reason = reason
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragrade.corpus import formats as fmt
 from ragrade.corpus.clean import clean_text_counted, compile_patterns, looks_binary
 from ragrade.corpus.types import Document
+from ragrade.errors import DataError
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
@@ -66,6 +67,14 @@ class LoadReport:
         """Record one skipped file or record."""
         self.skipped.append((path, reason))
         self.skip_kinds[kind] += 1
+
+    def checked_summary(self, where: str) -> dict[str, Any]:
+        """:meth:`summary`, or a DataError naming ``where`` and the skip reasons when no document is usable."""
+        summary = self.summary()
+        if not self.documents:
+            why = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items()) or "nothing found"
+            raise DataError(f"no usable document in {where} ({why})")
+        return summary
 
     def summary(self) -> dict[str, Any]:
         """Counts for printing and for file headers."""

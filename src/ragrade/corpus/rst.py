@@ -123,7 +123,7 @@ def _doctree(text: str) -> Any:
     try:
         return publish_doctree(text, settings=settings)
     except (SystemMessage, ValueError, IndexError, AttributeError, TypeError) as exc:
-        from ragrade.corpus.formats import Skip
+        from ragrade.corpus.types import Skip
 
         raise Skip("unreadable", f"unreadable reStructuredText ({type(exc).__name__}: {exc})") from exc
 

@@ -21,20 +21,28 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragrade.corpus.chunk import DEFAULT_MIN_SIZE, DEFAULT_OVERLAP, DEFAULT_SIZE, BaseChunker, sentence_pieces
+from ragrade.corpus.chunk import (
+    DEFAULT_MIN_SIZE,
+    DEFAULT_OVERLAP,
+    DEFAULT_SIZE,
+    BaseChunker,
+    _checked,
+    sentence_pieces,
+)
 from ragrade.corpus.spans import Piece, Span, merge, trimmed
 from ragrade.corpus.structure import is_heading
 from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenIndex
 from ragrade.corpus.types import Chunk, Document
+from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
-from ragrade.retrieval.base import Embedder
+from ragrade.registry import register
 
 DEFAULT_THRESHOLD = 95.0
 DEFAULT_BUFFER = 1
 
 
 def _resolve_embedder(spec: str) -> Embedder:
-    from ragrade.retrieval import embed
+    from ragrade.embedding import embed
 
     factory = getattr(embed, "create_embedder", None)
     if factory is None:  # a retrieval stage without embedder specs: only the default model
@@ -78,7 +86,7 @@ class SemanticChunker(BaseChunker):
             if isinstance(self._embedder_spec, str):
                 self._embedder = _resolve_embedder(self._embedder_spec)
             else:
-                from ragrade.retrieval.embed import default_embedder
+                from ragrade.embedding.embed import default_embedder
 
                 self._embedder = default_embedder()
         return self._embedder
@@ -154,6 +162,14 @@ class SemanticChunker(BaseChunker):
             else:
                 out.extend(merge(sentence_pieces(index, s, e, self.size), index, self.size, self.overlap))
         return out
+
+
+@register("chunker", "semantic")
+def _make_semantic(
+    size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, tokenizer: str = DEFAULT_TOKENIZER, **extra: Any
+) -> BaseChunker:
+    _checked("semantic", SemanticChunker.options, {k: v for k, v in extra.items() if k not in SemanticChunker.options})
+    return SemanticChunker(size, overlap, tokenizer, **extra)
 
 
 __all__ = ["DEFAULT_BUFFER", "DEFAULT_THRESHOLD", "SemanticChunker"]

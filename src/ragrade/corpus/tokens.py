@@ -143,7 +143,7 @@ def _build_index(text: str, enc: Any) -> TokenIndex:
 
 def _tokenizer_file(spec: str) -> Path:
     if spec == DEFAULT_TOKENIZER:
-        from ragrade.retrieval.embed import minilm_path
+        from ragrade.embedding.embed import minilm_path
 
         return Path(minilm_path()) / "tokenizer.json"
     path = Path(os.path.expanduser(spec))

@@ -1,4 +1,4 @@
-"""Documents and chunks: the records that flow from the corpus stage onwards."""
+"""Documents and chunks: the records that flow from the corpus stage onwards (and Skip, an unusable file)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ class Document:
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> Document:
         """Build from a JSONL record written by :meth:`to_record`."""
-        return cls(id=str(rec["id"]), text=str(rec["text"]), source=str(rec.get("source", "")),
-                   metadata=dict(rec.get("metadata") or {}))
+        return cls(
+            id=str(rec["id"]),
+            text=str(rec["text"]),
+            source=str(rec.get("source", "")),
+            metadata=dict(rec.get("metadata") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -72,12 +76,27 @@ class Chunk:
     def from_record(cls, rec: dict[str, Any]) -> Chunk:
         """Build from a JSONL record written by :meth:`to_record`."""
         return cls(
-            id=str(rec["id"]), doc_id=str(rec["doc_id"]), text=str(rec["text"]),
-            start=int(rec["start"]), end=int(rec["end"]), strategy=str(rec.get("strategy", "")),
-            params=dict(rec.get("params") or {}), source=str(rec.get("source", "")),
+            id=str(rec["id"]),
+            doc_id=str(rec["doc_id"]),
+            text=str(rec["text"]),
+            start=int(rec["start"]),
+            end=int(rec["end"]),
+            strategy=str(rec.get("strategy", "")),
+            params=dict(rec.get("params") or {}),
+            source=str(rec.get("source", "")),
             metadata=dict(rec.get("metadata") or {}),
-            tokens=int(rec.get("tokens") or 0), oversize=bool(rec.get("oversize", False)),
+            tokens=int(rec.get("tokens") or 0),
+            oversize=bool(rec.get("oversize", False)),
         )
 
 
-__all__ = ["CHUNKS_KIND", "CHUNKS_VERSION", "DOCUMENTS_KIND", "DOCUMENTS_VERSION", "Chunk", "Document"]
+class Skip(Exception):
+    """A file that cannot be used; ``kind`` groups reasons in summaries."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+__all__ = ["CHUNKS_KIND", "CHUNKS_VERSION", "DOCUMENTS_KIND", "DOCUMENTS_VERSION", "Chunk", "Document", "Skip"]

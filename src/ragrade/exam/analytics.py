@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.exam.files import LETTERS, Question
-from ragrade.run.stats import wilson_interval
+from ragrade.stats import wilson_interval
 
 
 def _rate(k: float, n: int) -> dict[str, Any]:

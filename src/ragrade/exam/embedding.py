@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragrade.embedding.base import Embedder
 from ragrade.errors import DataError
-from ragrade.retrieval.base import Embedder
 
 
 class MemoEmbedder:

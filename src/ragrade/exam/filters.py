@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
 from ragrade.exam.config import FilterConfig
 from ragrade.exam.text import jaccard, ngrams, words
-from ragrade.retrieval.base import Embedder
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.corpus.types import Chunk
+from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError, DataError
 from ragrade.exam.analytics import exam_analytics
 from ragrade.exam.config import ExamConfig
@@ -33,7 +34,6 @@ from ragrade.exam.taxonomy import tag_question
 from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, stable_hash
 from ragrade.exam.writers import ClozeWriter, LLMWriter, QuestionWriter, Raw
 from ragrade.llm.base import LLM
-from ragrade.retrieval.base import Embedder
 
 ProgressFn = Callable[[int, int, int], None]  # (generated, target, valid so far)
 
@@ -215,7 +215,7 @@ def _to_questions(kept: Sequence[Raw], cfg: ExamConfig, absurd: list[list[str]] 
                 source=r.chunk.source,
                 tags=tags,
                 generator=gen,
-                context=r.chunk.text,
+                context=r.chunk.display_text(),  # as shown to a reader: a split code block keeps its fences
                 span=(r.chunk.start, r.chunk.end),
             )
         )
@@ -404,7 +404,7 @@ def generate_exam_full(
     """Generate an exam of up to ``cfg.n`` questions; see the module docstring."""
     eligible = _eligible_chunks(chunks, llm, cfg)
     if embedder is None:
-        from ragrade.retrieval.embed import default_embedder
+        from ragrade.embedding.embed import default_embedder
 
         embedder = default_embedder()
     emb = memoised(embedder)
@@ -451,6 +451,22 @@ def write_exam_result(path: str | Path, result: ExamResult, cfg: ExamConfig, inp
     return n
 
 
+def write_exam_checked(path: str | Path, result: ExamResult, cfg: ExamConfig, input_path: str | None = None) -> int:
+    """:func:`write_exam_result`, or, when no question survived, only the sidecars and a DataError saying why."""
+    if result.questions:
+        return write_exam_result(path, result, cfg, input_path=input_path)
+    from ragrade.exam.funnel import sidecar_paths
+
+    write_sidecars(path, result.funnel, result.rejected)
+    reasons = result.funnel.get("reasons", {})
+    refused = reasons.get("generation:refused", 0)
+    unparsed = sum(n for k, n in reasons.items() if k.startswith("parse:"))
+    raise DataError(
+        f"no question survived generation and filtering ({result.funnel['generated']} candidates asked: "
+        f"{refused} refused, {unparsed} unparseable, the rest filtered); see {sidecar_paths(path)[1]}"
+    )
+
+
 __all__ = [
     "ExamResult",
     "check_prompt_files",
@@ -461,5 +477,6 @@ __all__ = [
     "run_filters",
     "sample_order",
     "stratum_of",
+    "write_exam_checked",
     "write_exam_result",
 ]

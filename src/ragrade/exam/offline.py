@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from ragrade.corpus.types import Chunk
+from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
-from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, words
-from ragrade.retrieval.base import Embedder
+from ragrade.exam.text import derived_seed, normalise_choice, prose_mask, split_sentences, words
 
 BLANK = "____"
 NAME = "offline/cloze"
@@ -187,10 +187,14 @@ def _names(text: str, s0: int, s1: int) -> list[tuple[int, int]]:
     return spans
 
 
-def extract_terms(text: str) -> list[KeyTerm]:
-    """Key-term candidates of ``text``, one per span (code > date > number > name when they overlap)."""
+def extract_terms(text: str, *, in_code: bool = False) -> list[KeyTerm]:
+    """Key-term candidates of ``text``, one per span (code > date > number > name when they overlap).
+
+    Only prose sentences are read (:func:`~ragrade.exam.text.prose_mask`: no fenced code, headings, table rows
+    or list markers); ``in_code`` says the text starts inside a code block (a chunk continuing a split one).
+    """
     out: list[KeyTerm] = []
-    for s0, s1 in split_sentences(text):
+    for s0, s1 in split_sentences(prose_mask(text, in_code=in_code)):
         taken: list[tuple[int, int]] = [(m.start(), m.end()) for m in _URL.finditer(text, s0, s1)]
 
         def free(a: int, b: int, taken: list[tuple[int, int]] = taken) -> bool:
@@ -359,9 +363,7 @@ class ClozeGenerator:
         self.set_stem(stem_window, stem_subject)
         self._index = {c.id: i for i, c in enumerate(self.chunks)}
         self._case = _CaseStats(c.text for c in self.chunks)
-        self.terms: list[list[KeyTerm]] = [
-            [t for t in extract_terms(c.text) if self._case.plausible(t)] for c in self.chunks
-        ]
+        self.terms: list[list[KeyTerm]] = [self._extract(c) for c in self.chunks]
         pool: dict[str, dict[str, _PoolEntry]] = defaultdict(dict)
         for ci, (chunk, terms) in enumerate(zip(self.chunks, self.terms, strict=True)):
             for t in terms:
@@ -369,6 +371,11 @@ class ClozeGenerator:
                 pool[t.kind].setdefault(key, _PoolEntry(t.text, t.kind, t.fmt, ci, _window(chunk.text, t)))
         self.pool = {k: list(v.values()) for k, v in pool.items()}
         self._chunk_vecs: np.ndarray | None = None
+
+    def _extract(self, chunk: Chunk) -> list[KeyTerm]:
+        """The plausible key terms of the prose of ``chunk``."""
+        in_code = bool(chunk.metadata.get("fence_open"))
+        return [t for t in extract_terms(chunk.text, in_code=in_code) if self._case.plausible(t)]
 
     def set_stem(self, window: int | None, subject: str = "title") -> None:
         """How questions are worded: ``window`` words each side of the blank (None: the whole sentence), and
@@ -407,11 +414,7 @@ class ClozeGenerator:
         """Pick the key term (seeded, weighted by quality) among those with enough same-kind distractors."""
         rng = random.Random(derived_seed(self.seed, "cloze", chunk.id))
         subject = subject_of(chunk, self.topic_field, prefer=self.stem_subject)
-        terms = (
-            self.terms[self._index[chunk.id]]
-            if chunk.id in self._index
-            else [t for t in extract_terms(chunk.text) if self._case.plausible(t)]
-        )
+        terms = self.terms[self._index[chunk.id]] if chunk.id in self._index else self._extract(chunk)
         order = [(s, t) for t in terms if (s := _term_score(chunk.text, t, subject)) > 0]
         if not order:
             return {"failure": "no_key_term"}
@@ -477,6 +480,8 @@ class ClozeGenerator:
     def _question(self, chunk: Chunk, t: KeyTerm, subject: str) -> str:
         s0, s1 = t.sentence
         before, after = chunk.text[s0 : t.start], chunk.text[t.end : s1]
+        if t.fmt == "backtick":  # the blank stands for the inline code, its backticks included
+            before, after = before.rstrip("`"), after.lstrip("`")
         if self.stem_window is not None:
             before, after = stem_context(before, after, self.stem_window)
         sentence = re.sub(r"\s+", " ", before + BLANK + after).strip()

@@ -97,6 +97,51 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_FENCE_RE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
+_HEADING_RE = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)")
+_UNDERLINE_RE = re.compile(r"[ \t]*(?:={2,}|-{2,})[ \t]*$")  # a setext heading's underline
+# a table row: Markdown/grid pipes, a rule, or cells the loaders joined with " | "
+_TABLE_RE = re.compile(r"[ \t]*(?:\||\+[-=+]{2,}|[-=:]{3,}[ \t]*(?:[|+ ][ \t]*[-=:]{3,}[ \t]*)+$)|.*\S \| \S")
+_MARKER_RE = re.compile(r"[ \t]*(?:[-*+•]|\d{1,3}[.)])[ \t]+(?=\S)")
+
+
+def prose_mask(text: str, *, in_code: bool = False) -> str:
+    """``text`` with everything but prose turned into line breaks (same length, so offsets stay valid).
+
+    Fenced code blocks (``in_code``: the text starts inside one, e.g. a chunk
+    that continues a split code block), heading lines (``#`` or underlined),
+    table rows and rules become blank lines; list markers become line breaks
+    in front of the item's text. :func:`split_sentences` of the result gives
+    spans of prose sentences only, as offsets into ``text``.
+    """
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    fence = "```" if in_code else ""
+    for i, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        m = _FENCE_RE.match(body)
+        nxt = lines[i + 1].rstrip("\r\n") if i + 1 < len(lines) else ""
+        if fence:
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not body[m.end() :].strip():
+                fence = ""
+            drop = len(body)
+        elif m:
+            fence, drop = m.group(1), len(body)
+        elif (
+            _HEADING_RE.match(body)
+            or _TABLE_RE.match(body)
+            or (body.strip() and _UNDERLINE_RE.match(nxt))
+            or (_UNDERLINE_RE.match(body) and out and not out[-1].strip())
+        ):
+            drop = len(body)
+        elif marker := _MARKER_RE.match(body):
+            drop = marker.end()
+        else:
+            drop = 0
+        out.append("\n" * drop + line[drop:])
+    return "".join(out)
+
+
 def stable_hash(*parts: str, length: int = 12) -> str:
     """A short hex digest of ``parts`` (stable across processes and platforms)."""
     h = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
@@ -119,6 +164,7 @@ __all__ = [
     "ngram_jaccard",
     "ngrams",
     "normalise_choice",
+    "prose_mask",
     "split_sentences",
     "stable_hash",
     "words",

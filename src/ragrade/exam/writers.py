@@ -83,15 +83,16 @@ class LLMWriter:
         """The generation request for ``chunk``."""
         domain = self.cfg.domain or str(chunk.metadata.get(self.cfg.topic_field or "topic") or "technical")
         title = subject_of(chunk, self.cfg.topic_field) or chunk.source or "the corpus"
-        system = render(self.system_template, document=chunk.text, domain=domain, title=title)
-        user = render(self.user_template, document=chunk.text, domain=domain, title=title)
+        document = chunk.display_text()  # a part of a split code block with its fences
+        system = render(self.system_template, document=document, domain=domain, title=title)
+        user = render(self.user_template, document=document, domain=domain, title=title)
         return GenerationRequest(
             messages=(Message("system", system), Message("user", user)),
             temperature=self.cfg.temperature,
             max_tokens=self.cfg.max_tokens,
             seed=derived_seed(self.cfg.seed, "generate", chunk.id),
             json_schema=QUESTION_SCHEMA if self.cfg.json_output else None,
-            passages=(chunk.text,),
+            passages=(document,),
             task="generate_question",
             meta={"chunk_id": chunk.id},
         )

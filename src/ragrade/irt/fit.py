@@ -21,8 +21,9 @@ and recorded:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +268,12 @@ def fit_irt(
     result = fit_responses(resp, cfg, init=init)
     if cfg.se in ("bootstrap", "parametric", "jackknife"):
         t_boot = time.perf_counter()
-        {"bootstrap": bootstrap_se, "parametric": parametric_se, "jackknife": jackknife_se}[cfg.se](resp, cfg, result)
+        se_methods: dict[str, Callable[[Responses, FitConfig, IRTResult], IRTResult]] = {
+            "bootstrap": bootstrap_se,
+            "parametric": parametric_se,
+            "jackknife": partial(jackknife_se, refit=fit_responses),
+        }
+        se_methods[cfg.se](resp, cfg, result)
         result.timings["se"] = result.timings.get("se", 0.0) + time.perf_counter() - t_boot
     result.timings = {"read": t_read, "fit": float(result.fit.get("time_s", 0.0)), **result.timings}
     result.timings["fit_se_stats"] = time.perf_counter() - t0 - t_read  # fit, SEs, statistics and flags

@@ -33,6 +33,7 @@ combinations missing 97%. On tiny grids (12 pipelines) the bias is not first-ord
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 F64 = npt.NDArray[np.float64]
 MAX_DRAWS = 50
 UNIT = "discriminations with geometric mean 1"
+Refit = Callable[..., "IRTResult"]  # (data, cfg, *, init, compute_se) -> IRTResult
 
 
 def _identifiable(data: Responses, factor_names: tuple[str, ...], keep: npt.NDArray[np.bool_]) -> bool:
@@ -96,10 +98,11 @@ def _unit_effects(res: IRTResult, design: Design) -> tuple[F64, float]:
     return design.z_from_effects(effects) * s, s
 
 
-def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResult:
-    """Bias-correct the effects and set their SEs by a delete-a-group jackknife (see the module docstring)."""
-    from ragrade.irt.fit import fit_responses
+def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult, *, refit: Refit) -> IRTResult:
+    """Bias-correct the effects and set their SEs by a delete-a-group jackknife (see the module docstring).
 
+    ``refit`` fits one subset (:func:`ragrade.irt.fit.fit_responses`, passed in by its caller).
+    """
     if not cfg.factors:
         raise ConfigError("--se jackknife corrects factor effects: it needs --factors (the hierarchical model)")
     factors = [f for f in data.factors if f.name in cfg.factors]
@@ -111,9 +114,9 @@ def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResul
     reps, n_conv = [], 0
     for k in range(G):
         keep = groups != k
-        refit = fit_responses(data.subset_pipelines(keep), sub_cfg, init=result, compute_se=False)
-        n_conv += int(refit.converged)
-        reps.append(_unit_effects(refit, design)[0])  # same levels, so the same effect coordinates
+        fitted = refit(data.subset_pipelines(keep), sub_cfg, init=result, compute_se=False)
+        n_conv += int(fitted.converged)
+        reps.append(_unit_effects(fitted, design)[0])  # same levels, so the same effect coordinates
     Z = np.asarray(reps)
     z_bar = Z.mean(axis=0)
     z_jk = G * z_full - (G - 1) * z_bar

@@ -1,4 +1,8 @@
-"""Writing a fit: a small ``irt.json`` plus columnar per-item and CSV tables next to it.
+"""The layout of a written fit: a small ``irt.json`` plus columnar per-item and CSV tables next to it.
+
+The document itself is built by :func:`ragrade.irt.result.result_doc` and written by
+:func:`ragrade.irt.result.write_result` (``IRTResult.write``); this module holds its constants
+and the record, summary and table helpers they use.
 
 ``irt.json`` (kind ``irt``, version 2) holds what a reader needs at a glance: the model, fit
 statistics, convergence, identifiability, abilities, factor effects (in logits and as differences in
@@ -14,15 +18,12 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ragrade.io import atomic_write_bytes, atomic_write_text, now_iso, write_json
-
-if TYPE_CHECKING:
-    from ragrade.irt.result import IRTResult
+from ragrade.io import atomic_write_bytes
 
 IRT_KIND = "irt"
 IRT_VERSION = 2
@@ -44,7 +45,7 @@ def clean(rec: dict[Any, Any]) -> dict[str, Any]:
     return {str(k): num(v) for k, v in rec.items()}
 
 
-def _records(df: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
+def records(df: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
     return {str(r.pop(key)): clean(r) for r in df.to_dict("records")}
 
 
@@ -60,87 +61,8 @@ def items_summary(items: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def effects_doc(res: IRTResult) -> dict[str, Any]:
-    """Per factor and level: the effect in logits with its SE and 95% interval, and in percentage points."""
-    out: dict[str, Any] = {}
-    for f, levels in res.effects.items():
-        out[f] = {}
-        for lvl, (est, se) in levels.items():
-            rec: dict[str, Any] = {"estimate": num(est), "se": num(se)}
-            if math.isfinite(se):
-                rec["ci95"] = [num(est - 1.96 * se), num(est + 1.96 * se)]
-            rec.update({k: num(v) for k, v in res.effects_detail.get(f, {}).get(lvl, {}).items()})
-            out[f][lvl] = rec
-    return out
-
-
-def effects_table(res: IRTResult) -> pd.DataFrame:
-    """One row per (factor, level): logits with SE and interval, and the accuracy difference in points."""
-    rows = []
-    for f, levels in effects_doc(res).items():
-        for lvl, rec in levels.items():
-            ci = rec.get("ci95") or [None, None]
-            row = {"factor": f, "level": lvl, "estimate": rec["estimate"], "se": rec["se"]}
-            row.update(ci95_low=ci[0], ci95_high=ci[1])
-            row.update({k: v for k, v in rec.items() if k not in ("estimate", "se", "ci95")})
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def to_dict(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]:
-    """The irt.json document (items inline only for small exams)."""
-    from ragrade import __version__
-
-    items = res.items_frame() if items is None else items
-    pipes = res.pipelines_frame()
-    flag_counts: dict[str, int] = {}
-    for flags in items["flags"]:
-        for fl in flags:
-            flag_counts[fl] = flag_counts.get(fl, 0) + 1
-    doc: dict[str, Any] = {
-        "kind": IRT_KIND,
-        "version": IRT_VERSION,
-        "package_version": __version__,
-        "created": now_iso(),
-        "model": res.model,
-        "source": res.source,
-        "exam": res.exam_path,
-        "config": res.config,
-        "counts": res.counts,
-        "identifiability": res.identifiability,
-        "not_applicable": res.not_applicable,
-        "se_method": res.se_method,
-        "fit": res.fit,
-        "timings_s": {k: round(v, 3) for k, v in res.timings.items()},
-        "abilities": _records(pipes, "pipeline"),
-        "items_summary": items_summary(items),
-        "item_flags": flag_counts,
-        "effects": effects_doc(res),
-        "effects_units": {
-            "estimate": "logits (ability units); the unit is set by the priors / anchoring, see identifiability",
-            "accuracy_pp": "how much more accurate, on this exam, in percentage points, the pipelines where the "
-            "factor applies are with this level than on average over the factor's levels (other components "
-            "as they are): from the observed accuracies of the pipelines with each combination; a combination "
-            "absent from the data is predicted (the model moves the pipeline from its level to this one); in a "
-            "full factorial, the observed marginal mean minus the grand mean",
-            "accuracy_pp_se / accuracy_pp_ci95_low/high": "SE conditional on this exam's questions (observed "
-            "part: binomial variance of the responses under the fitted model; predicted part: delta method "
-            "from the effect covariance; the SE is the sum of the two, a bound for their correlation) and "
-            "accuracy_pp +/- 1.96 SE",
-            "accuracy_pp_source": "observed, or partly predicted (k of m cells: predicted combinations of this "
-            "level, then over the factor's levels, whose mean every level's value uses; accuracy_pp_cells, "
-            "accuracy_pp_cells_predicted: this level's)",
-            "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
-            "se is the one of se_method (with se_method jackknife: the larger of se_jackknife and se_observed)",
-        },
-        "information": res.information(),
-    }
-    if len(items) <= ITEMS_INLINE_MAX:
-        doc["items"] = _records(items.copy(), "question_id")
-    return doc
-
-
-def _csv_ready(df: pd.DataFrame) -> pd.DataFrame:
+def csv_ready(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy with list cells joined by ``|``, for CSV."""
     df = df.copy()
     for col in df.columns:
         if df[col].dtype == object and df[col].map(lambda v: isinstance(v, list)).any():
@@ -153,33 +75,6 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     atomic_write_bytes(path, buf.getvalue())
-
-
-def write_result(res: IRTResult, out: str | Path) -> list[Path]:
-    """Write irt.json at ``out`` and ``<stem>_items.parquet``, ``<stem>_pipelines.csv`` etc. next to it."""
-    out = Path(out)
-    stem = out.with_suffix("")
-    items = res.items_frame()
-    doc = to_dict(res, items)
-    paths = [out]
-    doc["tables"] = {}
-    items_pq = Path(f"{stem}_items.parquet")
-    write_parquet(items_pq, items)
-    doc["tables"]["items"] = items_pq.name
-    paths.append(items_pq)
-    tables = {"pipelines": res.pipelines_frame()}
-    if "items" in doc:
-        tables["items_csv"] = items
-    if res.effects:
-        tables["effects"] = effects_table(res)
-    tables["information"] = info_long(doc["information"])
-    for name, df in tables.items():
-        path = Path(f"{stem}_{name.removesuffix('_csv')}.csv")
-        atomic_write_text(path, _csv_ready(df).to_csv(index=False))
-        doc["tables"][name] = path.name
-        paths.append(path)
-    write_json(out, doc)
-    return paths
 
 
 def info_long(doc: dict[str, Any]) -> pd.DataFrame:
@@ -212,12 +107,9 @@ __all__ = [
     "IRT_VERSION",
     "ITEMS_INLINE_MAX",
     "clean",
-    "effects_doc",
-    "effects_table",
+    "csv_ready",
     "info_long",
     "items_summary",
     "num",
-    "to_dict",
     "write_parquet",
-    "write_result",
 ]

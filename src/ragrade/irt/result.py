@@ -3,11 +3,13 @@
 :func:`finish_result` anchors the estimates (:mod:`ragrade.irt.anchor`, never changing the
 likelihood), computes standard errors (:mod:`ragrade.irt.stderr`), statistics and flags
 (:mod:`ragrade.irt.stats`) and the effects in percentage points of accuracy (:mod:`ragrade.irt.accuracy`);
-:meth:`IRTResult.write` writes the files (:mod:`ragrade.irt.output`).
+:meth:`IRTResult.write` (:func:`write_result`) writes irt.json and its tables, laid out with the
+helpers of :mod:`ragrade.irt.output`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,13 +19,14 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from ragrade.io import atomic_write_text, now_iso, write_json
 from ragrade.irt import information as info
+from ragrade.irt import output
 from ragrade.irt.accuracy import accuracy_effects
 from ragrade.irt.anchor import anchor
 from ragrade.irt.hierarchical import Design
 from ragrade.irt.io import Responses, groups_from_tags
 from ragrade.irt.model import loglik_sse
-from ragrade.irt.output import IRT_KIND, IRT_VERSION, to_dict, write_result
 from ragrade.irt.problem import FitConfig, Problem
 from ragrade.irt.stats import fit_stats, item_rest_corr, item_stats, pipeline_stats
 from ragrade.irt.stderr import standard_errors
@@ -135,7 +138,7 @@ class IRTResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The irt.json document (see :mod:`ragrade.irt.output`)."""
-        return to_dict(self)
+        return result_doc(self)
 
     def write(self, out: str | Path) -> list[Path]:
         """Write irt.json at ``out`` and the item / pipeline / effect tables next to it; returns the paths."""
@@ -291,4 +294,111 @@ def _bounds_dict(cfg: FitConfig) -> dict[str, list[float]]:
     }
 
 
-__all__ = ["IRT_KIND", "IRT_VERSION", "IRTResult", "add_accuracy", "finish_result"]
+def effects_doc(res: IRTResult) -> dict[str, Any]:
+    """Per factor and level: the effect in logits with its SE and 95% interval, and in percentage points."""
+    out: dict[str, Any] = {}
+    for f, levels in res.effects.items():
+        out[f] = {}
+        for lvl, (est, se) in levels.items():
+            rec: dict[str, Any] = {"estimate": output.num(est), "se": output.num(se)}
+            if math.isfinite(se):
+                rec["ci95"] = [output.num(est - 1.96 * se), output.num(est + 1.96 * se)]
+            rec.update({k: output.num(v) for k, v in res.effects_detail.get(f, {}).get(lvl, {}).items()})
+            out[f][lvl] = rec
+    return out
+
+
+def effects_table(res: IRTResult) -> pd.DataFrame:
+    """One row per (factor, level): logits with SE and interval, and the accuracy difference in points."""
+    rows = []
+    for f, levels in effects_doc(res).items():
+        for lvl, rec in levels.items():
+            ci = rec.get("ci95") or [None, None]
+            row = {"factor": f, "level": lvl, "estimate": rec["estimate"], "se": rec["se"]}
+            row.update(ci95_low=ci[0], ci95_high=ci[1])
+            row.update({k: v for k, v in rec.items() if k not in ("estimate", "se", "ci95")})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def result_doc(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The irt.json document (items inline only for small exams)."""
+    from ragrade._version import __version__
+
+    items = res.items_frame() if items is None else items
+    pipes = res.pipelines_frame()
+    flag_counts: dict[str, int] = {}
+    for flags in items["flags"]:
+        for fl in flags:
+            flag_counts[fl] = flag_counts.get(fl, 0) + 1
+    doc: dict[str, Any] = {
+        "kind": output.IRT_KIND,
+        "version": output.IRT_VERSION,
+        "package_version": __version__,
+        "created": now_iso(),
+        "model": res.model,
+        "source": res.source,
+        "exam": res.exam_path,
+        "config": res.config,
+        "counts": res.counts,
+        "identifiability": res.identifiability,
+        "not_applicable": res.not_applicable,
+        "se_method": res.se_method,
+        "fit": res.fit,
+        "timings_s": {k: round(v, 3) for k, v in res.timings.items()},
+        "abilities": output.records(pipes, "pipeline"),
+        "items_summary": output.items_summary(items),
+        "item_flags": flag_counts,
+        "effects": effects_doc(res),
+        "effects_units": {
+            "estimate": "logits (ability units); the unit is set by the priors / anchoring, see identifiability",
+            "accuracy_pp": "how much more accurate, on this exam, in percentage points, the pipelines where the "
+            "factor applies are with this level than on average over the factor's levels (other components "
+            "as they are): from the observed accuracies of the pipelines with each combination; a combination "
+            "absent from the data is predicted (the model moves the pipeline from its level to this one); in a "
+            "full factorial, the observed marginal mean minus the grand mean",
+            "accuracy_pp_se / accuracy_pp_ci95_low/high": "SE conditional on this exam's questions (observed "
+            "part: binomial variance of the responses under the fitted model; predicted part: delta method "
+            "from the effect covariance; the SE is the sum of the two, a bound for their correlation) and "
+            "accuracy_pp +/- 1.96 SE",
+            "accuracy_pp_source": "observed, or partly predicted (k of m cells: predicted combinations of this "
+            "level, then over the factor's levels, whose mean every level's value uses; accuracy_pp_cells, "
+            "accuracy_pp_cells_predicted: this level's)",
+            "se_observed / se_sandwich": "observed-information and robust (questions as units) SEs in logits; "
+            "se is the one of se_method (with se_method jackknife: the larger of se_jackknife and se_observed)",
+        },
+        "information": res.information(),
+    }
+    if len(items) <= output.ITEMS_INLINE_MAX:
+        doc["items"] = output.records(items.copy(), "question_id")
+    return doc
+
+
+def write_result(res: IRTResult, out: str | Path) -> list[Path]:
+    """Write irt.json at ``out`` and ``<stem>_items.parquet``, ``<stem>_pipelines.csv`` etc. next to it."""
+    out = Path(out)
+    stem = out.with_suffix("")
+    items = res.items_frame()
+    doc = result_doc(res, items)
+    paths = [out]
+    doc["tables"] = {}
+    items_pq = Path(f"{stem}_items.parquet")
+    output.write_parquet(items_pq, items)
+    doc["tables"]["items"] = items_pq.name
+    paths.append(items_pq)
+    tables = {"pipelines": res.pipelines_frame()}
+    if "items" in doc:
+        tables["items_csv"] = items
+    if res.effects:
+        tables["effects"] = effects_table(res)
+    tables["information"] = output.info_long(doc["information"])
+    for name, df in tables.items():
+        path = Path(f"{stem}_{name.removesuffix('_csv')}.csv")
+        atomic_write_text(path, output.csv_ready(df).to_csv(index=False))
+        doc["tables"][name] = path.name
+        paths.append(path)
+    write_json(out, doc)
+    return paths
+
+
+__all__ = ["IRTResult", "add_accuracy", "effects_doc", "effects_table", "finish_result", "result_doc", "write_result"]

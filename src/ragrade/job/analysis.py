@@ -342,9 +342,8 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
         out / "answers", out / "scores", jcfg, progress=lambda m, d, t: ctx.progress(f"judge {m}", d, t)
     )
     # results first, then the threshold of the sweep, exam and robustness stages: exit 3, a rerun resumes
-    from ragrade.cli.pipelines import check_grid_failures
     from ragrade.judge.run import check_judge_failures
-    from ragrade.llm.failures import resume_hint
+    from ragrade.llm.failures import check_grid_failures, resume_hint
 
     resume = resume_hint("rerun `ragrade run`")
     check_grid_failures(answered.rows, None, resume)

@@ -179,27 +179,4 @@ def check_job(cfg: JobConfig) -> None:
             _check_human_labels(cfg)
 
 
-def describe_plan(cfg: JobConfig, out: Path) -> list[dict[str, Any]]:
-    """The stages ``ragrade run`` would run into ``out``: name, inputs, outputs and whether each is reused."""
-    from ragrade.job.layout import RunLayout
-    from ragrade.job.runner import _reusable, build_stages, read_stages, stage_hashes
-
-    layout = RunLayout(out)
-    stages = build_stages(cfg, layout)
-    hashes = stage_hashes(stages)
-    done = read_stages(layout) if layout.root.is_dir() else {}
-    plan = []
-    for s in stages:
-        reused = _reusable(s, done.get(s.name), hashes[s.name])
-        plan.append(
-            {
-                "stage": s.name,
-                "needs": list(s.needs),
-                "outputs": [str(p) for p in s.outputs],
-                "action": "reuse" if reused else "run",
-            }
-        )
-    return plan
-
-
-__all__ = ["check_job", "check_llm_spec", "describe_plan"]
+__all__ = ["check_job", "check_llm_spec"]

@@ -239,6 +239,26 @@ def _reusable(stage: st.Stage, rec: dict[str, Any] | None, digest: str) -> bool:
     return rec.get("hash") == digest and rec.get("status") == "done" and all(p.exists() for p in stage.outputs)
 
 
+def describe_plan(cfg: JobConfig, out: Path) -> list[dict[str, Any]]:
+    """The stages ``ragrade run`` would run into ``out``: name, inputs, outputs and whether each is reused."""
+    layout = RunLayout(out)
+    stages = build_stages(cfg, layout)
+    hashes = stage_hashes(stages)
+    done = read_stages(layout) if layout.root.is_dir() else {}
+    plan = []
+    for s in stages:
+        reused = _reusable(s, done.get(s.name), hashes[s.name])
+        plan.append(
+            {
+                "stage": s.name,
+                "needs": list(s.needs),
+                "outputs": [str(p) for p in s.outputs],
+                "action": "reuse" if reused else "run",
+            }
+        )
+    return plan
+
+
 def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Display | None = None) -> JobResult:
     """Run (or resume) every stage of ``cfg`` into the run directory ``out``."""
     from ragrade.job.check import check_job
@@ -382,4 +402,4 @@ def missing_answers(layout: RunLayout) -> dict[str, int]:
     return found
 
 
-__all__ = ["JobResult", "build_stages", "read_stages", "run_job", "stage_hashes"]
+__all__ = ["JobResult", "build_stages", "describe_plan", "read_stages", "run_job", "stage_hashes"]

@@ -240,7 +240,7 @@ def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
         totals.clear()
         done.clear()
         result = run_sweep(ctx.layout.exam, cfg, ctx.layout.sweep, progress=progress, overwrite=True)
-    from ragrade.cli.pipelines import check_grid_failures
+    from ragrade.llm.failures import check_grid_failures
 
     check_grid_failures(result.responses, None)  # too many failed requests: the stage fails, a rerun resumes
     comps = verdicts(ctx.layout.sweep, top=ctx.cfg.sweep.top, seed=ctx.cfg.sweep.seed)

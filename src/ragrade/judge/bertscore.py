@@ -40,7 +40,7 @@ class BertScoreConfig:
 def resolve_model_path(model: str) -> str:
     """The local folder of ``model`` (``minilm`` = the bundled MiniLM)."""
     if model == DEFAULT_MODEL:
-        from ragrade.retrieval.embed import minilm_path
+        from ragrade.embedding.embed import minilm_path
 
         return minilm_path()
     if not os.path.isdir(model):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ragrade.judge.agreement import binarize, cohen_kappa, spearman
 from ragrade.judge.claims_metrics import METRICS as CLAIM_METRICS
-from ragrade.run.stats import bootstrap_ci, wilson_interval
+from ragrade.stats import bootstrap_ci, wilson_interval
 
 SUMMARY_VERSION = 1
 STATUSES = ("ok", "unparsed", "failed", "skipped")

@@ -184,11 +184,25 @@ def resume_hint(command: str = "rerun the same command") -> str:
     return f"{command} to ask only the failed requests again (finished answers are kept)"
 
 
+def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None = None) -> None:
+    """Raise (exit 2/3) when a pipeline grid's failed requests are beyond the threshold.
+
+    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
+    """
+    if hasattr(rows, "to_dict"):
+        cols = [c for c in ("pipeline", "llm", "error") if c in rows.columns]
+        rows = rows[cols].to_dict(orient="records")
+    tally = FailureTally()
+    tally.add_rows(rows, "pipeline", "llm")
+    tally.check(resume or resume_hint(), max_failed, what="pipeline")
+
+
 __all__ = [
     "DEFAULT_MAX_FAILED",
     "MAX_FAILED_ENV",
     "MAX_FAILED_HELP",
     "FailureTally",
+    "check_grid_failures",
     "exam_request_tally",
     "fatal_kind",
     "max_failed_share",

@@ -94,4 +94,21 @@ def model_label(model: str) -> str:
     return name[:-5] if name.lower().endswith(".gguf") else name
 
 
-__all__ = ["EMBEDDED_MODELS", "embedded_model_path", "model_label", "models_dir", "resolve_gguf"]
+def llm_label(spec: str) -> str:
+    """The LLM's name in pipeline ids and the ``llm`` column: ``provider/<file name>`` for a model given by path.
+
+    ``hf//abs/path/my-model`` -> ``hf/my-model``, ``llamacpp/./models/q4.gguf`` -> ``llamacpp/q4``
+    (absolute, ``./``, ``../`` or ``~`` paths and ``.gguf`` files); ``replay/X`` -> ``replay/`` + the
+    label of X; anything else (``openai/gpt-4o``, ``hf/org/name`` hub ids) is its own label. The
+    manifest keeps the full spec; :func:`expand_pipelines` refuses two models with the same label.
+    """
+    if spec.startswith("replay/"):
+        return "replay/" + llm_label(spec[len("replay/") :])
+    provider, sep, model = spec.partition("/")
+    if not sep or (not model.startswith(("/", "./", "../", "~")) and not model.lower().endswith(".gguf")):
+        return spec
+    name = model_label(model.rstrip("/"))
+    return f"{provider}/{name}" if name and name not in (".", "..", "~") else spec
+
+
+__all__ = ["EMBEDDED_MODELS", "embedded_model_path", "llm_label", "model_label", "models_dir", "resolve_gguf"]

@@ -94,7 +94,7 @@ class _Embeddings:
         self.max_items = max_items
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        from ragrade.retrieval.embed import default_embedder
+        from ragrade.embedding.embed import default_embedder
 
         with self._lock:
             missing = list(dict.fromkeys(t for t in texts if t not in self._memo))

@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from ragrade import __version__
+from ragrade._version import __version__
 from ragrade.llm.limits import AuthError, PermanentError, TransientError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"  # the SDK's default

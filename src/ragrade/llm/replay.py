@@ -34,7 +34,7 @@ def _load(source: str) -> dict[tuple[str, str], tuple[int, str | None]]:
     key = str(Path(source).resolve())
     with _lock:
         if key not in _tables:
-            from ragrade.run.summary import read_responses
+            from ragrade.schemas import read_responses
 
             df = read_responses(source)
             err = df["error"] if "error" in df else [None] * len(df)
@@ -62,7 +62,7 @@ class ReplayLLM:
         self.table = _load(self.source)
 
     def _original(self, pipeline: str) -> str:
-        from ragrade.run.spec import llm_label  # ids name a model given by path by its file name
+        from ragrade.llm.gguf import llm_label  # ids name a model given by path by its file name
 
         parts = pipeline.split("|")
         mine, original = f"llm={llm_label(self.name)}", f"llm={llm_label(self.model)}"

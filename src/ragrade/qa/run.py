@@ -64,7 +64,7 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
     """Per pipeline: counts, gold-chunk hit rate (Wilson) and EM / token F1 against the reference (intervals)."""
     from ragrade.judge.lexical import best_over_references
     from ragrade.llm.phrases import REJECTION_SENTENCE
-    from ragrade.run.stats import bootstrap_ci, wilson_interval
+    from ragrade.stats import bootstrap_ci, wilson_interval
 
     out = []
     for pid in order:

@@ -52,7 +52,7 @@ def paired_by_level(df: pd.DataFrame, factor: str, level: str) -> tuple[pd.DataF
 def factor_verdicts(df: pd.DataFrame, factor: str, *, alpha: float = 0.05, seed: int = 0) -> list[dict[str, Any]]:
     """One comparison per level of ``factor`` against ``none`` (Holm over the levels); empty without a baseline."""
     from ragrade.run.compare import compare_pair
-    from ragrade.run.stats import adjust_pvalues
+    from ragrade.stats import adjust_pvalues
 
     values = df[factor].map(lambda v: "" if pd.isna(v) else str(v))
     levels = sorted(v for v in set(values) if v not in NOT_APPLICABLE and v != BASELINE)

@@ -11,13 +11,15 @@ replaces it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
 from ragrade.retrieval.base import Hit
+from ragrade.retrieval.passages import shown_passages
 
 DEFAULT_PROMPT = """You answer questions using only the numbered passages below, which come from the user's documents.
 
@@ -48,12 +50,13 @@ def load_prompt(path: str | Path | None) -> str:
     return text
 
 
-def format_passages(hits: list[Hit]) -> str:
-    """Numbered passages with their source, one block each."""
+def format_passages(hits: list[Hit], shown: Sequence[str] | None = None) -> str:
+    """Numbered passages with their source, one block each (``shown``: the text shown for each hit)."""
     blocks = []
     for n, h in enumerate(hits, start=1):
         src = f" (source: {h.source})" if h.source else ""
-        blocks.append(f"[{n}]{src}\n{h.text.strip()}")
+        text = shown[n - 1] if shown is not None else h.text
+        blocks.append(f"[{n}]{src}\n{text.strip()}")
     return "\n\n".join(blocks)
 
 
@@ -69,6 +72,7 @@ class Answer:
     cited: list[int] = field(default_factory=list)
     error: str | None = None
     transform_error: str | None = None  # a query rewrite / post-processing step that failed and fell back
+    shown: list[str] = field(default_factory=list)  # the passage texts the LLM saw (fences balanced, headings)
 
     def citations(self) -> list[dict[str, Any]]:
         """The passages the answer cites (all passages when it cites none explicitly)."""
@@ -83,6 +87,10 @@ class Answer:
             for n in numbers
             if 1 <= n <= len(self.hits)
         ]
+
+    def shown_text(self, i: int) -> str:
+        """The text of passage ``i`` (from 0) as the LLM saw it."""
+        return self.shown[i] if i < len(self.shown) else self.hits[i].text
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -103,8 +111,9 @@ class Answer:
                     "score": h.score,
                     "text": h.text,
                     **({"spans": [list(s) for s in h.spans]} if h.spans is not None else {}),
+                    **({"shown": s} if (s := self.shown_text(i)) != h.text else {}),
                 }
-                for h in self.hits
+                for i, h in enumerate(self.hits)
             ],
         }
 
@@ -113,10 +122,22 @@ _CITE = re.compile(r"\[(\d{1,3})\]")
 
 
 class Assistant:
-    """Retriever + LLM answering questions from an index."""
+    """Retriever + LLM answering questions from an index.
+
+    ``chunks`` maps a chunk id to its chunk (``Index.chunk``): passages are then shown with the fences of a
+    split code block balanced, and after their heading path when ``headings`` is set.
+    """
 
     def __init__(
-        self, retriever: Any, llm: Any, *, k: int = 5, prompt: str = DEFAULT_PROMPT, max_tokens: int = 400
+        self,
+        retriever: Any,
+        llm: Any,
+        *,
+        k: int = 5,
+        prompt: str = DEFAULT_PROMPT,
+        max_tokens: int = 400,
+        chunks: Callable[[str], Chunk] | None = None,
+        headings: bool = False,
     ) -> None:
         if k <= 0:
             raise ConfigError(f"k must be a positive integer, got {k}")
@@ -125,6 +146,8 @@ class Assistant:
         self.k = k
         self.prompt = prompt
         self.max_tokens = max_tokens
+        self.chunks = chunks
+        self.headings = headings
         self.extractive = bool(getattr(llm, "is_baseline", False))
 
     def ask(self, question: str) -> Answer:
@@ -140,25 +163,28 @@ class Assistant:
             hits, tx_error = got.hits, got.error
         else:
             hits = self.retriever.retrieve([question], self.k)[0]
-        text = self.prompt.replace("{passages}", format_passages(hits) or "(no passages)")
+        shown = shown_passages(hits, self.chunks, headings=self.headings)
+        text = self.prompt.replace("{passages}", format_passages(hits, shown) or "(no passages)")
         text = text.replace("{question}", question)
         req = GenerationRequest(
             messages=(Message("user", text),),
             temperature=0.0,
             max_tokens=self.max_tokens,
             question=question,
-            passages=tuple(h.text for h in hits),
+            passages=tuple(shown),
             task="answer",
         )
         comp = generate(self.llm, [req])[0]
         name = str(getattr(self.llm, "name", "llm"))
         if not comp.ok:
-            return Answer(question, "", hits, name, self.extractive, error=comp.error, transform_error=tx_error)
+            return Answer(
+                question, "", hits, name, self.extractive, error=comp.error, transform_error=tx_error, shown=shown
+            )
         answer = (comp.text or "").strip()
         cited = [int(m) for m in dict.fromkeys(_CITE.findall(answer))]
         if self.extractive:  # the reader quotes a passage sentence: cite the passage it came from
-            cited = [n for n, h in enumerate(hits, start=1) if answer and answer in h.text][:1]
-        return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error)
+            cited = [n for n, p in enumerate(shown, start=1) if answer and answer in p][:1]
+        return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error, shown=shown)
 
 
 def warm_up(index: Any, retriever: str, llm: Any, report: Callable[[str], None]) -> float:
@@ -178,7 +204,7 @@ def warm_up(index: Any, retriever: str, llm: Any, report: Callable[[str], None])
         emb.embed(["warm up"])
         report(f"loaded the query embedder {emb.name} ({type(emb).__name__}) in {time.perf_counter() - t0:.1f} s")
     if getattr(llm, "is_baseline", False) and getattr(llm, "semantic", False):
-        from ragrade.retrieval.embed import default_embedder
+        from ragrade.embedding.embed import default_embedder
 
         t0 = time.perf_counter()
         default_embedder().embed(["warm up"])
@@ -205,7 +231,7 @@ def render(ans: Answer) -> str:
         lines.extend(f"  [{c['n']}] {c['chunk_id']}  ({c['source'] or c['doc_id']})" for c in cites)
     lines.append("Passages:")
     for n, h in enumerate(ans.hits, start=1):
-        snippet = " ".join(h.text.split())
+        snippet = " ".join(ans.shown_text(n - 1).split())
         snippet = snippet if len(snippet) <= 240 else snippet[:237] + "..."
         lines.append(f"  [{n}] {h.chunk_id}  {h.source or h.doc_id}  score={h.score:.4f}")
         lines.append(f"      {snippet}")

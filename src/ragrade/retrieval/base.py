@@ -1,13 +1,10 @@
-"""The Retriever and Embedder protocols and the Hit record."""
+"""The Retriever protocol and the Hit record (the Embedder protocol is :mod:`ragrade.embedding.base`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -39,20 +36,4 @@ class Retriever(Protocol):
         ...
 
 
-@runtime_checkable
-class Embedder(Protocol):
-    """Maps texts to L2-normalised float32 vectors."""
-
-    name: str
-    dim: int
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """An array of shape ``(len(texts), dim)``, rows L2-normalised."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """Arguments for the run manifest."""
-        ...
-
-
-__all__ = ["Embedder", "Hit", "Retriever"]
+__all__ = ["Hit", "Retriever"]

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from ragrade.embedding.onnx_embed import cache_root
 from ragrade.errors import DataError
-from ragrade.retrieval.onnx_embed import cache_root
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS embeddings (
     embedder TEXT NOT NULL, sha TEXT NOT NULL, dim INTEGER NOT NULL, vec BLOB NOT NULL,

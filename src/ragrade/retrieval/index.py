@@ -237,8 +237,8 @@ def build_index(
 
 def _embed_cached(texts: list[str], spec: str, progress: Progress | None) -> tuple[Any, Any, dict[str, Any]]:
     """Vectors from the cache, loading the embedder only when some text is not cached."""
+    from ragrade.embedding.embed import cached_embedder, plan_embedder
     from ragrade.retrieval.cache import EmbeddingCache, EmbedStats, text_sha
-    from ragrade.retrieval.embed import cached_embedder, plan_embedder
 
     name, space, key = plan_embedder(spec)
     cache = EmbeddingCache()
@@ -345,7 +345,7 @@ class Index:
 
     def embedder(self, spec: str | None = None) -> Any:
         """The embedder for queries: the one the index was built with, or ``spec`` if it is compatible."""
-        from ragrade.retrieval.embed import cached_embedder
+        from ragrade.embedding.embed import cached_embedder
 
         info = self._dense_info()
         emb = cached_embedder(spec or info["name"])

@@ -1,7 +1,7 @@
 """Retrieval metrics with bootstrap confidence intervals: hit rate@k, recall@k, MRR@k, nDCG@k.
 
 Definitions (per query, then averaged over queries; the CI is a percentile
-bootstrap over queries via :func:`ragrade.run.stats.bootstrap_ci`):
+bootstrap over queries via :func:`ragrade.stats.bootstrap_ci`):
 
 * hit rate@k: 1 when at least one relevant id is in the top k;
 * recall@k: relevant ids in the top k / all relevant ids of the query;
@@ -124,7 +124,7 @@ def evaluate_run(
 
     A query with no relevant id is skipped (counted) or scored 0, as ``empty_queries`` says; it needs no ranking.
     """
-    from ragrade.run.stats import bootstrap_ci
+    from ragrade.stats import bootstrap_ci
 
     if k <= 0:
         raise DataError(f"k must be positive, got {k}")

@@ -111,8 +111,8 @@ _WRITTEN: set[tuple[str, str]] = set()
 
 def _disk_cache() -> Any:
     """The embedding cache of ``$RAGRADE_CACHE_DIR`` (one handle per folder), or None when unusable."""
+    from ragrade.embedding.onnx_embed import cache_root
     from ragrade.errors import DataError
-    from ragrade.retrieval.onnx_embed import cache_root
 
     root = str(cache_root())
     with _DISK_LOCK:

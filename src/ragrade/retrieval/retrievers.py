@@ -259,7 +259,7 @@ def load_cross_encoder(model: str) -> Any:
         if model in _CE_CACHE:
             return _CE_CACHE[model]
         from ragrade.deps import require
-        from ragrade.retrieval.embed import _offline
+        from ragrade.embedding.embed import _offline
 
         _offline()
         st = require("sentence_transformers", package="sentence-transformers", purpose="cross-encoder reranking")

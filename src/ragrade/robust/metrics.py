@@ -65,7 +65,7 @@ METRIC_KEYS = (
 
 def metric(k: int, n: int) -> dict[str, Any]:
     """A proportion with its Wilson 95% interval: ``{value, low, high, k, n, method}``; value None when n is 0."""
-    from ragrade.run.stats import wilson_interval
+    from ragrade.stats import wilson_interval
 
     if n <= 0:
         return {"value": None, "low": None, "high": None, "k": int(k), "n": 0, "method": "wilson"}
@@ -75,7 +75,7 @@ def metric(k: int, n: int) -> dict[str, Any]:
 
 def ratio_metric(matched: Sequence[int], totals: Sequence[int], seed: int = 0) -> dict[str, Any]:
     """Sum(matched) / sum(totals) with a percentile-bootstrap interval resampling items."""
-    from ragrade.run.stats import bootstrap_ci
+    from ragrade.stats import bootstrap_ci
 
     k, n = int(sum(matched)), int(sum(totals))
     if n <= 0:

@@ -15,7 +15,7 @@ from ragrade.robust.detect import parse_verdict
 from ragrade.robust.prompts import JUDGE_SCHEMA, LangPrompts, PromptSet, judge_prompt
 
 if TYPE_CHECKING:
-    from ragrade.robust.run import RobustRunConfig
+    from ragrade.robust.config import RobustRunConfig
     from ragrade.robust.testbeds import Testbed
 
 RESULTS_KIND = "robust_results"

@@ -29,13 +29,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import drop_torn_tail, now_iso, write_json, write_jsonl
 from ragrade.robust.build import BuildOptions
+from ragrade.robust.config import RobustRunConfig
 from ragrade.robust.data import RGBData, describe_report, fake_equals_answer, load_rgb
 from ragrade.robust.detect import Detectors, build_detectors
 from ragrade.robust.match import has_cjk
@@ -58,42 +57,6 @@ METRICS_KIND = "robust_metrics"
 METRICS_VERSION = 2  # 2: untestable, noise_ratio_differs, min_positives, flagged_means; table actual columns
 Progress = Callable[[str, int, int], None]
 Warn = Callable[[str], None]
-
-
-class RobustRunConfig(BaseModel):
-    """Everything ``ragrade robust run`` needs (CLI flags and config files fill it)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: Path
-    testbed: str
-    llm: list[str]
-    out: Path
-    base_url: str | None = None
-    noise_ratios: list[float] | None = None
-    docs: int = 5
-    lang: Literal["auto", "en", "zh"] = "auto"
-    scoring: Literal["default", "rgb"] = "default"
-    construction: Literal["ragrade", "rgb"] = "ragrade"
-    shortfall: Literal["pad", "skip"] = "pad"
-    seed: int = 0
-    correct_ratio: float = 0.0
-    min_positives: int = 0
-    closed_book: bool = True
-    judge: str | None = None
-    judge_base_url: str | None = None
-    prompts: Path | None = None
-    rejection_phrases: list[str] | None = None
-    error_phrases: list[str] | None = None
-    max_tokens: int = 256
-    temperature: float = 0.0
-    limit: int | None = None
-    batch_size: int = 32
-    concurrency: int = 16
-    cache: bool = True
-    timeout: float = 60.0
-    max_retries: int = 5
-    dry_run: bool = False  # count the requests, send none (`ragrade --dry-run robust run`)
 
 
 @dataclass

@@ -109,7 +109,8 @@ class Scheduler:
         self._S = np.tile(self.P.sum(axis=0), (n_p, 1))
         self._V = np.tile(self.Q.sum(axis=0), (n_p, 1))
         self.asked = np.zeros((n_p, n_i), dtype=bool)
-        self.audit = np.zeros((n_p, n_i), dtype=bool)  # asked as part of the uniformly random audit sample
+        self.audit = np.zeros((n_p, n_i), dtype=bool)  # in the audit sample (a prefix of the pipeline's order)
+        self.audit_pos = np.zeros(n_p, dtype=np.int64)  # how far along its order each audit has come
         self.use_model = cfg.audit_share < 1.0  # audit_share 1: plain random sampling, design-based only
         # the audit orders: one per pipeline (independent audits, pooled across the grid) with a model; one for
         # all without (every pipeline answers the same items: paired comparisons)
@@ -262,14 +263,19 @@ class Scheduler:
             exp_sum, var = cat.sum_moments(w, self._S, self._V)
         else:
             exp_sum, var = np.zeros(len(observed)), np.zeros(len(observed))
-        st = audit_stats(self.y, self.audit, self.predictions(w), unseen)
-        scale = st.population / n  # the audit's population as a share of the exam
-        if self.design_only:
-            return (observed + exp_sum + unseen * st.mean_resid) / n, scale * np.sqrt(st.var_design)
+        phat = self.predictions(w)
+        st = audit_stats(self.y, self.audit, phat, np.full(len(observed), n))
+        if self.design_only:  # the difference estimator over the whole exam: mean prediction + mean audit residual
+            return phat.mean(axis=1) + st.mean_resid, np.sqrt(st.var_design)
+        # the mean residual on the unobserved items, design-unbiased: the audit estimates the exam's residual
+        # total, the observed part of which is known exactly (it removes the model's bias where it chose items)
+        u = np.maximum(unseen, 1)
+        known = np.where(self.y >= 0, self.y - phat, 0.0).sum(axis=1)
+        bias_u = (n * st.mean_resid - known) / u
         ok = (st.m >= 2) & (unseen > 0)  # a pipeline asked everything is exact: no bias to estimate
-        bias, var_bias, self.tau = shrunk_bias(st.mean_resid, st.var_design, ok, self.model_error)
+        bias, var_bias, self.tau = shrunk_bias(bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error)
         est = (observed + exp_sum + unseen * bias) / n
-        return est, np.sqrt(var / n**2 + scale**2 * var_bias)
+        return est, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
 
     def check_fit(self, n_boot: int = 200) -> MisfitResult | None:
         """Run the misfit check on this run's answers (model runs only); a warning makes the estimates design-based."""
@@ -324,12 +330,25 @@ class Scheduler:
         return max(0, min(k, max(share, self.cfg.min_audit - m)))
 
     def _audit_pick(self, p: int, k: int) -> list[int]:
-        """The next ``k`` items of the common random order that ``p`` has not been asked (marked as audit)."""
-        if k <= 0:
-            return []
-        free = self.order[p][~self.asked[p, self.order[p]]][:k]
-        self.audit[p, free] = True
-        return [int(i) for i in free]
+        """Extend ``p``'s audit along its random order by ``k`` new requests.
+
+        The audit is always a prefix of the order, i.e. a simple random sample of the whole exam: an item
+        on the way that the model already chose joins the audit at no cost (its answer is known), and its
+        share of the log-likelihood moves to the audit's (the held-out abilities never see audit answers).
+        """
+        self.__dict__.pop("_acc_cache", None)
+        picked: list[int] = []
+        order, pos = self.order[p], int(self.audit_pos[p])
+        while len(picked) < k and pos < len(order):
+            i = int(order[pos])
+            pos += 1
+            self.audit[p, i] = True
+            if not self.asked[p, i]:
+                picked.append(i)
+            elif self.y[p, i] >= 0:
+                self._ll_audit[p] += self._logP[i] if self.y[p, i] == 1 else self._logQ[i]
+        self.audit_pos[p] = pos
+        return picked
 
     @property
     def excluded(self) -> npt.NDArray[np.bool_]:

@@ -51,11 +51,14 @@ class AuditStats:
     mean_resid: F64
     var_design: F64  # of the audit mean residual around that of the audit's population (fpc applied)
     var_model: F64  # the same if the model were right (binomial only)
-    population: npt.NDArray[np.int64]  # items the audit was drawn from: the unobserved ones and the audit
+    population: npt.NDArray[np.int64]  # items the audit is a simple random sample of
 
 
-def audit_stats(y: npt.NDArray[np.int8], audit: B8, phat: F64, n_unseen: npt.NDArray[np.int64]) -> AuditStats:
-    """Audit residual statistics of every pipeline (``y``: 1/0/-1; ``audit``: audit items; ``phat``: predictions)."""
+def audit_stats(y: npt.NDArray[np.int8], audit: B8, phat: F64, population: npt.NDArray[np.int64]) -> AuditStats:
+    """Audit residual statistics of every pipeline (``y``: 1/0/-1; ``audit``: audit items; ``phat``: predictions).
+
+    ``population``: the number of items the audit is a simple random sample of (the exam).
+    """
     use = audit & (y >= 0)
     m = use.sum(axis=1)
     r = np.where(use, y - phat, 0.0)
@@ -70,7 +73,6 @@ def audit_stats(y: npt.NDArray[np.int8], audit: B8, phat: F64, n_unseen: npt.NDA
     pq_mean = np.where(use, phat * (1.0 - phat), 0.0).sum(axis=1) / mm
     no_model = ~np.where(use, phat > 0, False).any(axis=1)
     s2 = np.maximum(s2, np.where(no_model, smooth * (1.0 - smooth), pq_mean))
-    population = n_unseen + m
     fpc = 1.0 - m / np.maximum(population, 1)
     var_design = np.where(m > 0, s2 / mm * fpc, 0.25)
     var_model = np.where(m > 0, pq_mean / mm * fpc, 0.25)

@@ -20,8 +20,8 @@ import pandas as pd
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import now_iso, write_json
-from ragrade.run.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
 from ragrade.run.summary import read_responses
+from ragrade.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
 
 COMPARISONS_FILE = "comparisons.json"
 COMPARISONS_VERSION = 1

@@ -69,7 +69,7 @@ def package_versions() -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             out[dist] = None
     if out.get("ragrade") is None:
-        from ragrade import __version__
+        from ragrade._version import __version__
 
         out["ragrade"] = __version__
     return out

@@ -19,29 +19,17 @@ import json
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 from ragrade.errors import ConfigError, DataError, MissingDependency
 from ragrade.exam.files import Question, read_exam
-from ragrade.run.external import ExternalResult, ExternalSystem, create_external
+from ragrade.run.contexts import Contexts
+from ragrade.run.external import ExternalSystem, create_external
 from ragrade.run.prompts import PromptTemplate, resolve_template
 from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec
 
-PY_PREFIX = "py:"  # LLM specs naming a factory: "py:package.module:function" returns an LLM object
 _FATAL = (ConfigError, DataError, MissingDependency)  # a worker stops on these (a damaged index is DataError)
-
-
-@dataclass
-class Contexts:
-    """Passages for one question under one pipeline (or why there are none)."""
-
-    passages: list[str] = field(default_factory=list)
-    chunk_ids: list[str] = field(default_factory=list)
-    doc_ids: list[str] = field(default_factory=list)
-    error: str | None = None
-    external: ExternalResult | None = None
-    transform_error: str | None = None  # a query rewrite or post-processing step that failed and fell back
 
 
 def icl_examples(question_id: str, pool: Sequence[Question], n: int, seed: int) -> list[Question]:
@@ -102,14 +90,9 @@ class Resources:
         """The LLM for ``spec`` (created once)."""
         with self._lock:
             if spec not in self._llms:
-                if spec.startswith(PY_PREFIX):  # a user's own LLM object: "py:package.module:factory"
-                    from ragrade.run.executors import resolve_callable
+                from ragrade.llm import create_llm
 
-                    self._llms[spec] = resolve_callable(spec[len(PY_PREFIX) :])()
-                else:
-                    from ragrade.llm import create_llm
-
-                    self._llms[spec] = create_llm(spec, **self.context.get("llm_options", {}))
+                self._llms[spec] = create_llm(spec, **self.context.get("llm_options", {}))
             return self._llms[spec]
 
     def index(self, label: str) -> Any:
@@ -188,7 +171,7 @@ class Resources:
         key = batch_key(spec, questions)
         pre = load_shared(self.context.get("shared_retrieval")).get(key)
         if pre is not None and len(pre) == len(questions):
-            return [replace(c) for c in pre]
+            return [Contexts(**c) for c in pre]
         got = await shared_call((id(self), key), lambda: self._retrieve(spec, questions), self._retrieved)
         return [replace(c) for c in got]
 
@@ -224,9 +207,17 @@ class Resources:
             msg = f"retriever returned {len(hits)} hit lists for {len(questions)} queries"
             return [Contexts(error=msg) for _ in questions]
         return [
-            Contexts(passages=[h.text for h in hl], chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
+            Contexts(passages=self.shown(spec, hl), chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
             for hl in hits
         ]
+
+    def shown(self, spec: PipelineSpec, hits: Sequence[Any]) -> list[str]:
+        """The passages the reader sees: fences of a split code block balanced; the heading path first when the
+        context sets ``passage_headings`` (see :mod:`ragrade.retrieval.passages`)."""
+        from ragrade.retrieval.passages import shown_passages
+
+        headings = bool(self.context.get("passage_headings", False))
+        return shown_passages(hits, self.index(spec.chunker).chunk, headings=headings)
 
     async def _transformed(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
         pipe = self.retrieval(spec)
@@ -239,7 +230,7 @@ class Resources:
             return [Contexts(error=msg) for _ in questions]
         return [
             Contexts(
-                passages=[h.text for h in r.hits],
+                passages=self.shown(spec, r.hits),
                 chunk_ids=[h.chunk_id for h in r.hits],
                 doc_ids=[h.doc_id for h in r.hits],
                 transform_error=r.error,

@@ -17,7 +17,6 @@ import json
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,13 @@ def batch_key(spec: PipelineSpec, questions: Sequence[Question]) -> str:
     return json.dumps([list(retrieval_key(spec)), [[q.id, q.question] for q in questions]], ensure_ascii=False)
 
 
-_LOADED: dict[str, dict[str, list[Any]]] = {}
+_LOADED: dict[str, dict[str, list[dict[str, Any]]]] = {}
 _LOCK = threading.Lock()
+FIELDS = ("passages", "chunk_ids", "doc_ids", "error", "transform_error")  # of a Contexts, as written
 
 
-def load_shared(path: str | None) -> Mapping[str, list[Any]]:
-    """The precomputed contexts in ``path`` by batch key (read once per process; empty when unreadable)."""
+def load_shared(path: str | None) -> Mapping[str, list[dict[str, Any]]]:
+    """The precomputed contexts (their :data:`FIELDS`) in ``path`` by batch key (read once; empty if unreadable)."""
     if not path:
         return {}
     with _LOCK:
@@ -57,17 +57,14 @@ def load_shared(path: str | None) -> Mapping[str, list[Any]]:
         return _LOADED[path]
 
 
-def _read(path: Path) -> dict[str, list[Any]]:
-    from ragrade.run.pipeline import Contexts
-
+def _read(path: Path) -> dict[str, list[dict[str, Any]]]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict) or raw.get("version") != _VERSION:
         return {}
-    fields = ("passages", "chunk_ids", "doc_ids", "error", "transform_error")
-    return {key: [Contexts(**{f: c.get(f) for f in fields}) for c in batch] for key, batch in raw["batches"].items()}
+    return {key: [{f: c.get(f) for f in FIELDS} for c in batch] for key, batch in raw["batches"].items()}
 
 
 def forget_shared(path: str | Path) -> None:
@@ -97,7 +94,7 @@ def precompute(
         todo.setdefault(batch_key(spec, qs), (spec, qs))
     out = run_sync(_retrieve_all(res, todo))
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    doc = {"version": _VERSION, "batches": {k: [asdict(c) | {"external": None} for c in v] for k, v in out.items()}}
+    doc = {"version": _VERSION, "batches": {k: [{f: getattr(c, f) for f in FIELDS} for c in v] for k, v in out.items()}}
     tmp.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
     forget_shared(path)

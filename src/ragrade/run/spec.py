@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragrade.config import build_config, describe_validation, load_toml
 from ragrade.errors import ConfigError
+from ragrade.llm.gguf import llm_label
 from ragrade.run.adaptive_config import AdaptiveConfig
 
 NO_INDEX = "none"
@@ -34,25 +35,6 @@ NOT_APPLICABLE = "n/a"  # the query and post factors of pipelines that search no
 
 AnswerMethod = Literal["auto", "loglikelihood", "generate"]
 ScoreNorm = Literal["auto", "per_char", "per_token", "sum"]
-
-
-def llm_label(spec: str) -> str:
-    """The LLM's name in pipeline ids and the ``llm`` column: ``provider/<file name>`` for a model given by path.
-
-    ``hf//abs/path/my-model`` -> ``hf/my-model``, ``llamacpp/./models/q4.gguf`` -> ``llamacpp/q4``
-    (absolute, ``./``, ``../`` or ``~`` paths and ``.gguf`` files); ``replay/X`` -> ``replay/`` + the
-    label of X; anything else (``openai/gpt-4o``, ``hf/org/name`` hub ids) is its own label. The
-    manifest keeps the full spec; :func:`expand_pipelines` refuses two models with the same label.
-    """
-    if spec.startswith("replay/"):
-        return "replay/" + llm_label(spec[len("replay/") :])
-    provider, sep, model = spec.partition("/")
-    if not sep or (not model.startswith(("/", "./", "../", "~")) and not model.lower().endswith(".gguf")):
-        return spec
-    from ragrade.llm.gguf import model_label
-
-    name = model_label(model.rstrip("/"))
-    return f"{provider}/{name}" if name and name not in (".", "..", "~") else spec
 
 
 class PipelineSpec(BaseModel):

@@ -13,12 +13,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragrade.errors import DataError
 from ragrade.io import atomic_write_bytes, atomic_write_text
-from ragrade.run.stats import wilson_interval
-from ragrade.schemas import check_response_columns
+from ragrade.schemas import RESPONSES_FILE, read_responses
+from ragrade.stats import wilson_interval
 
-RESPONSES_FILE = "responses.parquet"
 SUMMARY_FILE = "summary.csv"
 SUMMARY_BY_TAG_FILE = "summary_by_tag.csv"
 RESPONSES_VERSION = 1
@@ -95,25 +93,6 @@ def write_responses(path: str | Path, rows: Sequence[dict[str, Any]], *, kind: s
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
     atomic_write_bytes(path, buf.getvalue())
-
-
-def read_responses(run_dir: str | Path) -> pd.DataFrame:
-    """responses.parquet of a run dir (or a parquet path); DataError when missing or unreadable."""
-    p = Path(run_dir)
-    path = p if p.suffix == ".parquet" else p / RESPONSES_FILE
-    if not path.is_file():
-        raise DataError(f"{path}: no responses file (has the run finished?)")
-    try:
-        df = pq.read_table(path).to_pandas()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataError(f"{path}: unreadable Parquet ({exc})") from exc
-    check_response_columns(df.columns, str(path))
-    correct = df["correct"].dropna()
-    if not (pd.api.types.is_bool_dtype(correct) or pd.api.types.is_numeric_dtype(correct)) or not correct.isin(
-        (0, 1)
-    ).all():
-        raise DataError(f"{path}: column 'correct' must hold 0/1 values")
-    return df
 
 
 def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:

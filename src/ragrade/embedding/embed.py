@@ -128,12 +128,12 @@ class SentenceTransformerEmbedder:
 
 
 class OnnxSentenceEmbedder:
-    """The ONNX path (:class:`~ragrade.retrieval.onnx_embed.OnnxEmbedder`) with name, space and cache key."""
+    """The ONNX path (:class:`~ragrade.embedding.onnx_embed.OnnxEmbedder`) with name, space and cache key."""
 
     def __init__(
         self, model_dir: str, *, name: str, space: str, quantize: str | None = None, batch_size: int = 16
     ) -> None:
-        from ragrade.retrieval.onnx_embed import OnnxEmbedder
+        from ragrade.embedding.onnx_embed import OnnxEmbedder
 
         _check_model_path(model_dir)
         self._inner = OnnxEmbedder(model_dir, name=name, quantize=quantize, batch_size=batch_size)
@@ -242,7 +242,7 @@ def _st_key(space: str, bf16: bool) -> str:
 
 
 def _onnx_key(space: str, quantize: str | None, model_dir: str) -> str:
-    from ragrade.retrieval.onnx_embed import model_hash
+    from ragrade.embedding.onnx_embed import model_hash
 
     return f"{space}|onnx-{quantize or 'fp32'}|{model_hash(model_dir)}"
 
