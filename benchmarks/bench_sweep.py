@@ -83,8 +83,8 @@ def demo_grid(indexes: dict[str, Path], executor: str = "local", workers: int = 
     )
 
 
-def timed_sweep(exam: Path, cfg: Any, out: Path, share: bool, cache_dir: Path) -> tuple[float, Any, float]:
-    """Wall seconds, responses and query encodings per distinct query text of one sweep from cold memos.
+def timed_sweep(exam: Path, cfg: Any, out: Path, share: bool, cache_dir: Path) -> tuple[float, Any, float, float]:
+    """Wall seconds, responses, query encodings per distinct query text and CPU seconds of one sweep, cold memos.
 
     Models stay loaded; the student's in-process memo is emptied, as in a new process.
     """
@@ -100,10 +100,19 @@ def timed_sweep(exam: Path, cfg: Any, out: Path, share: bool, cache_dir: Path) -
     clear_resources()
     offline._EMBED._memo.clear()
     QUERY_STATS.reset()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     run_sweep(exam, cfg, out, overwrite=True)
-    wall = time.perf_counter() - t0
-    return wall, read_responses(out).drop(columns=VOLATILE), QUERY_STATS.encoded / max(1, len(QUERY_STATS.per_text))
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    enc = QUERY_STATS.encoded / max(1, len(QUERY_STATS.per_text))
+    return wall, read_responses(out).drop(columns=VOLATILE), enc, cpu
+
+
+def _cpu() -> float:
+    """CPU seconds of this process, all threads (a busy machine inflates wall time, not CPU time)."""
+    import resource
+
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
 
 
 def compare(a: Any, b: Any) -> str:
@@ -141,11 +150,17 @@ def bench_demo_grid(exam: Path, indexes: dict[str, Path], work: Path) -> None:
         what = "answers from the LLM response cache" if llm == "warm" else "an empty LLM response cache"
         print(f"    with {what}:")
         for path in ("per-pipeline", "shared"):
-            sec, _, enc = runs[llm, path]
-            print(f"      {path:<13} {sec:6.1f}s {rows / sec:8.1f} rows/s, {enc:.1f} query encodings per distinct text")
-        ratio = runs[llm, "per-pipeline"][0] / runs[llm, "shared"][0]
-        same = compare(runs[llm, "per-pipeline"][1], runs[llm, "shared"][1])
-        print(f"      rows/s ratio shared / per-pipeline: {ratio:.2f}x; responses: {same}")
+            sec, _, enc, cpu = runs[llm, path]
+            print(
+                f"      {path:<13} wall {sec:6.1f}s {rows / sec:7.1f} rows/s, CPU {cpu:6.1f}s "
+                f"{rows / cpu:7.1f} rows/CPU-s, {enc:.1f} query encodings per distinct text"
+            )
+        per, sh = runs[llm, "per-pipeline"], runs[llm, "shared"]
+        same = compare(per[1], sh[1])
+        print(
+            f"      ratio shared / per-pipeline: wall {per[0] / sh[0]:.2f}x, CPU {per[3] / sh[3]:.2f}x; "
+            f"responses: {same}"
+        )
 
 
 def cli_take(exam: Path, index: Path, out: Path, grid: list[str], share: bool) -> float:

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from tests.irt.irt_helpers import COVERAGE_GRID, coverage_grid_fit
 
 from ragrade.cli.irt import _pp
 from ragrade.io import write_json
@@ -17,7 +18,7 @@ from ragrade.irt.simulate import simulate_hierarchical
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sources import RunFiles
 
-GRID = {"llm": 3, "retriever": 7, "icl": 3}
+GRID = COVERAGE_GRID
 # 4 questions x 4 pipelines a0b0, a0b1, a1b0, a1b1 (-1: not answered)
 R4 = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [0, 0, 1, 1], [0, 0, 0, -1]], dtype=np.int8)
 ACC = [0.5, 0.25, 0.75, 1.0]
@@ -132,8 +133,11 @@ def _coverage(seeds: range, n_items: int, drop: float = 0.0) -> tuple[float, flo
     factors = tuple(GRID)
     hits, z = [], []
     for seed in seeds:
-        data, truth = simulate_hierarchical(GRID, n_items, seed=seed, drop_combinations=drop)
-        res = fit_responses(data, FitConfig(factors=factors))
+        if drop or n_items != 1000:
+            data, truth = simulate_hierarchical(GRID, n_items, seed=seed, drop_combinations=drop)
+            res = fit_responses(data, FitConfig(factors=factors))
+        else:  # the full grids: the same fits as the other coverage tests', made once
+            data, truth, res = coverage_grid_fit(seed)
         true_pp = _truth_pp(data, truth, factors, res.effects)
         for f in factors:
             for lvl, rec in res.effects_detail[f].items():

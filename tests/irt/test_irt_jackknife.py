@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from tests.irt.irt_helpers import coverage_grid_fit
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.irt.fit import FitConfig, fit_irt, fit_responses
@@ -113,9 +114,8 @@ def _coverage(seeds: range) -> tuple[float, float, float, float]:
     hits, n, ratio = np.zeros(2), 0, [[], []]
     factors = ("llm", "retriever", "icl")
     for seed in seeds:
-        data, truth = simulate_hierarchical({"llm": 3, "retriever": 7, "icl": 3}, 1000, seed=seed)
+        data, truth, mp = coverage_grid_fit(seed)  # the MAP fit, shared with the other coverage tests
         jk = fit_irt(data, config=FitConfig(factors=factors, se="jackknife", seed=seed))
-        mp = fit_responses(data, FitConfig(factors=factors))
         s_true = float(np.exp(np.log(truth.discrimination).mean()))
         s_map = float(np.exp(np.log(mp.discrimination).mean()))
         T = np.concatenate([truth.effects[f] * s_true for f in factors])

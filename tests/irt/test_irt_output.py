@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from tests.irt.irt_helpers import coverage_grid_fit
 
 from ragrade.errors import DataError
 from ragrade.io import write_json
@@ -156,8 +157,7 @@ def _coverage(seeds: range) -> tuple[float, float, float]:
     hits = {"observed": 0, "sandwich": 0, "own_unit": 0}
     n = 0
     for seed in seeds:
-        data, truth = simulate_hierarchical({"llm": 3, "retriever": 7, "icl": 3}, 1000, seed=seed)
-        res = fit_responses(data, FitConfig(factors=("llm", "retriever", "icl")))
+        _, truth, res = coverage_grid_fit(seed)
         scale = float(np.exp(np.log(truth.discrimination).mean()))
         est, true, se_o, se_s = [], [], [], []
         for name, levels in res.effects.items():

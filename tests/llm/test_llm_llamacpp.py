@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -139,6 +140,9 @@ def test_sampling_is_seeded(llm):
     req = GenerationRequest(prompt="My favourite fruit is", max_tokens=10, temperature=0.9, seed=7)
     a, b = generate(llm, [req]), generate(llm, [req])
     assert a[0].ok and a[0].text == b[0].text
+    # the seed is used: another one samples another text (fixed seeds, so this is deterministic)
+    [other] = generate(llm, [replace(req, seed=8)])
+    assert other.ok and other.text != a[0].text, (other.text, a[0].text)
 
 
 def test_json_schema_requests_get_plain_text(llm):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, TypeVar
@@ -234,17 +235,17 @@ def hashable(obj: Any) -> Hashable:
 def memo_search(memo: Memo, owner: Any, queries: Sequence[str], k: int, search: Callable[[], list[T]]) -> list[T]:
     """``search()`` once per (``owner``, ``queries``, ``k``) while sharing is on (a shallow copy each time).
 
-    ``owner`` (the retriever or index searched) is kept with the result and compared by identity, so a
-    result never outlives the object it came from.
+    ``owner`` (the retriever or index searched) is referenced weakly beside the result and compared by
+    identity: a result is never served for another object, and never keeps an index in memory.
     """
     if not sharing_enabled():
         return search()
     key = (id(owner), k, tuple(queries))
     got = memo.get(key)
-    if got is not None and got[0] is owner:
+    if got is not None and got[0]() is owner:
         return list(got[1])
     out = search()
-    memo.put(key, (owner, out))
+    memo.put(key, (weakref.ref(owner), out))
     return list(out)
 
 

@@ -266,14 +266,20 @@ class Scheduler:
         phat = self.predictions(w)
         st = audit_stats(self.y, self.audit, phat, np.full(len(observed), n))
         if self.design_only:  # the difference estimator over the whole exam: mean prediction + mean audit residual
-            return phat.mean(axis=1) + st.mean_resid, np.sqrt(st.var_design)
+            exact = unseen == 0  # every question answered: nothing to estimate
+            est = np.where(exact, observed / n, phat.mean(axis=1) + st.mean_resid)
+            return est, np.where(exact, 0.0, np.sqrt(st.var_design))
         # the mean residual on the unobserved items, design-unbiased: the audit estimates the exam's residual
         # total, the observed part of which is known exactly (it removes the model's bias where it chose items)
         u = np.maximum(unseen, 1)
         known = np.where(self.y >= 0, self.y - phat, 0.0).sum(axis=1)
         bias_u = (n * st.mean_resid - known) / u
         ok = (st.m >= 2) & (unseen > 0)  # a pipeline asked everything is exact: no bias to estimate
-        bias, var_bias, self.tau = shrunk_bias(bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error)
+        assert w is not None  # not design-only: there is a model
+        theta = w @ self.grid
+        bias, var_bias, self.tau = shrunk_bias(
+            bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error, covariate=theta
+        )
         est = (observed + exp_sum + unseen * bias) / n
         return est, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
 

@@ -79,24 +79,32 @@ def audit_stats(y: npt.NDArray[np.int8], audit: B8, phat: F64, population: npt.N
     return AuditStats(m, np.where(m > 0, mean, 0.0), var_design, var_model, population)
 
 
-def shrunk_bias(mean: F64, var: F64, ok: B8, floor: float = 0.0) -> tuple[F64, F64, float]:
+def shrunk_bias(
+    mean: F64, var: F64, ok: B8, floor: float = 0.0, covariate: F64 | None = None
+) -> tuple[F64, F64, float]:
     """Empirical-Bayes audit bias per pipeline: ``N(mu, tau^2)`` prior, mu and tau by the method of moments.
 
     ``mu`` is the grid-wide bias (e.g. a calibration from another grid that under-predicts every
-    pipeline), ``tau`` the spread around it (at least ``floor``). Returns the posterior means, their
+    pipeline), linear in ``covariate`` when given (the ability: calibration error weighs most in the
+    tails); ``tau`` the spread around it (at least ``floor``). Returns the posterior means, their
     variances (including the uncertainty of ``mu``) and tau. Pipelines outside ``ok`` (too few audit
     answers) get the prior.
     """
     k = int(ok.sum())
     if k < 2:
         return np.zeros_like(mean), np.full(len(mean), floor**2), floor
-    w0 = 1.0 / np.maximum(var[ok], 1e-9)
-    mu = float((w0 * mean[ok]).sum() / w0.sum())
-    tau2 = max(floor**2, float(((mean[ok] - mu) ** 2 - var[ok]).sum()) / (k - 1))
-    for _ in range(3):  # re-weight mu with the spread
-        w0 = 1.0 / (var[ok] + tau2)
-        mu = float((w0 * mean[ok]).sum() / w0.sum())
-    var_mu = 1.0 / float(w0.sum())
+    cols = [np.ones(len(mean))] + ([covariate] if covariate is not None and k >= 4 else [])
+    X = np.column_stack(cols)
+    tau2 = floor**2
+    for _ in range(4):  # weighted least squares for mu, moments for tau, alternately
+        w0 = 1.0 / (np.maximum(var[ok], 1e-9) + tau2)
+        A = X[ok].T @ (w0[:, None] * X[ok])
+        cov = np.linalg.pinv(A)
+        beta = cov @ (X[ok].T @ (w0 * mean[ok]))
+        resid = mean[ok] - X[ok] @ beta
+        tau2 = max(floor**2, float((resid**2 - var[ok]).sum()) / max(1, k - X.shape[1]))
+    mu = X @ beta
+    var_mu = np.einsum("ij,jk,ik->i", X, cov, X)
     w = np.where(ok, tau2 / (tau2 + var), 0.0) if tau2 > 0 else np.zeros(len(mean))
     post = mu + w * (mean - mu)
     post_var = np.where(ok, w * var, tau2) + (1.0 - w) ** 2 * var_mu
