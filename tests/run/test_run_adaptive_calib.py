@@ -39,7 +39,8 @@ def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
     assert score["requests_share"] < 0.6
     assert score["top1"] == 1.0
     assert score["kendall_tau"] > 0.75
-    assert score["mae"] < 0.04
+    assert score["mae"] < 0.05  # the audit correction buys valid intervals with some point precision
+    assert score["coverage"] >= 0.85
     # uninformed items are ties, picked at random: the answers spread over the exam and calibrate it
     assert (sched.asked.sum(axis=0) > 0).mean() > 0.9
 

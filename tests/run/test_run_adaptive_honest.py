@@ -45,6 +45,9 @@ def test_shrunk_bias_pools_towards_the_grid_mean():
     spread = np.array([-0.3, 0.3, -0.3, 0.3])
     b, v, tau = shrunk_bias(spread, np.full(4, 0.001), np.ones(4, bool))
     assert tau > 0.25 and np.abs(b - spread).max() < 0.02  # real differences are kept
+    x = np.linspace(-2, 2, 8)
+    b, _, tau = shrunk_bias(0.01 + 0.02 * x, np.full(8, 0.01), np.ones(8, bool), covariate=x)
+    assert tau == 0.0 and b == pytest.approx(0.01 + 0.02 * x)  # a bias linear in the covariate is the prior mean
 
 
 def test_selection_adjusted_width_and_probability_of_the_best():

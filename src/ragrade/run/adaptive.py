@@ -275,11 +275,7 @@ class Scheduler:
         known = np.where(self.y >= 0, self.y - phat, 0.0).sum(axis=1)
         bias_u = (n * st.mean_resid - known) / u
         ok = (st.m >= 2) & (unseen > 0)  # a pipeline asked everything is exact: no bias to estimate
-        assert w is not None  # not design-only: there is a model
-        theta = w @ self.grid
-        bias, var_bias, self.tau = shrunk_bias(
-            bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error, covariate=theta
-        )
+        bias, var_bias, self.tau = shrunk_bias(bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error)
         est = (observed + exp_sum + unseen * bias) / n
         return est, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
 
