@@ -162,7 +162,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated scenarios: " + ", ".join(SCENARIOS))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    cfg = AdaptiveConfig()
+    cfg = AdaptiveConfig(**json.loads(os.environ.get("BENCH_CFG", "{}")))
     report = []
     for scenario in args.only.split(",") if args.only else SCENARIOS:
         recs = [one_seed(scenario, seed, cfg) for seed in range(args.seeds)]

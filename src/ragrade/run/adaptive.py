@@ -48,6 +48,7 @@ from ragrade.run.adaptive_estimate import (
     audit_stats,
     elimination_z,
     misfit_check,
+    paired_corr,
     prob_best,
     shrunk_bias,
 )
@@ -275,9 +276,26 @@ class Scheduler:
         known = np.where(self.y >= 0, self.y - phat, 0.0).sum(axis=1)
         bias_u = (n * st.mean_resid - known) / u
         ok = (st.m >= 2) & (unseen > 0)  # a pipeline asked everything is exact: no bias to estimate
-        bias, var_bias, self.tau = shrunk_bias(bias_u, (n / u) ** 2 * st.var_design, ok, self.model_error)
+        var_u = (n / u) ** 2 * st.var_design
+        bias, var_bias, self.tau = shrunk_bias(bias_u, var_u, ok, self.model_error)
         est = (observed + exp_sum + unseen * bias) / n
-        return est, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
+        sd = np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
+        est_u = (observed + exp_sum + unseen * bias_u) / n
+        return est, self._lead_sd(est, sd, ok, est_u, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_u))
+
+    def _lead_sd(self, est: F64, sd: F64, ok: npt.NDArray[np.bool_], est_u: F64, sd_u: F64) -> F64:
+        """SDs whose 95% interval around the shrunk ``est`` also holds the unshrunk one, for the leaders.
+
+        Shrinking the audit bias toward the grid-wide one pulls the extremes in, so the leaders (the
+        pipelines a user acts on) would be covered least; their interval also holds the unshrunk,
+        design-unbiased one (``est_u +- 1.96 sd_u``: their own audit correction), whatever the model.
+        """
+        k = min(int(ok.sum()), self.cfg.unshrunk_top)
+        if k <= 0:
+            return sd
+        lead = ok & (est >= np.sort(np.where(ok, est, -np.inf))[-k])
+        reach = (np.abs(est_u - est) + 1.96 * sd_u) / 1.96
+        return np.where(lead, np.maximum(sd, reach), sd)
 
     def check_fit(self, n_boot: int = 200) -> MisfitResult | None:
         """Run the misfit check on this run's answers (model runs only); a warning makes the estimates design-based."""
@@ -474,14 +492,28 @@ class Scheduler:
         if ok.sum() < 2:
             return []
         z = elimination_z(1.0 - cfg.confidence, len(self.pipelines), max(1, self.round))
-        low, high = acc - z * sd, acc + z * sd
-        best = int(np.flatnonzero(ok)[np.argmax(low[ok])])
+        corr = self.paired_corr()
+        if corr is None:  # independent estimates: compare the bounds
+            low, high = acc - z * sd, acc + z * sd
+            gap = low[None, :] - high[:, None]  # [p, q]: q's lower bound above p's upper bound
+        else:  # paired: bound each difference (one-sided, so the pairs with the best share its alpha)
+            sd_diff = np.sqrt(np.maximum(sd[:, None] ** 2 + sd[None, :] ** 2 - 2 * corr * np.outer(sd, sd), 0.0))
+            gap = acc[None, :] - acc[:, None] - z * sd_diff
+        gap = np.where(ok[None, :] & ~np.eye(len(acc), dtype=bool), gap, -np.inf)
         out = []
         for p in np.flatnonzero(ok):
-            if self.status[p] == "active" and p != best and high[p] + cfg.margin < low[best]:
-                self.status[p], self.reason[p] = ELIMINATED, f"worse than {self.pipelines[best]}"
+            q = int(np.argmax(gap[p]))
+            if self.status[p] == "active" and gap[p, q] > cfg.margin:
+                self.status[p], self.reason[p] = ELIMINATED, f"worse than {self.pipelines[q]}"
                 out.append(int(p))
         return out
+
+    def paired_corr(self) -> F64 | None:
+        """Correlations of the estimates when they rest on paired questions (``sample`` mode), else None."""
+        if self.use_model:
+            return None
+        use = self.audit & (self.y >= 0)
+        return paired_corr(self.y, use, self.audit_pos, self.y.shape[1])
 
     def _stop_unlikely(self, acc: F64, sd: F64) -> None:
         """Under a budget, stop asking pipelines that are very unlikely to be the best (they keep their
@@ -491,7 +523,7 @@ class Scheduler:
         live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
         if live.sum() < 2:
             return
-        pb = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000)
+        pb = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=self.paired_corr())
         m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
         for p in np.flatnonzero(live & (self.status == "active")):
             enough = self.n_answered[p] >= self.min_items and m_audit[p] >= self.cfg.min_audit
@@ -523,7 +555,7 @@ class Scheduler:
                 for p in range(len(self.pipelines))
             ]
         )
-        best = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed)
+        best = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed, corr=self.paired_corr())
         m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
         z = self.misfit.z if self.misfit is not None else np.zeros(len(self.pipelines))
         out = []

@@ -218,15 +218,51 @@ def elimination_z(alpha: float, n_pipelines: int, round_no: int) -> float:
     return NormalDist().inv_cdf(1.0 - a)
 
 
-def prob_best(est: F64, sd: F64, seed: int = 0, draws: int = 20_000) -> F64:
-    """Probability that each pipeline has the highest full-grid accuracy (independent normal estimates)."""
+def prob_best(est: F64, sd: F64, seed: int = 0, draws: int = 20_000, corr: F64 | None = None) -> F64:
+    """Probability that each pipeline has the highest full-grid accuracy (normal estimates).
+
+    Independent unless ``corr`` (their correlation matrix, e.g. :func:`paired_corr`) is given.
+    """
     ok = np.isfinite(est) & np.isfinite(sd)
     out = np.full(len(est), np.nan)
     if not ok.any():
         return out
     rng = np.random.default_rng(seed)
-    x = est[ok] + np.maximum(sd[ok], 1e-9) * rng.standard_normal((draws, int(ok.sum())))
+    z = rng.standard_normal((draws, int(ok.sum())))
+    if corr is not None:
+        vals, vecs = np.linalg.eigh(corr[np.ix_(ok, ok)])
+        z = z @ (vecs * np.sqrt(np.clip(vals, 0.0, None))).T  # a positive semi-definite square root
+    x = est[ok] + np.maximum(sd[ok], 1e-9) * z
     out[ok] = np.bincount(x.argmax(axis=1), minlength=int(ok.sum())) / draws
+    return out
+
+
+def paired_corr(y: npt.NDArray[np.int8], use: B8, prefix: npt.NDArray[np.int64], population: int) -> F64:
+    """Correlation of the sample means of pipelines whose samples are prefixes of one random order.
+
+    ``use``: the answers in each pipeline's sample; ``prefix``: each sample's length along the common order
+    (nested simple random samples). For nested samples ``A`` in ``B`` the means' covariance is
+    ``S_pq (1/|B| - 1/N)`` against the variances ``S_p^2 (1/|A| - 1/N)``, ``S_q^2 (1/|B| - 1/N)``; ``S_pq``
+    and the ``S`` are estimated on the items both answered. Paired questions make the differences between
+    pipelines far more precise than their intervals alone suggest.
+    """
+    n_p = len(y)
+    out = np.eye(n_p)
+    yf = y.astype(np.float64)
+    for p in range(n_p):
+        for q in range(p + 1, n_p):
+            both = use[p] & use[q]
+            k = int(both.sum())
+            if k < 3:
+                continue
+            a, b = yf[p, both], yf[q, both]
+            sa, sb = a.std(), b.std()
+            if sa <= 0 or sb <= 0:
+                continue
+            rho = float(((a - a.mean()) * (b - b.mean())).mean() / (sa * sb))
+            small, big = sorted((max(int(prefix[p]), 1), max(int(prefix[q]), 1)))
+            nest = (1 / big - 1 / population) / max(1 / small - 1 / population, 1e-12)
+            out[p, q] = out[q, p] = rho * np.sqrt(max(0.0, min(1.0, nest)))
     return out
 
 
@@ -242,6 +278,7 @@ __all__ = [
     "calibration_check",
     "elimination_z",
     "misfit_check",
+    "paired_corr",
     "prob_best",
     "shrunk_bias",
     "smallest_useful_budget",
