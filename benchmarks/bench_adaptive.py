@@ -117,7 +117,7 @@ TARGETS: list[tuple[str, str, float, str]] = [
 
 def summarise(scenario: str, recs: list[dict[str, float]]) -> dict[str, Any]:
     """Aggregates over the seeds and each target met or not."""
-    sep = [r["top1"] for r in recs if r["gap"] > 0.02]
+    sep = [r["top1"] for r in recs if r["gap"] > 0.02 + 1e-9]  # "more than 2 points": 6 of 300 is not
     agg = {
         "requests_share": float(np.mean([r["requests_share"] for r in recs])),
         "requests_share_max": float(np.max([r["requests_share"] for r in recs])),

@@ -95,6 +95,9 @@ def index_cmd(
     embedder: str = typer.Option(None, "--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ..."),
     store: str = typer.Option(None, "--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector."),
     no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
+    headings: bool = typer.Option(
+        False, "--headings", help="Index each chunk with its heading path (page > section) before its text."
+    ),
     stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
     stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
     config: Path = typer.Option(None, "--config", help="TOML file with an \\[index] table."),
@@ -116,6 +119,7 @@ def index_cmd(
         "embedder": embedder,
         "store": store,
         "dense": False if no_dense else None,
+        "headings": True if headings else None,
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
         "chunker_options": {"min_size": min_size} if min_size is not None else None,
     }

@@ -58,6 +58,7 @@ class IndexSection(_Section):
     """How chunks are indexed."""
 
     embedder: str = "minilm"
+    headings: bool = False  # index each chunk with its heading path (page > section) before its text
 
 
 class LLMSection(_Section):

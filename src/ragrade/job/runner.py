@@ -80,7 +80,10 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         stages.append(
             st.Stage(
                 f"index:{label}",
-                {"index": cfg.index.model_dump(), "dense": st._needs_dense(cfg)},
+                {
+                    "index": cfg.index.model_dump(exclude_defaults=True) | {"embedder": cfg.index.embedder},
+                    "dense": st._needs_dense(cfg),
+                },
                 [f"chunk:{label}"],
                 [layout.index(label) / "manifest.json"],
                 _bind(st.run_index, label),

@@ -118,7 +118,7 @@ def run_index(ctx: StageContext, label: str) -> dict[str, Any]:
     """Index ``chunks/<label>.jsonl`` (BM25 + dense vectors, embeddings cached) into ``index/<label>/``."""
     from ragrade.retrieval.index import IndexConfig, build_index
 
-    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=_needs_dense(ctx.cfg))
+    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=_needs_dense(ctx.cfg), headings=ctx.cfg.index.headings)
 
     def progress(what: str, done: int, total: int) -> None:
         ctx.progress(f"index {label}: {what}", done, total)

@@ -51,6 +51,7 @@ class IndexConfig(BaseModel):
     size: int = 200
     overlap: int = 20
     chunker_options: dict[str, Any] = Field(default_factory=dict)
+    headings: bool = False  # index each chunk with its heading path (page > section) on a first line
 
 
 @dataclass
@@ -166,6 +167,16 @@ def _start_index_dir(out: Path, chunks: list[Chunk], chunker_desc: dict[str, Any
     )
 
 
+def indexed_text(chunk: Chunk, *, headings: bool) -> str:
+    """What BM25 and the embedder see for ``chunk``: its text, after its heading path when ``headings``."""
+    if not headings:
+        return chunk.text
+    from ragrade.retrieval.passages import heading_line
+
+    head = heading_line(chunk)
+    return f"{head}\n{chunk.text}" if head else chunk.text
+
+
 def _build_bm25(texts: list[str], out: Path, cfg: IndexConfig, progress: Progress | None) -> None:
     """Build the BM25 index over ``texts`` and save it in ``out/bm25`` (replacing an old one)."""
     if progress:
@@ -199,7 +210,7 @@ def build_index(
     _start_index_dir(out, chunks, chunker_desc)
 
     t = time.perf_counter()
-    texts = [c.text for c in chunks]
+    texts = [indexed_text(c, headings=cfg.headings) for c in chunks]
     _build_bm25(texts, out, cfg, progress)
     timings["bm25"] = time.perf_counter() - t
 
@@ -218,6 +229,7 @@ def build_index(
         "counts": {"chunks": len(chunks), "documents": n_docs},
         "chunker": chunker_desc,
         "bm25": cfg.bm25.model_dump(),
+        "indexed_text": "heading path + chunk text" if cfg.headings else "chunk text",
         "embedder": emb_info,
         "store": store_desc,
     }
