@@ -10,8 +10,8 @@ import pytest
 from ragrade.errors import ConfigError
 from ragrade.judge.bertscore import BertScore, BertScoreConfig, resolve_model_path
 
-# importing torch, transformers and bert-score takes ~5 s in a fresh process (about 1 s in the full suite, where
-# earlier tests have imported torch and transformers); the model loads themselves take well under 0.1 s each
+# slow: importing torch, transformers and bert-score (with matplotlib) takes 5-10 s on 2 cores in a fresh process;
+# the suite's earlier tests have imported torch and transformers. The model loads take well under 0.1 s each.
 pytestmark = pytest.mark.slow
 
 CANDS = [

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler
-from ragrade.run.adaptive_estimate import paired_corr, prob_best
+from ragrade.run.adaptive_estimate import leader_sd, pair_gaps, paired_corr, prob_best
 
 
 def test_paired_correlation_of_nested_samples_by_hand():
@@ -24,7 +24,9 @@ def test_paired_correlation_of_nested_samples_by_hand():
     assert corr[0, 1] == pytest.approx(want) and corr[1, 0] == corr[0, 1] and corr[0, 0] == 1.0
     same = paired_corr(y, use, np.array([4, 4]), 10)  # equal prefixes: the plain correlation
     assert same[0, 1] == pytest.approx(rho)
-    flat = paired_corr(np.array([[1, 1, 1, 1], [1, 0, 1, 0]], dtype=np.int8), np.ones((2, 4), bool), np.array([4, 4]), 8)
+    flat = paired_corr(
+        np.array([[1, 1, 1, 1], [1, 0, 1, 0]], dtype=np.int8), np.ones((2, 4), bool), np.array([4, 4]), 8
+    )
     assert flat[0, 1] == 0.0  # no spread: nothing to correlate
 
 
@@ -64,3 +66,20 @@ def test_paired_elimination_separates_what_overlapping_intervals_cannot():
     res = {r["pipeline"]: r for r in sched.results()}
     assert res["b"]["status"] == "eliminated" and res["a"]["p_best"] > 0.99
     assert res["b"]["accuracy_estimate_high"] > res["a"]["accuracy_estimate_low"]  # the intervals alone overlap
+
+
+def test_the_leaders_intervals_hold_their_unshrunk_audit_estimate():
+    est, sd = np.array([0.8, 0.7, 0.6, 0.5]), np.full(4, 0.01)
+    est_u, sd_u = np.array([0.85, 0.7, 0.6, 0.4]), np.full(4, 0.02)
+    out = leader_sd(est, sd, np.ones(4, bool), est_u, sd_u, 2)
+    # the two leaders: wide enough to hold est_u +- 1.96 sd_u; the others keep the shrunk SD
+    assert out == pytest.approx([(0.05 + 1.96 * 0.02) / 1.96, 0.02, 0.01, 0.01])
+    assert leader_sd(est, sd, np.ones(4, bool), est_u, sd_u, 0) == pytest.approx(sd)
+
+
+def test_pair_gaps_by_hand():
+    acc, sd = np.array([0.70, 0.65]), np.array([0.02, 0.02])
+    indep = pair_gaps(acc, sd, 2.0, None)
+    assert indep[1, 0] == pytest.approx((0.70 - 0.04) - (0.65 + 0.04))  # bounds overlap: -0.03
+    paired = pair_gaps(acc, sd, 2.0, np.array([[1.0, 0.875], [0.875, 1.0]]))
+    assert paired[1, 0] == pytest.approx(0.05 - 2.0 * 0.01)  # SD of the difference: 0.02 sqrt(2 - 1.75) = 0.01

@@ -9,7 +9,8 @@ when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``mi
 its item cap, when the global request budget (by default a share of the full
 grid) runs out, or, under a budget, once it is very unlikely to be the best;
 elimination drops a pipeline once its upper bound plus ``margin`` is below
-another's lower bound, with bounds simultaneous over pipelines and rounds
+another's lower bound (paired questions: once the difference's bound is), with bounds simultaneous over
+pipelines and rounds
 (:func:`~ragrade.run.adaptive_estimate.elimination_z`), never on fewer than
 ``min_items`` answers and ``min_audit`` audit answers. With the factorial
 shortcut only a designed subset of the grid is measured; the others are
@@ -47,7 +48,9 @@ from ragrade.run.adaptive_estimate import (
     MisfitResult,
     audit_stats,
     elimination_z,
+    leader_sd,
     misfit_check,
+    pair_gaps,
     paired_corr,
     prob_best,
     shrunk_bias,
@@ -281,21 +284,8 @@ class Scheduler:
         est = (observed + exp_sum + unseen * bias) / n
         sd = np.sqrt(var / n**2 + (unseen / n) ** 2 * var_bias)
         est_u = (observed + exp_sum + unseen * bias_u) / n
-        return est, self._lead_sd(est, sd, ok, est_u, np.sqrt(var / n**2 + (unseen / n) ** 2 * var_u))
-
-    def _lead_sd(self, est: F64, sd: F64, ok: npt.NDArray[np.bool_], est_u: F64, sd_u: F64) -> F64:
-        """SDs whose 95% interval around the shrunk ``est`` also holds the unshrunk one, for the leaders.
-
-        Shrinking the audit bias toward the grid-wide one pulls the extremes in, so the leaders (the
-        pipelines a user acts on) would be covered least; their interval also holds the unshrunk,
-        design-unbiased one (``est_u +- 1.96 sd_u``: their own audit correction), whatever the model.
-        """
-        k = min(int(ok.sum()), self.cfg.unshrunk_top)
-        if k <= 0:
-            return sd
-        lead = ok & (est >= np.sort(np.where(ok, est, -np.inf))[-k])
-        reach = (np.abs(est_u - est) + 1.96 * sd_u) / 1.96
-        return np.where(lead, np.maximum(sd, reach), sd)
+        sd_u = np.sqrt(var / n**2 + (unseen / n) ** 2 * var_u)
+        return est, leader_sd(est, sd, ok, est_u, sd_u, self.cfg.unshrunk_top)
 
     def check_fit(self, n_boot: int = 200) -> MisfitResult | None:
         """Run the misfit check on this run's answers (model runs only); a warning makes the estimates design-based."""
@@ -314,6 +304,8 @@ class Scheduler:
         if left is not None and left <= 0:
             for p in active:
                 self._stop(p, "budget")
+            if active:  # the run ends here, not in finish_round
+                self._wrap_up()
             return {}
         n_asked = self.n_asked
         want = {p: min(cfg.batch, self.cap - int(n_asked[p])) for p in active}
@@ -438,10 +430,7 @@ class Scheduler:
         self._stop_if_decided()
         alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
         if not alive:
-            if self.refit is not None and self.round % self.cfg.refit_every != 0:
-                self._refit()  # the final estimates use every answer
-                self.reestimate()
-            self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
+            self._wrap_up()
         return {
             "round": self.round,
             "requests": self.spent,
@@ -455,6 +444,13 @@ class Scheduler:
             "audit_bias_sd": round(self.tau, 5),
             "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
         }
+
+    def _wrap_up(self) -> None:
+        """At the end of the run: the last re-fit (the final estimates use every answer) and the misfit check."""
+        if self.refit is not None and self.round % self.cfg.refit_every != 0:
+            self._refit()
+            self.reestimate()
+        self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
 
     def _refit(self) -> None:
         import time
@@ -492,13 +488,7 @@ class Scheduler:
         if ok.sum() < 2:
             return []
         z = elimination_z(1.0 - cfg.confidence, len(self.pipelines), max(1, self.round))
-        corr = self.paired_corr()
-        if corr is None:  # independent estimates: compare the bounds
-            low, high = acc - z * sd, acc + z * sd
-            gap = low[None, :] - high[:, None]  # [p, q]: q's lower bound above p's upper bound
-        else:  # paired: bound each difference (one-sided, so the pairs with the best share its alpha)
-            sd_diff = np.sqrt(np.maximum(sd[:, None] ** 2 + sd[None, :] ** 2 - 2 * corr * np.outer(sd, sd), 0.0))
-            gap = acc[None, :] - acc[:, None] - z * sd_diff
+        gap = pair_gaps(acc, sd, z, self.paired_corr())  # [p, q]: how far q is surely above p
         gap = np.where(ok[None, :] & ~np.eye(len(acc), dtype=bool), gap, -np.inf)
         out = []
         for p in np.flatnonzero(ok):
@@ -523,7 +513,9 @@ class Scheduler:
         live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
         if live.sum() < 2:
             return
-        pb = prob_best(np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=self.paired_corr())
+        pb = prob_best(
+            np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=self.paired_corr()
+        )
         m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
         for p in np.flatnonzero(live & (self.status == "active")):
             enough = self.n_answered[p] >= self.min_items and m_audit[p] >= self.cfg.min_audit

@@ -53,7 +53,7 @@ class AdaptiveConfig(BaseModel):
     race_items: int | None = Field(default=None, ge=1)  # their cap (default: the item cap)
     # floor of the audit-bias SD (accuracy, on the unasked share); None: 0.01 (the rest is estimated from the audit)
     model_error: float | None = Field(default=None, ge=0.0)
-    unshrunk_top: int = Field(default=3, ge=0)  # leaders whose audit correction is not shrunk
+    unshrunk_top: int = Field(default=3, ge=0)  # leaders whose interval also holds their unshrunk audit estimate
     pooling: bool = True
     min_tau: float = Field(default=0.1, ge=0.0)
     factorial: float | None = Field(default=None, gt=0.0, le=1.0)  # share of the grid measured

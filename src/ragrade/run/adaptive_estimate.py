@@ -266,6 +266,33 @@ def paired_corr(y: npt.NDArray[np.int8], use: B8, prefix: npt.NDArray[np.int64],
     return out
 
 
+def leader_sd(est: F64, sd: F64, ok: B8, est_u: F64, sd_u: F64, top: int) -> F64:
+    """SDs whose 95% interval around the shrunk ``est`` also holds the unshrunk one, for the ``top`` leaders.
+
+    Shrinking the audit bias toward the grid-wide one pulls the extremes in, so the leaders (the
+    pipelines a user acts on) would be covered least; their interval also holds the unshrunk,
+    design-unbiased one (``est_u +- 1.96 sd_u``: their own audit correction), whatever the model.
+    """
+    k = min(int(ok.sum()), top)
+    if k <= 0:
+        return sd
+    lead = ok & (est >= np.sort(np.where(ok, est, -np.inf))[-k])
+    reach = (np.abs(est_u - est) + 1.96 * sd_u) / 1.96
+    return np.where(lead, np.maximum(sd, reach), sd)
+
+
+def pair_gaps(acc: F64, sd: F64, z: float, corr: F64 | None) -> F64:
+    """``[p, q]``: the lower bound of ``acc[q] - acc[p]`` (elimination drops ``p`` when it is above the margin).
+
+    Independent estimates: ``q``'s lower bound minus ``p``'s upper bound. Paired ones (``corr``): the
+    one-sided bound of the difference itself, so a pipeline's comparisons share its ``alpha``.
+    """
+    if corr is None:
+        return (acc - z * sd)[None, :] - (acc + z * sd)[:, None]
+    sd_diff = np.sqrt(np.maximum(sd[:, None] ** 2 + sd[None, :] ** 2 - 2 * corr * np.outer(sd, sd), 0.0))
+    return np.asarray(acc[None, :] - acc[:, None] - z * sd_diff)
+
+
 def smallest_useful_budget(n_pipelines: int, per_pipeline: int = 2) -> int:
     """The fewest requests that give every pipeline an estimate with an interval (two answers each)."""
     return n_pipelines * per_pipeline
@@ -277,7 +304,9 @@ __all__ = [
     "audit_stats",
     "calibration_check",
     "elimination_z",
+    "leader_sd",
     "misfit_check",
+    "pair_gaps",
     "paired_corr",
     "prob_best",
     "shrunk_bias",
