@@ -12,5 +12,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAGRADE_PLUGINS", "tests.support.py_llm")
 os.environ.setdefault("RAGRADE_PROGRESS", "off")  # no progress lines in what tests read (see tests/core)
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", "ragrade-cache"))
+# one response/embedding cache per pytest-xdist worker, so parallel workers never share a cache file
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", f"ragrade-cache{_WORKER}"))
 pytest_plugins = ["tests.support.fixtures"]
