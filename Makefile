@@ -6,7 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= out/demo
-PYTEST_ARGS ?=
+# two or more workers (pytest-xdist): the suite waits on servers and subprocesses as much as it computes
+PYTEST_ARGS ?= -n auto --dist loadfile
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1

@@ -14,5 +14,8 @@ os.environ.setdefault("RAGRADE_PROGRESS", "off")  # no progress lines in what te
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # one response/embedding cache per pytest-xdist worker, so parallel workers never share a cache file
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER:  # parallel workers share the cores: one llama.cpp thread each (its threads spin while waiting)
+    os.environ.setdefault("RAGRADE_LLAMACPP_THREADS", "1")
+    os.environ.setdefault("RAGRADE_TEST_LLAMA_THREADS", "1")
 os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", f"ragrade-cache{_WORKER}"))
 pytest_plugins = ["tests.support.fixtures"]

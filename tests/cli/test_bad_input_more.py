@@ -275,3 +275,19 @@ def test_run_check_still_passes_good_adaptive_and_label_settings(
     code, out, err = _run(["run", job, "--check", "--out", tmp_path / "o"], capsys)
     assert code == 0, err
     assert "stage(s) to run" in out + err and not (tmp_path / "o").exists()
+
+
+def test_adaptive_exam_take_checks_option_values_before_its_run_folder(
+    base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'[indexes]\nr = "{base["idx"]}"\n[grid]\nllm = ["offline/student"]\nretriever = ["bm25", "closed"]\n'
+        'post = ["compress"]\n[transform_options]\ncompress = { budget = 0 }\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+    args = ["exam", "take", base["exam"], "--config", sweep, "--adaptive", "--out", out]
+    code, _, err = _run(args, capsys)
+    _assert_user_error(code, err, "compress budget must be positive, got 0")
+    assert not out.exists()

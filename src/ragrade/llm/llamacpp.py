@@ -86,6 +86,18 @@ def _stopping() -> bool:
     return interrupt.requested()
 
 
+def _default_threads() -> int:
+    """``$RAGRADE_LLAMACPP_THREADS`` when set (e.g. 1 on a machine shared with other work: llama.cpp's
+    threads spin while they wait, so fewer threads than cores is faster there), else every core."""
+    value = os.environ.get("RAGRADE_LLAMACPP_THREADS", "").strip()
+    if not value:
+        return os.cpu_count() or 1
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"RAGRADE_LLAMACPP_THREADS must be a whole number, got '{value}'") from None
+
+
 class LlamaCppLLM(BaseLLM):
     """A GGUF model in process through llama.cpp (see module docstring)."""
 
@@ -112,7 +124,7 @@ class LlamaCppLLM(BaseLLM):
             raise ConfigError(f"llamacpp: unknown option(s) {names} (options: n_threads, n_ctx, flash_attn, seed)")
         if int(n_ctx) < 16:
             raise ConfigError(f"llamacpp: n_ctx must be at least 16, got {n_ctx}")
-        threads = int(n_threads) if n_threads else (os.cpu_count() or 1)
+        threads = int(n_threads) if n_threads else _default_threads()
         if threads < 1:
             raise ConfigError(f"llamacpp: n_threads must be positive, got {n_threads}")
         try:

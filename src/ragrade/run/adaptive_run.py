@@ -71,6 +71,7 @@ from ragrade.run.summary import (
 from ragrade.run.sweep import (
     _THROUGHPUT_OPTIONS,
     SweepResult,
+    check_components,
     clear_run_dir,
     executor_for,
     plan_items,
@@ -222,6 +223,9 @@ def run_adaptive(
         for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
             shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
     context = worker_context(exam_path, cfg, s.pool)
+    from ragrade.run.pipeline import resources_for
+
+    check_components(resources_for(context), s.specs)  # every component and option value before the first write
     exe = executor or executor_for(cfg)
     digests = {sp.prompt: resolve_template(sp.prompt, context["prompts"]).digest for sp in s.specs}
     pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
