@@ -372,28 +372,12 @@ def build_testbeds(
     ``min_positives``, ``max_questions``, ...). Writes ``base.jsonl``, ``integration.jsonl``,
     ``counterfactual.jsonl`` and ``build_report.json`` under ``out``; returns ``{name: path}``.
     """
-    from ragrade.retrieval.index import load_index
-    from ragrade.robust.corpus import (
-        CorpusBuildOptions,
-        build_corpus_testbeds,
-        load_qa_file,
-        qa_from_exam,
-        write_corpus_testbeds,
-    )
+    from ragrade.robust.corpus import CorpusBuildOptions, build_testbeds_from
 
     if (exam is None) == (qa is None):
         raise ConfigError("give exactly one of exam= or qa=")
-    questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
-    opened = load_index(index) if isinstance(index, (str, Path)) else index
-    built = build_corpus_testbeds(questions, opened.retriever(retriever), CorpusBuildOptions(**options))
-    source = {
-        "exam": str(exam) if exam else None,
-        "qa": str(qa) if qa else None,
-        "index": str(opened.path),
-        "retriever": retriever,
-    }
-    paths: dict[str, Any] = write_corpus_testbeds(built, out, source)
-    return paths
+    _, paths = build_testbeds_from(out, index, retriever, CorpusBuildOptions(**options), exam=exam, qa=qa)
+    return dict(paths)
 
 
 def run_testbed(

@@ -160,25 +160,13 @@ def build_cmd(
     """Build robustness testbeds from your exam (or QA file) and index."""
     from ragrade.cli.common import echo_json
     from ragrade.errors import ConfigError
-    from ragrade.robust.corpus import (
-        CorpusBuildOptions,
-        build_corpus_testbeds,
-        load_qa_file,
-        qa_from_exam,
-        write_corpus_testbeds,
-    )
+    from ragrade.robust.corpus import CorpusBuildOptions, build_testbeds_from
 
     if (exam is None) == (qa is None):
         raise ConfigError("give exactly one of --exam or --qa")
     opts = CorpusBuildOptions(k=k, max_positive=max_positive, max_negative=max_negative, seed=seed, lang=lang,
                               max_questions=max_questions, min_positives=min_positives)
-    questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
-    from ragrade.retrieval.index import load_index
-
-    ret = load_index(index).retriever(retriever)
-    built = build_corpus_testbeds(questions, ret, opts)
-    paths = write_corpus_testbeds(built, out, {"exam": str(exam) if exam else None, "qa": str(qa) if qa else None,
-                                               "index": str(index), "retriever": retriever})
+    built, paths = build_testbeds_from(out, index, retriever, opts, exam=exam, qa=qa)
     rep = built.report
     echo_json({"questions": rep["questions"], "base": rep["base"], "integration": rep["integration"],
                "counterfactual": rep["counterfactual"], "dropped": len(rep["dropped"]), "files": paths})

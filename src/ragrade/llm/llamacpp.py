@@ -126,7 +126,7 @@ class LlamaCppLLM(BaseLLM):
             raise ConfigError(f"llamacpp: n_ctx must be at least 16, got {n_ctx}")
         threads = int(n_threads) if n_threads else _default_threads()
         if threads < 1:
-            raise ConfigError(f"llamacpp: n_threads must be positive, got {n_threads}")
+            raise ConfigError(f"llamacpp: n_threads must be positive, got {threads}")
         try:
             llamacpp_lib.api()
         except OSError as exc:  # the package is there but its shared library cannot be loaded

@@ -327,3 +327,28 @@ __all__ = [
     "qa_from_exam",
     "write_corpus_testbeds",
 ]
+
+
+def build_testbeds_from(
+    out_dir: str | Path,
+    index: Any,
+    retriever: str,
+    opts: CorpusBuildOptions,
+    *,
+    exam: str | Path | None = None,
+    qa: str | Path | None = None,
+) -> tuple[CorpusTestbeds, dict[str, str]]:
+    """Build the testbeds from an exam or a QA file (the caller checks that exactly one is given) and an index
+    (its folder, or a loaded index), and write them under ``out_dir``: ``robust build`` and the Python API."""
+    from ragrade.retrieval.index import load_index
+
+    questions = qa_from_exam(exam) if exam is not None else load_qa_file(Path(str(qa)))
+    opened = load_index(index) if isinstance(index, (str, Path)) else index
+    built = build_corpus_testbeds(questions, opened.retriever(retriever), opts)
+    source = {
+        "exam": str(exam) if exam else None,
+        "qa": str(qa) if qa else None,
+        "index": str(opened.path),
+        "retriever": retriever,
+    }
+    return built, write_corpus_testbeds(built, out_dir, source)
