@@ -76,8 +76,9 @@ def calibrate_cmd(
         if not isinstance(table, dict):
             raise ConfigError(f"{config}: [calibration] must be a table")
         layer = dict(table)
-        if isinstance(layer.get("human"), str) and not Path(layer["human"]).is_absolute():
-            layer["human"] = str(config.resolve().parent / layer["human"])
+        from ragrade.config_paths import resolve_keys
+
+        resolve_keys(layer, ("human",), config.resolve().parent)  # relative to the config file, like every config
     flags = {"human": str(human) if human else None, "level": level, "min_labels": min_labels}
     cfg = build_config(CalibrationConfig, layer, flags, source="calibrate options")
     if cfg.human is None:
