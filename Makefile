@@ -31,6 +31,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
+# src/ragrade, tests and benchmarks: the files of pyproject's [tool.mypy] (tests and benchmarks at --strict)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 

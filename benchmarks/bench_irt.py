@@ -153,7 +153,8 @@ def _abilities_given_items(R: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.nd
     y = (R == 1).astype(float)
     obs = (R >= 0).astype(float)
     ll = y.T @ lp + ((1 - y) * obs).T @ lq  # (persons, grid)
-    return grid[ll.argmax(axis=1)]
+    best: np.ndarray = grid[ll.argmax(axis=1)]
+    return best
 
 
 def bench_girth() -> None:

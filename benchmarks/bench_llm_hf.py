@@ -29,6 +29,7 @@ def main() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
+    from ragrade.llm.hf import HFLLM
 
     with tempfile.TemporaryDirectory() as tmp:
         build_tiny_model(tmp)
@@ -38,6 +39,7 @@ def main() -> None:
         LlamaForCausalLM(cfg).save_pretrained(tmp)
         shared = create_llm(f"hf/{tmp}", cache=False)
         naive = create_llm(f"hf/{tmp}", cache=False, loglikelihood_method="per-choice")
+        assert isinstance(shared, HFLLM) and isinstance(naive, HFLLM)
         words = " ".join(TEXT).split()
         reqs = []
         for q in range(args.questions):
@@ -52,7 +54,11 @@ def main() -> None:
         t0 = time.perf_counter()
         b = loglikelihood(naive, reqs)
         t_naive = time.perf_counter() - t0
-    diff = max(abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra.logprobs, rb.logprobs, strict=True))
+    diff = max(
+        abs(x - y)
+        for ra, rb in zip(a, b, strict=True)
+        for x, y in zip(ra.logprobs or [], rb.logprobs or [], strict=True)
+    )
     print(f"questions={args.questions} context_tokens={ctx_len} choices=4 hidden={args.hidden}")
     print(f"per-choice:    forwards={naive.forwards.calls} token_positions={naive.forwards.tokens} time={t_naive:.2f}s")
     print(

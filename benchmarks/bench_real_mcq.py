@@ -177,7 +177,7 @@ def load_transformers_gguf(path: Path) -> tuple[Any, Any]:
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32
     )
-    model.eval()
+    model.eval()  # type: ignore[no-untyped-call]  # untyped in transformers
     return tok, model
 
 
@@ -256,7 +256,8 @@ def create_with_threads(spec: str, threads: int) -> tuple[Any, str]:
 
     for kw in ("n_threads", "threads"):
         try:
-            return create_llm(spec, cache=False, **{kw: threads}), f"{kw}={threads}"
+            options: dict[str, Any] = {kw: threads}  # the backend's own keyword
+            return create_llm(spec, cache=False, **options), f"{kw}={threads}"
         except Exception as exc:  # TypeError or the backend's ConfigError for an unknown option
             if kw not in str(exc):
                 raise
@@ -306,6 +307,7 @@ def vm_hwm_mb(pid: int) -> float | None:
 
 def run_server(items: list[dict[str, Any]], args: argparse.Namespace, path: Path) -> dict[str, Any]:
     from ragrade.llm import create_llm
+    from ragrade.llm.openai import OpenAILLM
 
     port = free_port()
     cmd = [str(server_binary()), "-m", str(path), "-c", "4096", "-np", "1", "-t", str(args.threads),
@@ -326,8 +328,9 @@ def run_server(items: list[dict[str, Any]], args: argparse.Namespace, path: Path
                 raise RuntimeError(f"llama-server not healthy after 120 s (log: {log.name})")
             time.sleep(0.1)
         load_s = time.perf_counter() - t0
-        kw = {} if args.concurrency in (None, "default") else {"concurrency": int(args.concurrency)}
-        llm = create_llm("openai/gemma", base_url=f"{base}/v1", cache=False, **kw)
+        concurrency = None if args.concurrency in (None, "default") else int(args.concurrency)
+        llm = create_llm("openai/gemma", base_url=f"{base}/v1", cache=False, concurrency=concurrency)
+        assert isinstance(llm, OpenAILLM)
         res = score_with_ragrade(llm, items)
         conc = getattr(getattr(llm, "limits", None), "concurrency", None)
         note = f"llama-server {' '.join(cmd[1:]).replace(str(path), 'PATH')}; client concurrency {conc}"

@@ -14,9 +14,8 @@ per-pipeline path (``RAGRADE_SHARE_RETRIEVAL=0``), each measured in the same run
    same questions, shared and per-pipeline.
 3. (unless ``--no-ray``) the demo grid on the Ray executor against the local one, both shared.
 
-With an empty LLM cache the student embeds passage sentences in batches that depend on the timing of the
-two shards in flight (a bf16 MiniLM's vectors depend slightly on their batch), so its scores can differ
-in the 4th decimal between any two runs; answers are compared exactly.
+The student embeds passage sentences in batches of one fixed shape (``embed_fixed``), so a sentence's vector
+does not depend on the timing of the shards in flight: responses are compared exactly, scores included.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ def demo_grid(indexes: dict[str, Path], executor: str = "local", workers: int = 
 
     return build_sweep_config(
         {
-            "grid": {"llm": ["offline/student"], "retriever": RETRIEVERS, "k": [1, 3], "icl": [0, 1, 2]},
+            "grid": {"llms": ["offline/student"], "retrievers": RETRIEVERS, "k": [1, 3], "icl": [0, 1, 2]},
             "indexes": {k: str(v) for k, v in indexes.items()},
             "llm_options": {"cache": cache},
             "executor": executor,
@@ -98,7 +97,7 @@ def timed_sweep(exam: Path, cfg: Any, out: Path, share: bool, cache_dir: Path) -
     os.environ["RAGRADE_CACHE_DIR"] = str(cache_dir)
     clear_query_memos()
     clear_resources()
-    offline._EMBED._memo.clear()
+    offline._EMBED.clear()
     QUERY_STATS.reset()
     t0, c0 = time.perf_counter(), _cpu()
     run_sweep(exam, cfg, out, overwrite=True)

@@ -38,8 +38,8 @@ result = rg.take_exam(
     work / "exam.jsonl",
     work / "run",
     indexes={"rec200": index},
-    llm="offline/student",
-    retriever=["closed", "bm25", "dense"],
+    llms="offline/student",
+    retrievers=["closed", "bm25", "dense"],
     k=3,
 )
 print(result.summary[["pipeline", "n", "accuracy", "ci_low", "ci_high"]])

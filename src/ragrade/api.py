@@ -17,7 +17,7 @@ its names, and it imports each stage (torch, pandas, ...) only when called::
     chunks = rg.chunk(docs, size=200)
     index = rg.build_index(chunks, "work/index", dense=False)
     rg.generate_exam(chunks, "work/exam.jsonl", n=20)
-    result = rg.take_exam("work/exam.jsonl", "work/run", indexes={"rec": index}, retriever=["closed", "bm25"])
+    result = rg.take_exam("work/exam.jsonl", "work/run", indexes={"rec": index}, retrievers=["closed", "bm25"])
     result.summary                        # a pandas DataFrame
     rg.fit_irt("work/run", model="2pl")
     rg.render_report("work/run")
@@ -25,7 +25,7 @@ its names, and it imports each stage (torch, pandas, ...) only when called::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +39,20 @@ if TYPE_CHECKING:
     from ragrade.corpus.types import Chunk, Document
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.files import Question
+    from ragrade.exam.generate import ExamResult
     from ragrade.irt.problem import FitConfig
     from ragrade.irt.result import IRTResult
+    from ragrade.job.config import JobConfig
+    from ragrade.job.progress import Display
     from ragrade.job.runner import JobResult
+    from ragrade.judge.calibrate import CalibrationConfig
     from ragrade.judge.run import JudgeRunConfig
+    from ragrade.llm.options import LLMOptions
+    from ragrade.progress import ProgressFn
     from ragrade.qa.run import QAAnswerResult
-    from ragrade.retrieval.index import Index, IndexConfig
+    from ragrade.retrieval.ask import Assistant
+    from ragrade.retrieval.evaluate import RetrievalEvaluation
+    from ragrade.retrieval.index import Index, IndexConfig, IndexStats
     from ragrade.robust.run import ModelRun, RobustRunConfig
     from ragrade.run.spec import SweepConfig
     from ragrade.run.sweep import SweepResult
@@ -71,14 +79,17 @@ def load_corpus(
     demo_topics: Sequence[str] | None = None,
     config: CorpusConfig | None = None,
     out: PathLike | None = None,
+    warn: Callable[[str], None] | None = None,
+    show: Callable[[dict[str, Any]], None] | None = None,
     **settings: Any,
 ) -> list[Document]:
     """Load documents from files and folders, or the demo corpus (``ragrade corpus``).
 
     ``settings`` are :class:`~ragrade.corpus.load.CorpusConfig` fields (``text_field``, ``drop_patterns``,
     ``min_chars``, ...) over ``config`` when given. Skipped files are counted in one warning
-    (:mod:`warnings`). Writes the documents JSONL file ``out`` when given (as ``ragrade corpus --out``).
-    DataError when no document is usable.
+    (:mod:`warnings`), or given one by one to ``warn``. Writes the documents JSONL file ``out`` when given
+    (as ``ragrade corpus --out``). DataError when no document is usable. ``show`` is given the load summary
+    (documents, characters, formats, skipped files by reason, ...; the CLI prints it).
     """
     from ragrade.config import build_config
     from ragrade.corpus.load import CorpusConfig
@@ -95,12 +106,20 @@ def load_corpus(
         report, header["demo"] = demo_load_report(demo_limit, list(demo_topics) if demo_topics else None)
     else:
         report = _load(sources, cfg)
-    _warn_skipped(report.skipped, report.warnings)
+    if warn is None:
+        _warn_skipped(report.skipped, report.warnings)
+    else:
+        for where, why in report.skipped:
+            warn(f"skipped {where}: {why}")
+        for where, note in report.warnings:
+            warn(f"{where}: {note}")
     summary = report.checked_summary(", ".join(sources) or "the demo corpus")
     if out is not None:
         from ragrade.corpus.files import write_documents
 
         write_documents(out, report.documents, meta={**header, "summary": summary})
+    if show is not None:
+        show(summary)
     return list(report.documents)
 
 
@@ -125,12 +144,16 @@ def chunk(
     min_size: int = 10,
     tokenizer: str = "minilm",
     out: PathLike | None = None,
+    progress: Callable[[int], None] | None = None,
+    show: Callable[[dict[str, Any]], None] | None = None,
     **options: Any,
 ) -> list[Chunk]:
     """Split documents (objects or a documents JSONL file) into chunks (``ragrade chunk``).
 
     Sizes are in tokens; ``options`` are strategy options (semantic: ``threshold``, ``buffer``, ``embedder``).
-    Writes the chunks JSONL file ``out`` when given.
+    Writes the chunks JSONL file ``out`` when given. ``progress(n)`` is called with the documents done per
+    batch; ``show`` is given the summary written in the file's header (strategy, params, token and
+    character statistics, oversize chunks; the CLI prints it).
     """
     from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
     from ragrade.corpus.files import read_documents, write_chunks
@@ -138,16 +161,18 @@ def chunk(
     chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **options)
     documents = read_documents(docs) if isinstance(docs, (str, Path)) else list(docs)
     if not documents:
-        raise DataError("no documents to chunk")
-    chunks = chunk_documents(documents, chunker)
+        raise DataError(f"{docs}: no documents to chunk" if isinstance(docs, (str, Path)) else "no documents to chunk")
+    chunks = chunk_documents(documents, chunker, progress=progress)
+    summary: dict[str, Any] = {
+        "strategy": chunker.strategy,
+        "params": chunker.describe(),
+        **summarize_chunks(chunks, len(documents)),
+    }
     if out is not None:
-        summary = {
-            "strategy": chunker.strategy,
-            "params": chunker.describe(),
-            **summarize_chunks(chunks, len(documents)),
-        }
         source = str(docs) if isinstance(docs, (str, Path)) else None
         write_chunks(out, chunks, chunker=chunker, meta={"documents": source, "summary": summary})
+    if show is not None:
+        show(summary)
     return chunks
 
 
@@ -159,6 +184,8 @@ def build_index(
     out: PathLike,
     *,
     config: IndexConfig | None = None,
+    progress: ProgressFn | None = None,
+    show: Callable[[IndexStats], None] | None = None,
     **settings: Any,
 ) -> Index:
     """Build (or rebuild) the retrieval index folder ``out`` (``ragrade index``) and return it opened.
@@ -167,14 +194,93 @@ def build_index(
     either. ``settings`` are :class:`~ragrade.retrieval.index.IndexConfig` fields: ``embedder`` (default
     minilm), ``dense`` (False: BM25 only), ``store``, ``bm25={"stemmer": ...}``, ... Writes the chunks,
     the BM25 index, the dense vectors and a manifest under ``out``; embeddings are cached.
+    ``progress(what, done, total)`` follows the build; ``show`` is given its statistics (the CLI prints them).
     """
     from ragrade.config import build_config
     from ragrade.retrieval.index import IndexConfig, load_index
     from ragrade.retrieval.index import build_index as _build
 
     cfg = build_config(IndexConfig, _layer(config), settings, source="index settings")
-    _build(source, out, cfg)
+    if cfg.dense and cfg.store:
+        from ragrade.registry import lookup
+
+        lookup("vector_store", cfg.store)  # a bad store fails now, not after the embedding
+    stats = _build(source, out, cfg, progress=progress)
+    if show is not None:
+        show(stats)
     return load_index(out)
+
+
+def evaluate_retrieval(
+    index: Index | PathLike,
+    qrels: PathLike,
+    retrievers: Sequence[str] = ("bm25", "dense", "hybrid"),
+    *,
+    k: int = 10,
+    level: str = "chunk",
+    embedder: str | None = None,
+    reranker: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    empty_queries: str = "skip",
+    out: PathLike | None = None,
+) -> RetrievalEvaluation:
+    """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals per retriever (``ragrade retrieval-eval``).
+
+    ``qrels``: a qrels JSONL (query + relevant ids) or an exam file; ``level``: ``chunk`` or ``doc`` ids.
+    Queries with no relevant id are skipped (``empty_queries="skip"``, as trec_eval) or scored 0 (``"zero"``,
+    as ranx). Writes the results with per-query rows as JSON to ``out`` when given.
+    """
+    from ragrade.retrieval.evaluate import evaluate_retrieval as _evaluate
+
+    return _evaluate(
+        index, qrels, retrievers, k=k, level=level, embedder=embedder, reranker=reranker, n_boot=n_boot, seed=seed,
+        empty_queries=empty_queries, out=out,
+    )  # fmt: skip
+
+
+def open_assistant(
+    index: Index | PathLike,
+    *,
+    retriever: str = "hybrid",
+    k: int = 5,
+    llm: str | None = None,
+    llm_options: LLMOptions | None = None,
+    prompt_file: PathLike | None = None,
+    embedder: str | None = None,
+    reranker: str | None = None,
+    query: str | None = None,
+    post: str | None = None,
+    transform_llm: str | None = None,
+    headings: bool = False,
+    report: Callable[[str], None] | None = None,
+) -> Assistant:
+    """An assistant answering from an index (``ragrade ask``): ``.ask(question)`` retrieves ``k`` passages with
+    ``retriever`` and answers from them, citing them (an :class:`~ragrade.retrieval.ask.Answer`).
+
+    ``llm``: PROVIDER/MODEL (default: the offline extractive reader), built with ``llm_options``; ``query`` and
+    ``post``: one query transform and one post-processing chain (their LLM: ``transform_llm``, else ``llm``);
+    ``prompt_file``: a template with ``{question}`` and ``{passages}``. With ``report``, the models load now
+    (one line each, with how long it took) rather than at the first question.
+    """
+    from ragrade.llm import create_llm
+    from ragrade.retrieval.ask import Assistant, load_prompt, warm_up
+    from ragrade.retrieval.index import load_index
+    from ragrade.retrieval.setup import retrieval_pipeline, retriever_options, single_value
+
+    prompt = load_prompt(prompt_file)
+    single_value(query, "--query")
+    single_value(post, "--post")
+    idx = load_index(index) if isinstance(index, (str, Path)) else index
+    ret = idx.retriever(retriever, **retriever_options(retriever, embedder=embedder, reranker=reranker))
+    model = create_llm(llm or "offline/extractive", options=llm_options)
+    tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
+    tx_llm = create_llm(tx_spec, options=llm_options) if tx_spec else None
+    pipeline = retrieval_pipeline(idx, ret, query, post, tx_llm, reranker, "--transform-llm or --llm")
+    assistant = Assistant(pipeline, model, k=k, prompt=prompt, chunks=idx.chunk, headings=headings)
+    if report is not None:
+        warm_up(idx, retriever, model, report)
+    return assistant
 
 
 # ---------------------------------------------------------------------------------------------------- exam
@@ -188,8 +294,10 @@ def generate_exam(
     llm: str = "offline",
     config: ExamConfig | None = None,
     embedder: str | None = None,
-    llm_options: Mapping[str, Any] | None = None,
+    llm_options: LLMOptions | Mapping[str, Any] | None = None,
     max_failed: float | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+    show: Callable[[ExamResult], None] | None = None,
     **settings: Any,
 ) -> list[Question]:
     """Write a multiple-choice exam from chunks (``ragrade exam generate``); returns its questions.
@@ -199,12 +307,15 @@ def generate_exam(
     ``timeout``, ...). ``settings`` are :class:`~ragrade.exam.config.ExamConfig` fields (``seed``,
     ``topic_field``, ``oversample``, ...). Writes the exam JSONL ``out`` and its sidecars
     ``<stem>.funnel.json`` and ``<stem>.rejected.jsonl``. DataError when no question survived.
+    ``llm_options``: an :class:`~ragrade.llm.options.LLMOptions` or its fields. ``progress(done, target,
+    valid)`` follows the candidates written; ``show`` is given the result (questions, funnel, generator)
+    once the exam is written, before failed requests are checked (the CLI prints it there).
     """
     from ragrade.config import build_config
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.generate import generate_exam_full, write_exam_checked
     from ragrade.exam.inputs import load_chunks, resolve_generator_llm
-    from ragrade.llm.failures import exam_request_tally, resume_hint
+    from ragrade.llm.failures import exam_request_tally
 
     layer = {**settings, "n": n}
     cfg = build_config(ExamConfig, _layer(config), layer, source="exam settings")
@@ -216,18 +327,26 @@ def generate_exam(
         data, source = list(chunks.chunks), str(chunks.path)
     else:
         data, source = list(chunks), None
-    model = resolve_generator_llm(llm, **dict(llm_options or {}))
+    from ragrade.llm.options import LLMOptions
+
+    if isinstance(llm_options, LLMOptions):
+        model = resolve_generator_llm(llm, options=llm_options)
+    else:
+        model = resolve_generator_llm(llm, **dict(llm_options or {}))
     emb = None
     if embedder is not None:
         from ragrade.embedding.embed import create_embedder
 
         emb = create_embedder(embedder)
-    result = generate_exam_full(data, model, cfg, embedder=emb)
+    result = generate_exam_full(data, model, cfg, embedder=emb, progress=progress)
     tally = exam_request_tally(result, model)
-    if not result.questions and tally.n_failed:
-        tally.check(resume_hint(), 0.0)
+    hint = "rerun the same command: received questions come from the response cache, only failed requests are sent"
+    if not result.questions and tally.n_failed:  # every survivor lost to failed requests: say so
+        tally.check(hint, 0.0)
     write_exam_checked(out, result, cfg, input_path=source)
-    tally.check(resume_hint(), max_failed, what="generation")
+    if show is not None:
+        show(result)
+    tally.check(hint, max_failed, what="generation")
     return list(result.questions)
 
 
@@ -239,26 +358,34 @@ def take_exam(
     config: SweepConfig | None = None,
     overwrite: bool = False,
     max_failed: float | None = None,
-    **settings: Any,
+    check: bool = True,
+    progress: ProgressFn | None = None,
+    config_files: Sequence[PathLike] = (),
+    **settings: object,
 ) -> SweepResult:
     """Let every pipeline of a grid take the exam (``ragrade exam take``); resumable.
 
     ``indexes``: ``{label: index}`` (an opened index or its folder), or one index. ``settings``: the grid
-    axes (``llm``, ``retriever``, ``k``, ``icl``, ``chunker``, ``prompt``, ``method``, ``query``, ``post``:
-    a value or a list; the grid is every combination) and the other
+    axes (``llms``, ``retrievers``, ``k``, ``icl``, ``chunkers``, ``prompts``, ``methods``, ``query``,
+    ``post``: a value or a list; the grid is every combination) and the other
     :class:`~ragrade.run.spec.SweepConfig` fields (``seed``, ``limit``, ``llm_options``, ``transform_llm``,
-    ...), over ``config`` when given. Writes the run directory ``out`` (``responses.parquet``,
-    ``summary.csv``, ``summary_by_tag.csv``, ``manifest.json``, ``samples.jsonl``). Returns a result whose
-    ``responses`` and ``summary`` are DataFrames. Raises (exit-code errors) when more requests failed
-    than ``max_failed`` allows; a rerun asks only the failed ones again.
+    ...), over ``config`` when given (the settings object ``ragrade exam take`` builds from its flags and
+    ``--config`` file, recorded in the manifest with ``config_files``). Writes the run directory ``out``
+    (``responses.parquet``, ``summary.csv``, ``summary_by_tag.csv``, ``manifest.json``, ``samples.jsonl``).
+    Returns a result whose ``responses`` and ``summary`` are DataFrames. Raises (exit-code errors) when
+    more requests failed than ``max_failed`` allows (``check=False``: returns the result anyway); a rerun
+    asks only the failed ones again. ``progress(pipeline, rows_done, rows_of_pipeline)`` follows the run.
     """
     from ragrade.llm.failures import check_grid_failures
     from ragrade.run.sweep import run_sweep
 
     if not Path(exam).is_file():
         raise ConfigError(f"{exam}: exam file not found")
-    result = run_sweep(exam, _sweep_config(config, indexes, settings), out, overwrite=overwrite)
-    check_grid_failures(result.responses, max_failed)
+    cfg = _sweep_config(config, indexes, settings)
+    files = [str(f) for f in config_files]
+    result = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
+    if check:
+        check_grid_failures(result.responses, max_failed)
     return result
 
 
@@ -271,7 +398,9 @@ def answer_qa(
     max_tokens: int | Sequence[int] = 256,
     temperature: float | Sequence[float] = 0.0,
     max_failed: float | None = None,
-    **settings: Any,
+    check: bool = True,
+    progress: ProgressFn | None = None,
+    **settings: object,
 ) -> QAAnswerResult:
     """Let every pipeline of a grid answer a QA file in free text (``ragrade qa answer``); resumable.
 
@@ -284,30 +413,36 @@ def answer_qa(
 
     if not Path(qa).is_file():
         raise ConfigError(f"{qa}: QA file not found")
-    generation: dict[str, Any] = {}
-    axes: dict[str, list[Any]] = {}
+    generation: dict[str, float] = {}
+    axes: dict[str, list[float]] = {}
     for name, value in (("max_tokens", max_tokens), ("temperature", temperature)):
-        values = list(dict.fromkeys(value)) if isinstance(value, Sequence) else [value]
+        values: list[float] = list(dict.fromkeys(value)) if isinstance(value, Sequence) else [value]
         if len(values) == 1:
             generation[name] = values[0]
         else:
             axes[name] = values
-    cfg = _sweep_config(config, indexes, {**settings, **axes})
-    result = run_qa_answers(qa, cfg, out, generation=generation)
-    check_grid_failures(result.rows, max_failed)
+    cfg = _sweep_config(config, indexes, settings)
+    if axes:  # several values: factors of the grid
+        cfg = cfg.model_copy(update={"grid": cfg.grid.model_validate({**cfg.grid.model_dump(), **axes})})
+    result = run_qa_answers(qa, cfg, out, generation=generation, progress=progress)
+    if check:
+        check_grid_failures(result.rows, max_failed)
     return result
 
 
 def _sweep_config(
     config: SweepConfig | None,
     indexes: Mapping[str, Index | PathLike] | Index | PathLike | None,
-    settings: Mapping[str, Any],
+    settings: Mapping[str, object],
 ) -> SweepConfig:
     """The grid command's SweepConfig: grid axes (a value or a list) and other fields over ``config``."""
-    from ragrade.run.spec import GridConfig, build_sweep_config
+    from ragrade.run.spec import DEPRECATED_AXES, GridConfig, build_sweep_config, upgrade_grid_keys
 
-    axes = GridConfig.model_fields
+    if config is not None and not settings and indexes is None:
+        return config  # the settings object as built (e.g. by the command line)
+    axes = {*GridConfig.model_fields, *DEPRECATED_AXES}
     grid = {k: list(v) if isinstance(v, list | tuple) else [v] for k, v in settings.items() if k in axes}
+    upgrade_grid_keys(grid, "keyword settings")
     rest = {k: v for k, v in settings.items() if k not in axes}
     return build_sweep_config(_layer(config), {**rest, "grid": grid, "indexes": _index_paths(indexes)})
 
@@ -388,6 +523,9 @@ def run_testbed(
     *,
     config: RobustRunConfig | None = None,
     max_failed: float | None = None,
+    progress: ProgressFn | None = None,
+    warn: Callable[[str], None] | None = None,
+    show: Callable[[list[ModelRun]], None] | None = None,
     **settings: Any,
 ) -> list[ModelRun]:
     """Answer a robustness testbed with one or more LLMs (``ragrade robust run``); resumable.
@@ -396,6 +534,8 @@ def run_testbed(
     :func:`build_testbeds`). ``settings`` are :class:`~ragrade.robust.run.RobustRunConfig` fields
     (``noise_ratios``, ``docs``, ``judge``, ``limit``, ...). Writes ``results.jsonl``, ``metrics.json``
     and ``table.csv`` under ``out`` (one folder per model when several). Each run's ``metrics`` is a dict.
+    ``progress(what, done, total)`` follows the requests; ``warn`` receives each warning (default: a Python
+    warning); ``show`` is given the runs before failed requests are checked (the CLI prints them there).
     """
     from ragrade.config import build_config
     from ragrade.llm.failures import resume_hint, robust_request_tally
@@ -404,7 +544,9 @@ def run_testbed(
     llms = [llm] if isinstance(llm, str) else list(llm)
     flags = {**settings, "data": data, "testbed": testbed, "llm": llms, "out": out}
     cfg = build_config(RobustRunConfig, _layer(config), flags, source="robust run settings")
-    runs, _ = run_robust(cfg, warn=_warn)
+    runs, _ = run_robust(cfg, progress=progress, warn=warn or _warn)
+    if show is not None:
+        show(runs)
     robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
     return runs
 
@@ -423,6 +565,8 @@ def judge_answers(
     llm: str | None = None,
     config: JudgeRunConfig | None = None,
     max_failed: float | None = None,
+    progress: ProgressFn | None = None,
+    show: Callable[[dict[str, Any]], None] | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Score free-text answers with judges, BERTScore and exact match (``ragrade judge``); resumable.
@@ -430,7 +574,8 @@ def judge_answers(
     ``answers``: an answers JSONL (any system's; map its fields with ``fields={"query": "question", ...}``)
     or a ``qa answer`` run directory. ``settings`` are :class:`~ragrade.judge.run.JudgeRunConfig` fields.
     Writes ``scores.jsonl``, ``summary.json``, ``summary.csv`` and ``agreement.json`` under ``out``
-    (default ``<answers dir>/judge``); returns the summary.
+    (default ``<answers dir>/judge``); returns the summary. ``progress(metric, done, total)`` follows the
+    scoring; ``show`` is given the summary before failed requests are checked (the CLI prints it there).
     """
     from ragrade.config import build_config
     from ragrade.judge.run import JudgeRunConfig, check_judge_failures, run_judging
@@ -441,34 +586,77 @@ def judge_answers(
         if not Path(answers).is_dir():
             raise ConfigError("out= is required when answers is a file")
         out = Path(answers) / "judge"
-    summary = run_judging(answers, out, cfg)
+    summary = run_judging(answers, out, cfg, progress=progress)
+    if show is not None:
+        show(summary)
     check_judge_failures(summary, max_failed)
     return summary
+
+
+def calibrate_judge(
+    scores: PathLike,
+    human: PathLike | None = None,
+    out: PathLike | None = None,
+    *,
+    config: CalibrationConfig | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Correct judge scores with human labels (``ragrade judge calibrate``); returns ``calibration.json``'s content.
+
+    ``scores``: a judge output folder (or its ``scores.jsonl``, or an exam file); ``human``: the labels JSONL
+    (``{"id", "metric", "label"}`` per line, e.g. from ``ragrade label``). ``settings`` are
+    :class:`~ragrade.judge.calibrate.CalibrationConfig` fields (``level``, ``min_labels``) over ``config``.
+    Per metric and configuration: the PPI++ estimate of the mean a human would give, with its interval, beside
+    the human-only interval and the judge's bias. Writes ``out/calibration.json`` (default
+    ``<scores folder>/calibration``).
+    """
+    from ragrade.config import build_config
+    from ragrade.judge.calibrate import CalibrationConfig, resolve_scores_path, run_calibration
+
+    flags = {**settings, "human": str(human) if human is not None else None}
+    cfg = build_config(CalibrationConfig, _layer(config), flags, source="calibrate settings")
+    if cfg.human is None:
+        raise ConfigError("calibrate needs the human labels: --human LABELS.jsonl (or human = ... in [calibration])")
+    path = resolve_scores_path(scores)
+    return run_calibration(path, cfg.human, out if out is not None else path.parent / "calibration", cfg)
 
 
 # ---------------------------------------------------------------------------------------------------- jobs, results
 
 
-def run_job(config: PathLike | Mapping[str, Any], out: PathLike | None = None, *, force: bool = False) -> JobResult:
-    """Run every stage of a job config (a TOML file or its tables as a dict) into a run directory (``ragrade run``).
+def run_job(
+    config: PathLike | Mapping[str, Any] | JobConfig,
+    out: PathLike | None = None,
+    *,
+    force: bool = False,
+    display: Display | None = None,
+) -> JobResult:
+    """Run every stage of a job config (a TOML file, its tables as a dict, or a loaded
+    :class:`~ragrade.job.config.JobConfig`) into a run directory (``ragrade run``).
 
     Reuses the stages whose configuration is unchanged; ``out`` defaults to the config's ``out``.
     Writes the job layout (``corpus/``, ``chunks/``, ``index/``, ``exam/``, ``sweep/``, ``irt/``,
-    ``robust/``, ``judge/``, ``report.html``, ``stages.json``, ``timings.json``).
+    ``robust/``, ``judge/``, ``report.html``, ``stages.json``, ``timings.json``). ``display``: the stage
+    progress display (:func:`ragrade.job.progress.make_display`; default: plain lines).
     """
-    from ragrade.job.config import load_job_config
+    from ragrade.job.config import JobConfig, load_job_config
     from ragrade.job.runner import run_job as _run
 
-    cfg = load_job_config(config, None) if isinstance(config, (str, Path)) else load_job_config(None, dict(config))
-    return _run(cfg, out if out is not None else Path(cfg.out), force=force)
+    if isinstance(config, JobConfig):
+        cfg = config
+    elif isinstance(config, (str, Path)):
+        cfg = load_job_config(config, None)
+    else:
+        cfg = load_job_config(None, dict(config))
+    return _run(cfg, out if out is not None else Path(cfg.out), force=force, display=display)
 
 
-def demo(out: PathLike, *, small: bool = True, force: bool = False) -> JobResult:
+def demo(out: PathLike, *, small: bool = True, force: bool = False, display: Display | None = None) -> JobResult:
     """The offline demo job (``ragrade demo``, ``small``: ``--small``) into ``out``; see :func:`run_job`."""
     from ragrade.job.demo import demo_config
     from ragrade.job.runner import run_job as _run
 
-    return _run(demo_config(small=small), out, force=force)
+    return _run(demo_config(small=small), out, force=force, display=display)
 
 
 def render_report(
@@ -502,12 +690,15 @@ __all__ = [
     "answer_qa",
     "build_index",
     "build_testbeds",
+    "calibrate_judge",
     "chunk",
     "demo",
+    "evaluate_retrieval",
     "fit_irt",
     "generate_exam",
     "judge_answers",
     "load_corpus",
+    "open_assistant",
     "open_run",
     "render_report",
     "run_job",

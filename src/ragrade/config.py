@@ -7,20 +7,20 @@ overrides a lower layer; a falsy value such as ``0`` or ``False`` does.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> dict[str, object]:
     """Merge ``override`` into ``base`` recursively; ``None`` values in ``override`` are skipped."""
-    out: dict[str, Any] = dict(base)
+    out: dict[str, object] = dict(base)
     for key, value in override.items():
         if value is None:
             continue
@@ -52,13 +52,40 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: TOML nested too deeply") from exc
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """One line naming each bad field of a pydantic error: ``k: Input should be ... (got -3)``."""
+def _model_at(model: type[BaseModel], path: Sequence[int | str]) -> type[BaseModel] | None:
+    """The pydantic model of the table at ``path`` inside ``model`` (list positions skipped), if any."""
+    current: type[BaseModel] | None = model
+    for part in path:
+        if current is None or isinstance(part, int):
+            continue
+        field = current.model_fields.get(part)
+        current = _submodel(field.annotation) if field is not None else None
+    return current
+
+
+def _submodel(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model in ``annotation`` (itself, or inside ``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _submodel(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def describe_validation(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One line naming each bad field of a pydantic error: ``k: Input should be ... (got -3)``.
+
+    With ``model`` (the model validated), an unknown key gets a did-you-mean hint from the keys of its table.
+    """
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         if err["type"] == "extra_forbidden":
-            parts.append(f"{loc}: unknown key (not an option here)")
+            table = _model_at(model, err["loc"][:-1]) if model is not None else None
+            hint = did_you_mean(str(err["loc"][-1]), list(table.model_fields)) if table is not None else ""
+            parts.append(f"{loc}: unknown key (not an option here).{hint}".rstrip("."))
             continue
         value = err.get("input")
         shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
@@ -66,19 +93,19 @@ def describe_validation(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def build_config(model: type[M], *layers: Mapping[str, Any] | None, source: str = "config") -> M:
+def build_config(model: type[M], *layers: Mapping[str, object] | None, source: str = "config") -> M:
     """Validate the merge of ``layers`` (lowest first) into ``model``.
 
     Validation errors become one ConfigError that names each bad field.
     """
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for layer in layers:
         if layer:
             merged = deep_merge(merged, layer)
     try:
         return model.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(f"invalid {source}: {describe_validation(exc)}") from exc
+        raise ConfigError(f"invalid {source}: {describe_validation(exc, model)}") from exc
 
 
 __all__ = ["build_config", "deep_merge", "describe_validation", "load_toml"]

@@ -14,12 +14,14 @@ Model specs count as paths when they name a file: ``llamacpp/./q4.gguf``, ``hf/.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+V = TypeVar("V")
 
 _LOCAL = ("./", "../", ".\\", "..\\")
 
 
-def resolve_path(value: Any, base: Path) -> Any:
+def resolve_path(value: V, base: Path) -> V | str:
     """``value`` made absolute against ``base`` when it is a relative path string (``~`` expanded first)."""
     if not isinstance(value, str) or not value or "://" in value:
         return value
@@ -27,7 +29,7 @@ def resolve_path(value: Any, base: Path) -> Any:
     return str(path if path.is_absolute() else (base / path).resolve())
 
 
-def resolve_llm_spec(spec: Any, base: Path) -> Any:
+def resolve_llm_spec(spec: V, base: Path) -> V | str:
     """An LLM spec whose model is a local path (``./``, ``../``, ``~`` or a ``.gguf`` file) made absolute."""
     if not isinstance(spec, str):
         return spec
@@ -41,7 +43,7 @@ def resolve_llm_spec(spec: Any, base: Path) -> Any:
     return spec
 
 
-def resolve_embedder_spec(spec: Any, base: Path) -> Any:
+def resolve_embedder_spec(spec: V, base: Path) -> V | str:
     """``st:./model`` / ``st:../model`` / ``st:~/model`` made absolute; other embedder names unchanged."""
     if not isinstance(spec, str) or not spec.startswith("st:"):
         return spec
@@ -49,7 +51,7 @@ def resolve_embedder_spec(spec: Any, base: Path) -> Any:
     return f"st:{resolve_path(model, base)}" if model.startswith((*_LOCAL, "~")) else spec
 
 
-def resolve_keys(table: Any, keys: tuple[str, ...], base: Path, *, llm: bool = False) -> None:
+def resolve_keys(table: object, keys: tuple[str, ...], base: Path, *, llm: bool = False) -> None:
     """Resolve ``table[key]`` (a string or a list of strings) in place for each key present."""
     if not isinstance(table, dict):
         return
@@ -63,14 +65,14 @@ def resolve_keys(table: Any, keys: tuple[str, ...], base: Path, *, llm: bool = F
 
 
 def resolve_section(
-    table: Any,
+    table: V,
     config: str | Path,
     *,
     paths: tuple[str, ...] = (),
     llms: tuple[str, ...] = (),
     maps: tuple[str, ...] = (),
     embedders: tuple[str, ...] = (),
-) -> Any:
+) -> V:
     """``table`` (a config file's table, changed in place and returned) with its path fields resolved.
 
     ``config`` is the file the table was read from; ``paths`` name path fields, ``llms`` LLM specs,

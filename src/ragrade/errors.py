@@ -8,6 +8,8 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
+
 
 class RagradeError(Exception):
     """Base class of every error ragrade raises on purpose."""
@@ -47,4 +49,18 @@ class MissingDependency(RagradeError):
         self.extra = extra
 
 
-__all__ = ["BackendError", "ConfigError", "DataError", "FailedRequests", "MissingDependency", "RagradeError"]
+def did_you_mean(value: str, choices: list[str]) -> str:
+    """A hint sentence for an error message naming the closest valid choice, if any is close."""
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+__all__ = [
+    "BackendError",
+    "ConfigError",
+    "DataError",
+    "FailedRequests",
+    "MissingDependency",
+    "RagradeError",
+    "did_you_mean",
+]

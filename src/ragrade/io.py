@@ -15,15 +15,21 @@ import functools
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from ragrade.errors import DataError
 
 HEADER_KEY = "ragrade"
+
+JSONScalar: TypeAlias = str | int | float | bool | None
+JSONValue: TypeAlias = JSONScalar | Sequence["JSONValue"] | Mapping[str, "JSONValue"]
+"""Any value :func:`json.loads` returns (parsed input before it is validated: narrow with isinstance)."""
+JSONObject: TypeAlias = dict[str, JSONValue]
+"""A parsed JSON object."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class Header:
 
     kind: str
     version: int
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, object] = field(default_factory=dict)
 
 
 def _package_version() -> str:
@@ -106,12 +112,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def write_json(path: str | Path, obj: Any) -> None:
+def write_json(path: str | Path, obj: object) -> None:
     """Write ``obj`` as indented JSON, atomically (credentials in URLs masked: :mod:`ragrade.redact`)."""
     from ragrade.redact import redact
 
     atomic_write_text(path, json.dumps(redact(obj), indent=2, ensure_ascii=False, default=_default) + "\n")
-
 
 
 def file_in_folder(path: str | Path, name: str, hint: str) -> Path:
@@ -125,6 +130,7 @@ def file_in_folder(path: str | Path, name: str, hint: str) -> Path:
     if not p.is_file():
         raise DataError(f"{p}: file not found")
     return p
+
 
 def read_json(path: str | Path) -> Any:
     """Read a JSON file, with a DataError naming the file when it is malformed or missing."""
@@ -145,9 +151,18 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"{path}: JSON nested too deeply") from exc
 
 
-def _default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
+def read_json_object(path: str | Path, what: str = "a JSON object") -> JSONObject:
+    """Read a JSON file that must hold an object (DataError naming the file otherwise)."""
+    obj: JSONValue = read_json(path)
+    if not isinstance(obj, dict):
+        raise DataError(f"{path}: expected {what}, got {type(obj).__name__}")
+    return obj
+
+
+def _default(obj: object) -> object:
+    tolist = getattr(obj, "tolist", None)
+    if callable(tolist):
+        return tolist()
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
     if isinstance(obj, Path):
@@ -165,14 +180,14 @@ def loads_line(line: str, where: str) -> Any:
         raise DataError(f"{where}: JSON nested too deeply") from exc
 
 
-def dumps_line(record: Mapping[str, Any]) -> str:
+def dumps_line(record: Mapping[str, object]) -> str:
     """One compact JSON line (no trailing newline), deterministic for equal input."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_default)
 
 
-def header_record(kind: str, version: int, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def header_record(kind: str, version: int, meta: Mapping[str, object] | None = None) -> dict[str, dict[str, object]]:
     """The header line's record for a file of ``kind``."""
-    head: dict[str, Any] = {"kind": kind, "version": version, "package_version": _package_version()}
+    head: dict[str, object] = {"kind": kind, "version": version, "package_version": _package_version()}
     if meta:
         from ragrade.redact import redact
 
@@ -182,11 +197,11 @@ def header_record(kind: str, version: int, meta: Mapping[str, Any] | None = None
 
 def write_jsonl(
     path: str | Path,
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, object]],
     *,
     kind: str,
     version: int = 1,
-    meta: Mapping[str, Any] | None = None,
+    meta: Mapping[str, object] | None = None,
 ) -> int:
     """Write a header and ``records`` to ``path`` atomically; returns the record count.
 
@@ -251,9 +266,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise DataError(
-                    f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); is it a binary file?"
-                ) from exc
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte {exc.start}); is it a binary file?") from exc
             if not line.strip():
                 continue
             rec = loads_line(line, f"{path}:{lineno}")
@@ -285,6 +298,9 @@ def read_jsonl(path: str | Path, *, kind: str | None = None) -> tuple[Header | N
 __all__ = [
     "HEADER_KEY",
     "Header",
+    "JSONObject",
+    "JSONScalar",
+    "JSONValue",
     "atomic_write_bytes",
     "atomic_write_text",
     "check_output_file",
@@ -296,6 +312,7 @@ __all__ = [
     "loads_line",
     "now_iso",
     "read_json",
+    "read_json_object",
     "read_jsonl",
     "write_json",
     "write_jsonl",

@@ -118,7 +118,7 @@ class _Task:
     total: int = 0
     start_done: int = 0  # done at the first report (resumed work is not counted in the rate)
     started: float = field(default_factory=time.monotonic)
-    rich_id: Any = None
+    rich_id: object = None
 
 
 @dataclass
@@ -185,7 +185,7 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._rich: Any = None
-        self._overall: Any = None
+        self._overall: object = None
         self._failed0 = failed_so_far()
         self._extra_failed = 0
         self._started = self._mark = time.monotonic()  # _mark: the last report (a new step starts there)

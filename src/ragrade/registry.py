@@ -10,15 +10,14 @@ first lookup too, so that one's own components register the same way.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, did_you_mean
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
-_REGISTRY: dict[str, dict[str, Callable[..., Any]]] = {}
+_REGISTRY: dict[str, dict[str, Callable[..., object]]] = {}
 # modules imported on first lookup of a kind, so that registration happens lazily
 _PROVIDERS: dict[str, list[str]] = {
     "chunker": ["ragrade.corpus.chunk", "ragrade.corpus.semantic"],
@@ -104,12 +103,6 @@ def names(kind: str) -> list[str]:
     return sorted(_REGISTRY.get(kind, {}))
 
 
-def did_you_mean(value: str, choices: list[str]) -> str:
-    """A hint sentence naming the closest valid choice, if any is close."""
-    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
-    return f" Did you mean '{close[0]}'?" if close else ""
-
-
 def lookup(kind: str, name: str) -> Callable[..., Any]:
     """The factory registered as ``name`` of ``kind``, or a ConfigError with the choices."""
     _load(kind)
@@ -122,7 +115,7 @@ def lookup(kind: str, name: str) -> Callable[..., Any]:
     return table[name]
 
 
-def create(kind: str, name: str, /, **kwargs: Any) -> Any:
+def create(kind: str, name: str, /, **kwargs: object) -> Any:
     """Build component ``name`` of ``kind`` with ``kwargs``."""
     return lookup(kind, name)(**kwargs)
 

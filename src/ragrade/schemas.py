@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeGuard
 
 from ragrade.errors import DataError
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 N_CHOICES = 4  # exams are four-option multiple choice (letters A-D)
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
@@ -32,11 +32,11 @@ def _fail(where: str, kind: str, message: str) -> DataError:
     return DataError(f"{where}: bad {kind} record: {message}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def need_text(rec: Mapping[str, Any], key: str, where: str, kind: str, *, empty_ok: bool = False) -> str:
+def need_text(rec: Mapping[str, object], key: str, where: str, kind: str, *, empty_ok: bool = False) -> str:
     """``rec[key]`` as a string; DataError when missing, not a string, or (unless ``empty_ok``) blank."""
     if key not in rec:
         raise _fail(where, kind, f"missing '{key}'")
@@ -48,7 +48,7 @@ def need_text(rec: Mapping[str, Any], key: str, where: str, kind: str, *, empty_
     return value
 
 
-def need_id(rec: Mapping[str, Any], key: str, where: str, kind: str, *, required: bool = True) -> None:
+def need_id(rec: Mapping[str, object], key: str, where: str, kind: str, *, required: bool = True) -> None:
     """``rec[key]`` must be a non-empty string or an integer (when present, or always when ``required``)."""
     if key not in rec:
         if required:
@@ -62,19 +62,19 @@ def need_id(rec: Mapping[str, Any], key: str, where: str, kind: str, *, required
     raise _fail(where, kind, f"'{key}' must be a non-empty string or an integer, got {_type_name(value)} {value!r:.40}")
 
 
-def _optional(rec: Mapping[str, Any], key: str, types: tuple[type, ...], where: str, kind: str, what: str) -> None:
+def _optional(rec: Mapping[str, object], key: str, types: tuple[type, ...], where: str, kind: str, what: str) -> None:
     value = rec.get(key)
     if value is not None and not isinstance(value, types):
         raise _fail(where, kind, f"'{key}' must be {what}, got {_type_name(value)}")
 
 
-def _str_list(value: Any, key: str, where: str, kind: str) -> list[str]:
+def _str_list(value: object, key: str, where: str, kind: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(where, kind, f"'{key}' must be a list of strings, got {_type_name(value)} {value!r:.60}")
     return value
 
 
-def _span(rec: Mapping[str, Any], key: str, where: str, kind: str) -> None:
+def _span(rec: Mapping[str, object], key: str, where: str, kind: str) -> None:
     value = rec.get(key)
     if value is None:
         return
@@ -84,7 +84,7 @@ def _span(rec: Mapping[str, Any], key: str, where: str, kind: str) -> None:
         raise _fail(where, kind, f"'{key}' must satisfy 0 <= start <= end, got {list(value)}")
 
 
-def check_document(rec: Mapping[str, Any], where: str) -> None:
+def check_document(rec: Mapping[str, object], where: str) -> None:
     """A documents-file record: ``id``, ``text`` (string), optional ``source`` and ``metadata``."""
     need_id(rec, "id", where, "document")
     need_text(rec, "text", where, "document", empty_ok=True)
@@ -92,22 +92,25 @@ def check_document(rec: Mapping[str, Any], where: str) -> None:
     _optional(rec, "metadata", (dict,), where, "document", "an object")
 
 
-def check_chunk(rec: Mapping[str, Any], where: str) -> None:
+def check_chunk(rec: Mapping[str, object], where: str) -> None:
     """A chunks-file record: ``id``, ``doc_id``, ``text`` (string), integer ``start <= end``."""
     need_id(rec, "id", where, "chunk")
     need_id(rec, "doc_id", where, "chunk")
     need_text(rec, "text", where, "chunk", empty_ok=True)
+    bounds: list[int] = []
     for key in ("start", "end"):
         if key not in rec:
             raise _fail(where, "chunk", f"missing '{key}'")
-        if not _is_int(rec[key]) or rec[key] < 0:
-            raise _fail(where, "chunk", f"'{key}' must be a non-negative integer, got {rec[key]!r:.40}")
-    if rec["start"] > rec["end"]:
+        value = rec[key]
+        if not _is_int(value) or value < 0:
+            raise _fail(where, "chunk", f"'{key}' must be a non-negative integer, got {value!r:.40}")
+        bounds.append(value)
+    if bounds[0] > bounds[1]:
         raise _fail(where, "chunk", f"start {rec['start']} is after end {rec['end']}")
     _optional(rec, "metadata", (dict,), where, "chunk", "an object")
 
 
-def check_question(rec: Mapping[str, Any], where: str) -> None:
+def check_question(rec: Mapping[str, object], where: str) -> None:
     """An exam record: ``id``, ``question``, four distinct non-empty ``choices``, integer ``answer`` among them."""
     kind = "question"
     need_id(rec, "id", where, kind)
@@ -135,7 +138,7 @@ def check_question(rec: Mapping[str, Any], where: str) -> None:
     _span(rec, "span", where, kind)
 
 
-def check_qa(rec: Mapping[str, Any], where: str) -> None:
+def check_qa(rec: Mapping[str, object], where: str) -> None:
     """A QA-file record: ``id``, ``question``; optional strings, spans and objects typed."""
     kind = "QA"
     need_id(rec, "id", where, kind)
@@ -150,7 +153,7 @@ def check_qa(rec: Mapping[str, Any], where: str) -> None:
         _optional(rec, key, (dict,), where, kind, "an object")
 
 
-def check_rgb(rec: Mapping[str, Any], where: str) -> None:
+def check_rgb(rec: Mapping[str, object], where: str) -> None:
     """An RGB-format record's shape: ``id``, ``query`` and lists (or lists of lists) of document strings.
 
     Answers (strings, numbers, lists of aliases) are read by :func:`ragrade.robust.data.normalise_answer`.
@@ -164,13 +167,13 @@ def check_rgb(rec: Mapping[str, Any], where: str) -> None:
             raise _fail(where, kind, f"'{key}' must be a list of document strings, got {value!r:.60}")
 
 
-def _docs_shape(value: Any, depth: int = 0) -> bool:
+def _docs_shape(value: object, depth: int = 0) -> bool:
     if isinstance(value, str):
         return depth > 0
     return depth < 2 and isinstance(value, list) and all(_docs_shape(v, depth + 1) for v in value)
 
 
-def check_index_manifest(obj: Any, where: str, fmt: str = "ragrade-index") -> None:
+def check_index_manifest(obj: object, where: str, fmt: str = "ragrade-index") -> None:
     """An index ``manifest.json``: ``format``, integer ``version`` and ``counts``, object-valued parts.
 
     ``embedder`` (when the index has dense vectors) needs a ``name`` and a positive integer ``dim``.
@@ -221,7 +224,7 @@ def read_responses(run_dir: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError(f"{path}: no responses file (has the run finished?)")
     try:
-        df = pq.read_table(path).to_pandas()
+        df: pd.DataFrame = pq.read_table(path).to_pandas()
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataError(f"{path}: unreadable Parquet ({exc})") from exc
     check_response_columns(df.columns, str(path))
@@ -234,7 +237,7 @@ def read_responses(run_dir: str | Path) -> pd.DataFrame:
     return df
 
 
-CHECKS: dict[str, Callable[[Mapping[str, Any], str], None]] = {
+CHECKS: dict[str, Callable[[Mapping[str, object], str], None]] = {
     "documents": check_document,
     "chunks": check_chunk,
     "exam": check_question,

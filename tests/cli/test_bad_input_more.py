@@ -43,13 +43,14 @@ def _ids(exam: Path) -> list[str]:
 
 def _items_table(exam: Path, how: str) -> bytes | pd.DataFrame:
     ids = _ids(exam)
-    return {
+    tables: dict[str, bytes | pd.DataFrame] = {
         "garbage": b"this is not parquet",
         "no-question-id": pd.DataFrame({"difficulty": [0.0] * len(ids)}),
         "no-difficulty": pd.DataFrame({"question_id": ids, "discrimination": [1.0] * len(ids)}),
         "text-difficulty": pd.DataFrame({"question_id": ids, "difficulty": ["hard"] + ["0.5"] * (len(ids) - 1)}),
         "duplicate-question": pd.DataFrame({"question_id": [ids[0]] * 2, "difficulty": [0.0, 1.0]}),
-    }[how]
+    }
+    return tables[how]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_exam_take_checks_transform_options_before_its_run_folder(
 ) -> None:
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(
-        f'[indexes]\nr = "{base["idx"]}"\n[grid]\nllm = ["offline/student"]\nretriever = ["bm25"]\n'
+        f'[indexes]\nr = "{base["idx"]}"\n[grid]\nllms = ["offline/student"]\nretrievers = ["bm25"]\n'
         f'post = ["compress"]\n[transform_options]\n{options}\n',
         encoding="utf-8",
     )
@@ -282,7 +283,7 @@ def test_adaptive_exam_take_checks_option_values_before_its_run_folder(
 ) -> None:
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(
-        f'[indexes]\nr = "{base["idx"]}"\n[grid]\nllm = ["offline/student"]\nretriever = ["bm25", "closed"]\n'
+        f'[indexes]\nr = "{base["idx"]}"\n[grid]\nllms = ["offline/student"]\nretrievers = ["bm25", "closed"]\n'
         'post = ["compress"]\n[transform_options]\ncompress = { budget = 0 }\n',
         encoding="utf-8",
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ DOC = (
 TOPICS = ("keys", "backup", "cluster", "tokens", "storage", "logging")
 
 
-def _run(argv: list[object], capsys: Cap) -> tuple[int, str, str]:
+def _run(argv: Sequence[object], capsys: Cap) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
@@ -51,7 +51,7 @@ def _write_exam(chunks_path: Path, out: Path) -> None:
     """Four hand-made cloze questions over the first chunks (no generator, no embedding: fast)."""
     lines = chunks_path.read_text(encoding="utf-8").splitlines()[1:]
     chunks = [json.loads(line) for line in lines]
-    records = [{"ragrade": {"kind": "exam", "version": 1}}]
+    records: list[dict[str, object]] = [{"ragrade": {"kind": "exam", "version": 1}}]
     for n, chunk in enumerate(chunks[:4]):
         topic = TOPICS[n % len(TOPICS)]
         choices = [topic, *[t for t in TOPICS if t != topic][:3]]
@@ -267,8 +267,8 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
     take = ["exam", "take", p["exam"], "--index", f"r={p['idx']}", "--llm", "offline/student", "--retrievers", "bm25"]
     ge0 = "Input should be greater than or equal to 0"
     return {
-        "take-k-negative": ([*take, "--k", "-3", "--out", t / "o"], f"k: {ge0} (got -3)"),
-        "take-icl-negative": ([*take, "--icl", "-1", "--out", t / "o"], f"icl: {ge0} (got -1)"),
+        "take-k-negative": ([*take, "--k", "-3", "--out", t / "o"], f"grid.k.0: {ge0} (got -3)"),
+        "take-icl-negative": ([*take, "--icl", "-1", "--out", t / "o"], f"grid.icl.0: {ge0} (got -1)"),
         "take-limit-zero": ([*take, "--limit", "0", "--out", t / "o"], "--limit"),
         "take-k-text": ([*take, "--k", "x", "--out", t / "o"], "k"),
         "stopwords": (["index", p["docs_jsonl"], "--out", t / "o", "--no-dense", "--stopwords", "xx"], "stopwords"),

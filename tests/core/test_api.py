@@ -14,6 +14,7 @@ import pytest
 import ragrade
 from ragrade.corpus.files import read_documents
 from ragrade.errors import ConfigError, DataError
+from ragrade.io import JSONObject
 
 HEAVY = ("torch", "pandas", "numpy", "pyarrow", "pydantic", "typer", "onnxruntime", "ragrade.api")
 
@@ -25,16 +26,16 @@ def _loaded_after(code: str) -> list[str]:
     return loaded
 
 
-def test_import_ragrade_loads_no_heavy_module():
+def test_import_ragrade_loads_no_heavy_module() -> None:
     assert _loaded_after("import ragrade") == []
 
 
-def test_api_names_load_the_api_module_but_no_stage():
+def test_api_names_load_the_api_module_but_no_stage() -> None:
     loaded = _loaded_after("import ragrade\nragrade.take_exam\nragrade.open_run\nragrade.RunData")
     assert loaded == ["ragrade.api"]  # the stages (pandas, torch, ...) load when a function runs
 
 
-def test_api_names_are_listed_and_unknown_names_fail():
+def test_api_names_are_listed_and_unknown_names_fail() -> None:
     names = set(ragrade.__all__)
     assert {"load_corpus", "chunk", "build_index", "generate_exam", "take_exam", "fit_irt", "open_run"} <= names
     assert names <= set(dir(ragrade))
@@ -46,7 +47,7 @@ def test_api_names_are_listed_and_unknown_names_fail():
         ragrade.nonsense  # noqa: B018
 
 
-def test_load_corpus_and_chunk_write_the_cli_files(tmp_path: Path):
+def test_load_corpus_and_chunk_write_the_cli_files(tmp_path: Path) -> None:
     src = tmp_path / "docs"
     src.mkdir()
     (src / "a.txt").write_text("Alpha beta gamma. " * 80, encoding="utf-8")
@@ -64,7 +65,7 @@ def test_load_corpus_and_chunk_write_the_cli_files(tmp_path: Path):
     assert "token" in json.dumps(header)
 
 
-def test_bad_input_raises_ragrade_errors(tmp_path: Path):
+def test_bad_input_raises_ragrade_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not both"):
         ragrade.load_corpus(tmp_path, demo=True)
     with pytest.raises(ConfigError, match="invalid corpus settings"):
@@ -78,12 +79,12 @@ def test_bad_input_raises_ragrade_errors(tmp_path: Path):
     with pytest.raises(ConfigError, match="nonsense: unknown key"):
         ragrade.run_job({"nonsense": 1}, tmp_path / "job")
     with pytest.raises(ConfigError, match="invalid sweep config"):
-        ragrade.take_exam(Path(__file__), tmp_path / "run", retriever="closed", k="three")
+        ragrade.take_exam(Path(__file__), tmp_path / "run", retrievers="closed", k="three")
     with pytest.raises(ConfigError, match="out= is required"):
         ragrade.judge_answers(tmp_path / "answers.jsonl")
 
 
-def test_judge_then_open_its_folder_as_dataframes(tmp_path: Path):
+def test_judge_then_open_its_folder_as_dataframes(tmp_path: Path) -> None:
     answers = tmp_path / "answers.jsonl"
     rows = [("1", "Paris", "Paris"), ("2", "five", "4"), ("3", "blue", "Blue")]
     answers.write_text(
@@ -103,29 +104,34 @@ def test_judge_then_open_its_folder_as_dataframes(tmp_path: Path):
         ragrade.open_run(tmp_path / "other")
 
 
-def test_answer_qa_grid_then_judge_and_open_the_run(tmp_path: Path):
+def test_answer_qa_grid_then_judge_and_open_the_run(tmp_path: Path) -> None:
     from ragrade.qa.files import QAItem, write_qa
 
     facts = [("q1", "Who wrote Hamlet?", "Shakespeare"), ("q2", "What is 2+2?", "4"), ("q3", "Sky colour?", "blue")]
     items = [QAItem(i, q, a, f"{a}.", f"c{i}", f"d{i}") for i, q, a in facts]
     write_qa(tmp_path / "qa.jsonl", items)
     result = ragrade.answer_qa(
-        tmp_path / "qa.jsonl", tmp_path / "run", llm="offline/extractive", retriever="closed", max_tokens=[32, 64]
+        tmp_path / "qa.jsonl", tmp_path / "run", llms="offline/extractive", retrievers="closed", max_tokens=[32, 64]
     )
     assert len(result.pipelines) == 2 and all("max_tokens=" in p for p in result.pipelines)  # a factor of the grid
     assert len(result.rows) == 6 and [s["n"] for s in result.summary] == [3, 3]
     ragrade.judge_answers(tmp_path / "run", metrics=["exact"])  # into run/judge
     run = ragrade.open_run(tmp_path / "run")
     assert run.tables() == ["answers", "judge_scores", "judge_summary"]
+    assert run.answers is not None and run.judge_scores is not None
     assert len(run.answers) == 6 and len(run.judge_scores) == 6
 
 
-def test_an_exam_with_no_survivor_writes_only_the_sidecars_and_says_why(tmp_path: Path):
+def test_an_exam_with_no_survivor_writes_only_the_sidecars_and_says_why(tmp_path: Path) -> None:
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.generate import ExamResult, write_exam_checked
 
     funnel = {"generated": 3, "kept": 0, "removed": 3, "reasons": {"generation:refused": 1, "parse:no_json": 1}}
-    rejected = [{"reason": "generation:refused"}, {"reason": "parse:no_json"}, {"reason": "filter:intra"}]
+    rejected: list[JSONObject] = [
+        {"reason": "generation:refused"},
+        {"reason": "parse:no_json"},
+        {"reason": "filter:intra"},
+    ]
     result = ExamResult([], funnel, rejected, {"kind": "test"})
     out = tmp_path / "exam.jsonl"
     with pytest.raises(DataError, match=r"3 candidates asked: 1 refused, 1 unparseable.*exam\.rejected\.jsonl"):

@@ -12,7 +12,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "notebook_api.py"
 
 
 @pytest.mark.slow
-def test_notebook_example_runs_and_its_run_opens_as_dataframes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_notebook_example_runs_and_its_run_opens_as_dataframes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGRADE_EXAMPLE_OUT", str(tmp_path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the demo notes standard-library modules this platform cannot import

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -10,7 +11,7 @@ from ragrade.errors import ConfigError, DataError
 from ragrade.io import read_jsonl, write_jsonl
 
 
-def test_deep_merge_none_means_not_given_at_every_level():
+def test_deep_merge_none_means_not_given_at_every_level() -> None:
     base = {"a": 1, "sub": {"x": 1, "y": 2}}
     over = {"a": None, "sub": {"x": None, "y": 0}, "new": {"p": None, "q": False}}
     assert deep_merge(base, over) == {"a": 1, "sub": {"x": 1, "y": 0}, "new": {"q": False}}
@@ -21,14 +22,14 @@ class _Cfg(BaseModel):
     name: str = "x"
 
 
-def test_build_config_layers_and_errors():
+def test_build_config_layers_and_errors() -> None:
     cfg = build_config(_Cfg, {"n": 5}, {"name": "file"}, {"n": 0, "name": None})
     assert cfg.n == 0 and cfg.name == "file"
     with pytest.raises(ConfigError, match="n:"):
         build_config(_Cfg, {"n": "many"})
 
 
-def test_jsonl_header_roundtrip_and_line_errors(tmp_path):
+def test_jsonl_header_roundtrip_and_line_errors(tmp_path: Path) -> None:
     path = tmp_path / "f.jsonl"
     assert write_jsonl(path, [{"a": 1}, {"a": 2}], kind="things", version=3) == 2
     header, recs = read_jsonl(path, kind="things")
@@ -41,7 +42,7 @@ def test_jsonl_header_roundtrip_and_line_errors(tmp_path):
         read_jsonl(path)
 
 
-def test_drop_torn_tail_cuts_only_a_half_written_last_line(tmp_path):
+def test_drop_torn_tail_cuts_only_a_half_written_last_line(tmp_path: Path) -> None:
     from ragrade.io import drop_torn_tail
 
     path = tmp_path / "a.jsonl"

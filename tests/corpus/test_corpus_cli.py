@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.corpus.fixtures import build_corpus
+from tests.support.typed import dig
 
 from ragrade.cli.main import main
 from ragrade.corpus.files import read_chunk_file, read_documents
@@ -32,7 +33,7 @@ def test_corpus_then_chunk(corpus_dir: Path, tmp_path: Path, capsys: pytest.Capt
     assert len(warnings) == 8 and any("garbage.txt: not valid UTF-8" in w for w in warnings)
     header, _ = read_jsonl(docs)
     assert header is not None and header.kind == "documents" and header.version == 1
-    assert header.meta["summary"]["documents"] == 9
+    assert dig(header.meta, "summary", "documents") == 9
     assert len(read_documents(docs)) == 9
 
     chunks = tmp_path / "chunks.jsonl"

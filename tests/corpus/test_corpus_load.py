@@ -8,7 +8,8 @@ import pytest
 from tests.corpus.fixtures import build_corpus
 
 from ragrade.corpus.clean import clean_text, compile_patterns
-from ragrade.corpus.load import CorpusConfig, load_corpus, make_doc_id
+from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus, make_doc_id
+from ragrade.corpus.types import Document
 from ragrade.errors import ConfigError
 
 
@@ -18,15 +19,15 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def report(corpus_dir: Path):
+def report(corpus_dir: Path) -> LoadReport:
     return load_corpus([corpus_dir], CorpusConfig())
 
 
-def _by_path(report) -> dict[str, object]:
-    return {d.metadata["path"]: d for d in report.documents}
+def _by_path(report: LoadReport) -> dict[str, Document]:
+    return {str(d.metadata["path"]): d for d in report.documents}
 
 
-def test_good_documents_load_with_right_text(report) -> None:
+def test_good_documents_load_with_right_text(report: LoadReport) -> None:
     docs = _by_path(report)
     assert set(docs) == {
         "guide.txt",
@@ -71,7 +72,7 @@ def test_good_documents_load_with_right_text(report) -> None:
     assert docs["latin1.txt"].text == "Café crème brûlée: naïve façade."
 
 
-def test_bad_files_are_skipped_with_reasons(report, corpus_dir: Path) -> None:
+def test_bad_files_are_skipped_with_reasons(report: LoadReport, corpus_dir: Path) -> None:
     skipped = {Path(p.split(":")[0]).name + (":" + p.split(":")[1] if ":" in p else ""): r for p, r in report.skipped}
     assert "image.png" not in skipped and report.assets_ignored == {".png": 1}  # counted, not warned about
     assert "binary" in skipped["photo.txt"]

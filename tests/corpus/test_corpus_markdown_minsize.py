@@ -47,7 +47,14 @@ def test_markdown_keeps_code_verbatim_and_drops_markup() -> None:
     assert "  # indented comment" in text
     for gone in ("{", "#install", "#configure", "!!!", "///", "???", "===", "](", "**"):
         assert gone not in text, gone
-    kept_parts = ("# Install\n", "Before you start", "Fast path", "Use the wheel.", "## Configure\n", "Linux")
+    kept_parts: tuple[str, ...] = (
+        "# Install\n",
+        "Before you start",
+        "Fast path",
+        "Use the wheel.",
+        "## Configure\n",
+        "Linux",
+    )
     kept_parts += ("Warning",)
     for kept in kept_parts:
         assert kept in text, kept

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.support.typed import as_dict, dig
 
 from ragrade.corpus.chunk import create_chunker
 from ragrade.corpus.types import Chunk, Document
@@ -102,7 +103,7 @@ def test_ask_shows_display_text(index_dir: Path) -> None:
     llm = create_llm("offline/extractive", semantic=False, cache=False)  # lexical only: no model to load
     ans = Assistant(index.retriever("bm25"), llm, k=2, chunks=index.chunk, headings=True).ask("value_17 compute")
     assert ans.shown == [f"Tern > Setup\n{index.chunk(h.chunk_id).display_text()}" for h in ans.hits]
-    record = ans.to_dict()["passages"][0]
+    record = as_dict(dig(ans.to_dict(), "passages", 0))
     assert record["text"] == ans.hits[0].text and record["shown"] == ans.shown[0]  # exact slice kept for offsets
     out = render(ans)
     assert "Tern > Setup ```python value_" in out  # the snippet opens the code block it continues

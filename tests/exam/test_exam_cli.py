@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.typed import dig
 
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks, write_documents
@@ -49,7 +50,7 @@ def test_generate_and_stats(chunks_file: Path, tmp_path: Path, capsys: pytest.Ca
     assert captured.err.count(f"note: {OFFLINE_EXAM_NOTE}") == 1 and OFFLINE_EXAM_NOTE not in text
     header, questions = read_exam(out)
     assert len(questions) == 24 and header is not None
-    assert header.meta["config"]["topic_field"] == "topic"
+    assert dig(header.meta, "config", "topic_field") == "topic"
     topics = [q.tags["topic"] for q in questions]
     assert max(topics.count(t) for t in set(topics)) - min(topics.count(t) for t in set(topics)) <= 3  # stratified
     assert (tmp_path / "exam.funnel.json").exists() and (tmp_path / "exam.rejected.jsonl").exists()

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from ragrade.cli.dryrun import redirect_outputs
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks
 from ragrade.corpus.types import Chunk
@@ -40,19 +39,18 @@ def test_dry_run_sends_nothing_and_writes_nothing(
     assert "nothing was sent" in captured.err
 
 
-def test_redirect_outputs_moves_every_output_into_the_temporary_folder(tmp_path: Path) -> None:
-    args = ["qa", "generate", "c.jsonl", "--out", "/data/qa.jsonl", "--qrels=/data/q.jsonl", "--n", "3"]
-    moved = redirect_outputs(args, tmp_path)
-    assert moved == [
-        "qa",
-        "generate",
-        "c.jsonl",
-        "--out",
-        str(tmp_path / "qa.jsonl"),
-        f"--qrels={tmp_path / 'q.jsonl'}",
-        "--n",
-        "3",
-    ]
-    # a command that writes with a default --out gets one inside the temporary folder
-    assert redirect_outputs(["judge", "answers.jsonl"], tmp_path)[-2:] == ["--out", str(tmp_path / "out")]
-    assert redirect_outputs(["ask", "idx", "q?"], tmp_path) == ["ask", "idx", "q?"]
+def test_dry_run_writes_every_output_option_into_its_temporary_folder(
+    chunks_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's settings name the folder; the verb writes --out and --qrels there (no command line rewritten)."""
+    out, qrels = tmp_path / "data" / "qa.jsonl", tmp_path / "data" / "qrels.jsonl"
+    out.parent.mkdir()
+    args = ["qa", "generate", str(chunks_file), "--llm", "offline", "--n", "3", "--out", str(out), f"--qrels={qrels}"]
+    assert main(["--dry-run", *args]) == 0
+    captured = capsys.readouterr()
+    assert "made no LLM request" in captured.err
+    assert list(out.parent.iterdir()) == []  # nothing in the user's folder
+    written = Path(next(w for w in captured.out.split() if w.endswith("qa.jsonl")).rstrip(",;:()"))
+    assert written.name == "qa.jsonl" and written.parent.name.startswith("ragrade-dry-run-")
+    assert not written.parent.exists()  # the temporary folder is gone
+    assert main(args) == 0 and out.exists() and qrels.exists()  # the same command for real writes both

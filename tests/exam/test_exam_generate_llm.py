@@ -276,8 +276,8 @@ def test_generation_requests_ask_for_json_and_carry_the_chunk(llm_result: Any) -
     req = LLMWriter(Dummy(), CFG).request(chunks[0])  # type: ignore[arg-type]
     assert req.json_schema is not None and req.json_schema["required"] == ["question", "choices", "answer"]
     assert req.passages == (chunks[0].text,) and req.task == "generate_question"
-    assert chunks[0].text in req.messages[1].content  # type: ignore[index]
-    assert "the passage" in req.messages[1].content  # the prompt forbids references to the source  # type: ignore[index]
+    assert req.messages is not None and chunks[0].text in req.messages[1].content
+    assert "the passage" in req.messages[1].content  # the prompt forbids references to the source
 
 
 def test_prompt_override_from_file(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from tests.support.typed import as_dict, as_list, dig
 
 from ragrade.corpus.types import Chunk
 from ragrade.exam.config import ExamConfig
@@ -47,9 +48,11 @@ def test_build_funnel_rows_and_invariant() -> None:
         6,
         thresholds={"intra_candidate": {"mode": "quantile", "thresholds": {"cosine": 0.9}}},
     )
-    rows = {r["stage"]: r for r in f["stages"]}
+    rows = {str(dig(r, "stage")): as_dict(r) for r in as_list(f["stages"])}
     assert rows["parse"] == {"stage": "parse", "in": 10, "removed": 2, "out": 8, "reasons": {"no_answer": 2}}
-    assert rows["intra_candidate"]["in"] == 8 and rows["intra_candidate"]["filter"]["thresholds"] == {"cosine": 0.9}
+    assert rows["intra_candidate"]["in"] == 8 and dig(rows, "intra_candidate", "filter", "thresholds") == {
+        "cosine": 0.9
+    }
     assert rows["surplus"]["reasons"] == {"surplus": 1} and rows["surplus"]["out"] == 6
     assert f["version"] == 1 and f["kind"] == "exam_funnel"
     with pytest.raises(ValueError, match="does not add up"):

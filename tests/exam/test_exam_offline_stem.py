@@ -77,7 +77,7 @@ def test_stem_options_are_validated(synth_chunks: list[Chunk], hash_embedder: An
     with pytest.raises(ValidationError):
         ExamConfig(stem_window=0)
     with pytest.raises(ValidationError):
-        ExamConfig(stem_subject="heading")  # type: ignore[arg-type]
+        ExamConfig(stem_subject="heading")
     with pytest.raises(ConfigError, match="at least 1 word"):
         ClozeGenerator(synth_chunks[:4], hash_embedder, stem_window=0)
     with pytest.raises(ConfigError, match="stem_subject"):

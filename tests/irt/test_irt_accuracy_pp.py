@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +15,8 @@ from ragrade.io import write_json
 from ragrade.irt.accuracy import accuracy_effects, pipeline_accuracy
 from ragrade.irt.fit import FitConfig, fit_responses
 from ragrade.irt.hierarchical import Design
-from ragrade.irt.io import Factor
-from ragrade.irt.simulate import simulate_hierarchical
+from ragrade.irt.io import Factor, Responses
+from ragrade.irt.simulate import Truth, simulate_hierarchical
 from ragrade.report.sections_irt import irt_section
 from ragrade.report.sources import RunFiles
 
@@ -39,7 +41,7 @@ def _items(n_items: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.ones(n_items), np.zeros(n_items), np.zeros(n_items)
 
 
-def test_full_2x2_by_hand():
+def test_full_2x2_by_hand() -> None:
     theta = np.array([-0.5, -1.0, 0.5, 1.0])
     effects = {"A": {"a0": (-0.7, 0.1), "a1": (0.7, 0.1)}, "B": {"b0": (0.2, 0.1), "b1": (-0.2, 0.1)}}
     out = accuracy_effects(_design(4), R4, theta, effects, _items())
@@ -63,7 +65,7 @@ def test_full_2x2_by_hand():
     assert out["A"]["a1"]["accuracy_pp"] == pytest.approx(25.0)
 
 
-def test_missing_combination_is_predicted_by_hand():
+def test_missing_combination_is_predicted_by_hand() -> None:
     # a1b1 was not run: A moves a0b1 to a1, B moves a1b0 to b1 through A(theta) = sigmoid(theta)
     R = R4[:, :3]
     eA, eB, vA, vB = (-0.4, 0.4), (0.3, -0.3), 0.04, 0.09
@@ -102,7 +104,7 @@ def test_missing_combination_is_predicted_by_hand():
     assert bare["A"]["a1"]["accuracy_pp"] == out["A"]["a1"]["accuracy_pp"] and "accuracy_pp_se" not in bare["A"]["a1"]
 
 
-def test_predicted_values_are_labelled_in_the_cli_and_the_report(tmp_path):
+def test_predicted_values_are_labelled_in_the_cli_and_the_report(tmp_path: Path) -> None:
     rec = {"accuracy_pp": 2.0, "accuracy_pp_ci95_low": 1.0, "accuracy_pp_ci95_high": 3.0}
     assert _pp(dict(rec, accuracy_pp_source="observed")) == " (+2.0 pp accuracy, 95% [+1.0, +3.0])"
     assert "partly predicted (1 of 2" in _pp(dict(rec, accuracy_pp_source="partly predicted (1 of 2 cells)"))
@@ -119,7 +121,9 @@ def test_predicted_values_are_labelled_in_the_cli_and_the_report(tmp_path):
     assert "partly predicted (1 of 2 cells)" in html and "pp source" in html
 
 
-def _truth_pp(data, truth, factors, effects_order) -> dict:
+def _truth_pp(
+    data: Responses, truth: Truth, factors: Sequence[str], effects_order: Mapping[str, Iterable[str]]
+) -> dict[str, dict[str, dict[str, object]]]:
     """The same definition with the true parameters: expected accuracies over the answered questions."""
     design = Design([f for f in data.factors if f.name in factors])
     teff = {f: {lvl: (float(truth.effects[f][j]), math.nan) for j, lvl in enumerate(effects_order[f])} for f in factors}
@@ -147,13 +151,13 @@ def _coverage(seeds: range, n_items: int, drop: float = 0.0) -> tuple[float, flo
     return float(np.mean(hits)), float(np.std(z))
 
 
-def test_coverage_sanity_on_three_grids():
+def test_coverage_sanity_on_three_grids() -> None:
     cover, sd_z = _coverage(range(300, 303), 1000)  # 39 intervals
     assert cover >= 0.8 and 0.6 < sd_z < 1.5
 
 
 @pytest.mark.slow
-def test_coverage_over_60_full_factorial_grids():
+def test_coverage_over_60_full_factorial_grids() -> None:
     # measured: 0.951 over these 60 grids (780 intervals, SD of z 0.99); 0.955 over 200 grids (2,600);
     # the interval from the plug-in model curves covered 68% (item parameters taken as known)
     cover, sd_z = _coverage(range(200, 260), 1000)
@@ -161,7 +165,7 @@ def test_coverage_over_60_full_factorial_grids():
 
 
 @pytest.mark.slow
-def test_coverage_with_predicted_cells_is_reported():
+def test_coverage_with_predicted_cells_is_reported() -> None:
     # 30% of the combinations not run: every factor has predicted cells. Measured 0.932 over these 60 grids
     # (SD of z 1.05); 0.83 (SD of z 1.40) with the two parts' SEs added as independent. What is left: the
     # fitted curves are too steep, so the predicted shifts are ~7% too large.

@@ -15,7 +15,7 @@ def _items() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array([1.0, 1.5, 0.7]), np.array([0.0, 1.0, -0.5]), np.array([0.0, 0.2, 0.25])
 
 
-def test_response_loglik_hand_worked():
+def test_response_loglik_hand_worked() -> None:
     grid = np.array([0.0])
     d, b, g = _items()
     # item 0 at theta = b: p = 0.5, so a right answer has log-likelihood log 0.5
@@ -26,7 +26,7 @@ def test_response_loglik_hand_worked():
     assert cat.response_loglik(grid, d[:0], b[:0], g[:0], []).tolist() == [0.0]
 
 
-def test_eap_matches_fine_numerical_integration():
+def test_eap_matches_fine_numerical_integration() -> None:
     d, b, g = _items()
     grid = cat.theta_points()
     ll = cat.response_loglik(grid, d, b, g, [1, 0, 1])
@@ -40,13 +40,13 @@ def test_eap_matches_fine_numerical_integration():
     assert w.shape == (1, len(grid)) and w.sum() == pytest.approx(1.0)
 
 
-def test_eap_without_answers_is_the_prior():
+def test_eap_without_answers_is_the_prior() -> None:
     grid = cat.theta_points()
     m, sd, _ = cat.eap(grid, np.zeros((2, len(grid))), np.array([0.0, 1.0]), np.array([1.0, 0.5]))
     assert m == pytest.approx([0.0, 1.0], abs=1e-6) and sd == pytest.approx([1.0, 0.5], abs=1e-3)
 
 
-def test_map_is_the_posterior_mode_and_its_se():
+def test_map_is_the_posterior_mode_and_its_se() -> None:
     d, b, g = _items()
     grid = cat.theta_points()
     y = [1, 1, 0]
@@ -58,12 +58,12 @@ def test_map_is_the_posterior_mode_and_its_se():
     assert cat.map_se(np.array([info]), np.array([1.0]))[0] == pytest.approx(1 / math.sqrt(info + 1.0))
 
 
-def test_information_is_the_models():
+def test_information_is_the_models() -> None:
     d, b, g = _items()
     assert np.allclose(cat.information_at(np.array([0.2, -1.0]), d, b, g), information(np.array([0.2, -1.0]), d, b, g))
 
 
-def test_expected_score_at_a_known_ability_is_the_sum_of_probabilities():
+def test_expected_score_at_a_known_ability_is_the_sum_of_probabilities() -> None:
     d, b, g = _items()
     grid = np.array([-1.0, 0.5, 2.0])
     P, Q = cat.grid_probabilities(grid, d, b, g)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from tests.support.typed import dig
 
 from ragrade.cli.main import main
 from ragrade.errors import ConfigError
@@ -14,19 +17,20 @@ from ragrade.exam.files import Question, read_exam, write_exam
 from ragrade.io import write_json
 from ragrade.irt.fit import FitConfig
 from ragrade.irt.improve import improve
-from ragrade.irt.simulate import simulate_hierarchical, to_frame
+from ragrade.irt.io import Responses
+from ragrade.irt.simulate import Truth, simulate_hierarchical, to_frame
 
 BLOOM = ["remember", "understand", "apply", "analyze"]
 QWORDS = ["what", "which", "how", "when"]
 
 
 @pytest.fixture(scope="module")
-def small():
+def small() -> tuple[Responses, Truth]:
     data, truth = simulate_hierarchical({"llm": 3, "retriever": 3, "icl": 2}, 150, seed=31)
     return data, truth
 
 
-def _exam(items, path):
+def _exam(items: Sequence[str], path: Path) -> list[Question]:
     qs = [
         Question(
             id=q,
@@ -48,7 +52,7 @@ def _exam(items, path):
 
 
 @pytest.fixture()
-def run_dir(tmp_path, small):
+def run_dir(tmp_path: Path, small: tuple[Responses, Truth]) -> Path:
     data, _ = small
     run = tmp_path / "run"
     run.mkdir()
@@ -60,7 +64,7 @@ def run_dir(tmp_path, small):
     return run
 
 
-def test_improve_drops_ten_percent_per_round_and_stays_aligned(small):
+def test_improve_drops_ten_percent_per_round_and_stays_aligned(small: tuple[Responses, Truth]) -> None:
     data, _ = small
     imp = improve(data, FitConfig(factors=("llm", "retriever", "icl")), steps=3, drop=0.1)
     sizes = [s["n_items"] for s in imp.steps]
@@ -81,14 +85,14 @@ def test_improve_drops_ten_percent_per_round_and_stays_aligned(small):
     assert len(imp.steps[0]["information_mean"]) == len(imp.grid)
 
 
-def test_drop_validation():
+def test_drop_validation() -> None:
     with pytest.raises(ConfigError, match=r"for 10% pass 0\.1"):
         from ragrade.irt.improve import check_drop
 
         check_drop(10, 4)
 
 
-def test_cli_fit_on_run_dir(run_dir, capsys):
+def test_cli_fit_on_run_dir(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run_dir / "out" / "irt.json"
     code = main(["irt", "fit", str(run_dir), "--factors", "llm,retriever,icl", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
@@ -105,7 +109,9 @@ def test_cli_fit_on_run_dir(run_dir, capsys):
     assert "converged: True" in text and "effect llm" in text
 
 
-def test_cli_fit_on_csv_flat_json(tmp_path, small, capsys):
+def test_cli_fit_on_csv_flat_json(
+    tmp_path: Path, small: tuple[Responses, Truth], capsys: pytest.CaptureFixture[str]
+) -> None:
     data, _ = small
     path = tmp_path / "resp.csv"
     to_frame(data).to_csv(path, index=False)
@@ -127,7 +133,7 @@ def test_cli_fit_on_csv_flat_json(tmp_path, small, capsys):
     assert other["fit"]["log_likelihood"] == pytest.approx(summary["fit"]["log_likelihood"], abs=1.0)
 
 
-def test_cli_improve_writes_exam_and_evolution(run_dir, capsys):
+def test_cli_improve_writes_exam_and_evolution(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run_dir / "improved"
     code = main(
         [
@@ -149,7 +155,7 @@ def test_cli_improve_writes_exam_and_evolution(run_dir, capsys):
     evo = json.loads((out / "irt_improve.json").read_text())
     assert len(qs) == 150 - 15 - 13 == len(evo["kept"])
     assert [q.id for q in qs] == sorted(evo["kept"])  # exam order kept, same ids
-    assert header is not None and header.meta["irt_improve"]["n_items_end"] == len(qs)
+    assert header is not None and dig(header.meta, "irt_improve", "n_items_end") == len(qs)
     assert len(evo["steps"]) == 3 and evo["steps"][1]["information_groups"]["bloom"]
     assert json.loads((out / "irt.json").read_text())["counts"]["n_items"] == len(qs)
 
@@ -162,7 +168,9 @@ def test_cli_improve_writes_exam_and_evolution(run_dir, capsys):
         (pd.DataFrame({"pipeline": ["a", "b"], "question_id": ["q", "q"], "correct": [1, 0]}), "missing column(s) llm"),
     ],
 )
-def test_cli_bad_input_exits_2(tmp_path, capsys, frame, message):
+def test_cli_bad_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], frame: pd.DataFrame, message: str
+) -> None:
     path = tmp_path / "bad.parquet"
     frame.to_parquet(path)
     args = ["irt", "fit", str(path)] + (["--factors", "llm"] if "llm" in message else [])
@@ -174,7 +182,9 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, frame, message):
 @pytest.mark.parametrize(
     "args", [["--model", "4pl"], ["--bounds", "d=2:1"], ["--prior", "strong"], ["--solver", "adam"]]
 )
-def test_cli_bad_options_exit_2(tmp_path, small, capsys, args):
+def test_cli_bad_options_exit_2(
+    tmp_path: Path, small: tuple[Responses, Truth], capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
     data, _ = small
     path = tmp_path / "r.parquet"
     to_frame(data).to_parquet(path)
@@ -182,13 +192,13 @@ def test_cli_bad_options_exit_2(tmp_path, small, capsys, args):
     assert capsys.readouterr().err.startswith("ragrade: error:")
 
 
-def test_cli_missing_input_and_bad_drop(tmp_path, capsys):
+def test_cli_missing_input_and_bad_drop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["irt", "fit", str(tmp_path / "nope.parquet")]) == 2
     assert main(["irt", "improve", str(tmp_path), "--drop", "10"]) == 2
     assert "fraction" in capsys.readouterr().err
 
 
-def test_improve_links_steps_to_one_scale_and_shows_the_real_gain():
+def test_improve_links_steps_to_one_scale_and_shows_the_real_gain() -> None:
     # flat and steep items mixed: dropping the flat ones makes the exam truly more informative for these
     # pipelines, while each refit re-standardises its own scale (the issue: the printed information fell)
     from ragrade.irt import information as info
@@ -202,7 +212,7 @@ def test_improve_links_steps_to_one_scale_and_shows_the_real_gain():
     imp = improve(data, FitConfig(factors=("llm", "retriever", "icl")), steps=3, drop=0.15)
     pos = {q: i for i, q in enumerate(data.items)}
 
-    def true_info(items):
+    def true_info(items: Sequence[str]) -> float:
         idx = [pos[q] for q in items]
         return float(info.item_information(truth.theta, d_true[idx], truth.difficulty[idx], truth.guessing[idx]).mean())
 
@@ -215,4 +225,4 @@ def test_improve_links_steps_to_one_scale_and_shows_the_real_gain():
     # linked: a real gain, within 30% of the truth (the priors shrink the flat items' discrimination at step 0,
     # which makes the first exam look a little better than it is)
     assert gain > 1.05 and abs(np.log(gain / true_gain)) < np.log(1.3), (gain, true_gain)
-    assert "scale of step 0" in imp.to_dict()["linking"]
+    assert "scale of step 0" in str(imp.to_dict()["linking"])

@@ -15,7 +15,7 @@ from ragrade.irt.simulate import simulate_flat, simulate_hierarchical
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_numpy_gradient_matches_finite_differences(seed):
+def test_numpy_gradient_matches_finite_differences(seed: int) -> None:
     R, theta, d, b, g = _random_problem(seed)
     nll, gt, gd, gb, gg = nll_grad_numpy(R, theta, d, b, g)
     assert nll == pytest.approx(-loglik(R, theta, d, b, g), rel=1e-12)
@@ -25,7 +25,7 @@ def test_numpy_gradient_matches_finite_differences(seed):
     np.testing.assert_allclose(gg, _fd(lambda x: nll_grad_numpy(R, theta, d, b, x)[0], g), rtol=1e-6, atol=1e-7)
 
 
-def test_numba_kernel_equals_numpy():
+def test_numba_kernel_equals_numpy() -> None:
     pytest.importorskip("numba")
     from ragrade.irt._kernels import nll_grad_numba
 
@@ -38,7 +38,7 @@ def test_numba_kernel_equals_numpy():
         np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-10)
 
 
-def test_extreme_logits_stay_finite():
+def test_extreme_logits_stay_finite() -> None:
     R = np.array([[1, 0], [0, 1]], dtype=np.int8)
     theta = np.array([-6.0, 6.0])
     d, b, g = np.array([5.0, 5.0]), np.array([6.0, -6.0]), np.zeros(2)
@@ -53,7 +53,7 @@ def test_extreme_logits_stay_finite():
     "model,factors,prior",
     [("3pl", False, "weak"), ("2pl", True, "weak"), ("3pl", True, "none"), ("1pl", False, "none")],
 )
-def test_full_objective_gradient(model, factors, prior):
+def test_full_objective_gradient(model: str, factors: bool, prior: str) -> None:
     if factors:
         data, _ = simulate_hierarchical({"a": 3, "b": 2}, 12, seed=3)
     else:
@@ -67,7 +67,7 @@ def test_full_objective_gradient(model, factors, prior):
     np.testing.assert_allclose(grad, _fd(lambda v: prob.objective(v)[0], x), rtol=1e-5, atol=1e-9)
 
 
-def test_hessian_blocks_match_gradient_differences():
+def test_hessian_blocks_match_gradient_differences() -> None:
     R, theta, d, b, g = _random_problem(7, n_items=4, n_persons=6, missing=0.0)
     H, _, htt = item_blocks_numpy(R, theta, d, b, g, slice(0, 4))
     eps = 1e-6
@@ -83,12 +83,12 @@ def test_hessian_blocks_match_gradient_differences():
         col = np.stack([(gu[j] - gd_[j]) / (2 * eps) for j in (2, 3, 4)], axis=1)  # per item: d/dk of (gd, gb, gg)
         np.testing.assert_allclose(H[:, :, k], col, rtol=1e-5, atol=1e-6)
     # d^2/dtheta^2 per person summed over items
-    gu = nll_grad_numpy(R, theta + eps, d, b, g)[1]
-    gd_ = nll_grad_numpy(R, theta - eps, d, b, g)[1]
-    np.testing.assert_allclose(htt.sum(0), (gu - gd_) / (2 * eps), rtol=1e-5, atol=1e-6)
+    gu_theta = nll_grad_numpy(R, theta + eps, d, b, g)[1]
+    gd_theta = nll_grad_numpy(R, theta - eps, d, b, g)[1]
+    np.testing.assert_allclose(htt.sum(0), (gu_theta - gd_theta) / (2 * eps), rtol=1e-5, atol=1e-6)
 
 
-def test_information_hand_values():
+def test_information_hand_values() -> None:
     # 2PL at its difficulty: p = 1/2, I = d^2 p (1-p) = 0.25
     assert info.item_information(0.0, np.array([1.0]), np.array([0.0]), np.array([0.0]))[0, 0] == pytest.approx(0.25)
     # 3PL d=1.5, b=0, g=0.25 at theta=0: p = 0.625; I = 2.25 * (0.375/0.75)^2 * 0.375/0.625 = 0.3375
@@ -101,7 +101,7 @@ def test_information_hand_values():
     assert info.item_information(t, np.array([2.0]), np.array([1.0]), np.array([0.2]))[0, 0] == pytest.approx(0.5625)
 
 
-def test_information_peak_and_aggregates():
+def test_information_peak_and_aggregates() -> None:
     d, b, g = np.array([1.2, 0.7, 2.0]), np.array([-0.5, 1.0, 0.3]), np.array([0.0, 0.25, 0.3])
     grid = np.linspace(-6, 6, 120001)
     curves = info.item_information(grid, d, b, g)
@@ -114,14 +114,14 @@ def test_information_peak_and_aggregates():
     np.testing.assert_allclose(out["bloom"]["remember"]["mean"], curves[0, :5].round(6))
 
 
-def test_helmert_is_orthonormal_sum_to_zero():
+def test_helmert_is_orthonormal_sum_to_zero() -> None:
     for n in (2, 3, 7):
         C = helmert(n)
         np.testing.assert_allclose(C.sum(axis=0), 0, atol=1e-12)
         np.testing.assert_allclose(C.T @ C, np.eye(n - 1), atol=1e-12)
 
 
-def test_bounds_parse_and_validate():
+def test_bounds_parse_and_validate() -> None:
     bd = Bounds.parse("theta=-3:3,d=0.1:4")
     assert bd.theta == (-3.0, 3.0) and bd.discrimination == (0.1, 4.0) and bd.difficulty == (-6.0, 6.0)
     from ragrade.errors import ConfigError

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,9 +16,10 @@ from ragrade.errors import DataError
 from ragrade.io import write_json
 from ragrade.irt import output
 from ragrade.irt.fit import FitConfig, fit_irt, fit_responses, parametric_se
-from ragrade.irt.io import build_responses, load_item_params, load_responses
+from ragrade.irt.io import Responses, build_responses, load_item_params, load_responses
 from ragrade.irt.problem import NUMBA_MIN_RESPONSES, choose_backend, numba_cache_dir
-from ragrade.irt.simulate import simulate_hierarchical, to_frame
+from ragrade.irt.result import IRTResult
+from ragrade.irt.simulate import Truth, simulate_hierarchical, to_frame
 from ragrade.report.sections_irt import item_params
 from ragrade.report.sources import RunFiles
 
@@ -25,17 +27,19 @@ FACTORS = ("llm", "retriever")
 
 
 @pytest.fixture(scope="module")
-def grid():
+def grid() -> tuple[Responses, Truth]:
     return simulate_hierarchical({"llm": 3, "retriever": 4}, 200, seed=7)
 
 
 @pytest.fixture(scope="module")
-def fitted(grid):
+def fitted(grid: tuple[Responses, Truth]) -> IRTResult:
     data, _ = grid
     return fit_responses(data, FitConfig(factors=FACTORS))
 
 
-def test_items_inline_and_in_parquet_read_alike(tmp_path, grid, fitted, monkeypatch):
+def test_items_inline_and_in_parquet_read_alike(
+    tmp_path: Path, grid: tuple[Responses, Truth], fitted: IRTResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
     small = tmp_path / "small" / "irt.json"
     small.parent.mkdir()
     fitted.write(small)
@@ -66,7 +70,7 @@ def test_items_inline_and_in_parquet_read_alike(tmp_path, grid, fitted, monkeypa
         load_item_params(tmp_path / "x.json")
 
 
-def test_effects_in_percentage_points(grid, fitted):
+def test_effects_in_percentage_points(grid: tuple[Responses, Truth], fitted: IRTResult) -> None:
     data, _ = grid
     # a full factorial: each level's observed marginal accuracy minus the grand mean (model-free)
     acc = (data.R == 1).mean(axis=0)
@@ -89,7 +93,7 @@ def test_effects_in_percentage_points(grid, fitted):
         assert np.argsort(logits).tolist() == np.argsort(pp).tolist()
 
 
-def test_effects_table_and_json_carry_both_units(tmp_path, grid):
+def test_effects_table_and_json_carry_both_units(tmp_path: Path, grid: tuple[Responses, Truth]) -> None:
     data, _ = grid
     out = tmp_path / "irt.json"
     fit_irt(to_frame(data), config=FitConfig(factors=FACTORS, se="sandwich"), out=out)
@@ -104,7 +108,7 @@ def test_effects_table_and_json_carry_both_units(tmp_path, grid):
     assert {"read", "fit", "se"} <= set(doc["timings_s"])  # write is timed after irt.json is written
 
 
-def test_sandwich_se_close_to_observed_when_the_model_holds(fitted):
+def test_sandwich_se_close_to_observed_when_the_model_holds(fitted: IRTResult) -> None:
     # fast check: a correctly specified model -> the robust and the model-based SEs agree within ~25%
     ratios = [
         rec["se_sandwich"] / rec["se_observed"] for levels in fitted.effects_detail.values() for rec in levels.values()
@@ -113,7 +117,7 @@ def test_sandwich_se_close_to_observed_when_the_model_holds(fitted):
     assert 0.75 < float(np.median(ratios)) < 1.25
 
 
-def test_fast_reader_matches_on_categorical_csv_and_parquet(tmp_path, grid):
+def test_fast_reader_matches_on_categorical_csv_and_parquet(tmp_path: Path, grid: tuple[Responses, Truth]) -> None:
     data, _ = grid
     df = to_frame(data)
     df.loc[df.index[:5], "correct"] = np.nan
@@ -135,7 +139,7 @@ def test_fast_reader_matches_on_categorical_csv_and_parquet(tmp_path, grid):
         build_responses(clash, FACTORS)
 
 
-def test_backend_choice_and_numba_cache_dir(tmp_path, monkeypatch):
+def test_backend_choice_and_numba_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert choose_backend("auto", NUMBA_MIN_RESPONSES - 1) == "numpy"  # a small fit never pays for numba
     assert choose_backend("numba", 10) == "numba" and choose_backend("numpy", 10**9) == "numpy"
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
@@ -177,7 +181,7 @@ def _coverage(seeds: range) -> tuple[float, float, float]:
 
 
 @pytest.mark.slow
-def test_effect_interval_coverage_over_60_grids():
+def test_effect_interval_coverage_over_60_grids() -> None:
     obs, sandwich, own = _coverage(range(200, 260))
     # measured: observed 0.923, sandwich 0.918 on the prior-set unit; 0.95+ on each fit's own unit: the shortfall
     # is the uncertainty of the logit unit itself (its scale factor varies ~2% between grids), not of the effects
@@ -185,12 +189,12 @@ def test_effect_interval_coverage_over_60_grids():
     assert sandwich >= 0.90 and obs >= 0.90
 
 
-def test_effect_interval_coverage_fast_check():
+def test_effect_interval_coverage_fast_check() -> None:
     obs, sandwich, own = _coverage(range(300, 303))
     assert own >= 0.85 and sandwich >= 0.8 and obs >= 0.8, (obs, sandwich, own)
 
 
-def test_fused_flat_standard_errors_match_numpy():
+def test_fused_flat_standard_errors_match_numpy() -> None:
     pytest.importorskip("numba")
     from ragrade.irt.problem import Problem
     from ragrade.irt.simulate import simulate_flat
@@ -209,7 +213,9 @@ def test_fused_flat_standard_errors_match_numpy():
     np.testing.assert_allclose(out["numba"].item_se, out["numpy"].item_se, rtol=1e-5)
 
 
-def test_parametric_bootstrap_se_runs_is_seeded_and_sensible(tmp_path, grid, fitted):
+def test_parametric_bootstrap_se_runs_is_seeded_and_sensible(
+    tmp_path: Path, grid: tuple[Responses, Truth], fitted: IRTResult
+) -> None:
     data, _ = grid
     cfg = FitConfig(factors=FACTORS, se="parametric", n_boot=8, seed=3)
     out = tmp_path / "irt.json"
@@ -266,7 +272,7 @@ def _parametric_coverage(seeds: range, n_boot: int) -> tuple[float, float, float
 
 
 @pytest.mark.slow
-def test_parametric_effect_interval_coverage_over_20_grids():
+def test_parametric_effect_interval_coverage_over_20_grids() -> None:
     par, obs, own = _parametric_coverage(range(200, 220), n_boot=30)
     # measured (B=30, these 20 grids, 260 effects): parametric 0.896, observed 0.946, parametric on each fit's own
     # unit 0.958; over seeds 200-249 (650 effects): 0.877, 0.918, 0.958. 20 grids, not 50: each grid is 30 refits,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.support.typed import dig
 
 from ragrade.cli.main import main
 from ragrade.config_paths import resolve_llm_spec, resolve_section
@@ -110,7 +111,7 @@ def test_sweep_file_paths_are_relative_to_the_file(tmp_path: Path, monkeypatch: 
     sweep.write_text(
         'transform_llm = "llamacpp/../rw.gguf"\n'
         '[indexes]\nr = "../idx"\n[prompts]\nshort = "short.txt"\n'
-        '[grid]\nllm = ["./m.gguf", "llamacpp/./m.gguf", "openai/x"]\n'
+        '[grid]\nllms = ["./m.gguf", "llamacpp/./m.gguf", "openai/x"]\n'
         '[[pipelines]]\nllm = "hf/./local"\nretriever = "closed"\n'
         '[llm_options]\nreplay_from = "../runs/full"\n[adaptive]\ncalibration = "irt.json"\n',
         encoding="utf-8",
@@ -120,11 +121,11 @@ def test_sweep_file_paths_are_relative_to_the_file(tmp_path: Path, monkeypatch: 
     conf = (tmp_path / "conf").resolve()
     assert layer["indexes"] == {"r": str(tmp_path.resolve() / "idx")}
     assert layer["prompts"] == {"short": str(conf / "short.txt")}
-    assert layer["grid"]["llm"] == ["./m.gguf", f"llamacpp/{conf / 'm.gguf'}", "openai/x"]  # no provider: invalid
-    assert layer["pipelines"][0]["llm"] == f"hf/{conf / 'local'}"
+    assert dig(layer, "grid", "llms") == ["./m.gguf", f"llamacpp/{conf / 'm.gguf'}", "openai/x"]  # no provider: invalid
+    assert dig(layer, "pipelines", 0, "llm") == f"hf/{conf / 'local'}"
     assert layer["transform_llm"] == f"llamacpp/{tmp_path.resolve() / 'rw.gguf'}"
-    assert layer["llm_options"]["replay_from"] == str(tmp_path.resolve() / "runs" / "full")
-    assert layer["adaptive"]["calibration"] == str(conf / "irt.json")
+    assert dig(layer, "llm_options", "replay_from") == str(tmp_path.resolve() / "runs" / "full")
+    assert dig(layer, "adaptive", "calibration") == str(conf / "irt.json")
 
 
 def test_verb_config_tables_and_llm_specs(tmp_path: Path) -> None:

@@ -11,12 +11,12 @@ import pytest
 from ragrade.errors import ConfigError
 from ragrade.io import read_json, write_jsonl
 from ragrade.job.analysis import run_calibration_stage
-from ragrade.job.config import DEMO_CONFIG, load_job_config
+from ragrade.job.config import DEMO_CONFIG, JobConfig, load_job_config
 from ragrade.job.layout import RunLayout
 from ragrade.job.runner import build_stages, stage_hashes
 
 
-def _config(tmp_path: Path, labels: str = "labels.jsonl"):
+def _config(tmp_path: Path, labels: str = "labels.jsonl") -> JobConfig:
     toml = tmp_path / "job.toml"
     toml.write_text(
         f'[corpus]\ndemo = true\n[judge]\nenabled = true\nmetrics = ["claims"]\njudge_llm = "offline/judge"\n'

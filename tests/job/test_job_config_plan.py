@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.support.typed import as_dict, dig
 
 from ragrade.cli.main import main
 from ragrade.errors import ConfigError
@@ -145,12 +146,12 @@ def test_demo_judges_a_small_grid_over_one_chunker(tmp_path: Path) -> None:
     }
     h1 = stage_hashes(build_stages(cfg, layout))
     other = load_job_config(
-        None, {"chunkers": [DEMO_CONFIG["chunkers"][0], {"strategy": "sentence", "size": 100}]}, base=DEMO_CONFIG
+        None, {"chunkers": [dig(DEMO_CONFIG, "chunkers", 0), {"strategy": "sentence", "size": 100}]}, base=DEMO_CONFIG
     )
     h2 = stage_hashes(build_stages(other, layout))
     assert h1["judge"] == h2["judge"] and h1["sweep"] != h2["sweep"]
     # without [judge] chunkers / k: every chunking of the sweep at the sweep's first k (as before)
-    judge_table = {k: v for k, v in DEMO_CONFIG["judge"].items() if k not in ("chunkers", "k")}
+    judge_table = {k: v for k, v in as_dict(DEMO_CONFIG["judge"]).items() if k not in ("chunkers", "k")}
     plain = load_job_config(None, base={**DEMO_CONFIG, "judge": judge_table})
     ks = {(p.k, p.chunker) for p in expand_pipelines(judge_sweep_config(plain, layout)) if p.retriever == "bm25"}
     assert ks == {(1, "recursive-200"), (1, "sentence-120")}

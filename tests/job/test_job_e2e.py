@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from tests.support.typed import narrow
 
 from ragrade.io import read_json, write_json
 from ragrade.job.demo import demo_config
@@ -99,7 +100,7 @@ def _check_files_hold_what_the_stages_report(out: Path, result: JobResult) -> No
     assert all(len(q.choices) == 4 and 0 <= q.answer < 4 for q in questions)
     # every pipeline answered every question outside the ICL pool once, and the summary counts those rows
     responses = pd.read_parquet(out / "sweep" / "responses.parquet")
-    n_pipes, n_items = summaries["sweep"]["pipelines"], summaries["sweep"]["questions"]
+    n_pipes, n_items = narrow(summaries["sweep"]["pipelines"], int), narrow(summaries["sweep"]["questions"], int)
     # ((bm25, dense, hybrid) x k 1, 3 x 2 chunkers + closed + oracle) x ICL 0, 1, 2; [sweep] icl_pool = 5
     assert (n_pipes, n_items) == (42, 45 - 5)
     assert len(responses) == n_pipes * n_items and not responses.duplicated(["pipeline", "question_id"]).any()
@@ -117,7 +118,7 @@ def _check_files_hold_what_the_stages_report(out: Path, result: JobResult) -> No
     noise, negative = (read_json(out / "robust" / t / "metrics.json") for t in ("noise", "negative"))
     assert noise["n"] == 20 * 3 and [r["noise_ratio"] for r in noise["by_noise_ratio"]] == [0.0, 0.4, 0.8]
     assert negative["n"] == 20 and negative["failed"] == 0
-    n_answers = summaries["judge"]["answers"]
+    n_answers = narrow(summaries["judge"]["answers"], int)
     assert len((out / "judge" / "qa.jsonl").read_text().splitlines()) == 1 + 12  # a header and [judge] n = 12
     assert len((out / "judge" / "answers" / "answers.jsonl").read_text().splitlines()) == 1 + n_answers
     # one score per answer and metric (claims, exact)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
@@ -23,7 +24,7 @@ class Flaky:
         self.broken = True
         self.asked = 0
 
-    def __call__(self, body: dict) -> str:
+    def __call__(self, body: dict[str, Any]) -> str:
         self.asked += 1
         if self.broken:
             raise RuntimeError("scripted server failure")
@@ -51,7 +52,9 @@ def _stage(tmp_path: Path, server: OpenAIServer) -> SimpleNamespace:
     return SimpleNamespace(cfg=cfg, layout=layout, progress=lambda *a: None)
 
 
-def test_judge_stage_fails_with_exit_3_after_writing_results_and_resumes(tmp_path, monkeypatch) -> None:
+def test_judge_stage_fails_with_exit_3_after_writing_results_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-judge")
     flaky = Flaky()

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from ragrade.errors import ConfigError
 from ragrade.judge.bertscore import BertScore, BertScoreConfig, resolve_model_path
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 # slow: importing torch, transformers and bert-score (with matplotlib) takes 5-10 s on 2 cores in a fresh process;
 # the suite's earlier tests have imported torch and transformers. The model loads take well under 0.1 s each.
@@ -29,7 +34,7 @@ REFS = [
 
 
 @pytest.fixture(scope="module")
-def model():
+def model() -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
     from transformers import AutoModel, AutoTokenizer
 
     path = resolve_model_path("minilm")
@@ -39,14 +44,21 @@ def model():
     return tok, mdl
 
 
-def _direct(tok, mdl, cand: str, ref: str, layer: int, idf: dict[int, float] | None = None):
+def _direct(
+    tok: PreTrainedTokenizerBase,
+    mdl: PreTrainedModel,
+    cand: str,
+    ref: str,
+    layer: int,
+    idf: dict[int, float] | None = None,
+) -> tuple[float, float, float]:
     """BERTScore by hand: hidden states of ``layer``, cosine matrix, greedy max, idf-weighted means.
 
     Special tokens ([CLS], [SEP]) take part in the matching but carry zero weight, as in bert-score.
     """
     import torch
 
-    def enc(text):
+    def enc(text: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         ids = tok(text, return_tensors="pt")
         with torch.no_grad():
             out = mdl(**ids, output_hidden_states=True)
@@ -69,7 +81,7 @@ def _direct(tok, mdl, cand: str, ref: str, layer: int, idf: dict[int, float] | N
 
 
 @pytest.mark.parametrize("layer", [6, 3])
-def test_matches_direct_computation(model, layer):
+def test_matches_direct_computation(model: tuple[PreTrainedTokenizerBase, PreTrainedModel], layer: int) -> None:
     tok, mdl = model
     scorer = BertScore(BertScoreConfig(num_layers=layer))
     res = scorer.score(CANDS, [[r] for r in REFS])
@@ -81,7 +93,7 @@ def test_matches_direct_computation(model, layer):
     assert res.f1[0] > res.f1[3]  # a paraphrase beats an unrelated answer
 
 
-def test_idf_matches_direct_computation(model):
+def test_idf_matches_direct_computation(model: tuple[PreTrainedTokenizerBase, PreTrainedModel]) -> None:
     tok, mdl = model
     scorer = BertScore(BertScoreConfig(idf=True))
     scorer.set_idf_corpus(REFS)
@@ -100,21 +112,21 @@ def test_idf_matches_direct_computation(model):
         assert res.precision[i] == pytest.approx(p, abs=1e-4)
 
 
-def test_best_reference_and_empty_answer():
+def test_best_reference_and_empty_answer() -> None:
     scorer = BertScore()
     res = scorer.score(["Paris", "   "], [["London", "Paris"], ["Paris"]])
     assert res.f1[0] == pytest.approx(1.0, abs=1e-4)
     assert res.f1[1] == 0.0 and res.precision[1] == 0.0
 
 
-def test_bad_layer_and_model():
+def test_bad_layer_and_model() -> None:
     with pytest.raises(ConfigError, match="between 1 and 6"):
         BertScore(BertScoreConfig(num_layers=7))
     with pytest.raises(ConfigError, match="not a local folder"):
         BertScore(BertScoreConfig(model="bert-base-uncased"))
 
 
-def test_fingerprint_tracks_settings():
+def test_fingerprint_tracks_settings() -> None:
     a = BertScore(BertScoreConfig(num_layers=6)).fingerprint()
     assert BertScore(BertScoreConfig(num_layers=6)).fingerprint() == a  # stable: a rerun reuses its scores
     assert BertScore().fingerprint() == a  # the default is the last layer of MiniLM (6)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,11 +14,15 @@ from ragrade.io import read_json, write_jsonl
 from ragrade.judge.calibrate import SCALES, agreement_for
 from ragrade.judge.ppi import estimate
 
+# the scores file, the labels file, the score records and the label records
+Files = tuple[Path, Path, list[dict[str, object]], list[dict[str, object]]]
 
-def _population(seed: int = 0) -> tuple[list[dict], dict]:
+
+def _population(seed: int = 0) -> tuple[list[dict[str, object]], dict[tuple[str, str, str], float]]:
     """Judge scores of 2 configurations x 120 answers, and the (hidden) human grades."""
     rng = np.random.default_rng(seed)
-    recs, human = [], {}
+    recs: list[dict[str, object]] = []
+    human: dict[tuple[str, str, str], float] = {}
     for config, shift in (("bm25", 0.0), ("dense", 0.6)):
         for i in range(120):
             truth = int(np.clip(round(rng.normal(3 + shift, 1.1)), 1, 5))
@@ -39,11 +45,11 @@ def _population(seed: int = 0) -> tuple[list[dict], dict]:
 
 
 @pytest.fixture
-def files(tmp_path):
+def files(tmp_path: Path) -> Files:
     recs, human = _population()
     scores = tmp_path / "judge" / "scores.jsonl"
     write_jsonl(scores, recs, kind="judge_scores", version=1, meta={"answers": "none.jsonl"})
-    labels = []
+    labels: list[dict[str, object]] = []
     for config in ("bm25", "dense"):
         for i in range(0, 120, 4):  # 30 per configuration
             for metric in ("correctness", "faithfulness"):
@@ -53,19 +59,19 @@ def files(tmp_path):
     return scores, path, recs, labels
 
 
-def _run(*args) -> int:
+def _run(*args: object) -> int:
     return main(["judge", "calibrate", *map(str, args)])
 
 
-def test_calibration_matches_direct_ppi(files, tmp_path):
+def test_calibration_matches_direct_ppi(files: Files, tmp_path: Path) -> None:
     scores, labels_path, recs, labels = files
     assert _run(scores.parent, "--human", labels_path, "--out", tmp_path / "cal") == 0
     cal = read_json(tmp_path / "cal" / "calibration.json")
     row = cal["metrics"]["correctness"]["configs"]["dense"]
     lab = {
-        (x["id"].split("::")[1]): x["label"]
+        (str(x["id"]).split("::")[1]): x["label"]
         for x in labels
-        if x["id"].startswith("dense") and x["metric"] == "correctness"
+        if str(x["id"]).startswith("dense") and x["metric"] == "correctness"
     }
     judged = {r["id"]: r["score"] for r in recs if r["config"] == "dense" and r["metric"] == "correctness"}
     y = np.array([lab[i] for i in lab], float)
@@ -88,14 +94,16 @@ def test_calibration_matches_direct_ppi(files, tmp_path):
     assert pooled["n_labels"] == 60 and pooled["ppi_ci"][0] < pooled["ppi_estimate"] < pooled["ppi_ci"][1]
 
 
-def test_agreement_by_hand():
+def test_agreement_by_hand() -> None:
     got = agreement_for(SCALES["faithfulness"], [1, 1, 0, 0.5], [1, 0, 0, 1])
     assert got["accuracy"] == 0.75  # a 0.5 tie counts as yes
     got = agreement_for(SCALES["correctness"], [5, 4, 2, 3], [5, 2, 2, 4])
     assert (got["accuracy"], got["within_one"]) == (0.5, 0.75)
 
 
-def _bad(tmp_path, scores, lines, capsys, *extra) -> str:
+def _bad(
+    tmp_path: Path, scores: Path, lines: Sequence[object], capsys: pytest.CaptureFixture[str], *extra: object
+) -> str:
     path = tmp_path / "bad.jsonl"
     path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
     assert _run(scores, "--human", path, "--out", tmp_path / "o", *extra) == 2
@@ -105,7 +113,7 @@ def _bad(tmp_path, scores, lines, capsys, *extra) -> str:
     return err
 
 
-def test_bad_labels_name_file_and_line(files, tmp_path, capsys):
+def test_bad_labels_name_file_and_line(files: Files, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scores, _, _, _ = files
     ok = {"id": "bm25::q0", "metric": "correctness", "label": 3}
     err = _bad(tmp_path, scores, [ok, {"id": "nope", "metric": "correctness", "label": 3}], capsys)
@@ -126,7 +134,7 @@ def test_bad_labels_name_file_and_line(files, tmp_path, capsys):
     assert "bad.jsonl:1: metric 'relevancy' is not in" in err
 
 
-def test_scores_without_needed_fields(tmp_path, capsys):
+def test_scores_without_needed_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scores = tmp_path / "scores.jsonl"
     write_jsonl(scores, [{"config": "a", "id": "1", "status": "ok", "score": 1}], kind="judge_scores", version=1)
     labels = tmp_path / "l.jsonl"
@@ -138,7 +146,7 @@ def test_scores_without_needed_fields(tmp_path, capsys):
     assert "without the field 'score'" in capsys.readouterr().err
 
 
-def test_exam_validity_share(tmp_path):
+def test_exam_validity_share(tmp_path: Path) -> None:
     exam = tmp_path / "exam.jsonl"
     qs = [{"id": f"x{i}", "question": f"Q{i}?", "choices": ["a", "b", "c", "d"], "answer": 0} for i in range(50)]
     write_jsonl(exam, qs, kind="exam", version=1)
@@ -153,7 +161,7 @@ def test_exam_validity_share(tmp_path):
     assert row["lambda"] == 0.0 and row["judge_outside_ppi_ci"] is True
 
 
-def test_calibration_table_of_a_config_file(files, tmp_path):
+def test_calibration_table_of_a_config_file(files: Files, tmp_path: Path) -> None:
     scores, labels_path, _, _ = files
     cfg = tmp_path / "job.toml"
     cfg.write_text(f'[calibration]\nhuman = "{labels_path.name}"\nlevel = 0.9\nmin_labels = 30\n')

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
@@ -19,6 +21,7 @@ from ragrade.io import read_json, read_jsonl
 from ragrade.judge.claims_metrics import claim_metrics, k_and, k_or
 from ragrade.judge.claims_parse import parse_claims, parse_verdicts
 from ragrade.judge.run import JudgeRunConfig, run_judging
+from ragrade.llm.options import LLMOptions
 
 ANSWERS = [
     {
@@ -99,9 +102,11 @@ class Script:
     def __init__(self) -> None:
         self.broken = True
 
-    def __call__(self, body: dict) -> str:
+    def __call__(self, body: dict[str, Any]) -> str:
         prompt = body["messages"][-1]["content"]
-        block = _BLOCK.search(prompt).group(1)
+        found = _BLOCK.search(prompt)
+        assert found is not None, prompt
+        block = found.group(1)
         if "Text to split:" in prompt:
             reply = EXTRACT[block]
             if reply == "BOOM":
@@ -187,7 +192,7 @@ EXPECTED = {
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-claims")
     path = tmp_path / "answers.jsonl"
@@ -195,13 +200,15 @@ def env(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _cfg(server) -> JudgeRunConfig:
+def _cfg(server: OpenAIServer) -> JudgeRunConfig:
     return JudgeRunConfig(
-        metrics=["claims"], llm="openai/test-model", base_url=server.base_url, max_retries=0, cache=False
+        metrics=["claims"],
+        llm="openai/test-model",
+        llm_options=LLMOptions(base_url=server.base_url, max_retries=0, cache=False),
     )
 
 
-def test_claims_against_scripted_server(env):
+def test_claims_against_scripted_server(env: Path) -> None:
     script = Script()
     with OpenAIServer(responder=script) as server:
         run_judging(env / "answers.jsonl", env / "out", _cfg(server))
@@ -247,7 +254,7 @@ def test_claims_against_scripted_server(env):
     assert summary["totals"]["claims"] == {"ok": 5, "unparsed": 0, "failed": 0, "skipped": 0}
 
 
-def test_kleene_logic_and_metrics_by_hand():
+def test_kleene_logic_and_metrics_by_hand() -> None:
     assert k_or([0.0, None]) is None and k_or([None, 1.0]) == 1.0 and k_or([]) == 0.0
     assert k_and(0.0, None) == 0.0 and k_and(1.0, None) is None
     # closed book: no passages; everything the answer gets right is self-knowledge
@@ -257,7 +264,7 @@ def test_kleene_logic_and_metrics_by_hand():
     assert v["context_precision"] is None and v["context_utilisation"] is None
 
 
-def test_tolerant_parsers():
+def test_tolerant_parsers() -> None:
     assert parse_claims('{"claims": []}').items == []
     assert parse_claims("1. One fact.\n2) Two facts.").items == ["One fact.", "Two facts."]
     assert parse_claims('{"claims": ["a", 3]}').status == "unparsed"
@@ -268,7 +275,7 @@ def test_tolerant_parsers():
     assert parse_verdicts('{"verdicts": ["yes", "perhaps"]}', 2).items == [1.0, None]
 
 
-def test_offline_baseline_runs_and_says_baseline(env):
+def test_offline_baseline_runs_and_says_baseline(env: Path) -> None:
     summary = run_judging(env / "answers.jsonl", env / "off", JudgeRunConfig(metrics=["claims"], llm="offline/judge"))
     assert summary["judges"]["claims"]["baseline"] is True
     assert "baseline" in summary["judges"]["claims"]["method"]
@@ -280,7 +287,7 @@ def test_offline_baseline_runs_and_says_baseline(env):
     assert a["values"]["precision"] == 0.5  # the shared sentence is entailed by the reference; the height is not
 
 
-def test_bad_settings(env, tmp_path):
+def test_bad_settings(env: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="offline claims baseline"):
         run_judging(
             env / "answers.jsonl", env / "x", JudgeRunConfig(metrics=["claims", "correctness"], llm="offline/judge")
@@ -295,7 +302,7 @@ def test_bad_settings(env, tmp_path):
         )
 
 
-def test_dry_run_counts_extractions_and_checks(env, capsys):
+def test_dry_run_counts_extractions_and_checks(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from ragrade.cli.main import main
 
     assert (

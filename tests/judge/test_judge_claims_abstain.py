@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
@@ -12,6 +14,7 @@ from ragrade.cli.main import main
 from ragrade.io import read_jsonl
 from ragrade.judge.abstain import is_abstention
 from ragrade.judge.run import JudgeRunConfig, run_judging
+from ragrade.llm.options import LLMOptions
 from ragrade.llm.phrases import REJECTION_SENTENCE
 
 REFERENCE, PASSAGE = "Lima is in Peru.", "Lima is the capital of Peru."
@@ -21,7 +24,7 @@ UNDEFINED = ("precision", "noise_relevant", "noise_irrelevant", "hallucination",
 
 
 @pytest.fixture
-def answers(tmp_path, monkeypatch):
+def answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-claims")
     path = tmp_path / "answers.jsonl"
@@ -33,17 +36,19 @@ def answers(tmp_path, monkeypatch):
     return path
 
 
-def script(body: dict) -> str:
+def script(body: dict[str, Any]) -> str:
     """Each text is one claim; a claim is entailed unless it is an abstention's (as a real judge would say)."""
     prompt = body["messages"][-1]["content"]
-    block = _BLOCK.search(prompt).group(1)
+    found = _BLOCK.search(prompt)
+    assert found is not None, prompt
+    block = found.group(1)
     if "Text to split:" in prompt:
         return json.dumps({"claims": [block]})
     claims = re.findall(r"^\d+\. (.*)$", prompt.split("Claims:\n", 1)[1], re.MULTILINE)
     return json.dumps({"verdicts": ["no" if c in (ANSWERS["R"], ANSWERS["S"]) else "yes" for c in claims]})
 
 
-def _check(by: dict, summary: dict, n_used_precision: int) -> None:
+def _check(by: dict[str, Any], summary: dict[str, Any], n_used_precision: int) -> None:
     for key in ("R", "S"):
         values = by[key]["values"]
         assert by[key]["abstained"] is True and by[key]["claims"]["answer"] == []
@@ -58,10 +63,11 @@ def _check(by: dict, summary: dict, n_used_precision: int) -> None:
     assert stats["recall"]["n_used"] == 3 and stats["recall"]["value"] == pytest.approx(1 / 3)
 
 
-def test_llm_path_asks_nothing_about_an_abstention(answers, tmp_path) -> None:
+def test_llm_path_asks_nothing_about_an_abstention(answers: Path, tmp_path: Path) -> None:
     with OpenAIServer(responder=script) as server:
         url = server.base_url
-        cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", base_url=url, max_retries=0, cache=False)
+        options = LLMOptions(base_url=url, max_retries=0, cache=False)
+        cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", llm_options=options)
         summary = run_judging(answers, tmp_path / "out", cfg)
         # N: 2 extractions + check:reference + check:answer + 1 passage; R and S: the reference's extraction and
         # the passage check of its one claim, the same requests for both and N's reference extraction (sent once)
@@ -70,7 +76,9 @@ def test_llm_path_asks_nothing_about_an_abstention(answers, tmp_path) -> None:
     _check({r["id"]: r for r in recs}, summary, n_used_precision=1)
 
 
-def test_offline_baseline_and_cli_summary_count_abstentions(answers, tmp_path, capsys) -> None:
+def test_offline_baseline_and_cli_summary_count_abstentions(
+    answers: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "off"
     assert main(["judge", str(answers), "--metrics", "claims", "--llm", "offline/judge", "--out", str(out)]) == 0
     assert "abstained=2" in capsys.readouterr().out
@@ -81,5 +89,5 @@ def test_offline_baseline_and_cli_summary_count_abstentions(answers, tmp_path, c
 def test_abstention_detector() -> None:
     for text in (REJECTION_SENTENCE, "I'm sorry, I can't help.", "I don't know.", "The passages do not mention it."):
         assert is_abstention(text), text
-    for text in ("Lima is in Peru.", "No, it was built in 1889.", "", None, "I know: it is in Peru."):
-        assert not is_abstention(text), text
+    for other in ("Lima is in Peru.", "No, it was built in 1889.", "", None, "I know: it is in Peru."):
+        assert not is_abstention(other), other

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
-from ragrade.judge.claims_metrics import METRICS, claim_metrics
+from ragrade.judge.claims_metrics import METRICS, Verdict, claim_metrics
+
+# answer vs reference, reference vs answer, answer vs passages, reference vs passages
+Case = tuple[list[Verdict], list[Verdict], list[list[Verdict]], list[list[Verdict]]]
 
 ORDER = (
     "precision",
@@ -106,7 +111,7 @@ RAGCHECKER_CASES = [
 ]
 
 
-def _f(xs):
+def _f(xs: Sequence[float | int]) -> list[float]:
     return [float(x) for x in xs]
 
 
@@ -129,7 +134,9 @@ def test_an_incorrect_claim_from_both_kinds_of_passage_is_relevant_noise_only() 
     assert (v["noise_relevant"], v["noise_irrelevant"]) == (0.0, 1.0)
 
 
-def _rederive(avr, rva, avp, rvp) -> dict[str, float | None]:
+def _rederive(
+    avr: Sequence[Verdict], rva: Sequence[Verdict], avp: Sequence[Sequence[Verdict]], rvp: Sequence[Sequence[Verdict]]
+) -> dict[str, float | None]:
     """The definitions as set operations on boolean matrices (claims x passages), None where undefined."""
     correct, in_answer = np.array(avr, bool), np.array(rva, bool)
     na, ng, k = len(avr), len(rva), len(avp)
@@ -141,7 +148,7 @@ def _rederive(avr, rva, avp, rvp) -> dict[str, float | None]:
     from_irr = (a_p & ~relevant).any(axis=1)
     found = g_p.any(axis=1)
 
-    def share(mask, n):
+    def share(mask: npt.NDArray[np.bool_] | np.bool_, n: int) -> float | None:
         return float(mask.sum()) / n if n else None
 
     out: dict[str, float | None] = {
@@ -161,7 +168,7 @@ def _rederive(avr, rva, avp, rvp) -> dict[str, float | None]:
     return out
 
 
-def _random_case(rng: random.Random, unknown: float = 0.0):
+def _random_case(rng: random.Random, unknown: float = 0.0) -> Case:
     na, ng, k = rng.randint(0, 5), rng.randint(0, 5), rng.randint(0, 4)
     p, q = rng.random(), rng.random()
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -10,12 +12,12 @@ from ragrade.judge.inputs import parse_field_map, read_answers
 from ragrade.judge.llm_judges import format_contexts
 
 
-def _write(path, rows):
-    path.write_text("\n".join(json.dumps(r) if isinstance(r, dict) else r for r in rows) + "\n")
+def _write(path: Path, rows: Sequence[object]) -> Path:
+    path.write_text("\n".join(json.dumps(r) if isinstance(r, dict) else str(r) for r in rows) + "\n")
     return path
 
 
-def test_default_names_and_shapes(tmp_path):
+def test_default_names_and_shapes(tmp_path: Path) -> None:
     p = _write(
         tmp_path / "a.jsonl",
         [
@@ -41,7 +43,7 @@ def test_default_names_and_shapes(tmp_path):
     assert items[3].error == "timeout" and items[3].answer is None
 
 
-def test_field_map_with_dotted_paths(tmp_path):
+def test_field_map_with_dotted_paths(tmp_path: Path) -> None:
     p = _write(tmp_path / "b.jsonl", [{"in": {"text": "Q"}, "out": {"answer": "A", "docs": ["d"]}, "gold": "A"}])
     [it] = read_answers(
         p, parse_field_map(["query=in.text", "answer=out.answer", "contexts=out.docs", "reference=gold"])
@@ -49,7 +51,7 @@ def test_field_map_with_dotted_paths(tmp_path):
     assert (it.query, it.answer, it.contexts, it.references) == ("Q", "A", ("d",), ("A",))
 
 
-def test_input_errors(tmp_path):
+def test_input_errors(tmp_path: Path) -> None:
     p = _write(tmp_path / "c.jsonl", [{"q": "Q", "resp": "A"}])
     with pytest.raises(ConfigError, match=r"no record of .* has that field; fields present: q, resp"):
         read_answers(p, {"answer": "response"})
@@ -67,7 +69,7 @@ def test_input_errors(tmp_path):
         read_answers(bad)
 
 
-def test_contexts_are_numbered_and_cut_visibly():
+def test_contexts_are_numbered_and_cut_visibly() -> None:
     text = format_contexts(["a" * 50, "b" * 50, "c" * 50], max_chars=80)
     assert text.startswith("[1] aaa") and "[...]" in text and "more passage(s) left out" in text
 
@@ -85,7 +87,9 @@ def test_contexts_are_numbered_and_cut_visibly():
         (["--metrics", "exact", "--prompt", "exact=p.txt"], "prompts exist for"),
     ],
 )
-def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
+def test_cli_bad_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
     p = _write(tmp_path / "a.jsonl", [{"question": "Q", "answer": "A", "reference": "A"}])
     code = main(["judge", str(p), "--out", str(tmp_path / "o"), *args])
     err = capsys.readouterr().err
@@ -94,7 +98,7 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, capsys, args, message):
     assert message in err
 
 
-def test_cli_refuses_to_clobber_another_run(tmp_path, capsys):
+def test_cli_refuses_to_clobber_another_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _write(tmp_path / "a.jsonl", [{"question": "Q", "answer": "A", "reference": "A"}])
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -104,7 +108,7 @@ def test_cli_refuses_to_clobber_another_run(tmp_path, capsys):
     assert main(["judge", str(tmp_path / "missing.jsonl"), "--metrics", "exact", "--out", str(tmp_path / "o")]) == 2
 
 
-def test_cli_exact_only_and_resume(tmp_path, capsys):
+def test_cli_exact_only_and_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = _write(
         tmp_path / "a.jsonl",
         [

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from ragrade.cli.main import main
 from ragrade.errors import ConfigError
-from ragrade.io import read_jsonl, write_jsonl
+from ragrade.io import JSONObject, read_jsonl, write_jsonl
 from ragrade.judge.label import build_page_data, render_label_page, stratified_sample
 
 EVIL = "</script><script>alert(1)</script>"
 
 
-def _judged(tmp_path, n_per_config=(30, 6)):
+def _judged(tmp_path: Path, n_per_config: tuple[int, int] = (30, 6)) -> Path:
     answers, recs = [], []
     for config, n in zip(("big", "small"), n_per_config, strict=True):
         for i in range(n):
@@ -50,7 +51,7 @@ def _judged(tmp_path, n_per_config=(30, 6)):
     return tmp_path / "judge"
 
 
-def test_sample_spreads_over_configurations_and_skips_unscored(tmp_path):
+def test_sample_spreads_over_configurations_and_skips_unscored(tmp_path: Path) -> None:
     data = build_page_data(_judged(tmp_path), n=12, seed=3)
     configs = [it["config"] for it in data["items"]]
     assert configs.count("small") == 6 and configs.count("big") == 6  # round robin until a pool runs dry
@@ -61,16 +62,18 @@ def test_sample_spreads_over_configurations_and_skips_unscored(tmp_path):
     assert "metrics" not in data["items"][0]  # graders never see the judge's scores
 
 
-def test_page_escapes_every_text(tmp_path):
+def test_page_escapes_every_text(tmp_path: Path) -> None:
     html = render_label_page(build_page_data(_judged(tmp_path), n=40))
-    blob = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.DOTALL).group(1)
+    found = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.DOTALL)
+    assert found is not None
+    blob = found.group(1)
     assert "<" not in blob and ">" not in blob and "&" not in blob
     assert json.loads(blob)["items"]  # still valid JSON
     assert "http://" not in html and "https://" not in html  # no network
 
 
-def test_stratified_sample_is_uniform_within_configuration():
-    items = [{"config": "a", "id": str(i)} for i in range(100)]
+def test_stratified_sample_is_uniform_within_configuration() -> None:
+    items: list[JSONObject] = [{"config": "a", "id": str(i)} for i in range(100)]
     counts = [0] * 100
     for seed in range(400):
         for it in stratified_sample(items, 10, seed):
@@ -78,7 +81,7 @@ def test_stratified_sample_is_uniform_within_configuration():
     assert min(counts) > 15 and max(counts) < 70  # each item about 40 times
 
 
-def test_exam_page_and_bad_input(tmp_path, capsys):
+def test_exam_page_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exam = tmp_path / "exam.jsonl"
     write_jsonl(
         exam,
@@ -96,7 +99,7 @@ def test_exam_page_and_bad_input(tmp_path, capsys):
     assert "--answers" in capsys.readouterr().err
 
 
-def test_page_reads_answers_with_the_judges_field_map(tmp_path):
+def test_page_reads_answers_with_the_judges_field_map(tmp_path: Path) -> None:
     from ragrade.judge.run import JudgeRunConfig, run_judging
 
     src = tmp_path / "outputs.jsonl"
@@ -110,7 +113,7 @@ def test_page_reads_answers_with_the_judges_field_map(tmp_path):
     assert ["question", "question 0"] in next(it["fields"] for it in data["items"] if it["id"] == "u0")
 
 
-def test_computed_metrics_are_not_offered_for_grading(tmp_path, capsys):
+def test_computed_metrics_are_not_offered_for_grading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 28 (9): exact match and BERTScore are formulas, not judgements: off the page unless named."""
     judged = _judged(tmp_path)
     _, recs = read_jsonl(judged / "scores.jsonl")

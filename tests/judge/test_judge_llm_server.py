@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
@@ -11,6 +14,7 @@ from tests.support.openai_server import OpenAIServer
 from ragrade.cli.main import main
 from ragrade.io import read_json, read_jsonl
 from ragrade.judge.run import JudgeRunConfig, run_judging
+from ragrade.llm.options import LLMOptions
 
 # marker -> (correctness reply, faithfulness reply); "BOOM" makes the server answer HTTP 500
 REPLIES = {
@@ -52,9 +56,11 @@ class Script:
     def __init__(self) -> None:
         self.broken = True
 
-    def __call__(self, body):
+    def __call__(self, body: dict[str, Any]) -> str:
         prompt = body["messages"][-1]["content"]
-        marker = _MARK.search(prompt).group(1)
+        found = _MARK.search(prompt)
+        assert found is not None, prompt
+        marker = found.group(1)
         reply = REPLIES[marker][0 if "Reference answer:" in prompt else 1]
         if reply == "BOOM" and self.broken:
             raise RuntimeError("scripted server failure")
@@ -66,13 +72,13 @@ class Script:
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-judge")
     return tmp_path
 
 
-def _external_file(path, markers=tuple(REPLIES)):
+def _external_file(path: Path, markers: Sequence[str] = tuple(REPLIES)) -> Path:
     """An external system's outputs with its own field names (q, resp, ctx objects, gold, sys, uid)."""
     lines = []
     for i, m in enumerate(markers):
@@ -93,22 +99,23 @@ def _external_file(path, markers=tuple(REPLIES)):
 FIELDS = {"query": "q", "answer": "resp", "contexts": "ctx", "reference": "gold", "config": "sys", "id": "uid"}
 
 
-def _cfg(server, **kw):
-    return JudgeRunConfig(
-        metrics=kw.pop("metrics", ["correctness", "faithfulness", "exact"]),
-        llm="openai/test-model",
-        base_url=server.base_url,
-        max_retries=0,
-        fields=FIELDS,
-        **kw,
+def _cfg(server: OpenAIServer, **kw: object) -> JudgeRunConfig:
+    return JudgeRunConfig.model_validate(
+        {
+            "metrics": kw.pop("metrics", ["correctness", "faithfulness", "exact"]),
+            "llm": "openai/test-model",
+            "llm_options": LLMOptions(base_url=server.base_url, max_retries=0),
+            "fields": FIELDS,
+            **kw,
+        }
     )
 
 
-def _status_or_score(rec):
+def _status_or_score(rec: dict[str, Any]) -> object:
     return rec["score"] if rec["status"] == "ok" else rec["status"]
 
 
-def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env):
+def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env: Path) -> None:
     script = Script()
     answers = _external_file(env / "outputs.jsonl")
     with OpenAIServer(responder=script) as server:
@@ -141,7 +148,7 @@ def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env):
     assert manifest["kind"] == "judge" and manifest["missing"] == 2  # the failed verdicts
     assert manifest["status"] == "incomplete: 2 failed requests missing, rerun to retry"
     assert manifest["counts"] == {"n_answers": 8, "n_unparsed": 5, "n_failed": 2}
-    assert "sk-test-judge" not in "".join(p.read_text() for p in (env / "out").iterdir())
+    assert b"sk-test-judge" not in b"".join(p.read_bytes() for p in (env / "out").iterdir())  # journal.sqlite too
 
     # resume: parsed and unparsed verdicts are reused, only the two failed requests are retried
     script.broken = False
@@ -152,10 +159,10 @@ def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env):
     assert summary2["runs"]["correctness"] == {"reused": 7, "skipped": 0, "scored": 1}
 
 
-def test_self_consistency_samples_spread_and_seeds(env):
-    seen = []
+def test_self_consistency_samples_spread_and_seeds(env: Path) -> None:
+    seen: list[tuple[object, object]] = []
 
-    def responder(body):
+    def responder(body: dict[str, Any]) -> str:
         seen.append((body.get("seed"), body.get("temperature")))
         return {0: "Score: 4/5", 1: '{"score": 5}', 2: "no idea"}[body["seed"]]
 
@@ -172,7 +179,7 @@ def test_self_consistency_samples_spread_and_seeds(env):
     assert s["self_consistency"]["measure"] == "std"
 
 
-def test_screen_top_judges_only_best_configuration(env):
+def test_screen_top_judges_only_best_configuration(env: Path) -> None:
     lines = []
     for i in range(4):
         for sys_name, answer in (
@@ -203,7 +210,7 @@ def test_screen_top_judges_only_best_configuration(env):
     assert agreement["configs"]["good"]["spearman_bertscore_correctness"]["n"] == 4
 
 
-def test_cli_judges_external_file_with_field_map(env, capsys):
+def test_cli_judges_external_file_with_field_map(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     answers = _external_file(env / "ext.jsonl", markers=("m0", "m1", "m2", "m3"))
     with OpenAIServer(responder=Script()) as server:
         code = main(
@@ -245,12 +252,12 @@ def test_cli_judges_external_file_with_field_map(env, capsys):
     assert agreement["all"]["kappa_correctness_exact"]["n"] == 3
 
 
-def test_custom_prompt_file(env, tmp_path):
+def test_custom_prompt_file(env: Path, tmp_path: Path) -> None:
     prompt = tmp_path / "p.txt"
     prompt.write_text("Grade {answer} against {reference}. Reply with a number from 1 to 5. CUSTOM")
-    got = []
+    got: list[str] = []
 
-    def responder(body):
+    def responder(body: dict[str, Any]) -> str:
         got.append(body["messages"][-1]["content"])
         return "3"
 

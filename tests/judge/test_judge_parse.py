@@ -21,7 +21,7 @@ from ragrade.judge.parse import parse_score, parse_verdict
         ("Correctness score of 1 since it is off-topic.", 1.0, "label"),
     ],
 )
-def test_scores_parsed(text, value, method):
+def test_scores_parsed(text: str, value: float, method: str) -> None:
     got = parse_score(text)
     assert got.status == "ok", got
     assert got.value == value
@@ -43,7 +43,7 @@ def test_scores_parsed(text, value, method):
         ("lorem ipsum }{ ][ 42 out of", "no score found"),
     ],
 )
-def test_scores_unparsed_never_become_numbers(text, note):
+def test_scores_unparsed_never_become_numbers(text: str, note: str) -> None:
     got = parse_score(text)
     assert got.status == "unparsed"
     assert got.value is None
@@ -66,7 +66,7 @@ def test_scores_unparsed_never_become_numbers(text, note):
         ("Final answer - not supported", 0.0),
     ],
 )
-def test_verdicts_parsed(text, value):
+def test_verdicts_parsed(text: str, value: float) -> None:
     got = parse_verdict(text)
     assert got.status == "ok", got
     assert got.value == value
@@ -82,12 +82,12 @@ def test_verdicts_parsed(text, value):
         '{"score": 0.7}',
     ],
 )
-def test_verdicts_unparsed(text):
+def test_verdicts_unparsed(text: str) -> None:
     got = parse_verdict(text)
     assert got.status == "unparsed"
     assert got.value is None
 
 
-def test_reason_is_kept():
+def test_reason_is_kept() -> None:
     assert parse_score('{"score": 3, "reason": "misses the year"}').reason == "misses the year"
     assert parse_verdict("NO\nadds an unsupported figure").reason == "adds an unsupported figure"

@@ -10,13 +10,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 from tests.support.openai_server import Faults, OpenAIServer
+from tests.support.typed import dig, narrow
 
 from ragrade.cli.main import main
 from ragrade.io import write_json
 from ragrade.llm import GenerationRequest, Message, create_llm, generate
 from ragrade.llm.cache import ResponseCache, make_key
+from ragrade.llm.openai import OpenAILLM
 
 WRITER = """
 import sys
@@ -30,12 +34,12 @@ while n < 0 or i < n:
 """
 
 
-def test_make_key_is_stable_and_sensitive():
+def test_make_key_is_stable_and_sensitive() -> None:
     assert make_key({"a": 1, "b": [1, 2]}) == make_key({"b": [1, 2], "a": 1})
     assert make_key({"a": 1}) != make_key({"a": 1.5})
 
 
-def test_concurrent_writer_processes(tmp_path):
+def test_concurrent_writer_processes(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
     ResponseCache(path).close()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{k}", "150"]) for k in range(4)]
@@ -45,7 +49,7 @@ def test_concurrent_writer_processes(tmp_path):
     assert cache.get("w3-149") == {"text": "x" * 200, "i": 149}
 
 
-def test_kill_9_leaves_a_usable_cache(tmp_path):
+def test_kill_9_leaves_a_usable_cache(tmp_path: Path) -> None:
     path = tmp_path / "k.sqlite"
     ResponseCache(path).close()
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), "k", "-1"])
@@ -53,7 +57,7 @@ def test_kill_9_leaves_a_usable_cache(tmp_path):
     while time.time() < deadline:  # wait until it has written something
         time.sleep(0.3)
         try:
-            if ResponseCache(path).info()["entries"] > 20:
+            if narrow(ResponseCache(path).info()["entries"], int) > 20:
                 break
         except Exception:
             pass
@@ -63,20 +67,27 @@ def test_kill_9_leaves_a_usable_cache(tmp_path):
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     cache = ResponseCache(path)
-    n = cache.info()["entries"]
-    assert n > 20 and cache.get("k-0")["i"] == 0
+    n = narrow(cache.info()["entries"], int)
+    assert n > 20 and dig(cache.get("k-0"), "i") == 0
     cache.put("after", {"ok": True}, provider="p", model="m", kind="generate")
     assert cache.get("after") == {"ok": True}
 
 
-def test_api_key_never_written(tmp_path, monkeypatch, caplog, capsys):
+def test_api_key_never_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     secret = "sk-ragrade-DUMMY-7f3a9c1e"
     cache_dir = tmp_path / "cache"
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     with caplog.at_level(logging.DEBUG), OpenAIServer(faults=Faults(script=["ok", "500", "401"])) as srv:
         url = srv.base_url.replace("http://", "http://user:" + secret + "@")  # credentials in the URL too
-        llm = create_llm("openai/test-model", base_url=url, max_retries=1, backoff_s=0.01, concurrency=1)
+        llm = narrow(
+            create_llm("openai/test-model", base_url=url, max_retries=1, backoff_s=0.01, concurrency=1), OpenAILLM
+        )
         out = generate(llm, [GenerationRequest(messages=(Message("user", f"q{i}"),)) for i in range(3)])
         assert srv.auth_headers_seen >= 3
         errors = sorted(str(c.error) for c in out[1:])

@@ -6,15 +6,26 @@ import logging
 
 import pytest
 from tests.support.openai_server import Faults, OpenAIServer, always
+from tests.support.typed import narrow
 
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
+from ragrade.llm.openai import OpenAILLM
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 
 
-def _llm(url: str, **kw: object) -> object:
-    opts = {"api_key": "sk-test", "cache": False, "max_retries": 0, "concurrency": 1, **kw}
-    return create_llm("openai/test-model", base_url=url, **opts)  # type: ignore[arg-type]
+def _llm(url: str, *, timeout: float | None = None, max_retries: int = 0, backoff_s: float | None = None) -> OpenAILLM:
+    llm = create_llm(
+        "openai/test-model",
+        base_url=url,
+        api_key="sk-test",
+        cache=False,
+        max_retries=max_retries,
+        concurrency=1,
+        timeout=timeout,
+        backoff_s=backoff_s,
+    )
+    return narrow(llm, OpenAILLM)
 
 
 def test_a_401_is_no_missing_capability(caplog: pytest.LogCaptureFixture) -> None:
@@ -25,7 +36,7 @@ def test_a_401_is_no_missing_capability(caplog: pytest.LogCaptureFixture) -> Non
         gens = generate(llm, reqs)
         assert srv.requests_total == 1  # nothing is sent after the key was rejected
     assert "rejected the API key" in str(ll.error) and all("rejected the API key" in str(g.error) for g in gens)
-    assert llm.loglikelihood_mode is None and llm._json_mode == "json_schema"  # type: ignore[attr-defined]
+    assert llm.loglikelihood_mode is None and llm._json_mode == "json_schema"
     assert "falling back" not in caplog.text and "refused response_format" not in caplog.text
 
 
@@ -34,7 +45,7 @@ def test_an_unsupported_response_format_degrades_once(caplog: pytest.LogCaptureF
         llm = _llm(srv.base_url)
         [g] = generate(llm, [GenerationRequest(messages=(Message("user", "q"),), json_schema=SCHEMA)])
         assert g.ok and srv.requests_total == 2
-    assert llm._json_mode == "json_object" and "refused response_format=json_schema" in caplog.text  # type: ignore[attr-defined]
+    assert llm._json_mode == "json_object" and "refused response_format=json_schema" in caplog.text
 
 
 def test_a_dead_start_declares_the_server_unreachable_but_a_live_one_never() -> None:

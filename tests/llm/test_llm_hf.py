@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from tests.support.typed import narrow, some
 
 from ragrade.errors import ConfigError
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
+from ragrade.llm.hf import HFLLM
 
 TEXT = [
     "The capital of France is Paris and the capital of Italy is Rome.",
@@ -15,7 +19,7 @@ TEXT = [
 ] * 20
 
 
-def build_tiny_model(folder) -> str:
+def build_tiny_model(folder: str | Path) -> str:
     """A 2-layer Llama with random weights and a byte-level BPE tokenizer trained on TEXT."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -28,7 +32,9 @@ def build_tiny_model(folder) -> str:
         vocab_size=300, special_tokens=["<s>", "</s>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tok.train_from_iterator(TEXT, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # an untyped constructor in transformers
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
     fast.save_pretrained(folder)
     torch.manual_seed(0)
     cfg = LlamaConfig(
@@ -48,13 +54,13 @@ def build_tiny_model(folder) -> str:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> str:
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
-def test_shared_prefix_equals_per_choice(tiny_model):
-    shared = create_llm(f"hf/{tiny_model}", cache=False)
-    naive = create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice")
+def test_shared_prefix_equals_per_choice(tiny_model: str) -> None:
+    shared = narrow(create_llm(f"hf/{tiny_model}", cache=False), HFLLM)
+    naive = narrow(create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice"), HFLLM)
     reqs = [
         LoglikelihoodRequest("The capital of France is ", ("Paris", "Rome", "the river bank", "450 euros")),
         LoglikelihoodRequest("Water boils at", (" 100 degrees", " 12", " Celsius at sea level.", "")),
@@ -66,15 +72,15 @@ def test_shared_prefix_equals_per_choice(tiny_model):
         assert ra.method == "shared-prefix" and rb.method == "per-choice"
         assert ra.token_counts == rb.token_counts
         assert ra.logprobs == pytest.approx(rb.logprobs, abs=1e-4)
-    assert a[1].logprobs[3] == 0.0 and a[1].token_counts[3] == 0
-    assert all(x < 0 for x in a[0].logprobs)
+    assert some(a[1].logprobs)[3] == 0.0 and some(a[1].token_counts)[3] == 0
+    assert all(x < 0 for x in some(a[0].logprobs))
     # one context pass per question instead of one per choice
     assert shared.forwards.tokens < naive.forwards.tokens
 
 
-def test_shared_prefix_saves_forwards_on_long_context(tiny_model):
-    shared = create_llm(f"hf/{tiny_model}", cache=False, max_batch=2)  # also exercises cache copies
-    naive = create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice")
+def test_shared_prefix_saves_forwards_on_long_context(tiny_model: str) -> None:
+    shared = narrow(create_llm(f"hf/{tiny_model}", cache=False, max_batch=2), HFLLM)  # also exercises cache copies
+    naive = narrow(create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice"), HFLLM)
     ctx = " ".join(TEXT[:12])
     req = [LoglikelihoodRequest(ctx, (" Paris", " Rome is", " 100", " lazy dog"))]
     [ra], [rb] = loglikelihood(shared, req), loglikelihood(naive, req)
@@ -82,7 +88,7 @@ def test_shared_prefix_saves_forwards_on_long_context(tiny_model):
     assert naive.forwards.tokens >= 3 * shared.forwards.tokens
 
 
-def test_generation_and_cache(tiny_model, llm_cache_dir):
+def test_generation_and_cache(tiny_model: str, llm_cache_dir: Path) -> None:
     llm = create_llm(f"hf/{tiny_model}")
     reqs = [
         GenerationRequest(prompt="The capital of", max_tokens=5),
@@ -96,7 +102,7 @@ def test_generation_and_cache(tiny_model, llm_cache_dir):
     assert llm.describe()["provider"] == "hf"
 
 
-def test_missing_folder_is_a_config_error(tmp_path):
+def test_missing_folder_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no model folder"):
         create_llm(f"hf/{tmp_path / 'nope'}")
     with pytest.raises(ConfigError, match="base-url"):

@@ -30,7 +30,7 @@ def _run_batch(limiter: Limiter, n: int, starts: list[float], peak: list[int], l
     asyncio.run(batch())
 
 
-def test_rpm_holds_across_threads_and_concurrency_per_loop():
+def test_rpm_holds_across_threads_and_concurrency_per_loop() -> None:
     limiter = Limiter(LimitConfig(concurrency=2, rpm=1200.0, timeout=5.0), seed=0)  # one start per 50 ms
     starts: list[float] = []
     lock = threading.Lock()

@@ -149,7 +149,8 @@ def test_cost_of_a_four_option_question(llama_server: LlamaServer, capsys: pytes
 
     async def counting_post(path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
         posts.append(path.rsplit("/", 1)[-1])
-        return await real_post(path, body, extra)
+        result: dict[str, Any] = await real_post(path, body, extra)
+        return result
 
     llm._post = counting_post
     loglikelihood(llm, reqs[:1])  # detection (an echo request first)

@@ -5,13 +5,19 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from tests.support.typed import narrow, some
 
 from ragrade.errors import ConfigError, MissingDependency
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
+from ragrade.llm.hf import HFLLM
+from ragrade.llm.llamacpp import LlamaCppLLM
 
 pytestmark = pytest.mark.llamacpp
 pytest.importorskip("ik_llama_cpp")
@@ -41,13 +47,15 @@ ITEMS = [
 
 
 @pytest.fixture(scope="module")
-def llm():
-    backend = create_llm(SPEC, cache=False, n_threads=1)  # one thread: fastest on a busy 2-core box
+def llm() -> Iterator[LlamaCppLLM]:
+    backend = narrow(
+        create_llm(SPEC, cache=False, n_threads=1), LlamaCppLLM
+    )  # one thread: fastest on a busy 2-core box
     yield backend
     backend.close()
 
 
-def reference_scores(llm, ctx: list[int], cont: list[int]) -> float:
+def reference_scores(llm: LlamaCppLLM, ctx: list[int], cont: list[int]) -> float:
     """From an empty cache: the context, then the continuation one token at a time, float64 log-softmax."""
     from ragrade.llm.llamacpp_lib import log_softmax64
 
@@ -63,7 +71,7 @@ def reference_scores(llm, ctx: list[int], cont: list[int]) -> float:
     return total
 
 
-def test_loglikelihood_equals_reference_and_counts_tokens(llm):
+def test_loglikelihood_equals_reference_and_counts_tokens(llm: LlamaCppLLM) -> None:
     results = loglikelihood(llm, ITEMS)
     rt = llm.rt
     for req, res in zip(ITEMS, results, strict=True):
@@ -75,29 +83,31 @@ def test_loglikelihood_equals_reference_and_counts_tokens(llm):
         conts = [rt.tokenize(moved + c, add_special=False, parse_special=True) for c in req.continuations]
         assert res.prompt_tokens == len(ctx)
         assert res.token_counts == [len(c) for c in conts]
-        for c, score in zip(conts, res.logprobs, strict=True):
+        for c, score in zip(conts, some(res.logprobs), strict=True):
             expected = reference_scores(llm, ctx, c) if c else 0.0
             assert score == pytest.approx(expected, abs=1e-4)
     long_ctx = results[0]
     assert long_ctx.prompt_tokens > 150
-    assert long_ctx.token_counts[1] > 32
+    assert some(long_ctx.token_counts)[1] > 32
     # the answer the passage gives wins by a wide margin
-    assert int(np.argmax(long_ctx.logprobs)) == 0
+    assert int(np.argmax(some(long_ctx.logprobs))) == 0
 
 
-def test_scores_do_not_depend_on_the_other_continuations(llm):
+def test_scores_do_not_depend_on_the_other_continuations(llm: LlamaCppLLM) -> None:
     req = LoglikelihoodRequest("The Eiffel Tower was named after ", ITEMS[0].continuations)
     [together] = loglikelihood(llm, [req])
-    alone = [loglikelihood(llm, [LoglikelihoodRequest(req.context, (c,))])[0].logprobs[0] for c in req.continuations]
+    alone = [
+        some(loglikelihood(llm, [LoglikelihoodRequest(req.context, (c,))])[0].logprobs)[0] for c in req.continuations
+    ]
     assert together.logprobs == pytest.approx(alone, abs=1e-9)
 
 
-def test_paris_beats_banana(llm):
+def test_paris_beats_banana(llm: LlamaCppLLM) -> None:
     [res] = loglikelihood(llm, [LoglikelihoodRequest("The capital of France is", (" Paris", " banana"))])
-    assert res.logprobs[0] > res.logprobs[1]
+    assert res.logprobs is not None and res.logprobs[0] > res.logprobs[1]
 
 
-def test_greedy_generation_is_deterministic_and_stops_at_max_tokens(llm):
+def test_greedy_generation_is_deterministic_and_stops_at_max_tokens(llm: LlamaCppLLM) -> None:
     req = GenerationRequest(prompt="The capital of France is", max_tokens=12)
     first, second = generate(llm, [req]), generate(llm, [req])
     assert first[0].ok, first[0].error
@@ -107,9 +117,9 @@ def test_greedy_generation_is_deterministic_and_stops_at_max_tokens(llm):
     assert first[0].usage.prompt_tokens == len(llm.prompt_ids(req))
 
 
-def test_stop_string_cuts_the_text(llm):
+def test_stop_string_cuts_the_text(llm: LlamaCppLLM) -> None:
     [free] = generate(llm, [GenerationRequest(prompt="Once upon a time", max_tokens=24)])
-    assert free.ok and len(free.text) > 8
+    assert free.ok and free.text is not None and len(free.text) > 8
     stop = free.text[5:8]
     [cut] = generate(llm, [GenerationRequest(prompt="Once upon a time", max_tokens=24, stop=(stop,))])
     assert cut.finish_reason == "stop"
@@ -117,7 +127,7 @@ def test_stop_string_cuts_the_text(llm):
     assert cut.usage.completion_tokens < 24
 
 
-def test_chat_requests_use_the_gemma_turn_layout(llm):
+def test_chat_requests_use_the_gemma_turn_layout(llm: LlamaCppLLM) -> None:
     req = GenerationRequest(
         messages=(Message("system", "Answer briefly."), Message("user", "What is the capital of France?")),
         max_tokens=16,
@@ -132,11 +142,11 @@ def test_chat_requests_use_the_gemma_turn_layout(llm):
     [c] = generate(llm, [req])
     assert c.ok, c.error
     assert c.usage.prompt_tokens == len(ids)
-    assert "<start_of_turn>" not in c.text
+    assert "<start_of_turn>" not in some(c.text)
     assert llm.describe()["chat_template"] == "builtin:gemma"
 
 
-def test_sampling_is_seeded(llm):
+def test_sampling_is_seeded(llm: LlamaCppLLM) -> None:
     req = GenerationRequest(prompt="My favourite fruit is", max_tokens=10, temperature=0.9, seed=7)
     a, b = generate(llm, [req]), generate(llm, [req])
     assert a[0].ok and a[0].text == b[0].text
@@ -145,7 +155,7 @@ def test_sampling_is_seeded(llm):
     assert other.ok and other.text != a[0].text, (other.text, a[0].text)
 
 
-def test_json_schema_requests_get_plain_text(llm):
+def test_json_schema_requests_get_plain_text(llm: LlamaCppLLM) -> None:
     req = GenerationRequest(prompt="Answer in JSON:", max_tokens=6, json_schema={"type": "object"})
     [c, plain] = generate(llm, [req, GenerationRequest(prompt="Answer in JSON:", max_tokens=6)])
     # the schema is not enforced (no grammar): greedy decoding writes exactly what it writes without one,
@@ -154,8 +164,8 @@ def test_json_schema_requests_get_plain_text(llm):
     assert c.response_format is None and c.usage.completion_tokens == plain.usage.completion_tokens > 0
 
 
-def test_cache_returns_the_same_numbers_without_computing(tmp_path):
-    backend = create_llm(SPEC, cache_dir=tmp_path, n_threads=1)
+def test_cache_returns_the_same_numbers_without_computing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = narrow(create_llm(SPEC, cache_dir=tmp_path, n_threads=1), LlamaCppLLM)
     try:
         ll_req = LoglikelihoodRequest("The capital of France is", (" Paris", " Rome"))
         gen_req = GenerationRequest(prompt="The capital of France is", max_tokens=6)
@@ -163,11 +173,11 @@ def test_cache_returns_the_same_numbers_without_computing(tmp_path):
         [gen1] = generate(backend, [gen_req])
         assert not ll1.cached and not gen1.cached
 
-        def boom(*_a, **_k):
+        def boom(*_a: object, **_k: object) -> None:
             raise AssertionError("computed although cached")
 
-        backend._loglikelihood_sync = boom
-        backend._generate_sync = boom
+        monkeypatch.setattr(backend, "_loglikelihood_sync", boom)
+        monkeypatch.setattr(backend, "_generate_sync", boom)
         [ll2] = loglikelihood(backend, [ll_req])
         [gen2] = generate(backend, [gen_req])
         assert ll2.cached and gen2.cached
@@ -178,13 +188,13 @@ def test_cache_returns_the_same_numbers_without_computing(tmp_path):
         backend.close()
 
 
-def test_label_is_not_a_path(llm):
+def test_label_is_not_a_path(llm: LlamaCppLLM) -> None:
     assert llm.name == "llamacpp/gemma-3-270m"
     info = llm.describe()
     assert info["path"] == str(llm.path) and info["file_size"] == llm.path.stat().st_size
-    assert len(info["sha256"]) == 64 and info["runtime"].startswith("ik-llama-cpp-python ")
+    assert len(str(info["sha256"])) == 64 and str(info["runtime"]).startswith("ik-llama-cpp-python ")
     assert info["n_threads"] == 1 and info["n_ctx"] == 4096
-    by_path = create_llm(f"llamacpp/{llm.path}", cache=False, n_threads=1, n_ctx=256)
+    by_path = narrow(create_llm(f"llamacpp/{llm.path}", cache=False, n_threads=1, n_ctx=256), LlamaCppLLM)
     try:
         assert by_path.name == "llamacpp/gemma-3-270m-q4_k_m"
         assert by_path.describe()["path"] == str(llm.path)
@@ -203,20 +213,20 @@ def test_label_is_not_a_path(llm):
         (SPEC, {"n_ctx": 4}, "n_ctx must be at least 16"),
     ],
 )
-def test_bad_specs_give_one_line_config_errors(spec, kwargs, expected):
+def test_bad_specs_give_one_line_config_errors(spec: str, kwargs: dict[str, Any], expected: str) -> None:
     with pytest.raises(ConfigError) as err:
         create_llm(spec, cache=False, **kwargs)
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_file_that_is_not_gguf(tmp_path):
+def test_a_file_that_is_not_gguf(tmp_path: Path) -> None:
     fake = tmp_path / "weights.gguf"
     fake.write_bytes(b"not a model at all")
     with pytest.raises(ConfigError, match="not a GGUF file"):
         create_llm(f"llamacpp/{fake}", cache=False)
 
 
-def test_missing_runtime_names_the_extra(monkeypatch):
+def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     from ragrade.llm import llamacpp_lib
 
     monkeypatch.setattr(llamacpp_lib, "_state", {})
@@ -225,8 +235,8 @@ def test_missing_runtime_names_the_extra(monkeypatch):
         create_llm(SPEC, cache=False)
 
 
-def test_small_window_keeps_the_context_end_and_errors_stay_per_request(caplog):
-    small = create_llm(SPEC, cache=False, n_threads=1, n_ctx=200)
+def test_small_window_keeps_the_context_end_and_errors_stay_per_request(caplog: pytest.LogCaptureFixture) -> None:
+    small = narrow(create_llm(SPEC, cache=False, n_threads=1, n_ctx=200), LlamaCppLLM)
     try:
         with caplog.at_level(logging.WARNING, logger="ragrade.llm"):
             reqs = [
@@ -237,21 +247,21 @@ def test_small_window_keeps_the_context_end_and_errors_stay_per_request(caplog):
             results = loglikelihood(small, reqs)
         assert results[0].ok and results[1].ok
         assert small.n_ctx < 400  # the library rounds the window up (to 256 here)
-        assert results[0].prompt_tokens == small.n_ctx - max(results[0].token_counts)
-        assert not results[2].ok and "window" in results[2].error
+        assert results[0].prompt_tokens == small.n_ctx - max(some(results[0].token_counts))
+        assert not results[2].ok and "window" in (results[2].error or "")
         assert sum("keeping its last" in r.message for r in caplog.records) == 1  # said once
         [c] = generate(small, [GenerationRequest(prompt=PASSAGE * 2, max_tokens=8)])
         assert c.ok and c.usage.prompt_tokens <= small.n_ctx - 8
     finally:
         small.close()
     [after] = loglikelihood(small, [LoglikelihoodRequest("a", (" b",))])
-    assert not after.ok and "closed" in after.error
+    assert not after.ok and "closed" in (after.error or "")
     with pytest.raises(RuntimeError, match="closed"):  # never a call on a freed pointer
         small.encode_pair("a", [" b"])
     small.close()  # twice is fine
 
 
-def test_template_rendering_without_the_model():
+def test_template_rendering_without_the_model() -> None:
     from ragrade.llm.chat_template import TemplateError, fallback_template, plain_prompt, render
 
     chatml = (
@@ -291,11 +301,11 @@ HF_MEDIAN_TOLERANCE = 0.3
 
 
 @pytest.mark.slow
-def test_hf_and_llamacpp_agree_on_the_same_gguf(llm):
+def test_hf_and_llamacpp_agree_on_the_same_gguf(llm: LlamaCppLLM) -> None:
     pytest.importorskip("gguf")
     pytest.importorskip("accelerate")
     pytest.importorskip("transformers")
-    hf = create_llm("hf/gemma-3-270m", cache=False)
+    hf = narrow(create_llm("hf/gemma-3-270m", cache=False), HFLLM)
     try:
         assert hf.name == "hf/gemma-3-270m"
         assert hf.describe()["gguf_file"] == str(llm.path)
@@ -307,9 +317,9 @@ def test_hf_and_llamacpp_agree_on_the_same_gguf(llm):
         theirs = loglikelihood(hf, AGREEMENT_ITEMS)
     finally:
         hf.close()
-    diffs = []
+    diffs: list[float] = []
     for a, b in zip(ours, theirs, strict=True):
-        assert a.ok and b.ok
+        assert a.ok and b.ok and a.logprobs is not None and b.logprobs is not None
         assert a.token_counts == b.token_counts
         diffs.extend(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True))
         top = sorted(b.logprobs, reverse=True)

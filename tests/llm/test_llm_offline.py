@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import TypedDict
 
 import pytest
+from tests.support.typed import some
 
 from ragrade.errors import ConfigError
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, create_llm, generate, loglikelihood
+from ragrade.llm.base import LLM
 from ragrade.llm.offline import key_term, sentences
 from ragrade.llm.phrases import REJECTION_SENTENCE
 
@@ -47,9 +51,16 @@ FILLER = [
 ]
 
 
-def make_exam(n: int, seed: int = 0):
+class Item(TypedDict):
+    q: str
+    choices: list[str]
+    answer: int
+    passage: str
+
+
+def make_exam(n: int, seed: int = 0) -> list[Item]:
     rng = random.Random(seed)
-    items = []
+    items: list[Item] = []
     for i in range(n):
         tmpl, kind = TEMPLATES[i % len(TEMPLATES)]
         name, thing = rng.choice(FIRST), rng.choice(THINGS)
@@ -70,11 +81,11 @@ def make_exam(n: int, seed: int = 0):
 
 
 @pytest.fixture(scope="module")
-def exam():
+def exam() -> list[Item]:
     return make_exam(80)
 
 
-def accuracy(llm, exam, passages_for) -> float:
+def accuracy(llm: LLM, exam: list[Item], passages_for: Callable[[int, Item], list[str]]) -> float:
     reqs = [
         LoglikelihoodRequest(
             context=it["q"],
@@ -87,11 +98,11 @@ def accuracy(llm, exam, passages_for) -> float:
     out = loglikelihood(llm, reqs)
     assert all(r.ok and r.method == "baseline" for r in out)
     return sum(
-        max(range(4), key=lambda k: r.logprobs[k]) == it["answer"] for r, it in zip(out, exam, strict=True)
+        max(range(4), key=lambda k: some(r.logprobs)[k]) == it["answer"] for r, it in zip(out, exam, strict=True)
     ) / len(exam)
 
 
-def test_student_closed_book_is_chance_and_oracle_is_high(exam):
+def test_student_closed_book_is_chance_and_oracle_is_high(exam: list[Item]) -> None:
     llm = create_llm("offline/student", cache=False)
     assert llm.is_baseline and llm.describe()["baseline"] is True
     closed = accuracy(llm, exam, lambda i, it: [])
@@ -102,7 +113,7 @@ def test_student_closed_book_is_chance_and_oracle_is_high(exam):
     assert wrong < oracle - 0.3
 
 
-def test_student_scores_are_log_softmax_and_uninformative_without_passages():
+def test_student_scores_are_log_softmax_and_uninformative_without_passages() -> None:
     llm = create_llm("offline/student", cache=False)
     [r] = loglikelihood(
         llm,
@@ -112,12 +123,12 @@ def test_student_scores_are_log_softmax_and_uninformative_without_passages():
             )
         ],
     )
-    assert sum(2.718281828**x for x in r.logprobs) == pytest.approx(1.0)
+    assert r.logprobs is not None and sum(2.718281828**x for x in r.logprobs) == pytest.approx(1.0)
     assert max(r.logprobs) - min(r.logprobs) < 1e-2
     assert r.token_counts == [1, 1, 1]
 
 
-def test_student_mcq_letter_and_open_question():
+def test_student_mcq_letter_and_open_question() -> None:
     llm = create_llm("offline/student", cache=False)
     passage = "The treaty was signed in Vienna in 1815. Delegates from five countries attended."
     out = generate(
@@ -139,10 +150,10 @@ def test_student_mcq_letter_and_open_question():
         ],
     )
     assert out[0].text == "B" and out[1].text == "C"
-    assert not out[2].ok and "multiple-choice" in out[2].error
+    assert not out[2].ok and "multiple-choice" in (out[2].error or "")
 
 
-def test_extractive_reader_answers_or_refuses():
+def test_extractive_reader_answers_or_refuses() -> None:
     llm = create_llm("offline/extractive", cache=False)
     passages = ("The Calder bridge was completed in 1887. It spans the river Tarn.", "Bananas are rich in potassium.")
     out = generate(
@@ -160,12 +171,12 @@ def test_extractive_reader_answers_or_refuses():
     assert a.text == "1887"
 
 
-def test_key_term_and_sentences():
+def test_key_term_and_sentences() -> None:
     assert key_term("Who designed the tower?", "The tower was designed by Anna Berg in 1901.") == "Anna Berg"
     assert key_term("How many floors does it have?", "The tower has 12 floors.") == "12"
     assert sentences("One. Two? Three!\n\nFour") == ["One.", "Two?", "Three!", "Four"]
 
 
-def test_unknown_offline_model():
+def test_unknown_offline_model() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'student'"):
         create_llm("offline/studnet")

@@ -8,28 +8,48 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any
 
 import pytest
 from tests.support.openai_server import Faults, OpenAIServer, always, token_logprob
+from tests.support.typed import narrow
 
 from ragrade.cli.main import main
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.limits import LimitConfig, Limiter
+from ragrade.llm.openai import OpenAILLM
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 JSON_REPLY = '{"a": "blue"}'
 
 
-def _llm(url: str, **kw: object) -> object:
-    opts = {"api_key": "sk-test", "cache": False, "backoff_s": 0.01, "concurrency": 1, **kw}
-    return create_llm("openai/test-model", base_url=url, **opts)  # type: ignore[arg-type]
+def _llm(
+    url: str,
+    *,
+    concurrency: int = 1,
+    max_retries: int | None = None,
+    timeout: float | None = None,
+    loglikelihood_mode: str = "auto",
+) -> OpenAILLM:
+    llm = create_llm(
+        "openai/test-model",
+        base_url=url,
+        api_key="sk-test",
+        cache=False,
+        backoff_s=0.01,
+        concurrency=concurrency,
+        max_retries=max_retries,
+        timeout=timeout,
+        loglikelihood_mode=loglikelihood_mode,
+    )
+    return narrow(llm, OpenAILLM)
 
 
 def _json_request(text: str = "q") -> GenerationRequest:
     return GenerationRequest(messages=(Message("user", text),), json_schema=SCHEMA)
 
 
-def _formats(log: list[dict]) -> list[str | None]:
+def _formats(log: list[dict[str, Any]]) -> list[str | None]:
     return [(b.get("response_format") or {}).get("type") for b in log if "messages" in b]
 
 
@@ -47,13 +67,13 @@ def test_echo_lists_refused_with_500_go_one_prompt_per_request(caplog: pytest.Lo
         [token_logprob(" is", " Paris"), token_logprob(" is", " Rome") + token_logprob(" Rome", " city")]
     )
     assert out[0].token_counts == [1, 2]
-    assert llm.loglikelihood_mode == "echo" and llm.echo_batched is False  # type: ignore[attr-defined]
-    assert llm.describe()["echo_batched"] is False  # type: ignore[attr-defined]
+    assert llm.loglikelihood_mode == "echo" and llm.echo_batched is False
+    assert llm.describe()["echo_batched"] is False
     assert caplog.text.count("refuses a list of prompts") == 1
     with OpenAIServer() as srv:  # a server that takes lists keeps one request per question
         llm = _llm(srv.base_url)
         assert all(r.ok for r in loglikelihood(llm, reqs)) and srv.requests_by_path["/v1/completions"] == 1 + 2
-        assert llm.echo_batched is True  # type: ignore[attr-defined]
+        assert llm.echo_batched is True
 
 
 def test_forced_token_scoring_where_echo_is_ignored() -> None:
@@ -64,7 +84,7 @@ def test_forced_token_scoring_where_echo_is_ignored() -> None:
         scoring = [b for b in srv.log if isinstance(b.get("prompt"), list) and b.get("logit_bias")]
         tokenized = [b for b in srv.log if "content" in b]
         ids = {t: srv.vocab.id(t) for t in (" Paris", " Rome", " city", " yes")}
-    assert llm.loglikelihood_mode == "forced-token" and all(r.ok and r.method == "forced-token" for r in out)  # type: ignore[attr-defined]
+    assert llm.loglikelihood_mode == "forced-token" and all(r.ok and r.method == "forced-token" for r in out)
     paris = token_logprob(" is", " Paris")
     assert out[0].logprobs == pytest.approx([paris, token_logprob(" is", " Rome") + token_logprob(" Rome", " city")])
     assert out[0].token_counts == [1, 2] and out[0].prompt_tokens == 1 + 5  # the start token and five words
@@ -87,22 +107,22 @@ def test_a_json_schema_500_degrades_only_when_the_request_without_it_works(caplo
         assert _formats(srv.log) == ["json_schema", "json_schema", None, "json_object", "json_object"]
     assert all(c.ok and json.loads(str(c.text)) == {"a": "blue"} for c in out)
     assert sorted(str(c.response_format) for c in out) == ["json_object", "json_object", "text"]
-    assert llm._json_mode == "json_object" and llm.describe()["json_mode"] == "json_object"  # type: ignore[attr-defined]
+    assert llm._json_mode == "json_object" and llm.describe()["json_mode"] == "json_object"
     assert caplog.text.count("refused response_format=json_schema") == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING), OpenAIServer(reject=("json_schema", "json_object")) as srv:
         out = generate(llm := _llm(srv.base_url), [_json_request(f"q{i}") for i in range(3)])
         assert _formats(srv.log) == ["json_schema"] * 2 + [None] + ["json_object"] * 2 + [None, None]
     assert all(c.ok for c in out) and [c.response_format for c in out] == ["text", "text", "text"]
-    assert llm._json_mode == "none" and caplog.text.count("refused response_format") == 2  # type: ignore[attr-defined]
+    assert llm._json_mode == "none" and caplog.text.count("refused response_format") == 2
     for retries, sent in ((2, 3), (0, 1)):  # every request fails: the format is not to blame
         with OpenAIServer(faults=always("500")) as srv:
             [c] = generate(llm := _llm(srv.base_url, max_retries=retries), [_json_request()])
             assert srv.requests_total == sent and _formats(srv.log)[-1] is None if retries else True
-        assert not c.ok and "HTTP 500" in str(c.error) and llm._json_mode == "json_schema"  # type: ignore[attr-defined]
+        assert not c.ok and "HTTP 500" in str(c.error) and llm._json_mode == "json_schema"
     with OpenAIServer(faults=Faults(script=["500"]), responder=lambda b: JSON_REPLY) as srv:  # a passing 500
         [c] = generate(llm := _llm(srv.base_url), [_json_request()])
-    assert c.ok and c.response_format == "json_schema" and llm._json_mode == "json_schema"  # type: ignore[attr-defined]
+    assert c.ok and c.response_format == "json_schema" and llm._json_mode == "json_schema"
 
 
 def test_a_400_naming_the_format_degrades_at_once_and_no_format_on_plain_requests() -> None:
@@ -122,7 +142,7 @@ def test_auth_rate_limits_and_timeouts_never_degrade_the_format(fault: str, capl
         llm = _llm(srv.base_url, timeout=0.5)
         [c] = generate(llm, [_json_request()])
         assert set(_formats(srv.log)) == {"json_schema"}
-    assert llm._json_mode == "json_schema" and "refused response_format" not in caplog.text  # type: ignore[attr-defined]
+    assert llm._json_mode == "json_schema" and "refused response_format" not in caplog.text
     if fault == "401":
         assert not c.ok and "rejected the API key" in str(c.error)
     else:  # retried with the same format
@@ -182,7 +202,7 @@ def test_queued_timeouts_do_not_declare_the_server_unreachable() -> None:
 
 
 def test_the_probe_exits_2_when_a_needed_capability_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
-    def probe(url: str, *need: str) -> tuple[int, dict, str]:
+    def probe(url: str, *need: str) -> tuple[int, dict[str, Any], str]:
         args = ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", url, "--max-retries", "0"]
         code = main([*args, "--need", ",".join(need)] if need else args)
         out = capsys.readouterr()

@@ -44,7 +44,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield ws
 
 
-def _build_workspace(ws: Path) -> None:
+def _build_workspace(ws: Path) -> Path:
     assert (
         main(
             [
@@ -118,7 +118,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 RUNS: dict[str, Path] = {}  # backend name -> its log-likelihood run, for the cross-backend check
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
     capsys.readouterr()
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()

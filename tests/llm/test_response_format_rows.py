@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from tests.exam.exam_helpers import HashEmbedder
 from tests.support.openai_server import OpenAIServer
+from tests.support.typed import dig
 
 from ragrade.corpus.types import Chunk
 from ragrade.exam.config import ExamConfig, FilterConfig
@@ -26,6 +27,7 @@ from ragrade.exam.generate import generate_exam_full, write_exam_result
 from ragrade.io import read_jsonl
 from ragrade.judge.run import JudgeRunConfig, run_judging
 from ragrade.llm import create_llm
+from ragrade.llm.options import LLMOptions
 from ragrade.qa.files import read_qa, write_qa
 from ragrade.qa.generate import QAGenConfig, generate_qa
 
@@ -112,7 +114,7 @@ def test_exam_generate_records_the_response_format_per_question_and_rejection(
     assert rejected["docs/server-error.md"]["response_format"] is None  # the request failed: no reply
     funnel = read_funnel(path)
     assert funnel is not None and funnel["response_format"] == {fmt: len(EXAM_CASES) - 1}
-    assert header is not None and header.meta["funnel"]["response_format"] == {fmt: len(EXAM_CASES) - 1}
+    assert header is not None and dig(header.meta, "funnel", "response_format") == {fmt: len(EXAM_CASES) - 1}
 
 
 def test_offline_exam_funnel_and_rejections_have_no_response_format(tmp_path: Path) -> None:
@@ -163,7 +165,7 @@ def test_qa_generate_records_the_response_format_per_triplet(tmp_path: Path, ref
     write_qa(tmp_path / "qa.jsonl", items, meta={"funnel": funnel.to_dict()})
     header, back = read_qa(tmp_path / "qa.jsonl")
     assert [i.generator["response_format"] for i in back] == [fmt, fmt]
-    assert header is not None and header.meta["funnel"]["response_format"] == {fmt: 3}
+    assert header is not None and dig(header.meta, "funnel", "response_format") == {fmt: 3}
 
 
 def test_offline_qa_funnel_counts_no_format() -> None:
@@ -215,15 +217,19 @@ def judge_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def _at(cfg: JudgeRunConfig, base_url: str) -> JudgeRunConfig:
+    """The same judge settings against another server (``model_copy`` runs no validator: set the nested field)."""
+    return cfg.model_copy(update={"llm_options": cfg.llm_options.model_copy(update={"base_url": base_url})})
+
+
 @pytest.mark.parametrize(("refuse", "fmt"), REFUSALS, ids=IDS)
 def test_judge_score_rows_and_summary_record_the_response_format(
     judge_env: Path, refuse: tuple[str, ...], fmt: str
 ) -> None:
     metrics = ["correctness", "faithfulness", "claims", "exact"]
     with OpenAIServer(responder=_judge_reply, reject=refuse, reject_status=400) as srv:
-        cfg = JudgeRunConfig(
-            metrics=metrics, llm="openai/test-model", base_url=srv.base_url, max_retries=0, cache=False
-        )
+        options = LLMOptions(base_url=srv.base_url, max_retries=0, cache=False)
+        cfg = JudgeRunConfig(metrics=metrics, llm="openai/test-model", llm_options=options)
         summary = run_judging(_answers(judge_env), judge_env / "out", cfg)
         assert "json_schema" in _sent_formats(srv.log)
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
@@ -247,9 +253,8 @@ def test_judge_rows_made_of_several_requests_record_the_weakest_format(judge_env
     """HTTP 500 for json_schema: one request goes out as plain text (the check that the format is to blame),
     the rest with json_object; the claims row holding that request is "text", the others "json_object"."""
     with OpenAIServer(responder=_judge_reply, reject=("json_schema",)) as srv:
-        cfg = JudgeRunConfig(
-            metrics=["claims"], llm="openai/test-model", base_url=srv.base_url, concurrency=1, cache=False
-        )
+        options = LLMOptions(base_url=srv.base_url, concurrency=1, cache=False)
+        cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", llm_options=options)
         summary = run_judging(_answers(judge_env), judge_env / "out", cfg)
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     assert all(r["status"] == "ok" for r in recs)
@@ -261,7 +266,7 @@ def test_judge_rows_made_of_several_requests_record_the_weakest_format(judge_env
     assert summary["response_format"] == {"claims": {"json_object": len(ANSWERS) - 1, "text": 1}}
     # a rerun reuses the rows (same settings) with their formats
     with OpenAIServer(responder=_judge_reply) as srv:
-        again = run_judging(_answers(judge_env), judge_env / "out", cfg.model_copy(update={"base_url": srv.base_url}))
+        again = run_judging(_answers(judge_env), judge_env / "out", _at(cfg, srv.base_url))
         assert srv.requests_total == 0
     assert again["response_format"] == summary["response_format"]
 
@@ -277,9 +282,8 @@ def test_a_claims_rerun_keeps_the_formats_of_the_requests_it_reuses(judge_env: P
 
     answers = _answers(judge_env)
     with OpenAIServer(responder=reply, reject=("json_schema",), reject_status=400) as srv:
-        cfg = JudgeRunConfig(
-            metrics=["claims"], llm="openai/test-model", base_url=srv.base_url, max_retries=0, cache=False
-        )
+        options = LLMOptions(base_url=srv.base_url, max_retries=0, cache=False)
+        cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", llm_options=options)
         first = run_judging(answers, judge_env / "out", cfg)
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     failed = {r["id"]: r for r in recs}["a1"]
@@ -288,7 +292,7 @@ def test_a_claims_rerun_keeps_the_formats_of_the_requests_it_reuses(judge_env: P
     assert first["response_format"] == {"claims": {"json_object": len(ANSWERS)}}
     broken["on"] = False
     with OpenAIServer(responder=reply, reject=("json_schema", "json_object"), reject_status=400) as srv:
-        second = run_judging(answers, judge_env / "out", cfg.model_copy(update={"base_url": srv.base_url}))
+        second = run_judging(answers, judge_env / "out", _at(cfg, srv.base_url))
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     again = {r["id"]: r for r in recs}["a1"]
     assert again["status"] == "ok" and again["response_format"] == "text"

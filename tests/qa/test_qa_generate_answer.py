@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
+from tests.support.typed import some
 
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks
@@ -23,7 +26,7 @@ TEXTS = [
 ]
 
 
-def _chunks():
+def _chunks() -> list[Chunk]:
     return [
         Chunk(
             id=f"c{i}",
@@ -39,37 +42,38 @@ def _chunks():
     ]
 
 
-def test_offline_extractive_question_is_grounded():
+def test_offline_extractive_question_is_grounded() -> None:
     c = _chunks()[0]
-    question, answer, (s, e) = extractive_question(c, seed=0)
+    question, answer, (s, e) = some(extractive_question(c, seed=0))
     assert c.text[s:e] == answer
     assert question.endswith("?") and answer not in question
     assert extractive_question(_chunks()[3], seed=0) is None  # code is not prose
 
 
-def test_generate_offline_seeded_deduplicated_with_ids():
+def test_generate_offline_seeded_deduplicated_with_ids() -> None:
     items, funnel = generate_qa(_chunks(), None, QAGenConfig(n=3, seed=7, min_chunk_chars=50))
     again, _ = generate_qa(_chunks(), None, QAGenConfig(n=3, seed=7, min_chunk_chars=50))
     assert [i.to_record() for i in items] == [i.to_record() for i in again]
     assert len(items) == 3 and len({i.question for i in items}) == 3
     for it in items:
         assert it.generator["baseline"] is True
+        assert it.answer_span is not None
         assert it.reference_context[it.answer_span[0] : it.answer_span[1]] == it.reference
         assert it.to_record()["relevant_chunk_ids"] == [it.chunk_id]
     assert funnel.accepted == 3 and funnel.chunks_eligible == 4
 
 
-def test_parse_generation_shapes():
+def test_parse_generation_shapes() -> None:
     assert parse_generation('{"question": "When?", "answer": "1889"}') == ("When?", "1889")
     assert parse_generation('```json\n{"question": "Q?", "answer": 5}\n```') == ("Q?", "5")
     assert parse_generation("Question: Where is it?\nAnswer: Paris") == ("Where is it?", "Paris")
     assert parse_generation("no idea") is None
 
 
-def test_generate_with_llm_counts_funnel(tmp_path, monkeypatch):
+def test_generate_with_llm_counts_funnel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
 
-    def responder(body):
+    def responder(body: dict[str, Any]) -> str:
         prompt = body["messages"][-1]["content"]
         if "Eiffel" in prompt:
             return '{"question": "When was the Eiffel Tower completed?", "answer": "1889"}'
@@ -93,7 +97,9 @@ def test_generate_with_llm_counts_funnel(tmp_path, monkeypatch):
     assert items[0].generator["llm"] == "openai/test-model" and items[0].answer_span is not None
 
 
-def test_cli_generate_answer_then_judge(tmp_path, capsys, monkeypatch):
+def test_cli_generate_answer_then_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
     chunks = tmp_path / "chunks.jsonl"
     write_chunks(chunks, _chunks())
@@ -166,7 +172,7 @@ def test_cli_generate_answer_then_judge(tmp_path, capsys, monkeypatch):
         (["qa", "answer", "/no/qa.jsonl", "--out", "r"], "QA file not found"),
     ],
 )
-def test_cli_errors(tmp_path, capsys, args, message):
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     chunks = tmp_path / "chunks.jsonl"
     write_chunks(chunks, _chunks())
     args = [str(chunks) if a == "CHUNKS" else a for a in args]
@@ -175,7 +181,9 @@ def test_cli_errors(tmp_path, capsys, args, message):
     assert message in err and err.count("\n") == 1
 
 
-def test_offline_references_are_sentences_an_extractive_reader_can_match(monkeypatch, tmp_path):
+def test_offline_references_are_sentences_an_extractive_reader_can_match(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Issue 28 (6): one-word references made exact match 0 for every pipeline, the oracle included."""
     from ragrade.judge.lexical import exact_match, token_f1
     from ragrade.llm.base import GenerationRequest
@@ -186,7 +194,8 @@ def test_offline_references_are_sentences_an_extractive_reader_can_match(monkeyp
     reader = OfflineExtractive("extractive", cache=False, semantic=False)  # lexical: no model to load
     for it in items:
         assert len(it.reference.split()) >= 6 and it.reference.endswith(".")
-        assert it.metadata["answer_term"] in it.reference and it.metadata["answer_term"] not in it.question
+        term = str(it.metadata["answer_term"])
+        assert term in it.reference and term not in it.question
         oracle = reader.answer(GenerationRequest(question=it.question, passages=(it.reference_context,)))
         closed = reader.answer(GenerationRequest(question=it.question))
         assert exact_match(oracle, it.reference) == 1, (it.question, oracle)

@@ -15,6 +15,7 @@ from ragrade.qa.generate import Funnel, QAGenConfig, sample_chunks
 from ragrade.qa.run import run_qa_answers
 from ragrade.run.manifest import read_manifest
 from ragrade.run.pipeline import clear_resources, resources_for
+from ragrade.run.records import WorkerContext
 from ragrade.run.spec import build_sweep_config
 
 
@@ -40,11 +41,11 @@ def qa_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_qa_resources_build_on_the_sweep_resources(qa_file: Path):
+def test_qa_resources_build_on_the_sweep_resources(qa_file: Path) -> None:
     clear_resources()
-    ctx = {"qa": str(qa_file), "seed": 4, "icl_pool": ["qa-1"]}
+    ctx: WorkerContext = {"qa": str(qa_file), "seed": 4, "icl_pool": ["qa-1"]}
     res = qa_resources_for(ctx)
-    assert isinstance(res, QAResources) and qa_resources_for(dict(ctx)) is res
+    assert isinstance(res, QAResources) and qa_resources_for(ctx.copy()) is res
     assert list(res.items) == list(res.questions) == [f"qa-{i}" for i in range(5)]
     assert res.questions["qa-2"].context == "Keeper 2 always carries a indigo lantern at night."
     assert [q.id for q in res.pool] == ["qa-1"] and res.seed == 4
@@ -55,9 +56,11 @@ def test_qa_resources_build_on_the_sweep_resources(qa_file: Path):
     clear_resources()
 
 
-def test_qa_answers_resume_keeps_rows_and_start_time(qa_file: Path, tmp_path: Path, monkeypatch):
+def test_qa_answers_resume_keeps_rows_and_start_time(
+    qa_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    grid = {"llm": ["py/tests.qa.qa_fakes:make_echo_llm"], "retriever": ["oracle"], "icl": [0, 1]}
+    grid = {"llms": ["py/tests.qa.qa_fakes:make_echo_llm"], "retrievers": ["oracle"], "icl": [0, 1]}
     cfg = build_sweep_config({"grid": grid, "icl_pool": 1})
     run_dir = tmp_path / "run"
     first = run_qa_answers(qa_file, cfg, run_dir)
@@ -75,7 +78,7 @@ def _chunk(i: int, doc: str) -> Chunk:
     return Chunk(id=f"{doc}-{i:02d}", doc_id=doc, text=text, start=0, end=len(text), strategy="t", source=doc)
 
 
-def test_sample_chunks_alternates_documents_and_is_seeded():
+def test_sample_chunks_alternates_documents_and_is_seeded() -> None:
     chunks = [_chunk(i, d) for d in ("a", "b", "c") for i in range(4)] + [_chunk(9, "d")]
     cfg = QAGenConfig(seed=3, min_chunk_chars=10)
     order = sample_chunks(chunks, cfg, Funnel())

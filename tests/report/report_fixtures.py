@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -82,7 +83,7 @@ def _rows(questions: list[Question], seed: int = 0) -> list[dict[str, object]]:
     return rows
 
 
-def legacy_plan(df: pd.DataFrame) -> dict[str, object]:
+def legacy_plan(df: pd.DataFrame) -> dict[str, Any]:  # the shape of job.analysis.plan_irt's result
     """An ``irt/plan.json`` as runs wrote it before plan version 2: the chunker (``none`` for closed book and
     oracle) treated as collinear with the retriever, so a main fit without it and one on indexed pipelines."""
     n_all = int(df["pipeline"].nunique())
@@ -148,7 +149,7 @@ def make_run(
     if with_irt:
         from ragrade.job.analysis import plan_irt
 
-        plan = legacy_plan(df) if legacy_irt else plan_irt(df, ["retriever", "chunker", "icl"])
+        plan: dict[str, Any] = legacy_plan(df) if legacy_irt else dict(plan_irt(df, ["retriever", "chunker", "icl"]))
         write_json(root / "irt" / "plan.json", plan)
         for fit in plan["fits"]:
             part = df if fit["subset"] is None else df[df[fit["factor"]] != "none"]

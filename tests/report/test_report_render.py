@@ -68,7 +68,9 @@ def test_one_irt_fit_with_chunker_not_applicable(run_dir: Path, page: str) -> No
     assert doc["not_applicable"]["chunker"]["n_pipelines"] == 4
     assert "plot-effects-by_chunker" not in page and "irt/by_chunker/irt.json" not in page
     # the chunker effect is in the main chart (no 'none' bar), with the note on where it does not apply
-    fig = json.loads(re.search(r'<script type="application/json" id="fig-effects-main">(.*?)</script>', page).group(1))
+    found = re.search(r'<script type="application/json" id="fig-effects-main">(.*?)</script>', page)
+    assert found is not None
+    fig = json.loads(found.group(1))
     labels = fig["data"][0]["y"]
     assert "chunker=sent" in labels and "chunker=rec" in labels and "chunker=none" not in labels
     assert "chunker does not apply to 4 of 12 pipelines (chunker = none)" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from ragrade.report.render import render_report
 EVIL = "<script>document.body.dataset.pwned='1'</script>"
 
 
-def _run_dir(tmp_path, *, calibrated: bool):
+def _run_dir(tmp_path: Path, *, calibrated: bool) -> Path:
     root = tmp_path / "run"
     scores_dir = root / "judge" / "scores"
     rng = np.random.default_rng(0)
@@ -57,7 +58,7 @@ def _run_dir(tmp_path, *, calibrated: bool):
     return root
 
 
-def test_trust_section_with_calibration_and_claims(tmp_path):
+def test_trust_section_with_calibration_and_claims(tmp_path: Path) -> None:
     page = render_report(_run_dir(tmp_path, calibrated=True), inline_js=False)
     assert '<section id="trust">' in page and "Can the judges be trusted?" in page
     assert 'id="plot-trust-faithfulness"' in page and 'id="plot-trust-claims"' in page
@@ -68,7 +69,7 @@ def test_trust_section_with_calibration_and_claims(tmp_path):
     assert EVIL not in page and "&lt;script&gt;" in page  # configuration names are escaped
 
 
-def test_trust_section_without_labels_says_how(tmp_path):
+def test_trust_section_without_labels_says_how(tmp_path: Path) -> None:
     page = render_report(_run_dir(tmp_path, calibrated=False), inline_js=False)
     assert '<section id="trust">' in page
     assert "No human labels yet" in page and "ragrade judge calibrate" in page

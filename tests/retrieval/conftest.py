@@ -32,8 +32,8 @@ def _tiny_bert(path: Path, classifier: bool) -> Path:
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
-        num_labels=1,
     )
+    cfg.num_labels = 1  # a kwarg the strict config class does not declare
     model = BertForSequenceClassification(cfg) if classifier else BertModel(cfg)
     model.save_pretrained(str(path))
     AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(str(path))
@@ -49,11 +49,12 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def tiny_st_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 1-layer sentence-transformers model (dim 32, mean pooling, normalised) with random weights."""
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     bert = _tiny_bert(tmp_path_factory.mktemp("st") / "tiny-bert", classifier=False)
-    word = models.Transformer(str(bert), max_seq_length=64)
-    pool = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    word = Transformer(str(bert), max_seq_length=64)
+    pool = Pooling(word.get_embedding_dimension(), pooling_mode="mean")
     out = tmp_path_factory.mktemp("st") / "tiny-st"
-    SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu").save(str(out))
+    SentenceTransformer(modules=[word, pool, Normalize()], device="cpu").save(str(out))
     return str(out)

@@ -89,7 +89,7 @@ def test_ask_with_llm_cites_chunks(cli_index: Path, tmp_path: Path, capsys: pyte
 
     seen: list[str] = []
 
-    def responder(body: dict) -> str:
+    def responder(body: dict[str, object]) -> str:
         seen.append(json.dumps(body))
         return "It was painted crimson [1]."
 

@@ -7,11 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support.typed import narrow
 
 from ragrade.embedding.base import Embedder
-from ragrade.embedding.embed import cached_embedder, create_embedder, default_embedder, plan_embedder
+from ragrade.embedding.cache import EmbeddingCache
+from ragrade.embedding.embed import (
+    OnnxSentenceEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    cached_embedder,
+    create_embedder,
+    default_embedder,
+    plan_embedder,
+)
 from ragrade.errors import ConfigError
-from ragrade.retrieval.cache import EmbeddingCache
 
 TEXTS = [
     "Short.",
@@ -48,8 +57,8 @@ def test_onnx_path_matches_sentence_transformers(reference: np.ndarray) -> None:
 
 
 def test_onnx_export_of_any_st_folder(tiny_st_model: str) -> None:
-    st = create_embedder(f"st:{tiny_st_model}")
-    ox = create_embedder(f"onnx:{tiny_st_model}")
+    st = narrow(create_embedder(f"st:{tiny_st_model}"), SentenceTransformerEmbedder)
+    ox = narrow(create_embedder(f"onnx:{tiny_st_model}"), OnnxSentenceEmbedder)
     assert ox.dim == st.dim == 32
     assert ox.space == st.space
     assert float((ox.embed(TEXTS[:2]) * st.embed(TEXTS[:2])).sum(1).min()) >= 0.999
@@ -75,7 +84,7 @@ def test_openai_compatible_embedder() -> None:
     from tests.support.openai_server import OpenAIServer, embed_text
 
     with OpenAIServer(embedding_dim=24, faults={"script": ["500", "malformed"]}) as srv:
-        emb = create_embedder(f"openai:test-model@{srv.base_url}")
+        emb = narrow(create_embedder(f"openai:test-model@{srv.base_url}"), OpenAIEmbedder)
         emb.batch_size = 2
         texts = ["alpha", "beta", "gamma"]
         vecs = emb.embed(texts)

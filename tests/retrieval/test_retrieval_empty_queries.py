@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from tests.retrieval.retrieval_data import FACTS, fact_chunks
+from tests.support.typed import as_list, dig
 
 from ragrade.cli.main import main
 from ragrade.corpus.files import write_chunks
@@ -29,7 +30,10 @@ def test_skip_leaves_them_out_and_counts_them() -> None:
     assert r.metrics["ndcg"].mean == pytest.approx((NDCG_Q1 + NDCG_Q2) / 2)
     d = r.to_dict(with_queries=True)
     assert (d["n_queries"], d["n_empty_queries"], d["empty_queries"]) == (2, 2, "skip")
-    assert [row["query"] for row in d["per_query"]] == ["q1", "q2"] and d["skipped_queries"] == ["q3", "q4"]
+    assert [dig(row, "query") for row in as_list(d["per_query"])] == ["q1", "q2"] and d["skipped_queries"] == [
+        "q3",
+        "q4",
+    ]
 
 
 def test_zero_scores_them_zero_in_the_denominator() -> None:
@@ -49,7 +53,7 @@ def test_zero_scores_them_zero_in_the_denominator() -> None:
 def test_only_empty_queries_give_no_number_and_no_error() -> None:
     r = evaluate_run({}, {"q3": {}}, 3, n_boot=50)
     assert r.n_queries == 0 and r.n_empty_queries == 1
-    assert r.to_dict()["metrics"]["mrr"] == {"mean": None, "ci_low": None, "ci_high": None}  # JSON, not NaN
+    assert dig(r.to_dict(), "metrics", "mrr") == {"mean": None, "ci_low": None, "ci_high": None}  # JSON, not NaN
     with pytest.raises(DataError, match="skip or zero"):
         evaluate_run(RUN, QRELS, 3, empty_queries="drop")  # type: ignore[arg-type]
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tests.retrieval.retrieval_data import FACTS, fact_chunks
+from tests.support.typed import narrow
 
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError, DataError
 from ragrade.retrieval.base import Hit, Retriever
 from ragrade.retrieval.index import INDEX_VERSION, IndexConfig, build_index, load_index
-from ragrade.retrieval.retrievers import rrf, weighted_fusion
+from ragrade.retrieval.retrievers import OracleRetriever, rrf, weighted_fusion
 
 QUERIES = [q for _, q, _ in FACTS]
 GOLD = [f"fact{i}" for i in range(len(FACTS))]
@@ -54,7 +55,7 @@ def test_manifest_and_layout(facts_index: Path) -> None:
 def test_closed_and_oracle(facts_index: Path) -> None:
     idx = load_index(facts_index)
     assert idx.retriever("closed").retrieve(QUERIES[:2], 5) == [[], []]
-    oracle = idx.retriever("oracle", gold={QUERIES[0]: ["fact5#c0", "fact0#c0"]})
+    oracle = narrow(idx.retriever("oracle", gold={QUERIES[0]: ["fact5#c0", "fact0#c0"]}), OracleRetriever)
     hits = oracle.retrieve([QUERIES[0]], 5)[0]
     assert [h.chunk_id for h in hits] == ["fact5#c0", "fact0#c0"]
     assert oracle.retrieve([QUERIES[0]], 1)[0][0].chunk_id == "fact5#c0"

@@ -79,14 +79,14 @@ def pg_dsn() -> object:
     import tempfile
 
     try:
-        import pgserver
+        from pgserver.postgres_server import get_server
     except ImportError:
         pytest.skip("pgserver is not installed")
     # a fresh dir directly under /tmp: as root, pgserver runs PostgreSQL as an unprivileged user,
     # which cannot enter pytest's private (0700) temp tree
     data = tempfile.mkdtemp(prefix="ragrade-pg-")
     try:
-        srv = pgserver.get_server(data, cleanup_mode="stop")
+        srv = get_server(data, cleanup_mode="stop")
     except Exception as exc:  # a machine where the bundled PostgreSQL cannot run
         shutil.rmtree(data, ignore_errors=True)
         pytest.skip(f"pgserver could not start PostgreSQL here: {type(exc).__name__}: {exc}")

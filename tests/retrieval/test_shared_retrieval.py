@@ -45,7 +45,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory, tiny_st_model: str) -> tupl
 def _config(idx: Path, grid: dict[str, Any], **extra: Any) -> Any:
     return build_sweep_config(
         {
-            "grid": {"llm": [LL], "icl": [0, 1], **grid},
+            "grid": {"llms": [LL], "icl": [0, 1], **grid},
             "indexes": {"small": str(idx)},
             "icl_pool": 2,
             "shard_size": 6,
@@ -73,7 +73,7 @@ def test_shared_retrieval_equals_per_pipeline_locally(
     inputs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exam, idx = inputs
-    grid = {"retriever": ["closed", "oracle", "bm25", "dense", "hybrid"], "query": ["none", "hyde"], "k": [2]}
+    grid = {"retrievers": ["closed", "oracle", "bm25", "dense", "hybrid"], "query": ["none", "hyde"], "k": [2]}
     cfg = _config(idx, grid, limit=8)
     per = _run(exam, cfg, tmp_path / "per", False, monkeypatch)
     per_batches, per_prompts = dict(QUERY_STATS.per_batch), len(PROMPTS)
@@ -94,7 +94,7 @@ def test_every_query_transform_shared(
 ) -> None:
     exam, idx = inputs
     grid = {
-        "retriever": ["bm25", "dense", "hybrid"],
+        "retrievers": ["bm25", "dense", "hybrid"],
         "query": ["none", "hyde", "multi-query", "rm3"],
         "post": ["none", "mmr"],
         "k": [2],
@@ -119,7 +119,7 @@ def test_rerank_retriever_kind_shared(
     inputs: tuple[Path, Path], tiny_cross_encoder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exam, idx = inputs
-    grid = {"retriever": ["rerank(bm25)", "rerank(hybrid)"], "k": [2], "post": ["none", "rerank"]}
+    grid = {"retrievers": ["rerank(bm25)", "rerank(hybrid)"], "k": [2], "post": ["none", "rerank"]}
     ce = tiny_cross_encoder
     cfg = _config(idx, grid, retriever_options={"model": ce}, transform_options=_ce(ce), limit=6)
     per = _run(exam, cfg, tmp_path / "per", False, monkeypatch)
@@ -137,7 +137,7 @@ def test_shared_retrieval_equals_per_pipeline_on_ray(
     inputs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exam, idx = inputs
-    grid = {"retriever": ["closed", "bm25", "dense", "hybrid"], "query": ["none", "hyde"], "k": [2]}
+    grid = {"retrievers": ["closed", "bm25", "dense", "hybrid"], "query": ["none", "hyde"], "k": [2]}
     local = _run(exam, _config(idx, grid), tmp_path / "local", False, monkeypatch)
     cfg = _config(idx, grid, executor="ray", ray_workers=2)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
+from tests.support.typed import as_list, dig
 
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
@@ -97,7 +98,7 @@ def test_hyde_finds_what_the_bare_query_misses(sparse_index: Any, llm_server: Op
     res = pipe.run([QUESTION], 2)[0]
     assert _ids(res.hits)[0] == "answer"
     assert res.searched == [HYPOTHETICAL] and res.error is None
-    assert pipe.describe()["query"]["name"] == "hyde"
+    assert dig(pipe.describe(), "query", "name") == "hyde"
 
 
 def test_hyde_passage_is_embedded_for_dense_retrieval(tmp_path: Path, llm_server: OpenAIServer) -> None:
@@ -210,7 +211,7 @@ def test_cross_encoder_rerank_composes(sparse_index: Any, tiny_cross_encoder: st
     pipe = build_pipeline(sparse_index, bm25, post="rerank+compress", options=opts)
     res = pipe.run(["Brenna bakery loaf"], 2)[0]
     assert len(res.hits) == 2 and all(len(h.text.split()) <= 5 for h in res.hits)
-    assert [p["name"] for p in pipe.describe()["post"]] == ["rerank", "compress"]
+    assert [dig(p, "name") for p in as_list(dig(pipe.describe(), "post"))] == ["rerank", "compress"]
     assert pipe.fetch_depth(2) == 6
 
 

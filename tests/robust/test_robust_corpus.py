@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.typed import as_list, dig
 
 from ragrade.errors import DataError
+from ragrade.llm.options import LLMOptions
 from ragrade.retrieval.base import Hit
 from ragrade.robust.corpus import QA, CorpusBuildOptions, build_corpus_testbeds, load_qa_file, write_corpus_testbeds
 from ragrade.robust.data import load_rgb
@@ -79,7 +81,7 @@ def test_build_pools_counterfactual_and_integration(tmp_path: Path) -> None:
     assert all("Lindmouth" in t and "Port Alder" not in t for t in cf["q1"].positive_wrong)
     assert all("Lindmouth" not in t for t in cf["q1"].negative)
     assert cf["q2"].fakeanswer == (("June",),)  # the distractor equal to the answer is skipped
-    reasons = {(d["id"], d["testbed"]): d["reason"] for d in built.report["dropped"]}
+    reasons = {(dig(d, "id"), dig(d, "testbed")): str(dig(d, "reason")) for d in as_list(built.report["dropped"])}
     assert "no retrieved chunk" in reasons[("q4", "all")]
     assert "distractor" in reasons[("q3", "counterfactual")]
     assert len(built.integration) == 1
@@ -171,7 +173,8 @@ def test_demo_corpus_testbeds_run_with_the_extractive_reader(demo_testbeds: Path
         if not (demo_testbeds / f"{name}.jsonl").exists():
             continue
         cfg = RobustRunConfig(data=demo_testbeds / f"{name}.jsonl", testbed=testbed, llm=["offline/extractive"],
-                              out=tmp_path / testbed, noise_ratios=ratios, docs=3, cache=False)
+                              out=tmp_path / testbed, noise_ratios=ratios, docs=3,
+                              llm_options=LLMOptions(cache=False))
         [run], _ = run_robust(cfg, llms=[reader])
         runs[testbed] = run.metrics
         assert run.metrics["failed"] == 0 and run.metrics["is_baseline"] is True

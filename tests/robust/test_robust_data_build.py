@@ -8,7 +8,7 @@ import pytest
 
 from ragrade.errors import DataError
 from ragrade.robust.build import BuildOptions, build_instance, build_rgb_instance, noise_count
-from ragrade.robust.data import load_rgb, normalise_answer, parse_item, write_rgb
+from ragrade.robust.data import RGBItem, load_rgb, normalise_answer, parse_item, write_rgb
 
 DATA = Path(__file__).parent / "data"
 
@@ -57,10 +57,10 @@ def test_integration_accepts_the_misspelled_answer1_key() -> None:
         ({"id": 1, "query": "q", "answer": True, "positive": [], "negative": []}, "must be a non-empty"),
     ],
 )
-def test_malformed_records_name_file_and_line(tmp_path: Path, record: dict, message: str) -> None:
+def test_malformed_records_name_file_and_line(tmp_path: Path, record: dict[str, object], message: str) -> None:
     good = {"id": 0, "query": "q", "answer": "a", "positive": ["a"], "negative": []}
-    if "fakeanswer" in record or (isinstance(record.get("positive"), list) and record["positive"]
-                                  and isinstance(record["positive"][0], list)):
+    positive = record.get("positive")
+    if "fakeanswer" in record or (isinstance(positive, list) and positive and isinstance(positive[0], list)):
         good = record  # shapes differ: test the record alone
         path = _write(tmp_path, [record])
         line = 1
@@ -143,7 +143,7 @@ def test_short_pools_are_flagged_then_padded_or_skipped() -> None:
 def test_integration_takes_one_document_per_part_first() -> None:
     item = load_rgb(DATA / "en_int.jsonl").items[0]  # 2 groups of 2, 4 negatives
     inst = build_instance(item, "integration", 0.4, BuildOptions())
-    groups = sorted(d.group for d in inst.docs if d.pool == "positive")
+    groups = sorted(d.group for d in inst.docs if d.pool == "positive" and d.group is not None)
     assert groups == [0, 0, 1]
     low = build_instance(item, "integration", 0.8, BuildOptions(shortfall="pad"))
     assert {d.group for d in low.docs if d.pool == "positive"} == {0, 1}
@@ -163,7 +163,7 @@ def test_counterfactual_uses_corrupted_positives_and_optional_correct_ones() -> 
     assert closed.docs == [] and closed.noise_ratio_actual is None
 
 
-def _pick(item, spec: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+def _pick(item: RGBItem, spec: list[str]) -> list[str]:
     """Documents named like 'p0', 'n2', 'w1', 'g1.0' (positive, negative, positive_wrong, group.index)."""
     out = []
     for s in spec:

@@ -83,7 +83,7 @@ def test_parse_number_refuses_what_is_not_one_number(text: str) -> None:
 
 
 def test_number_spans_are_maximal_and_skip_numerals_inside_words() -> None:
-    def spans(text: str) -> list[tuple[str, Fraction]]:
+    def spans(text: str) -> list[tuple[str, Fraction | int]]:
         return [(text[s:e], v) for s, e, v in number_spans(text)]
 
     assert spans("三十六人") == [("三十六", 36)]  # never 16 or 6 inside 36

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from tests.support.openai_server import OpenAIServer
+from tests.support.typed import as_list, dig
 
 from ragrade.errors import ConfigError
 from ragrade.llm import create_llm
@@ -88,14 +89,14 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         assert header is not None and header["kind"] == "robust_results"
         r = records["1|0.4|documents"]
         assert (r["n_positive"], r["n_noise"], r["noise_ratio"], r["noise_ratio_actual"]) == (2, 3, 0.4, 0.6)
-        assert len(r["documents"]) == 5 and len(r["doc_order"]) == 5 and r["flags"]
-        assert r["response"] == "I think 170." and r["labels"]["correct"] is False
+        assert len(as_list(r["documents"])) == 5 and len(as_list(r["doc_order"])) == 5 and r["flags"]
+        assert r["response"] == "I think 170." and dig(r, "labels", "correct") is False
         assert records["3|0|documents"]["failed"] and records["3|0|documents"]["error"]
         # the prompt carried the documents in the recorded order, and the structured view went along
         body = next(b for b in srv.log if "Veltron" in b["messages"][-1]["content"])
         user = body["messages"][-1]["content"]
         assert REJECTION_SENTENCE in body["messages"][0]["content"]
-        orders = [[user.index(d["text"]) for d in records[k]["documents"]] for k in ("1|0|documents",
+        orders = [[user.index(str(dig(d, "text"))) for d in as_list(records[k]["documents"])] for k in ("1|0|documents",
                                                                                      "1|0.4|documents")]
         assert any(pos == sorted(pos) for pos in orders)
         assert body.get("model") == "test-model"

@@ -57,7 +57,7 @@ register("testbed", "toy_quote")(QuoteTestbed)  # the one registry line
 
 def _reply(body: dict[str, Any]) -> str:
     """Quote items 0 and 2, paraphrase item 1, fail item 3; the toy's prompt is required."""
-    user = body["messages"][-1]["content"]
+    user = str(body["messages"][-1]["content"])
     if not user.startswith(PROMPT):
         raise AssertionError("not the toy testbed's prompt")
     doc = user.removeprefix(PROMPT)

@@ -4,8 +4,9 @@ which rule decided its accuracy, pipeline labels name models given by path by th
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -24,16 +25,18 @@ def _take(exam: Path, out: Path, *extra: str) -> list[str]:
     return ["exam", "take", str(exam), "--out", str(out), "--retrievers", "closed,oracle", "--limit", "12", *extra]
 
 
-def _samples(out: Path) -> tuple[dict, list[dict]]:
+def _samples(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     lines = (out / "samples.jsonl").read_text(encoding="utf-8").splitlines()
     return json.loads(lines[0])["ragrade"], [json.loads(x) for x in lines[1:]]
 
 
-def _argmax(values) -> int:
+def _argmax(values: Sequence[float]) -> int:
     return max(range(len(values)), key=lambda i: (values[i], -i))
 
 
-def test_summary_names_the_decision_rule_and_gives_both_loglikelihood_accuracies(tmp_path, capsys):
+def test_summary_names_the_decision_rule_and_gives_both_loglikelihood_accuracies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 20)
     assert main(_take(exam, out, "--llm", f"{LL},{GEN}")) == 0
@@ -45,7 +48,7 @@ def test_summary_names_the_decision_rule_and_gives_both_loglikelihood_accuracies
     for pid, rows in df.groupby("pipeline"):
         s = summary.loc[pid]
         if rows["method"].iloc[0] == "generate":
-            assert s["decision_rule"] == "letter" and math.isnan(s["acc_sum"]) and math.isnan(s["acc_per_char"])
+            assert s["decision_rule"] == "letter" and pd.isna(s["acc_sum"]) and pd.isna(s["acc_per_char"])
             assert s["method"] == "generate" and pd.isna(s["ll_source"])
             continue
         by_sum = sum(_argmax(list(v)) == a for v, a in zip(rows["ll_sum"], rows["answer"], strict=True)) / len(rows)
@@ -58,7 +61,7 @@ def test_summary_names_the_decision_rule_and_gives_both_loglikelihood_accuracies
     assert manifest["outputs"]["summary.csv"]["version"] == 2
 
 
-def test_score_sum_makes_the_sum_the_headline(tmp_path, capsys):
+def test_score_sum_makes_the_sum_the_headline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 20)
     assert main(_take(exam, out, "--llm", LL, "--score", "sum")) == 0
@@ -68,7 +71,7 @@ def test_score_sum_makes_the_sum_the_headline(tmp_path, capsys):
     assert summary["accuracy"].tolist() == pytest.approx(summary["acc_sum"].tolist())
 
 
-def test_a_scoring_method_that_changes_part_way_is_flagged(tmp_path, capsys):
+def test_a_scoring_method_that_changes_part_way_is_flagged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 20)
     args = ["exam", "take", str(exam), "--out", str(out), "--retrievers", "closed", "--limit", "12"]
@@ -87,7 +90,7 @@ def test_a_scoring_method_that_changes_part_way_is_flagged(tmp_path, capsys):
     assert "loglikelihood/mixed" in page and "acc_per_char" in page and "per character" in page
 
 
-def test_samples_say_what_was_sent_and_stay_coherent_over_resume_overwrite_and_no_samples(tmp_path):
+def test_samples_say_what_was_sent_and_stay_coherent_over_resume_overwrite_and_no_samples(tmp_path: Path) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     questions = {q.id: q for q in make_exam(exam, 20)}
     assert main([*_take(exam, out, "--llm", f"{LL},{GEN}"), "--icl", "1"]) == 0
@@ -122,7 +125,7 @@ def test_samples_say_what_was_sent_and_stay_coherent_over_resume_overwrite_and_n
     assert "samples.jsonl" not in json.loads((out / "manifest.json").read_text())["outputs"]
 
 
-def test_a_request_asked_again_keeps_one_line_its_latest(tmp_path):
+def test_a_request_asked_again_keeps_one_line_its_latest(tmp_path: Path) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 20)
     args = ["exam", "take", str(exam), "--out", str(out), "--retrievers", "closed", "--llm", GEN]
@@ -133,7 +136,7 @@ def test_a_request_asked_again_keeps_one_line_its_latest(tmp_path):
     assert [s["item_id"] for s in samples if s["response"]["error"]] == ["q017"]
 
 
-def test_models_given_by_path_are_named_by_their_file_name():
+def test_models_given_by_path_are_named_by_their_file_name() -> None:
     assert llm_label("hf//abs/path/to/my-model") == "hf/my-model"
     assert llm_label("llamacpp//models/q4/model.gguf") == "llamacpp/model"
     assert llm_label("llamacpp/./rel/Qwen2.5-0.5B-Q4.GGUF") == "llamacpp/Qwen2.5-0.5B-Q4"
@@ -141,14 +144,14 @@ def test_models_given_by_path_are_named_by_their_file_name():
     assert llm_label("replay/hf//abs/my-model") == "replay/hf/my-model"
     for spec in ("openai/gpt-4o-mini", "hf/Qwen/Qwen2.5-0.5B", "offline/student", "llamacpp/gemma-3-270m"):
         assert llm_label(spec) == spec
-    spec = PipelineSpec(llm="llamacpp//data/models/q4/model.gguf", retriever="closed").normalised()
-    assert spec.id.startswith("llm=llamacpp/model|") and spec.factors()["llm"] == "llamacpp/model"
-    assert spec.llm == "llamacpp//data/models/q4/model.gguf"  # what the worker loads and the manifest keeps
+    pipe = PipelineSpec(llm="llamacpp//data/models/q4/model.gguf", retriever="closed").normalised()
+    assert pipe.id.startswith("llm=llamacpp/model|") and pipe.factors()["llm"] == "llamacpp/model"
+    assert pipe.llm == "llamacpp//data/models/q4/model.gguf"  # what the worker loads and the manifest keeps
 
 
-def test_two_models_with_one_file_name_are_refused(tmp_path, capsys):
+def test_two_models_with_one_file_name_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = SweepConfig.model_validate(
-        {"grid": {"llm": ["llamacpp//a/model.gguf", "llamacpp//b/model.gguf"], "retriever": ["closed"]}}
+        {"grid": {"llms": ["llamacpp//a/model.gguf", "llamacpp//b/model.gguf"], "retrievers": ["closed"]}}
     )
     with pytest.raises(ConfigError, match="would all be named 'llamacpp/model'"):
         expand_pipelines(cfg)

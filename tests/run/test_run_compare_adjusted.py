@@ -40,6 +40,7 @@ def test_adjusted_interval_is_bonferroni_level_and_printed_beside_the_unadjusted
     assert (ab.ci_adjusted_low, ab.ci_adjusted_high) == paired_bootstrap_ci(
         x, y, n_boot=500, level=1 - 0.05 / 3, seed=3
     )
+    assert ab.ci_adjusted_low is not None and ab.ci_adjusted_high is not None
     assert ab.ci_adjusted_low <= ab.ci_low and ab.ci_adjusted_high >= ab.ci_high
     assert ab.ci_low > 0 and ab.ci_adjusted_low <= 0 and ab.verdict == "no significant difference"
     run = tmp_path / "run"

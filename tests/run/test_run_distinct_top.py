@@ -12,7 +12,7 @@ def _rows(pid: str, chosen: list[int], answer: list[int]) -> list[dict[str, obje
     ]
 
 
-def test_identical_twins_are_skipped_and_named():
+def test_identical_twins_are_skipped_and_named() -> None:
     answer = [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
     best = [*answer[:9], 2]  # 9/10
     rows = (
@@ -29,7 +29,7 @@ def test_identical_twins_are_skipped_and_named():
     assert chosen == ["a-icl0", "b"] and twins == {"a-icl1": "a-icl0"}
 
 
-def test_same_accuracy_but_different_answers_are_both_kept():
+def test_same_accuracy_but_different_answers_are_both_kept() -> None:
     answer = [0, 1, 2, 3]
     df = pd.DataFrame(_rows("x", [0, 1, 0, 0], answer) + _rows("y", [0, 0, 2, 0], answer))
     chosen, twins = distinct_top_pipelines(df, 5)

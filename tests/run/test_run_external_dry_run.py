@@ -6,6 +6,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.run.fakes import make_exam
@@ -17,7 +18,12 @@ def test_dry_run_counts_external_calls_and_makes_none(tmp_path: Path, capsys: py
     make_exam(tmp_path / "exam.jsonl", 5)
     calls: list[str] = []
     mod = types.ModuleType("ragrade_test_external_dry")
-    mod.answer = lambda req: calls.append(req["id"]) or {"answer": 0}  # type: ignore[attr-defined]
+
+    def answer(req: dict[str, Any]) -> dict[str, int]:
+        calls.append(req["id"])
+        return {"answer": 0}
+
+    mod.answer = answer  # type: ignore[attr-defined]
     sys.modules[mod.__name__] = mod
     try:
         out = tmp_path / "run"

@@ -70,7 +70,9 @@ def _stop(proc: subprocess.Popen[str], *signals: signal.Signals, gap_s: float = 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_first_signal_stops_writes_and_the_rerun_resumes_without_asking_again(tmp_path: Path, sig: signal.Signals):
+def test_first_signal_stops_writes_and_the_rerun_resumes_without_asking_again(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, N_QUESTIONS)
     with OpenAIServer(responder=lambda body: "B", latency_s=0.15) as srv:
@@ -104,7 +106,7 @@ def test_first_signal_stops_writes_and_the_rerun_resumes_without_asking_again(tm
 
 
 @pytest.mark.slow
-def test_ctrl_c_cancels_requests_that_hang(tmp_path: Path):
+def test_ctrl_c_cancels_requests_that_hang(tmp_path: Path) -> None:
     """A server that never answers: the first Ctrl-C ends the run at once, not after the 20 s timeout."""
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, 8)
@@ -121,7 +123,7 @@ def test_ctrl_c_cancels_requests_that_hang(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_second_ctrl_c_exits_at_once_and_leaves_a_usable_journal(tmp_path: Path):
+def test_second_ctrl_c_exits_at_once_and_leaves_a_usable_journal(tmp_path: Path) -> None:
     exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
     make_exam(exam, N_QUESTIONS)
     with OpenAIServer(responder=lambda body: "B", latency_s=0.15) as srv:
@@ -147,7 +149,7 @@ def test_second_ctrl_c_exits_at_once_and_leaves_a_usable_journal(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_second_ctrl_c_ends_a_run_whose_first_stop_waits_for_a_busy_model(tmp_path: Path):
+def test_second_ctrl_c_ends_a_run_whose_first_stop_waits_for_a_busy_model(tmp_path: Path) -> None:
     """The model holds the event loop for 2 s per batch (an in-process model computing): the first Ctrl-C
     waits for the call to end, the second ends the process at once; the rerun finishes the exam."""
     exam, out, mark = tmp_path / "exam.jsonl", tmp_path / "run", tmp_path / "calls"
@@ -180,7 +182,7 @@ def test_second_ctrl_c_ends_a_run_whose_first_stop_waits_for_a_busy_model(tmp_pa
 
 
 @pytest.mark.slow
-def test_judge_stops_on_ctrl_c_and_the_rerun_judges_only_the_rest(tmp_path: Path):
+def test_judge_stops_on_ctrl_c_and_the_rerun_judges_only_the_rest(tmp_path: Path) -> None:
     answers, out = tmp_path / "answers.jsonl", tmp_path / "judged"
     answers.write_text(
         "".join(
@@ -206,8 +208,9 @@ def test_judge_stops_on_ctrl_c_and_the_rerun_judges_only_the_rest(tmp_path: Path
             r"ragrade: interrupted: (\d+) of 20 done \(correctness scores\); rerun the same command to resume\n", err
         )
         assert proc.returncode == 130 and m, err
-        scored = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()[1:]]
-        assert len(scored) == int(m.group(1)) >= 4  # the message counts what scores.jsonl holds
+        with Journal(out / "journal.sqlite") as j:  # scores.jsonl is written by the finished run
+            scored = j.rows("scores")
+        assert len(scored) == int(m.group(1)) >= 4  # the message counts what the journal holds
         srv.reset_counters()
         rerun = subprocess.run(cmd, env=repo_env(), capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stderr

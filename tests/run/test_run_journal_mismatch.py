@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragrade.errors import ConfigError
 from ragrade.run.store import Journal, JournalMismatch
 
 
-def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path):
+def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
     j.check_fingerprint("aaa")
     j.check_fingerprint("aaa")  # same inputs: resumable
@@ -20,7 +22,7 @@ def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path):
     assert isinstance(info.value, ConfigError)  # still a user error: one line, exit 2
 
 
-def test_journal_without_finished_work_never_blocks_a_rerun(tmp_path):
+def test_journal_without_finished_work_never_blocks_a_rerun(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
     j.check_fingerprint("aaa")
     j.register_pipelines({"p1": {"k": 3}})
@@ -30,7 +32,7 @@ def test_journal_without_finished_work_never_blocks_a_rerun(tmp_path):
     assert j.count_failed() == 0 and j.count() == 0
 
 
-def test_failed_rows_are_not_done_and_are_replaced_by_the_retry(tmp_path):
+def test_failed_rows_are_not_done_and_are_replaced_by_the_retry(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
     j.check_fingerprint("aaa")
     j.register_pipelines({"p1": {}})

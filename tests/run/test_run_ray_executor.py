@@ -17,7 +17,7 @@ from ragrade.run.sweep import run_sweep
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_matches_local(tmp_path: Path):
+def test_ray_matches_local(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     exam = tmp_path / "exam.jsonl"
@@ -25,8 +25,8 @@ def test_ray_matches_local(tmp_path: Path):
     cfg = build_sweep_config(
         {
             "grid": {
-                "llm": ["py/tests.run.fakes:make_llm", "py/tests.run.fakes:make_generating_llm"],
-                "retriever": ["closed", "oracle", "external:py"],
+                "llms": ["py/tests.run.fakes:make_llm", "py/tests.run.fakes:make_generating_llm"],
+                "retrievers": ["closed", "oracle", "external:py"],
                 "icl": [0, 1],
             },
             "external": {"py": "tests.run.fakes:external_answer"},

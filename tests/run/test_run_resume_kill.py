@@ -40,7 +40,7 @@ def _cmd(exam: Path, out: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_points_then_resume(tmp_path: Path):
+def test_sigkill_at_random_points_then_resume(tmp_path: Path) -> None:
     exam = tmp_path / "exam.jsonl"
     make_exam(exam, 40)
     ref_dir, dir_ = tmp_path / "reference", tmp_path / "killed"

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.support.typed import dig
 
 from ragrade.errors import ConfigError
 from ragrade.exam.files import Question
@@ -25,7 +26,7 @@ def _q(i: int) -> Question:
     )
 
 
-def test_pipeline_id_is_readable_and_normalised():
+def test_pipeline_id_is_readable_and_normalised() -> None:
     s = PipelineSpec(llm="offline/student", retriever="bm25", k=3, icl=1, chunker="recursive-200")
     assert s.id == "llm=offline/student|retriever=bm25|k=3|icl=1|chunker=recursive-200"
     assert PipelineSpec.from_id(s.id) == s
@@ -40,10 +41,10 @@ def test_pipeline_id_is_readable_and_normalised():
         PipelineSpec(retriever="bm25", k=0).normalised()
 
 
-def test_grid_expansion_dedupes_and_validates():
+def test_grid_expansion_dedupes_and_validates() -> None:
     cfg = build_sweep_config(
         {
-            "grid": {"retriever": ["closed", "bm25", "oracle"], "k": [3, 5], "icl": [0, 2]},
+            "grid": {"retrievers": ["closed", "bm25", "oracle"], "k": [3, 5], "icl": [0, 2]},
             "indexes": {"rec": "/tmp/a", "tok": "/tmp/b"},
         }
     )
@@ -53,25 +54,25 @@ def test_grid_expansion_dedupes_and_validates():
     # closed and oracle ignore k and chunking: 2 icl each; bm25: 2 k x 2 icl x 2 chunkers
     assert len(specs) == 2 + 2 + 8
     with pytest.raises(ConfigError, match="needs an index"):
-        expand_pipelines(build_sweep_config({"grid": {"retriever": ["bm25"]}}))
+        expand_pipelines(build_sweep_config({"grid": {"retrievers": ["bm25"]}}))
     with pytest.raises(ConfigError, match="not defined"):
-        expand_pipelines(build_sweep_config({"grid": {"retriever": ["external:mine"]}}))
+        expand_pipelines(build_sweep_config({"grid": {"retrievers": ["external:mine"]}}))
     with pytest.raises(ConfigError, match="invalid sweep config"):
         build_sweep_config({"grid": {"k": ["x"]}})
     explicit = build_sweep_config({"pipelines": [{"retriever": "bm25", "k": 2}], "indexes": {"only": "/x"}})
     assert [s.chunker for s in expand_pipelines(explicit)] == ["only"]
 
 
-def test_layers_merge_file_then_flags(tmp_path: Path):
+def test_layers_merge_file_then_flags(tmp_path: Path) -> None:
     f = tmp_path / "sweep.toml"
     f.write_text('seed = 7\n[grid]\nicl = [0, 1]\nk = [4]\n[indexes]\nrec = "idx"\n')
     layer = load_sweep_file(f)
-    assert layer["indexes"]["rec"] == str((tmp_path / "idx").resolve())
+    assert dig(layer, "indexes", "rec") == str((tmp_path / "idx").resolve())
     cfg = build_sweep_config(layer, {"grid": {"k": [2], "icl": None}, "seed": None})
     assert cfg.grid.k == [2] and cfg.grid.icl == [0, 1] and cfg.seed == 7
 
 
-def test_parse_letter():
+def test_parse_letter() -> None:
     ch = ["red", "green", "blue", "black"]
     assert parse_letter("B", ch) == 1
     assert parse_letter("(c) because", ch) == 2
@@ -85,7 +86,7 @@ def test_parse_letter():
     assert parse_letter(None, ch) is None
 
 
-def test_normalise_scores_hand_worked():
+def test_normalise_scores_hand_worked() -> None:
     n = normalise_scores([-4.0, -6.0], [2, 3], ["ab", "abcdef"])
     assert n["sum"] == [-4.0, -6.0]
     assert n["per_token"] == [-2.0, -2.0]
@@ -95,7 +96,7 @@ def test_normalise_scores_hand_worked():
     assert argmax([float("nan")]) == -1
 
 
-def test_icl_examples_held_out_nested_and_seeded():
+def test_icl_examples_held_out_nested_and_seeded() -> None:
     qs = [_q(i) for i in range(30)]
     pool, items = split_icl_pool(qs, 5, 2, seed=1)
     assert len(pool) == 5 and not set(pool) & set(items) and len(items) == 25
@@ -111,7 +112,7 @@ def test_icl_examples_held_out_nested_and_seeded():
     assert all(e.id != pool[0] for e in icl_examples(pool[0], pool_q, 4, seed=1))
 
 
-def test_prompt_rendering_and_file_override(tmp_path: Path):
+def test_prompt_rendering_and_file_override(tmp_path: Path) -> None:
     q = _q(1)
     system, user = render_prompt(DEFAULT_TEMPLATE, q, ["first passage", "second"], [_q(2)])
     assert "[1] first passage" in user and "[2] second" in user

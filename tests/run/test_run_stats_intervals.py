@@ -7,14 +7,14 @@ import pytest
 from ragrade.stats import bootstrap_ci, wilson_interval
 
 
-def test_wilson_hand_worked():
+def test_wilson_hand_worked() -> None:
     # 8/10 at z=1.96: centre = (0.8 + 0.19208)/1.38416 = 0.71681, half = 1.96*sqrt(0.016+0.0009604)/1.38416 = 0.18439
     lo, hi = wilson_interval(8, 10)
     assert lo == pytest.approx(0.49016, abs=2e-4)
     assert hi == pytest.approx(0.94332, abs=2e-4)
 
 
-def test_wilson_edges():
+def test_wilson_edges() -> None:
     assert wilson_interval(0, 0) == (0.0, 1.0)
     lo, hi = wilson_interval(0, 20)
     assert lo == 0.0 and 0.1 < hi < 0.2
@@ -22,7 +22,7 @@ def test_wilson_edges():
         wilson_interval(3, 2)
 
 
-def test_bootstrap_contains_mean_and_is_seeded():
+def test_bootstrap_contains_mean_and_is_seeded() -> None:
     vals = [0, 1] * 50
     a = bootstrap_ci(vals, seed=1)
     assert a == bootstrap_ci(vals, seed=1)

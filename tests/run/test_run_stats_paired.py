@@ -7,7 +7,7 @@ import pytest
 from ragrade.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
 
 
-def test_mcnemar_exact_hand_worked():
+def test_mcnemar_exact_hand_worked() -> None:
     # b=5, c=1: P(X<=1 | n=6, 1/2) = (1 + 6)/64; two-sided 14/64
     assert mcnemar_exact(5, 1) == pytest.approx(14 / 64)
     assert mcnemar_exact(1, 5) == pytest.approx(14 / 64)
@@ -22,7 +22,7 @@ def test_mcnemar_exact_hand_worked():
         mcnemar_exact(-1, 2)
 
 
-def test_holm_bonferroni_bh_hand_worked():
+def test_holm_bonferroni_bh_hand_worked() -> None:
     p = [0.01, 0.04, 0.03, 0.2]
     # Holm: sorted 0.01*4=0.04, 0.03*3=0.09, 0.04*2=0.08 -> 0.09 (monotone), 0.2*1=0.2
     assert adjust_pvalues(p, "holm") == pytest.approx([0.04, 0.09, 0.09, 0.2])
@@ -36,7 +36,7 @@ def test_holm_bonferroni_bh_hand_worked():
         adjust_pvalues([1.5])
 
 
-def test_paired_bootstrap():
+def test_paired_bootstrap() -> None:
     a = [1, 1, 1, 0] * 25
     assert paired_bootstrap_ci(a, a) == (0.0, 0.0)  # identical systems: every resample differs by 0
     b = [0, 1, 1, 0] * 25  # a wins on a quarter of the items, never loses

@@ -13,10 +13,10 @@ from ragrade.cli.main import main
 from ragrade.errors import ConfigError
 from ragrade.run.compare import compare_pair, resolve_pipeline, verdicts
 from ragrade.run.manifest import read_manifest
-from ragrade.run.spec import build_sweep_config
+from ragrade.run.spec import SweepConfig, build_sweep_config
 from ragrade.run.store import Journal
 from ragrade.run.summary import VOLATILE_COLUMNS, read_responses
-from ragrade.run.sweep import run_sweep
+from ragrade.run.sweep import SweepResult, run_sweep
 
 LL = "py/tests.run.fakes:make_llm"
 GEN = "py/tests.run.fakes:make_generating_llm"
@@ -29,18 +29,18 @@ def exam(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _cfg(**over):
-    base = {"grid": {"llm": [LL, GEN], "retriever": ["closed", "oracle"], "icl": [0, 1]}, "shard_size": 7}
+def _cfg(**over: object) -> SweepConfig:
+    base = {"grid": {"llms": [LL, GEN], "retrievers": ["closed", "oracle"], "icl": [0, 1]}, "shard_size": 7}
     base.update(over)
     return build_sweep_config(base)
 
 
 @pytest.fixture(scope="module")
-def run(exam: Path, tmp_path_factory: pytest.TempPathFactory):
+def run(exam: Path, tmp_path_factory: pytest.TempPathFactory) -> SweepResult:
     return run_sweep(exam, _cfg(), tmp_path_factory.mktemp("run") / "run")
 
 
-def test_run_dir_contents(run, exam: Path):
+def test_run_dir_contents(run: SweepResult, exam: Path) -> None:
     d = run.run_dir
     for name in ("manifest.json", "responses.parquet", "summary.csv", "summary_by_tag.csv", "journal.sqlite"):
         assert (d / name).is_file(), name
@@ -54,7 +54,7 @@ def test_run_dir_contents(run, exam: Path):
     assert m["counts"]["n_rows"] == 8 * 35 and len(m["pipelines"]) == 8
 
 
-def test_responses_matrix(run):
+def test_responses_matrix(run: SweepResult) -> None:
     df = read_responses(run.run_dir)
     assert len(df) == 8 * 35
     for col in (
@@ -92,7 +92,7 @@ def test_responses_matrix(run):
     assert oracle["retrieved"].map(len).eq(1).all()
 
 
-def test_errors_are_missing_and_parse_failures_wrong_both_counted_not_dropped(run):
+def test_errors_are_missing_and_parse_failures_wrong_both_counted_not_dropped(run: SweepResult) -> None:
     df = read_responses(run.run_dir)
     gen = df[df["llm"] == GEN]
     err = gen[gen["question_id"] == "q017"]
@@ -108,7 +108,7 @@ def test_errors_are_missing_and_parse_failures_wrong_both_counted_not_dropped(ru
     assert row["ci_low"] < row["accuracy"] < row["ci_high"]
 
 
-def test_oracle_beats_closed_and_tags(run):
+def test_oracle_beats_closed_and_tags(run: SweepResult) -> None:
     s = pd.read_csv(run.run_dir / "summary.csv").set_index("pipeline")
     oracle = s.loc[[p for p in s.index if "oracle" in p and p.startswith(f"llm={LL}|")], "accuracy"]
     closed = s.loc[[p for p in s.index if "closed" in p and p.startswith(f"llm={LL}|")], "accuracy"]
@@ -121,7 +121,7 @@ def test_oracle_beats_closed_and_tags(run):
     assert one[one["tag"] == "bloom"]["n"].sum() > 35
 
 
-def test_rerun_is_a_no_op_and_identical(run, exam: Path):
+def test_rerun_is_a_no_op_and_identical(run: SweepResult, exam: Path) -> None:
     before = read_responses(run.run_dir)
     again = run_sweep(exam, _cfg(), run.run_dir)
     assert again.n_new_rows == 0
@@ -129,7 +129,7 @@ def test_rerun_is_a_no_op_and_identical(run, exam: Path):
     assert len(read_manifest(run.run_dir)["resumed"]) == 1
 
 
-def test_partial_journal_resumes(exam: Path, tmp_path: Path, run):
+def test_partial_journal_resumes(exam: Path, tmp_path: Path, run: SweepResult) -> None:
     out = tmp_path / "partial"
     run_sweep(exam, _cfg(limit=10), out)  # another fingerprint: refused below
     with pytest.raises(ConfigError, match="other inputs"):
@@ -151,17 +151,17 @@ def test_partial_journal_resumes(exam: Path, tmp_path: Path, run):
     assert ok.n_new_rows == 8 * 35
 
 
-def test_changed_prompt_is_refused(exam: Path, tmp_path: Path):
+def test_changed_prompt_is_refused(exam: Path, tmp_path: Path) -> None:
     p = tmp_path / "p.txt"
     p.write_text("{context}Q: {question}\n{choices}\n{answer_prefix}")
-    cfg = _cfg(grid={"llm": [LL], "retriever": ["oracle"], "prompt": ["mine"]}, prompts={"mine": str(p)})
+    cfg = _cfg(grid={"llms": [LL], "retrievers": ["oracle"], "prompts": ["mine"]}, prompts={"mine": str(p)})
     run_sweep(exam, cfg, tmp_path / "r")
     p.write_text("{context}Question: {question}\n{choices}\n{answer_prefix}")
     with pytest.raises(ConfigError):
         run_sweep(exam, cfg, tmp_path / "r")
 
 
-def test_external_callable_and_http(exam: Path, tmp_path: Path):
+def test_external_callable_and_http(exam: Path, tmp_path: Path) -> None:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -186,7 +186,7 @@ def test_external_callable_and_http(exam: Path, tmp_path: Path):
         url = f"http://127.0.0.1:{server.server_address[1]}/rag"
         cfg = build_sweep_config(
             {
-                "grid": {"llm": [LL], "retriever": ["external:web", "external:py"]},
+                "grid": {"llms": [LL], "retrievers": ["external:web", "external:py"]},
                 "external": {"web": url, "py": "tests.run.fakes:external_answer"},
             }
         )
@@ -197,15 +197,15 @@ def test_external_callable_and_http(exam: Path, tmp_path: Path):
     for name in ("web", "py"):
         sub = df[df["retriever"] == f"external:{name}"].set_index("question_id")
         assert set(sub["method"].dropna()) == {"external", "loglikelihood"}
-        assert sub.loc["q002", "retrieved"].tolist() == ["ext-2"]  # context returned, the LLM answered
+        assert sub["retrieved"]["q002"].tolist() == ["ext-2"]  # context returned, the LLM answered
         assert sub.loc["q003", "method"] == "external" and sub.loc["q003", "correct"] == 1
     web = df[df["retriever"] == "external:web"].set_index("question_id")
-    assert "HTTP 400" in web.loc["q005", "error"] and pd.isna(web.loc["q005", "correct"])  # missing, not wrong
+    assert "HTTP 400" in web["error"]["q005"] and pd.isna(web["correct"]["q005"])  # missing, not wrong
     s = res.summary.set_index("pipeline")
     assert s.loc[next(p for p in s.index if "external:web" in p), "n_errors"] == 1
 
 
-def test_compare_functions(run):
+def test_compare_functions(run: SweepResult) -> None:
     df = read_responses(run.run_dir)
     ids = list(dict.fromkeys(df["pipeline"]))
     oracle = resolve_pipeline(f"{LL}|retriever=oracle|k=1|icl=0", ids)
@@ -224,7 +224,9 @@ def test_compare_functions(run):
     assert all(x["accuracy_a"] >= x["accuracy_b"] for x in v["comparisons"])
 
 
-def test_cli_compare_and_take_errors(run, exam: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_cli_compare_and_take_errors(
+    run: SweepResult, exam: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "cmp.json"
     rc = main(
         [
@@ -258,9 +260,9 @@ def test_cli_compare_and_take_errors(run, exam: Path, tmp_path: Path, capsys: py
         assert err.startswith("ragrade: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_cli_take(exam: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_cli_take(exam: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "sweep.toml"
-    cfg.write_text(f'[grid]\nllm = ["{LL}"]\nicl = [0]\n')
+    cfg.write_text(f'[grid]\nllms = ["{LL}"]\nicl = [0]\n')
     rc = main(
         [
             "exam",

@@ -47,16 +47,16 @@ def test_spec_ids_factors_and_normalisation() -> None:
 def test_grid_expands_and_validates_transforms() -> None:
     cfg = build_sweep_config(
         {
-            "grid": {"retriever": ["closed", "bm25"], "query": ["none", "rm3"], "post": ["none", "mmr"]},
+            "grid": {"retrievers": ["closed", "bm25"], "query": ["none", "rm3"], "post": ["none", "mmr"]},
             "indexes": {"a": "x"},
         }
     )
     ids = [s.id for s in expand_pipelines(cfg)]
     assert len(ids) == 1 + 4  # closed book once (transforms do not apply), bm25 x query x post
-    bad = build_sweep_config({"grid": {"retriever": ["bm25"], "query": ["hyd"]}, "indexes": {"a": "x"}})
+    bad = build_sweep_config({"grid": {"retrievers": ["bm25"], "query": ["hyd"]}, "indexes": {"a": "x"}})
     with pytest.raises(ConfigError, match="Did you mean 'hyde'"):
         expand_pipelines(bad)
-    nollm = build_sweep_config({"grid": {"retriever": ["bm25"], "post": ["llm-rerank"]}, "indexes": {"a": "x"}})
+    nollm = build_sweep_config({"grid": {"retrievers": ["bm25"], "post": ["llm-rerank"]}, "indexes": {"a": "x"}})
     with pytest.raises(ConfigError, match="--transform-llm"):
         expand_pipelines(nollm)
 
@@ -123,7 +123,7 @@ def test_factor_verdicts_pair_matched_pipelines() -> None:
 
     from ragrade.report.sections_factors import factor_verdicts, paired_by_level
 
-    rows = []
+    rows: list[dict[str, object]] = []
     for ret in ("bm25", "dense"):
         for query in ("none", "rm3"):
             for i in range(20):

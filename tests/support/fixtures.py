@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from tests.support.llama_server import LlamaServer, llama_server_or_skip
@@ -38,7 +39,7 @@ def llama_server_url(llama_server: LlamaServer) -> str:
 
 
 @pytest.fixture
-def llm_cache_dir(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def llm_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh, empty LLM cache directory (``RAGRADE_CACHE_DIR`` points at it for the test)."""
     path = tmp_path / "ragrade-cache"
     monkeypatch.setenv("RAGRADE_CACHE_DIR", str(path))
@@ -46,7 +47,7 @@ def llm_cache_dir(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def isolated_llm_env(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def isolated_llm_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fresh LLM cache, a test API key, no OPENAI_BASE_URL / RAGRADE_MAX_FAILED from the caller's shell,
     and no pipeline resources left from an earlier test."""
     from ragrade.run.pipeline import clear_resources

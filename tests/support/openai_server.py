@@ -521,7 +521,7 @@ class _Handler(BaseHTTPRequestHandler):
             error = {"message": f"cannot handle {rejected}", "type": "server_error"}
             self._json(self.srv.reject_status, {"error": error})
             return
-        routes = {
+        routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "/v1/chat/completions": self.srv.chat,
             "/v1/completions": self.srv.completion,
             "/v1/embeddings": self.srv.embeddings,

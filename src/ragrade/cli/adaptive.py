@@ -17,20 +17,18 @@ if TYPE_CHECKING:
 def take_adaptive(
     exam: Path,
     cfg: SweepConfig,
-    flags: dict[str, Any],
     out: Path,
     *,
     overwrite: bool,
     as_json: bool,
     config: Path | None,
 ) -> None:
-    """Merge the adaptive flags over the ``[adaptive]`` table and run (or plan, under ``--dry-run``)."""
-    from ragrade.run.adaptive_config import AdaptiveConfig
-    from ragrade.run.adaptive_run import adaptive_plan, run_adaptive
+    """Run ``cfg``'s grid adaptively by its ``adaptive`` settings (the ``[adaptive]`` table under the adaptive
+    flags, merged by :meth:`ragrade.cli.sweep.TakeFlags.sweep_config`), or plan it under ``--dry-run``."""
+    from ragrade.adaptive import adaptive_plan, run_adaptive
 
-    given = {k: v for k, v in flags.items() if v is not None}
-    acfg = AdaptiveConfig.model_validate({**cfg.adaptive.model_dump(), **given, "enabled": True}).check()
-    if cfg.llm_options.get("dry_run"):
+    acfg = cfg.adaptive.model_copy(update={"enabled": True}).check()
+    if cfg.llm_options.dry_run:
         plan = adaptive_plan(exam, cfg, acfg)
         if as_json:
             echo_json({"adaptive_plan": plan})

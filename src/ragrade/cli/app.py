@@ -1,6 +1,7 @@
 """The root ``ragrade`` Typer app: its own options, and one verb module per stage registered on it.
 
-:mod:`ragrade.cli.main` runs it; :mod:`ragrade.cli.dryrun` reads the options of the command a dry run names.
+:mod:`ragrade.cli.main` runs it with the :class:`~ragrade.cli.common.CommandSettings` every verb reads (a dry
+run's temporary folder among them).
 """
 
 from __future__ import annotations

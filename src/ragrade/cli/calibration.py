@@ -8,13 +8,16 @@ group's default command (:class:`DefaultCommandGroup`), so ``ragrade judge ANSWE
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperGroup
 
-from ragrade.cli.common import echo_json
+from ragrade.cli.common import echo_json, output_path
 from ragrade.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typer._click import Command, Context
 
 CALIBRATE_HELP = (
     "Correct judge scores with human labels: per metric and configuration, the PPI++ estimate of the mean a "
@@ -45,13 +48,13 @@ class DefaultCommandGroup(TyperGroup):
 
     default_command = "score"
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         """Route arguments that name no subcommand (and are not a help option) to the default command."""
         if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
-    def command_for(self, ctx: Any, token: str) -> Any:
+    def command_for(self, ctx: Context, token: str) -> Command | None:
         """The command ``token`` (a first argument) runs: a subcommand by name, else the default one."""
         return self.get_command(ctx, token) or self.get_command(ctx, self.default_command)
 
@@ -66,10 +69,11 @@ def calibrate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print calibration.json."),
 ) -> None:
     """Calibrate judge scores against human labels."""
+    from ragrade import api
     from ragrade.config import build_config, load_toml
-    from ragrade.judge.calibrate import CalibrationConfig, resolve_scores_path, run_calibration
+    from ragrade.judge.calibrate import CalibrationConfig, resolve_scores_path
 
-    layer: dict[str, Any] = {}
+    layer: dict[str, object] = {}
     if config is not None:
         data = load_toml(config)
         table = data.get("calibration", {})
@@ -81,10 +85,9 @@ def calibrate_cmd(
         resolve_keys(layer, ("human",), config.resolve().parent)  # relative to the config file, like every config
     flags = {"human": str(human) if human else None, "level": level, "min_labels": min_labels}
     cfg = build_config(CalibrationConfig, layer, flags, source="calibrate options")
-    if cfg.human is None:
-        raise ConfigError("calibrate needs the human labels: --human LABELS.jsonl (or human = ... in [calibration])")
-    path = resolve_scores_path(scores)
-    result = run_calibration(path, cfg.human, out or path.parent / "calibration", cfg)
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
+    result = api.calibrate_judge(scores, out=out, config=cfg)
+    out = out or resolve_scores_path(scores).parent / "calibration"
     if as_json:
         echo_json(result)
         return
@@ -100,7 +103,7 @@ def calibrate_cmd(
                 f"[{lo:.3f}, {hi:.3f}] (human only [{hlo:.3f}, {hhi:.3f}], n_labels={row['n_labels']}, "
                 f"bias {row['bias']:+.3f})"
             )
-    typer.echo(f"wrote {Path(out or path.parent / 'calibration') / 'calibration.json'}")
+    typer.echo(f"wrote {out / 'calibration.json'}")
 
 
 def label_cmd(
@@ -121,10 +124,13 @@ def label_cmd(
     from ragrade.cli.common import split_list
     from ragrade.judge.label import write_label_page
 
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
     info = write_label_page(scores, out, n=n, metrics=split_list(metrics, "--metrics"), answers=answers, seed=seed)
+    graded = info["metrics"]
+    names = ", ".join(str(m) for m in graded) if isinstance(graded, list) else ""
     typer.echo(
         f"wrote {out}: {info['n_items']} answers, {info['n_tasks']} grades to give "
-        f"({', '.join(info['metrics'])}); open it in a browser, then `ragrade judge calibrate {scores} "
+        f"({names}); open it in a browser, then `ragrade judge calibrate {scores} "
         f"--human labels.jsonl`"
     )
 

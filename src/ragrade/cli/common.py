@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 import typer
 
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
+    from typer._click import Context
+
     from ragrade.progress import Progress
 
 
@@ -22,9 +25,52 @@ def error_line(message: str) -> None:
     typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
 
 
-def echo_json(obj: Any) -> None:
+def echo_json(obj: object) -> None:
     """Print ``obj`` as indented JSON on stdout."""
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+@dataclass(frozen=True)
+class CommandSettings:
+    """What the root command passes down to every verb (set by :func:`ragrade.cli.main.main`).
+
+    ``dry_run_folder``: under ``ragrade --dry-run``, the temporary folder that every file of the command goes
+    to (see :func:`output_path`), created and deleted by :func:`ragrade.cli.dryrun.run_dry`.
+    """
+
+    dry_run_folder: Path | None = None
+
+
+def _current_context() -> Context | None:
+    try:  # typer >= 0.2x vendors its own click
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - older typer on real click
+        from click import get_current_context  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    return get_current_context(silent=True)
+
+
+def command_settings() -> CommandSettings:
+    """The settings the root command was run with (defaults outside a command)."""
+    ctx = _current_context()
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if isinstance(obj, CommandSettings) else CommandSettings()
+
+
+@overload
+def output_path(path: Path, name: str = "out") -> Path: ...
+@overload
+def output_path(path: Path | None, name: str = "out") -> Path | None: ...
+def output_path(path: Path | None, name: str = "out") -> Path | None:
+    """Where the command writes what its user named ``path`` (an ``--out`` or ``--qrels`` value).
+
+    ``path`` itself, except in a dry run: then the same file name inside the run's temporary folder (``name``
+    there when the option was not given), so that no non-answer lands in the user's files.
+    """
+    folder = command_settings().dry_run_folder
+    if folder is None:
+        return path
+    return folder / ((path.name if path is not None else "") or name)
 
 
 def dry_run_requested() -> bool:

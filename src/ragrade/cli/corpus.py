@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
-from ragrade.cli.common import check_out_file, echo_json, is_tty, split_list
-from ragrade.errors import ConfigError, DataError
-
-if TYPE_CHECKING:
-    from ragrade.corpus.load import LoadReport
+from ragrade.cli.common import check_out_file, echo_json, is_tty, output_path, split_list
+from ragrade.errors import ConfigError
 
 MINILM_MAX_TOKENS = 256
 
@@ -109,11 +107,12 @@ def corpus_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Load documents into a documents JSONL file."""
+    from ragrade import api
     from ragrade.config import build_config
-    from ragrade.corpus.load import CorpusConfig, load_corpus
+    from ragrade.corpus.load import CorpusConfig
 
     _check_corpus_sources(paths, demo, demo_limit)
-    check_out_file(out)
+    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
     topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
@@ -122,12 +121,11 @@ def corpus_cmd(
     for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
         section.pop(key, None)
     cfg = build_config(CorpusConfig, section, flags, source="corpus options")
-    header: dict[str, Any] = {"config": cfg.model_dump()}
-    if demo:
-        report, header["demo"] = _load_demo_report(demo_limit, topics)
-    else:
-        report = load_corpus([str(p) for p in paths], cfg)
-    _write_corpus(report, header, paths, out, as_json)
+    api.load_corpus(
+        [] if demo else list(paths), demo=demo, demo_limit=demo_limit, demo_topics=topics, config=cfg, out=out,
+        warn=lambda message: typer.echo(f"ragrade: warning: {message}", err=True),
+        show=lambda summary: _show_corpus({**summary, "out": str(out)}, out, as_json),
+    )  # fmt: skip
 
 
 def _check_corpus_sources(paths: list[Path], demo: bool, demo_limit: int | None) -> None:
@@ -161,25 +159,8 @@ def _corpus_flags(
     }
 
 
-def _load_demo_report(demo_limit: int | None, topics: list[str] | None) -> tuple[LoadReport, dict[str, Any]]:
-    """The demo corpus as a load report (import failures as a warning) and its header record."""
-    from ragrade.corpus.demo import demo_load_report
-
-    return demo_load_report(demo_limit, topics)
-
-
-def _write_corpus(report: LoadReport, header: dict[str, Any], paths: list[Path], out: Path, as_json: bool) -> None:
-    """Warn about skipped files, fail when no document is usable, write the documents file and the summary."""
-    from ragrade.corpus.files import write_documents
-
-    for where, reason in report.skipped:
-        typer.echo(f"ragrade: warning: skipped {where}: {reason}", err=True)
-    for where, note in report.warnings:
-        typer.echo(f"ragrade: warning: {where}: {note}", err=True)
-    summary = report.checked_summary(", ".join(str(p) for p in paths or []) or "the demo corpus")
-    header["summary"] = summary
-    write_documents(out, report.documents, meta=header)
-    summary["out"] = str(out)
+def _show_corpus(summary: dict[str, Any], out: Path, as_json: bool) -> None:
+    """Print the load summary (as JSON with ``--json``)."""
     if as_json:
         echo_json(summary)
         return
@@ -225,39 +206,27 @@ def chunk_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Split documents into chunks."""
-    from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
-    from ragrade.corpus.files import read_documents, write_chunks
-
     extra: dict[str, Any] = {
         k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
     }
-    chunker = create_chunker(strategy, size=size, overlap=overlap, tokenizer=tokenizer, min_size=min_size, **extra)
-    check_out_file(out)
-    documents = read_documents(docs)
-    if not documents:
-        raise DataError(f"{docs}: no documents to chunk")
+    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
     if size > MINILM_MAX_TOKENS and tokenizer == "minilm" and not as_json:
         typer.echo(
             f"ragrade: note: the MiniLM embedder reads at most {MINILM_MAX_TOKENS} tokens; longer "
             "chunks are truncated when embedded",
             err=True,
         )
-    chunks = _chunk_with_progress(documents, chunker, chunk_documents)
-    description = chunker.describe()
-    summary = {
-        "strategy": chunker.strategy,
-        "params": description,
-        **summarize_chunks(chunks, n_docs=len(documents)),
-        "out": str(out),
-    }
-    write_chunks(out, chunks, chunker=chunker, meta={"documents": str(docs), "summary": summary})
+    settings = {"strategy": strategy, "size": size, "overlap": overlap, "min_size": min_size, "tokenizer": tokenizer}
+    summaries: list[dict[str, Any]] = []
+    _chunk_with_progress(docs, out, settings, extra, summaries.append)
+    summary = {**summaries[0], "out": str(out)}
     if as_json:
         echo_json(summary)
         return
     tok, chars = summary["tokens"], summary["chars"]
     typer.echo(
-        f"{summary['chunks']:,} chunks from {len(documents):,} documents ({chunker.strategy}, size "
-        f"{chunker.size} tokens, overlap {chunker.overlap}) -> {out}"
+        f"{summary['chunks']:,} chunks from {summary['documents']:,} documents ({strategy}, size "
+        f"{size} tokens, overlap {overlap}) -> {out}"
     )
     typer.echo(
         f"tokens per chunk: mean {tok['mean']:.1f}, min {tok['min']}, max {tok['max']}; characters: "
@@ -268,16 +237,20 @@ def chunk_cmd(
         typer.echo(f"documents without chunks (blank text): {summary['documents_without_chunks']}")
 
 
-def _chunk_with_progress(documents: list[Any], chunker: Any, chunk_documents: Any) -> list[Any]:
+def _chunk_with_progress(
+    docs: Path, out: Path, settings: dict[str, Any], options: dict[str, Any], show: Callable[[dict[str, Any]], None]
+) -> None:
+    """Chunk through :func:`ragrade.api.chunk`, with a progress bar on a terminal."""
+    from ragrade import api
+
     if not is_tty():
-        result: list[Any] = chunk_documents(documents, chunker)
-        return result
+        api.chunk(docs, out=out, show=show, **settings, **options)
+        return
     from rich.progress import Progress
 
     with Progress(transient=True) as progress:
-        task = progress.add_task("chunking", total=len(documents))
-        result = chunk_documents(documents, chunker, progress=lambda n: progress.advance(task, n))
-    return result
+        task = progress.add_task("chunking")
+        api.chunk(docs, out=out, show=show, progress=lambda n: progress.advance(task, n), **settings, **options)
 
 
 def register(app: typer.Typer) -> None:

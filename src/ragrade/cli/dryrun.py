@@ -6,10 +6,10 @@ builds its LLMs from the options it is shipped), so every :func:`~ragrade.llm.cr
 returns a :class:`~ragrade.llm.dryrun.DryRunLLM`, which sends nothing and answers every request with a
 dry-run error. The counts are read from :data:`~ragrade.llm.dryrun.LEDGER` (Ray actors send theirs back).
 So that these non-answers never land in the
-user's files (a later real run would resume from them), the command's output
-options (``--out``, ``--qrels``) are pointed into a temporary folder, which is
-deleted afterwards; a command that takes ``--out`` but was not given one gets
-one there too. The counts are printed at the end.
+user's files (a later real run would resume from them), the run's settings name a temporary folder
+(:class:`~ragrade.cli.common.CommandSettings`), and every verb writes its outputs there
+(:func:`~ragrade.cli.common.output_path`: ``--out``, ``--qrels`` and the default output of a verb given
+none), deleted afterwards. The counts are printed at the end.
 """
 
 from __future__ import annotations
@@ -23,57 +23,10 @@ from typing import Any
 
 import typer
 
-OUTPUT_OPTIONS = ("--out", "--qrels")
+from ragrade.cli.common import CommandSettings, error_line
 
 
-def _command_params(args: list[str]) -> set[str]:
-    """The option names the command that ``args`` names accepts (empty when it cannot be resolved)."""
-    from ragrade.cli.app import app
-
-    try:
-        from typer.main import get_command
-
-        cmd: Any = get_command(app)
-        ctx = cmd.make_context("ragrade", [], resilient_parsing=True)
-        for token in args:
-            if token.startswith("-") or not hasattr(cmd, "get_command"):
-                break
-            route = getattr(cmd, "command_for", None)  # a group with a default command (`judge ANSWERS`)
-            sub = route(ctx, token) if route is not None else cmd.get_command(ctx, token)
-            if sub is None:
-                break
-            cmd = sub
-        return {opt for p in getattr(cmd, "params", []) for opt in getattr(p, "opts", [])}
-    except Exception:  # resolution is best effort; the command itself reports bad usage
-        return set()
-
-
-def redirect_outputs(args: list[str], tmp: Path) -> list[str]:
-    """``args`` with every output option's value moved into ``tmp`` (file names kept)."""
-    out: list[str] = []
-    given: set[str] = set()
-    i = 0
-    while i < len(args):
-        token = args[i]
-        name, eq, value = token.partition("=")
-        if name in OUTPUT_OPTIONS:
-            given.add(name)
-            if eq:
-                out.append(f"{name}={tmp / (Path(value).name or 'out')}")
-            else:
-                out.append(token)
-                if i + 1 < len(args):
-                    out.append(str(tmp / (Path(args[i + 1]).name or "out")))
-                    i += 1
-        else:
-            out.append(token)
-        i += 1
-    if "--out" not in given and "--out" in _command_params(args):
-        out += ["--out", str(tmp / "out")]
-    return out
-
-
-def run_dry(args: list[str], invoke: Callable[[list[str], Callable[[str], None]], int]) -> int:
+def run_dry(args: list[str], invoke: Callable[[list[str], Callable[[str], None], CommandSettings], int]) -> int:
     """Run ``args`` (with ``--dry-run`` among the root options) as a dry run; print the counts.
 
     When the command made LLM requests, its own report (a leaderboard of unanswered questions, an
@@ -83,17 +36,15 @@ def run_dry(args: list[str], invoke: Callable[[list[str], Callable[[str], None]]
     import contextlib
     import io
 
-    from ragrade.cli.common import error_line
     from ragrade.llm.dryrun import LEDGER
 
-    n_root = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
     tmp = Path(tempfile.mkdtemp(prefix="ragrade-dry-run-"))
     errors: list[str] = []
     stdout = io.StringIO()
     mark = LEDGER.mark()
     try:
-        with contextlib.redirect_stdout(stdout):  # the root options keep --dry-run: the command reads it
-            code = invoke([*args[:n_root], *redirect_outputs(args[n_root:], tmp)], errors.append)
+        with contextlib.redirect_stdout(stdout):  # the command reads --dry-run and writes into the folder
+            code = invoke(args, errors.append, CommandSettings(dry_run_folder=tmp))
     finally:
         summaries = LEDGER.since(mark)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -121,4 +72,4 @@ def _print(summaries: list[dict[str, Any]]) -> None:
     typer.echo(json.dumps({"dry_run": summaries}, ensure_ascii=False))
 
 
-__all__ = ["redirect_outputs", "run_dry"]
+__all__ = ["run_dry"]

@@ -8,12 +8,23 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import LOADING, check_out_file, command_progress, dry_run_requested, echo_json
-from ragrade.llm.failures import MAX_FAILED_HELP, exam_request_tally
+from ragrade.cli.common import LOADING, check_out_file, command_progress, echo_json, output_path
+from ragrade.cli.llm_flags import (
+    ConcurrencyOption,
+    LlmBaseUrlOption,
+    MaxRetriesOption,
+    NoCacheOption,
+    TimeoutOption,
+    llm_flag_layer,
+)
+from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.generate import ExamResult
+    from ragrade.llm.options import LLMOptions
 
 exam_app = typer.Typer(help="Generate, inspect and take multiple-choice exams.", no_args_is_help=True)
 
@@ -73,13 +84,11 @@ def generate_cmd(
         None, "--system-prompt", exists=True, dir_okay=False, help="A file with the system prompt template."
     ),
     domain: str | None = typer.Option(None, "--domain", help="A few words naming the corpus, for the prompt."),
-    base_url: str | None = typer.Option(
-        None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
-    ),
-    concurrency: int = typer.Option(16, "--concurrency", min=1, help="LLM requests in flight."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
-    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds per LLM request attempt."),
-    max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries of a failed LLM request."),
+    llm_base_url: LlmBaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    no_cache: NoCacheOption = False,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     temperature: float | None = typer.Option(
         None, "--temperature", min=0.0, help="Sampling temperature (default 0.7)."
@@ -121,9 +130,9 @@ def generate_cmd(
     """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""
     from ragrade.config import build_config
     from ragrade.exam.config import ExamConfig
-    from ragrade.exam.inputs import load_chunks, resolve_generator_llm
+    from ragrade.llm.options import LLMOptions
 
-    check_out_file(out)
+    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
     cli: dict[str, Any] = {
         "n": n,
         "seed": seed,
@@ -138,24 +147,19 @@ def generate_cmd(
         "absurd": True if absurd else None,
         **_filter_layer(filter_share, intra_cosine, extra_cosine, dup_cosine),
     }
-    cfg = build_config(ExamConfig, _file_layer(config), cli, source="exam options")
-    data = load_chunks(chunks)
-    model = resolve_generator_llm(
-        llm,
-        base_url=base_url,
-        concurrency=concurrency,
-        cache=not no_cache,
-        timeout=timeout,
-        max_retries=max_retries,
-        dry_run=dry_run_requested(),
-    )
-    result = _run_with_progress(data, model, cfg, _filter_embedder(embedder))
-    tally = exam_request_tally(result, model)
-    if not result.questions and tally.n_failed:
-        tally.check(_RESUME, 0.0)  # every survivor lost to failed requests: say so, not "no question survived"
-    _write_generated_exam(out, result, cfg, chunks, json_out)
-    offline_exam_note({"generator": result.generator})
-    tally.check(_RESUME, max_failed, what="generation")
+    file_layer = _file_layer(config)
+    file_options = file_layer.pop("llm_options", None)  # [exam.llm_options]: how the generator LLM is reached
+    cfg = build_config(ExamConfig, file_layer, cli, source="exam options")
+    flags = {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
+             "max_retries": max_retries, "no_cache": no_cache}  # fmt: skip
+    options = build_config(LLMOptions, file_options, llm_flag_layer(flags), source="exam llm_options")
+    written: list[ExamResult] = []  # the API gives the written exam before it checks the failed requests
+    try:
+        _generate_with_progress(chunks, out, llm, cfg, options, embedder, max_failed, written.append)
+    finally:
+        if written:
+            _print_generated_exam(out, written[0], json_out)
+            offline_exam_note({"generator": written[0].generator})
 
 
 def offline_exam_note(meta: dict[str, Any] | None) -> None:
@@ -166,24 +170,10 @@ def offline_exam_note(meta: dict[str, Any] | None) -> None:
         typer.echo(f"note: {OFFLINE_EXAM_NOTE}", err=True)
 
 
-_RESUME = "rerun the same command: received questions come from the response cache, only failed requests are sent"
-
-
-def _filter_embedder(spec: str | None) -> Any:
-    """The embedder named by --embedder, or None for the generator's default."""
-    if spec is None:
-        return None
-    from ragrade.embedding.embed import create_embedder
-
-    return create_embedder(spec)
-
-
-def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks: Path, json_out: bool) -> None:
-    """Write the exam and its sidecars and print the analytics (DataError, sidecars only, when none survived)."""
+def _print_generated_exam(out: Path, result: ExamResult, json_out: bool) -> None:
+    """Print the analytics of the exam written to ``out``."""
     from ragrade.exam.analytics import exam_analytics, format_analytics
-    from ragrade.exam.generate import write_exam_checked
 
-    write_exam_checked(out, result, cfg, input_path=str(chunks))
     stats = exam_analytics(result.questions)
     if json_out:
         echo_json({"exam": str(out), "funnel": result.funnel, "analytics": stats})
@@ -192,9 +182,17 @@ def _write_generated_exam(out: Path, result: ExamResult, cfg: ExamConfig, chunks
         typer.echo(format_analytics(stats, result.funnel))
 
 
-def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
-    from ragrade import interrupt
-    from ragrade.exam.generate import generate_exam_full
+def _generate_with_progress(
+    chunks: Path,
+    out: Path,
+    llm: str,
+    cfg: ExamConfig,
+    options: LLMOptions,
+    embedder: str | None,
+    max_failed: float | None,
+    show: Callable[[ExamResult], None],
+) -> None:
+    from ragrade import api, interrupt
 
     interrupt.progress(0, math.ceil(cfg.n * cfg.oversample), "question candidates written")
     with command_progress("exam generate", status=LOADING) as shown:
@@ -203,7 +201,10 @@ def _run_with_progress(data: Any, model: Any, cfg: Any, emb: Any) -> Any:
             interrupt.progress(done, target, "question candidates written")  # what an interruption reports
             shown.update("candidates", done, target)
 
-        return generate_exam_full(data, model, cfg, embedder=emb, progress=track)
+        api.generate_exam(
+            chunks, out, llm=llm, config=cfg, embedder=embedder, llm_options=options, max_failed=max_failed,
+            progress=track, show=show,
+        )  # fmt: skip
 
 
 @exam_app.command("stats")

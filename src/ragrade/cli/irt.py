@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import command_progress, echo_json, split_list
+from ragrade.cli.common import command_progress, echo_json, output_path, split_list
+
+if TYPE_CHECKING:
+    from ragrade.irt.problem import FitConfig
 
 irt_app = typer.Typer(
     help="Item response theory: abilities, item parameters, information, exam improvement.", no_args_is_help=True
@@ -74,7 +77,7 @@ def _config(
     solver: str = "newton",
     not_applicable: list[str] | None = None,
     groups: int = 20,
-) -> Any:
+) -> FitConfig:
     from ragrade.irt.fit import FitConfig
     from ragrade.irt.model import Bounds, Priors
 
@@ -172,13 +175,12 @@ def fit_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Fit abilities and item parameters; write irt.json and per-item/pipeline/effect CSV tables."""
-    from ragrade.irt.fit import fit_irt
+    from ragrade import api
 
     cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver, not_applicable, groups)
-    if out is None:
-        out = (source if source.is_dir() else source.parent) / "irt.json"
+    out = output_path(out, "irt.json") or (source if source.is_dir() else source.parent) / "irt.json"
     with command_progress("irt fit", status=f"fitting the {model} model ({se} standard errors) ..."):
-        res = fit_irt(source, config=cfg, out=out, exam=exam)
+        res = api.fit_irt(source, config=cfg, out=out, exam=exam)
     if as_json:
         echo_json(
             {
@@ -229,8 +231,7 @@ def improve_cmd(
 
         raise DataError(f"exam file {exam_path} not found (pass --exam PATH)")
     imp = improve(data, cfg, steps=steps, drop=drop, tags=exam_tags(exam_path))
-    if out is None:
-        out = (source if source.is_dir() else source.parent) / "irt_improve"
+    out = output_path(out, "irt_improve") or (source if source.is_dir() else source.parent) / "irt_improve"
     summary = write_improvement(imp, out, exam_path, data)
     if as_json:
         echo_json(summary)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+from ragrade.cli.llm_flags import LlmBaseUrlOption, llm_flag_layer
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM, Completion, LoglikelihoodResult
 
 cache_app = typer.Typer(help="Inspect or clear the LLM response cache ($RAGRADE_CACHE_DIR).", no_args_is_help=True)
 llm_app = typer.Typer(help="Check an LLM backend.", no_args_is_help=True)
@@ -59,16 +65,20 @@ def cache_clear(
 
 
 NEEDS = ("generate", "loglikelihood", "json")
+#: a probe answers quickly: the run defaults of LLMOptions with a shorter timeout, one retry and no cache
+PROBE_OPTIONS = {"timeout": 30.0, "max_retries": 1, "cache": False}
 
 
 @llm_app.command("probe")
 def llm_probe(
     llm: str = typer.Option(..., "--llm", help="PROVIDER/MODEL, e.g. openai/llama3.1"),
-    base_url: str | None = typer.Option(
-        None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible server URL."
+    llm_base_url: LlmBaseUrlOption = None,
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=0.1, help=f"Seconds per request (default {PROBE_OPTIONS['timeout']:g})."
     ),
-    timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per request."),
-    max_retries: int = typer.Option(1, "--max-retries", min=0, help="Retries of a failed request."),
+    max_retries: int | None = typer.Option(
+        None, "--max-retries", min=0, help=f"Retries of a failed request (default {PROBE_OPTIONS['max_retries']})."
+    ),
     need: str = typer.Option(
         "generate",
         "--need",
@@ -82,17 +92,25 @@ def llm_probe(
     server's slots. Exits 2, after printing the report, when something ``--need`` names is missing or
     generation returns no usable text (server down, key rejected, empty replies, ...).
     """
-    from ragrade.cli.common import dry_run_requested, echo_json, split_list
+    from ragrade.cli.common import echo_json, split_list
+    from ragrade.config import build_config
     from ragrade.errors import BackendError, ConfigError
-    from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
+    from ragrade.llm import (
+        GenerationRequest,
+        LLMOptions,
+        LoglikelihoodRequest,
+        Message,
+        create_llm,
+        generate,
+        loglikelihood,
+    )
 
     needs = split_list(need, "--need") or []
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise ConfigError(f"--need takes a comma list of {', '.join(NEEDS)}; got '{unknown[0]}'")
-    model = create_llm(
-        llm, base_url=base_url, cache=False, timeout=timeout, max_retries=max_retries, dry_run=dry_run_requested()
-    )
+    flags = llm_flag_layer({"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries})
+    model = create_llm(llm, options=build_config(LLMOptions, PROBE_OPTIONS, flags, source="probe options"))
     ask = "Reply with the word ready."
     [gen] = generate(
         model, [GenerationRequest(messages=(Message("user", ask),), max_tokens=8, question=ask, passages=("ready",))]
@@ -124,7 +142,7 @@ def llm_probe(
         raise BackendError(f"{model.name} cannot serve what --need asks ({why})")
 
 
-def _capabilities(model: Any, gen: Any, ll: Any, check_json: bool) -> dict[str, Any]:
+def _capabilities(model: LLM, gen: Completion, ll: LoglikelihoodResult, check_json: bool) -> dict[str, object]:
     """Each capability of ``model``: the full probe for an OpenAI-compatible server, else what the
     generation and log-likelihood requests showed (and JSON output, when asked)."""
     from ragrade.llm import GenerationRequest, Message, generate, run_sync
@@ -134,7 +152,7 @@ def _capabilities(model: Any, gen: Any, ll: Any, check_json: bool) -> dict[str, 
         from ragrade.llm.capabilities import probe_capabilities
 
         return run_sync(probe_capabilities(model))
-    caps: dict[str, Any] = {"generate": bool(gen.ok and (gen.text or "").strip())}
+    caps: dict[str, object] = {"generate": bool(gen.ok and (gen.text or "").strip())}
     caps["prompt_logprobs"] = ll.method if ll.ok else "none"
     if check_json:
         from ragrade.llm.capabilities import PROBE_SCHEMA
@@ -154,9 +172,11 @@ def _is_json_object(text: str | None) -> bool:
         return False
 
 
-def _missing(needs: list[str], gen: Any, ll: Any, caps: dict[str, Any]) -> dict[str, str]:
+def _missing(needs: list[str], gen: Completion, ll: LoglikelihoodResult, caps: Mapping[str, object]) -> dict[str, str]:
     """What ``--need`` names that the probe did not find, with the reason."""
-    notes = caps.get("notes") or {}
+    notes = caps.get("notes")
+    if not isinstance(notes, dict):  # the full probe's reasons; none from the short one
+        notes = {}
     missing: dict[str, str] = {}
     if "generate" in needs and gen.ok and not (gen.text or "").strip():
         missing["generate"] = "the reply is empty"

@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older typer on real click
 
 from ragrade import interrupt
 from ragrade.cli.app import app
-from ragrade.cli.common import error_line
+from ragrade.cli.common import CommandSettings, error_line
 from ragrade.errors import RagradeError
 
 
@@ -44,15 +44,18 @@ def _root_options(args: list[str]) -> list[str]:
     return out
 
 
-def _invoke(argv: list[str], report: Callable[[str], None] = error_line) -> int:
-    """Run the CLI on ``argv`` and map errors to exit codes (user errors go to ``report``)."""
+def _invoke(
+    argv: list[str], report: Callable[[str], None] = error_line, settings: CommandSettings | None = None
+) -> int:
+    """Run the CLI on ``argv`` with ``settings`` (what every verb reads) and map errors to exit codes
+    (user errors go to ``report``)."""
     with interrupt.handle_signals():
-        return _dispatch(argv, report)
+        return _dispatch(argv, report, settings or CommandSettings())
 
 
-def _dispatch(argv: list[str], report: Callable[[str], None]) -> int:
+def _dispatch(argv: list[str], report: Callable[[str], None], settings: CommandSettings) -> int:
     try:
-        code = app(args=argv, prog_name="ragrade", standalone_mode=False)
+        code: object = app(args=argv, prog_name="ragrade", standalone_mode=False, obj=settings)
     except interrupt.Interrupted:
         typer.echo(f"ragrade: {interrupt.message()}", err=True)
         return interrupt.EXIT_CODE
@@ -80,7 +83,7 @@ def _dispatch(argv: list[str], report: Callable[[str], None]) -> int:
         return 2
     if code == interrupt.EXIT_CODE:  # typer turns a KeyboardInterrupt into this code, silently
         typer.echo(f"ragrade: {interrupt.message()}", err=True)
-        return code
+        return interrupt.EXIT_CODE
     return 0
 
 

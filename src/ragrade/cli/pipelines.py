@@ -3,24 +3,39 @@
 ``ragrade exam take`` (multiple choice) and ``ragrade qa answer`` (free text)
 run the same grid of pipelines (LLM x retriever x k x ICL x chunker x prompt)
 configured the same way: a ``sweep.toml`` overridden by flags. The options
-both offer are declared once here (``Annotated`` aliases); a command reads
-them back with :func:`grid_config` from its parsed parameters.
+both offer are declared once here, as the fields of :class:`GridFlags` (a
+command's own options extend it); :func:`with_flags` offers them on a command,
+which receives one typed object and builds its settings with
+:meth:`GridFlags.sweep_config`.
 
 Only typer is imported at module level (``ragrade --help`` must stay light).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 
-from ragrade.cli.common import dry_run_requested, split_list
+from ragrade.cli.common import split_list
+from ragrade.cli.llm_flags import (
+    ConcurrencyOption,
+    LlmBaseUrlOption,
+    MaxRetriesOption,
+    NoCacheOption,
+    TimeoutOption,
+    llm_flag_layer,
+)
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from ragrade.run.spec import SweepConfig
 
 # --- options both grid commands offer ------------------------------------------------------------------------------
@@ -53,18 +68,8 @@ IclPoolOption = Annotated[
 LimitOption = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N evaluated questions.")]
 ShardSizeOption = Annotated[int | None, typer.Option("--shard-size", min=1, help="Questions per work unit.")]
 ExecutorOption = Annotated[str | None, typer.Option("--executor", help="local (default) or ray.")]
-LlmBaseUrlOption = Annotated[
-    str | None, typer.Option("--llm-base-url", help="Base URL of an OpenAI-compatible server.")
-]
-ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM requests in flight.")]
-NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not use the LLM response cache.")]
-TimeoutOption = Annotated[
-    float | None, typer.Option("--timeout", help="Seconds per LLM request attempt (default 60).")
-]
-MaxRetriesOption = Annotated[
-    int | None,
-    typer.Option("--max-retries", help="Retries of a failed LLM request (default 5); then it is missing."),
-]
+LlmOption = Annotated[str | None, typer.Option("--llm", help="Comma list of PROVIDER/MODEL (e.g. offline/student).")]
+PromptOption = Annotated[list[str] | None, typer.Option("--prompt", help="[NAME=]FILE prompt template, repeatable.")]
 MaxFailedOption = Annotated[
     float | None,
     typer.Option(
@@ -127,85 +132,145 @@ def parse_ints(value: str | None, option: str) -> list[int] | None:
         raise ConfigError(f"{option} expects integers, got '{value}'") from exc
 
 
-def _prune(value: Any) -> Any:
+def _prune(table: Mapping[str, object]) -> dict[str, object]:
     """Drop None values (not given) recursively, and tables left empty."""
-    if isinstance(value, dict):
-        out = {k: _prune(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in out.items() if v != {}}
-    return value
+    out = {k: _prune(v) if isinstance(v, dict) else v for k, v in table.items() if v is not None}
+    return {k: v for k, v in out.items() if v != {}}
 
 
-def flag_layer(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The config layer of the grid flags in ``params`` (by parameter name; absent or None = not given)."""
-    kw = {k: v for k, v in params.items() if v is not None}
-    grid = {
-        "llm": split_list(kw.get("llm"), "--llm"),
-        "retriever": split_list(kw.get("retrievers"), "--retrievers"),
-        "k": parse_ints(kw.get("k"), "--k"),
-        "icl": parse_ints(kw.get("icl"), "--icl"),
-        "chunker": split_list(kw.get("chunkers"), "--chunkers"),
-        "method": split_list(kw.get("method"), "--method"),
-        "query": split_list(kw.get("query"), "--query"),
-        "post": split_list(kw.get("post"), "--post"),
-    }
-    prompts = parse_pairs(kw.get("prompt"), "--prompt", default_label=True)
-    if prompts:
-        grid["prompt"] = list(prompts)
-    llm_options = {
-        "base_url": kw.get("llm_base_url"),
-        "concurrency": kw.get("concurrency"),
-        "cache": False if kw.get("no_cache") else None,
-        "timeout": kw.get("timeout"),
-        "max_retries": kw.get("max_retries"),
-        "dry_run": dry_run_requested() or None,  # `ragrade --dry-run`: shipped to every worker with the options
-    }
-    return _prune(
-        {
-            "grid": grid,
-            "indexes": parse_pairs(kw.get("index"), "--index", default_label=True),
-            "external": parse_pairs(kw.get("external"), "--external"),
-            "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
-            "answer": {"score": kw.get("score"), "target": kw.get("target")},
-            "llm_options": llm_options,
-            "transform_llm": kw.get("transform_llm"),
-            "samples": False if kw.get("no_samples") else None,
-            **{
-                key: kw.get(key)
-                for key in ("seed", "icl_pool", "limit", "shard_size", "executor", "ray_address", "ray_workers")
-            },
+@dataclass(frozen=True)
+class GridFlags:
+    """The options every grid command offers, as typed values (``None``: not given, never overrides the file).
+
+    A command declares them with :func:`with_flags`; :meth:`layer` turns them into the config layer of
+    :class:`~ragrade.run.spec.SweepConfig` field by field, and :meth:`sweep_config` merges it over ``--config``.
+    """
+
+    config: ConfigOption = None
+    index: IndexOption = None
+    retrievers: RetrieversOption = None
+    llm: LlmOption = None
+    icl: IclOption = None
+    k: KOption = None
+    chunkers: ChunkersOption = None
+    prompt: PromptOption = None
+    query: QueryOption = None
+    post: PostOption = None
+    transform_llm: TransformLlmOption = None
+    external: ExternalOption = None
+    seed: SeedOption = None
+    icl_pool: IclPoolOption = None
+    limit: LimitOption = None
+    shard_size: ShardSizeOption = None
+    executor: ExecutorOption = None
+    llm_base_url: LlmBaseUrlOption = None
+    concurrency: ConcurrencyOption = None
+    no_cache: NoCacheOption = False
+    timeout: TimeoutOption = None
+    max_retries: MaxRetriesOption = None
+
+    def layer(self) -> dict[str, object]:
+        """The config layer of these flags (the grid axes in the one spelling of :class:`GridConfig`)."""
+        prompts = parse_pairs(self.prompt, "--prompt", default_label=True)
+        grid = {
+            "llms": split_list(self.llm, "--llm"),
+            "retrievers": split_list(self.retrievers, "--retrievers"),
+            "k": parse_ints(self.k, "--k"),
+            "icl": parse_ints(self.icl, "--icl"),
+            "chunkers": split_list(self.chunkers, "--chunkers"),
+            "prompts": list(prompts) if prompts else None,
+            "query": split_list(self.query, "--query"),
+            "post": split_list(self.post, "--post"),
         }
-    )
+        llm = {
+            "llm_base_url": self.llm_base_url,
+            "concurrency": self.concurrency,
+            "no_cache": self.no_cache,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+        }
+        layer = _prune(
+            {
+                "grid": grid,
+                "indexes": parse_pairs(self.index, "--index", default_label=True),
+                "external": parse_pairs(self.external, "--external"),
+                "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
+                "llm_options": llm_flag_layer(llm),  # and `ragrade --dry-run`
+                "transform_llm": self.transform_llm,
+                "seed": self.seed,
+                "icl_pool": self.icl_pool,
+                "limit": self.limit,
+                "shard_size": self.shard_size,
+                "executor": self.executor,
+            }
+        )
+        return layer
+
+    def sweep_config(self) -> SweepConfig:
+        """The command's settings: the ``--config`` sweep file (if any) overridden by these flags."""
+        from ragrade.run.spec import build_sweep_config, load_sweep_file
+
+        file_layer = load_sweep_file(self.config) if self.config else {}
+        flags = self.layer()
+        external_pipelines(flags, file_layer)
+        return build_sweep_config(file_layer, flags)
 
 
-def external_pipelines(layer: dict[str, Any], file_layer: Mapping[str, Any]) -> None:
+def with_flags(flags_type: type[GridFlags]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Offer the fields of ``flags_type`` as the decorated command's options; the command gets one object.
+
+    The command names a parameter ``flags: <flags_type>``; its options (in ``--help``, in that place)
+    are the dataclass's fields, each an ``Annotated`` typer option, and typer's parsed values are handed to
+    the command as one ``flags_type`` instance (typed, built by the dataclass, not picked out by name).
+    """
+    hints = get_type_hints(flags_type, include_extras=True)
+    options = [
+        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
+        for f in fields(flags_type)
+    ]
+    names = [f.name for f in fields(flags_type)]
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        own = list(inspect.signature(command, eval_str=True).parameters.values())
+        at = [p.name for p in own].index("flags")
+        params = [*own[:at], *options, *own[at + 1 :]]
+
+        @functools.wraps(command)
+        def run(**parsed: Any) -> None:
+            flags = flags_type(**{name: parsed.pop(name) for name in names})
+            command(**parsed, flags=flags)
+
+        run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        del run.__wrapped__  # typer reads the signature above, not the command's
+        return run
+
+    return decorate
+
+
+def _names(table: object) -> list[str]:
+    """The keys of a table (none when it is missing or not a table: the config's validation reports that)."""
+    return list(table) if isinstance(table, dict) else []
+
+
+def external_pipelines(layer: dict[str, object], file_layer: Mapping[str, object]) -> None:
     """Add an ``external:NAME`` retriever to the grid for every external system given by flag or file."""
-    names = list((file_layer.get("external") or {}).keys()) + list((layer.get("external") or {}).keys())
+    names = _names(file_layer.get("external")) + _names(layer.get("external"))
     if not names:
         return
-    grid = layer.setdefault("grid", {})
-    base = grid.get("retriever") or (file_layer.get("grid") or {}).get("retriever")
+    grid = layer.get("grid")
+    if not isinstance(grid, dict):
+        grid = layer["grid"] = {}
+    file_grid = file_layer.get("grid")
+    base = grid.get("retrievers") or (file_grid.get("retrievers") if isinstance(file_grid, dict) else None)
     if base is None:
         base = [f"external:{n}" for n in names]
-    grid["retriever"] = list(dict.fromkeys([*base, *(f"external:{n}" for n in names)]))
+    grid["retrievers"] = list(dict.fromkeys([*base, *(f"external:{n}" for n in names)]))
 
 
-def grid_config(params: Mapping[str, Any]) -> SweepConfig:
-    """The sweep config of a grid command: ``params["config"]`` (a sweep.toml) overridden by the flags.
-
-    ``params`` are the command's parsed parameters (``typer.Context.params``);
-    the flags are read by their parameter names (see :func:`flag_layer`), so
-    a flag the command does not offer counts as not given.
-    """
-    from ragrade.run.spec import build_sweep_config, load_sweep_file
-
-    config = params.get("config")
-    file_layer = load_sweep_file(config) if config else {}
-    flags = flag_layer(params)
-    external_pipelines(flags, file_layer)
-    return build_sweep_config(file_layer, flags)
-
-
-def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None = None) -> None:
+def check_grid_failures(
+    rows: pd.DataFrame | Sequence[Mapping[str, object]], max_failed: float | None, resume: str | None = None
+) -> None:
     """Exit 2/3 (see :mod:`ragrade.llm.failures`) when the grid's failed requests are beyond the threshold.
 
     ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
@@ -216,13 +281,13 @@ def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None 
 
 
 __all__ = [
+    "GridFlags",
     "PostOption",
     "QueryOption",
     "TransformLlmOption",
     "check_grid_failures",
     "external_pipelines",
-    "flag_layer",
-    "grid_config",
     "parse_ints",
     "parse_pairs",
+    "with_flags",
 ]

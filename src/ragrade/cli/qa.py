@@ -6,8 +6,9 @@ that ``ragrade --help`` stays fast.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,47 +16,39 @@ from ragrade.cli.common import (
     LOADING,
     check_out_file,
     command_progress,
-    dry_run_requested,
     echo_json,
+    output_path,
     split_list,
 )
-from ragrade.cli.pipelines import (
-    ChunkersOption,
+from ragrade.cli.llm_flags import (
     ConcurrencyOption,
-    ConfigOption,
-    ExecutorOption,
-    ExternalOption,
-    IclOption,
-    IclPoolOption,
-    IndexOption,
-    JsonOption,
-    KOption,
-    LimitOption,
     LlmBaseUrlOption,
-    MaxFailedOption,
     MaxRetriesOption,
     NoCacheOption,
-    PostOption,
-    QueryOption,
-    RetrieversOption,
-    RunDirOption,
-    SeedOption,
-    ShardSizeOption,
     TimeoutOption,
-    TransformLlmOption,
+    llm_flag_layer,
+)
+from ragrade.cli.pipelines import (
+    GridFlags,
+    JsonOption,
+    MaxFailedOption,
+    RunDirOption,
     check_grid_failures,
-    grid_config,
     parse_pairs,
+    with_flags,
 )
 from ragrade.errors import ConfigError, DataError
 from ragrade.llm.failures import MAX_FAILED_HELP, FailureTally
+
+if TYPE_CHECKING:
+    from ragrade.corpus.types import Chunk
 
 qa_app = typer.Typer(
     name="qa", help="Synthetic question/answer datasets and free-text answers from pipelines.", no_args_is_help=True
 )
 
 
-def _config_layer(path: Path | None, table: str) -> dict[str, Any]:
+def _config_layer(path: Path | None, table: str) -> dict[str, object]:
     if path is None:
         return {}
     from ragrade.config import load_toml
@@ -79,9 +72,7 @@ def judge(
     llm: str | None = typer.Option(
         None, "--llm", help="Judge model, PROVIDER/MODEL (offline/judge: the offline claims baseline)."
     ),
-    llm_base_url: str | None = typer.Option(
-        None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
-    ),
+    llm_base_url: LlmBaseUrlOption = None,
     out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default RUN_DIR/judge)."),
     field: list[str] | None = typer.Option(
         None,
@@ -100,11 +91,11 @@ def judge(
     bertscore_idf: bool | None = typer.Option(None, "--bertscore-idf/--no-bertscore-idf", help="Idf weighting."),
     pass_threshold: float | None = typer.Option(None, "--pass-threshold", help="Correctness counted as a pass."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Answers per saved batch."),
-    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Judge requests in flight."),
-    max_retries: int | None = typer.Option(None, "--max-retries", min=0, help="Retries of a failed judge request."),
-    timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="Seconds per judge request."),
+    concurrency: ConcurrencyOption = None,
+    max_retries: MaxRetriesOption = None,
+    timeout: TimeoutOption = None,
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
+    no_cache: NoCacheOption = False,
     config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[judge] table)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
 ) -> None:
@@ -112,14 +103,14 @@ def judge(
 
     Human labels (`ragrade label`) correct the judges' means: `ragrade judge calibrate SCORES --human LABELS`.
     """
+    from ragrade import api
     from ragrade.config import build_config
     from ragrade.judge.inputs import parse_field_map
-    from ragrade.judge.run import JudgeRunConfig, run_judging
+    from ragrade.judge.run import JudgeRunConfig
 
-    flags: dict[str, Any] = {
+    flags: dict[str, object] = {
         "metrics": split_list(metrics, "--metrics"),
         "llm": llm,
-        "base_url": llm_base_url,
         "fields": parse_field_map(field) or None,
         "samples": samples,
         "temperature": temperature,
@@ -131,31 +122,27 @@ def judge(
         "bertscore_idf": bertscore_idf,
         "pass_threshold": pass_threshold,
         "batch_size": batch_size,
-        "concurrency": concurrency,
-        "max_retries": max_retries,
-        "timeout": timeout,
-        "cache": False if no_cache else None,
-        "dry_run": dry_run_requested() or None,
-    }
+        "llm_options": llm_flag_layer(
+            {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
+             "max_retries": max_retries, "no_cache": no_cache}
+        ),
+    }  # fmt: skip
     cfg = build_config(JudgeRunConfig, _config_layer(config, "judge"), flags, source="judge options")
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
     if out is None:
         if not answers.is_dir():
             raise ConfigError("--out is required when ANSWERS is a file")
         out = answers / "judge"
+    target = out
+
+    def show(summary: dict[str, Any]) -> None:  # printed before failed requests raise (exit 2/3)
+        if as_json:
+            echo_json(summary)
+        else:
+            _print_summary(summary, target)
+
     with command_progress("judge", status=LOADING) as shown:
-        summary = run_judging(answers, out, cfg, progress=shown.update)
-    if as_json:
-        echo_json(summary)
-    else:
-        _print_summary(summary, out)
-    _check_judge_failures(summary, max_failed)
-
-
-def _check_judge_failures(summary: dict[str, Any], max_failed: float | None) -> None:
-    """Exit 2/3 when judge requests failed beyond the threshold (per configuration and metric)."""
-    from ragrade.judge.run import check_judge_failures
-
-    check_judge_failures(summary, max_failed)
+        api.judge_answers(answers, out, config=cfg, max_failed=max_failed, progress=shown.update, show=show)
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -178,7 +165,7 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     typer.echo(f"wrote {out}/scores.jsonl, summary.json, summary.csv, agreement.json")
 
 
-def _load_chunks(path: Path) -> list[Any]:
+def _load_chunks(path: Path) -> list[Chunk]:
     """Chunks from a chunks JSONL or an index directory."""
     if path.is_dir():
         from ragrade.retrieval.index import load_index  # type: ignore[import-not-found,unused-ignore]
@@ -206,20 +193,21 @@ def qa_generate(
     prompt: Path | None = typer.Option(
         None, "--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."
     ),
-    llm_base_url: str | None = typer.Option(
-        None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
-    ),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass the LLM response cache."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds per LLM request attempt."),
-    max_retries: int = typer.Option(5, "--max-retries", help="Retries of a failed LLM request."),
+    llm_base_url: LlmBaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    no_cache: NoCacheOption = False,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the funnel as JSON."),
 ) -> None:
     """Generate synthetic (question, reference answer, context) triplets from chunks."""
+    from ragrade.config import build_config
+    from ragrade.llm.options import LLMOptions
     from ragrade.qa.files import write_qa, write_qrels
     from ragrade.qa.generate import OFFLINE, QAGenConfig, generate_qa
 
-    check_out_file(out)
+    out, qrels = output_path(check_out_file(out)), output_path(qrels)  # `ragrade --dry-run`: a temporary folder
     chunks = _load_chunks(source)
     cfg = QAGenConfig(
         n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None, max_tokens=max_tokens
@@ -231,14 +219,9 @@ def qa_generate(
     if llm != OFFLINE:
         from ragrade.llm import create_llm
 
-        model = create_llm(
-            llm,
-            base_url=llm_base_url,
-            cache=not no_cache,
-            timeout=timeout,
-            max_retries=max_retries,
-            dry_run=dry_run_requested(),
-        )
+        flags = {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
+                 "max_retries": max_retries, "no_cache": no_cache}  # fmt: skip
+        model = create_llm(llm, options=build_config(LLMOptions, llm_flag_layer(flags), source="LLM options"))
     with command_progress("qa generate") as shown:
         items, funnel = generate_qa(chunks, model, cfg, progress=shown.update)
     tally = FailureTally()
@@ -272,39 +255,40 @@ def qa_generate(
 _RESUME = "rerun the same command: received answers come from the response cache, only failed requests are sent"
 
 
+@dataclass(frozen=True)
+class AnswerFlags(GridFlags):
+    """The options of ``qa answer``: the grid's (:class:`GridFlags`) and the answers' length and temperature."""
+
+    prompt: Annotated[
+        list[str] | None, typer.Option("--prompt", help="[NAME=]FILE answer template with {question}.")
+    ] = None
+    max_tokens: Annotated[
+        str, typer.Option("--max-tokens", help="Answer length budget; a comma list makes it a factor of the grid.")
+    ] = "256"
+    temperature: Annotated[
+        str, typer.Option("--temperature", help="Sampling temperature; a comma list makes it a factor of the grid.")
+    ] = "0"
+
+    def generation(self) -> tuple[list[int], list[float]]:
+        """The ``--max-tokens`` and ``--temperature`` values (one: a setting of the run; several: grid factors)."""
+        from ragrade.cli.pipelines import parse_ints
+
+        tokens = parse_ints(self.max_tokens, "--max-tokens") or [256]
+        try:
+            temps = [float(t) for t in split_list(self.temperature, "--temperature") or ["0"]]
+        except ValueError as exc:
+            raise ConfigError(f"--temperature expects numbers, got '{self.temperature}'") from exc
+        if any(t <= 0 for t in tokens) or any(not 0 <= t <= 2 for t in temps):
+            raise ConfigError("--max-tokens must be positive and --temperature between 0 and 2")
+        return tokens, temps
+
+
 @qa_app.command("answer")
+@with_flags(AnswerFlags)
 def qa_answer(
-    ctx: typer.Context,
     qa: Annotated[Path, typer.Argument(help="QA file from `ragrade qa generate`.")],
     out: RunDirOption,
-    config: ConfigOption = None,
-    index: IndexOption = None,
-    retrievers: RetrieversOption = None,
-    llm: str | None = typer.Option(None, "--llm", help="Comma list of PROVIDER/MODEL."),
-    icl: IclOption = None,
-    k: KOption = None,
-    chunkers: ChunkersOption = None,
-    prompt: list[str] | None = typer.Option(None, "--prompt", help="[NAME=]FILE answer template with {question}."),
-    query: QueryOption = None,
-    post: PostOption = None,
-    transform_llm: TransformLlmOption = None,
-    external: ExternalOption = None,
-    seed: SeedOption = None,
-    icl_pool: IclPoolOption = None,
-    limit: LimitOption = None,
-    shard_size: ShardSizeOption = None,
-    executor: ExecutorOption = None,
-    max_tokens: str = typer.Option(
-        "256", "--max-tokens", help="Answer length budget; a comma list makes it a factor of the grid."
-    ),
-    temperature: str = typer.Option(
-        "0", "--temperature", help="Sampling temperature; a comma list makes it a factor of the grid."
-    ),
-    llm_base_url: LlmBaseUrlOption = None,
-    concurrency: ConcurrencyOption = None,
-    no_cache: NoCacheOption = False,
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
+    flags: AnswerFlags,
     max_failed: MaxFailedOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -312,16 +296,17 @@ def qa_answer(
 
     A failed LLM request is missing (never wrong); rerunning the command asks only the failed ones again.
     """
-    from ragrade.qa.run import run_qa_answers
+    from ragrade.api import answer_qa
 
-    generation, grid = generation_settings(max_tokens, temperature)  # options first, then files
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
+    tokens, temps = flags.generation()  # options first, then files
     if not qa.is_file():
         raise ConfigError(f"{qa}: QA file not found")
-    cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
-    if grid:
-        cfg = cfg.model_copy(update={"grid": cfg.grid.model_copy(update=grid)})
+    cfg = flags.sweep_config()  # the flags over the --config file
     with command_progress("qa answer", aggregate=True, status=LOADING) as shown:
-        result = run_qa_answers(qa, cfg, out, generation=generation, progress=shown.advance)
+        result = answer_qa(
+            qa, out, config=cfg, max_tokens=tokens, temperature=temps, progress=shown.advance, check=False
+        )
     if as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
         check_grid_failures(result.rows, max_failed)
@@ -339,30 +324,6 @@ def qa_answer(
         f"`ragrade judge {result.run_dir} --metrics ...`"
     )
     check_grid_failures(result.rows, max_failed)
-
-
-def generation_settings(max_tokens: str, temperature: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(run settings, grid axes)``: one value of --max-tokens / --temperature is a setting, several a factor."""
-    from ragrade.cli.pipelines import parse_ints
-
-    tokens = parse_ints(max_tokens, "--max-tokens") or [256]
-    try:
-        temps = [float(t) for t in split_list(temperature, "--temperature") or ["0"]]
-    except ValueError as exc:
-        raise ConfigError(f"--temperature expects numbers, got '{temperature}'") from exc
-    if any(t <= 0 for t in tokens) or any(not 0 <= t <= 2 for t in temps):
-        raise ConfigError("--max-tokens must be positive and --temperature between 0 and 2")
-    generation: dict[str, Any] = {}
-    grid: dict[str, Any] = {}
-    if len(tokens) == 1:
-        generation["max_tokens"] = tokens[0]
-    else:
-        grid["max_tokens"] = list(dict.fromkeys(tokens))
-    if len(temps) == 1:
-        generation["temperature"] = temps[0]
-    else:
-        grid["temperature"] = list(dict.fromkeys(temps))
-    return generation, grid
 
 
 def register(app: typer.Typer) -> None:

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import command_progress, dry_run_requested, echo_json, split_list
+from ragrade.cli.common import command_progress, echo_json, output_path, split_list
+from ragrade.cli.llm_flags import LlmBaseUrlOption, MaxRetriesOption, TimeoutOption, llm_flag_layer
 from ragrade.errors import BackendError, ConfigError
+
+if TYPE_CHECKING:
+    from ragrade.llm.options import LLMOptions
 
 RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
 
@@ -23,66 +27,32 @@ def _check_k(k: int) -> None:
         raise ConfigError(f"-k must be a positive integer, got {k}")
 
 
-def _retriever_options(
-    spec: str, embedder: str | None, store: str | None, reranker: str | None, fusion: str | None, rrf_k: float | None
-) -> dict[str, Any]:
-    kw: dict[str, Any] = {}
-    name = spec.split("(", 1)[0].strip()
-    if name in ("dense", "hybrid", "rerank"):
-        if embedder:
-            kw["embedder"] = embedder
-        if store:
-            kw["store"] = store
-    if name == "rerank" and reranker:
-        kw["model"] = reranker
-    if name == "hybrid":
-        if fusion:
-            kw["fusion"] = fusion
-        if rrf_k is not None:
-            kw["rrf_k"] = rrf_k
-    elif fusion or rrf_k is not None:
-        raise ConfigError("--fusion and --rrf-k apply to the hybrid retriever only")
-    return kw
-
-
 def _open(index_dir: Path, spec: str, **opts: Any) -> Any:
     from ragrade.retrieval.index import load_index
+    from ragrade.retrieval.setup import retriever_options
 
     idx = load_index(index_dir)
-    return idx, idx.retriever(spec, **_retriever_options(spec, **opts))
+    return idx, idx.retriever(spec, **retriever_options(spec, **opts))
 
 
 QUERY_HELP = "Query transform: none (default), hyde, multi-query, rm3."
 POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, threshold, compress, llm-compress."
 
 
-def _single(value: str | None, option: str) -> str:
-    value = (value or "none").strip()
-    if not value or "," in value:
-        raise ConfigError(f"{option} takes one value here (a grid is for exam take, qa answer and run)")
-    return value
+def _llm_options(flags: dict[str, object]) -> LLMOptions:
+    """The LLM options of the LLM flags (over the defaults of LLMOptions; `ragrade --dry-run` included)."""
+    from ragrade.config import build_config
+    from ragrade.llm.options import LLMOptions
+
+    return build_config(LLMOptions, llm_flag_layer(flags), source="LLM options")
 
 
-def _pipeline(
-    idx: Any, ret: Any, query: str | None, post: str | None, llm: Any, reranker: str | None, flag: str
-) -> Any:
-    """``ret`` itself, or a RetrievalPipeline with the transform and chain (options from the flags)."""
-    q, p = _single(query, "--query"), _single(post, "--post")
-    if q == "none" and p == "none":
-        return ret
-    from ragrade.retrieval.transforms import build_pipeline, check_transforms
-
-    check_transforms(q, p, llm is not None, flag)  # names and the LLM, before anything loads
-    options = {"rerank": {"model": reranker}} if reranker else {}
-    return build_pipeline(idx, ret, q, p, llm=llm, options=options, flag=flag)
-
-
-def _transform_llm(spec: str | None, base_url: str | None) -> Any:
+def _transform_llm(spec: str | None, options: LLMOptions) -> Any:
     if not spec:
         return None
     from ragrade.llm import create_llm
 
-    return create_llm(spec, base_url=base_url, dry_run=dry_run_requested())
+    return create_llm(spec, options=options)
 
 
 def index_cmd(
@@ -104,9 +74,10 @@ def index_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
 ) -> None:
     """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
+    from ragrade import api
     from ragrade.config import build_config, load_toml
     from ragrade.config_paths import resolve_section
-    from ragrade.retrieval.index import IndexConfig, build_index
+    from ragrade.retrieval.index import IndexConfig, IndexStats
 
     file_layer = (
         resolve_section(load_toml(config).get("index") or {}, config, embedders=("embedder",)) if config else {}
@@ -124,12 +95,10 @@ def index_cmd(
         "chunker_options": {"min_size": min_size} if min_size is not None else None,
     }
     cfg = build_config(IndexConfig, file_layer, flags, source="index options")
-    if cfg.dense and cfg.store:
-        from ragrade.registry import lookup
-
-        lookup("vector_store", cfg.store)  # a bad --store fails now, not after the embedding
+    built: list[IndexStats] = []
     with command_progress("index", status="reading the input ...") as shown:
-        stats = build_index(input_path, out, cfg, progress=shown.update)
+        api.build_index(input_path, output_path(out), config=cfg, progress=shown.update, show=built.append)
+    stats = built[0]
     if as_json:
         echo_json(stats.to_dict())
         return
@@ -157,22 +126,22 @@ def search_cmd(
     query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
     post: str = typer.Option(None, "--post", help=POST_HELP),
     transform_llm: str = typer.Option(None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-*."),
-    base_url: str = typer.Option(
-        None, "--llm-base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
-    ),
+    llm_base_url: LlmBaseUrlOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
 ) -> None:
     """Search an index and print the top-k chunks."""
     _check_k(k)
     if not query.strip():
         raise ConfigError("the query is empty")
-    _single(query_tx, "--query")
-    _single(post, "--post")
+    from ragrade.retrieval.setup import retrieval_pipeline, single_value
+
+    single_value(query_tx, "--query")
+    single_value(post, "--post")
     idx, ret = _open(
         index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k
     )
-    llm = _transform_llm(transform_llm, base_url)
-    ret = _pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
+    llm = _transform_llm(transform_llm, _llm_options({"llm_base_url": llm_base_url}))
+    ret = retrieval_pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
     got = ret.run([query], k)[0] if hasattr(ret, "run") else None
     hits = got.hits if got is not None else ret.retrieve([query], k)[0]
     if got is not None and got.error:
@@ -220,16 +189,14 @@ def ask_cmd(
     retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
     k: int = typer.Option(5, "-k", "--k", help="Passages given to the LLM."),
     llm: str = typer.Option(None, "--llm", help="PROVIDER/MODEL; default: the offline extractive baseline."),
-    base_url: str = typer.Option(
-        None, "--llm-base-url", "--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."
-    ),
+    llm_base_url: LlmBaseUrlOption = None,
     prompt_file: Path = typer.Option(
         None, "--prompt-file", exists=True, dir_okay=False, help="Prompt template with {question} and {passages}."
     ),
     embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
     reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds per LLM request attempt."),
-    max_retries: int = typer.Option(2, "--max-retries", min=0, help="Retries of a failed LLM request."),
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
     post: str = typer.Option(None, "--post", help=POST_HELP),
     transform_llm: str = typer.Option(
@@ -246,28 +213,22 @@ def ask_cmd(
     once; what it loads and how long that took goes to standard error.
     """
     import json
+    import time
 
-    from ragrade.llm import create_llm
-    from ragrade.retrieval.ask import Assistant, load_prompt, render, warm_up
+    from ragrade import api
+    from ragrade.retrieval.ask import render
 
     _check_k(k)
     if question is not None and not question.strip():
         raise ConfigError("the question is empty")
-    prompt = load_prompt(prompt_file)
-    _single(query_tx, "--query")
-    _single(post, "--post")
-    idx, ret = _open(index_dir, retriever, embedder=embedder, store=None, reranker=reranker, fusion=None, rrf_k=None)
-    model = create_llm(
-        llm or "offline/extractive",
-        base_url=base_url,
-        timeout=timeout,
-        max_retries=max_retries,
-        dry_run=dry_run_requested(),
-    )
-    tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
-    ret = _pipeline(idx, ret, query_tx, post, _transform_llm(tx_spec, base_url), reranker, "--transform-llm or --llm")
-    assistant = Assistant(ret, model, k=k, prompt=prompt, chunks=idx.chunk, headings=headings)
-    loaded = warm_up(idx, retriever, model, lambda line: typer.echo(f"ragrade: {line}", err=True))
+    options = _llm_options({"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries})
+    started = time.monotonic()
+    assistant = api.open_assistant(
+        index_dir, retriever=retriever, k=k, llm=llm, llm_options=options, prompt_file=prompt_file,
+        embedder=embedder, reranker=reranker, query=query_tx, post=post, transform_llm=transform_llm,
+        headings=headings, report=lambda line: typer.echo(f"ragrade: {line}", err=True),
+    )  # fmt: skip
+    model, loaded = assistant.llm, time.monotonic() - started
     if question is not None and loaded > 5:
         typer.echo(
             f"ragrade: loading took {loaded:.0f} s; for several questions keep it loaded: one per line on "
@@ -338,57 +299,27 @@ def eval_cmd(
     ),
 ) -> None:
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals for each retriever."""
-    from ragrade.io import write_json
-    from ragrade.retrieval.index import load_index
-    from ragrade.retrieval.metrics import METRICS, EmptyQueries, evaluate_run, hits_to_ids, read_qrels
+    from ragrade import api
+    from ragrade.retrieval.metrics import METRICS
 
-    _check_k(k)
-    if level not in ("chunk", "doc"):
-        raise ConfigError(f"--level must be chunk or doc, got '{level}'")
-    if empty_queries not in ("skip", "zero"):
-        raise ConfigError(f"--empty-queries must be skip or zero, got '{empty_queries}'")
-    mode: EmptyQueries = "zero" if empty_queries == "zero" else "skip"
     specs = split_list(retriever, "--retriever") or []
-    gold = read_qrels(qrels, level=level)  # type: ignore[arg-type]
-    idx = load_index(index_dir)
-    queries = [q for q, g in gold.items() if any(x > 0 for x in g.values())]  # the others need no ranking
-    empty = {"n_empty_queries": len(gold) - len(queries), "empty_queries": empty_queries}
-    if empty["n_empty_queries"]:
-        typer.echo(f"ragrade: warning: {_empty_note(len(gold), len(queries), empty_queries)}", err=True)
-    reports = []
-    for spec in specs:
-        kw = _retriever_options(spec, embedder, None, reranker, None, None)
-        if spec.strip() == "oracle":
-            kw["gold"] = {q: [i for i, x in gold[q].items() if x > 0] for q in queries} if level == "chunk" else None
-            if kw["gold"] is None:
-                raise ConfigError("the oracle retriever needs --level chunk")
-        ret = idx.retriever(spec, **kw)
-        hits = ret.retrieve(queries, k) if queries else []
-        run = {q: hits_to_ids(h, level) for q, h in zip(queries, hits, strict=True)}  # type: ignore[arg-type]
-        reports.append(
-            evaluate_run(run, gold, k, retriever=ret.name, level=level, n_boot=n_boot, seed=seed, empty_queries=mode)
-        )
-    if out is not None:
-        write_json(
-            out,
-            {
-                "format": "ragrade-retrieval-eval",
-                "version": 1,
-                "index": str(index_dir),
-                "qrels": str(qrels),
-                "n_queries": len(gold),
-                **empty,
-                "results": [r.to_dict(with_queries=True) for r in reports],
-            },
-        )
+    ev = api.evaluate_retrieval(
+        index_dir, qrels, specs, k=k, level=level, embedder=embedder, reranker=reranker, n_boot=n_boot, seed=seed,
+        empty_queries=empty_queries, out=output_path(out),  # `ragrade --dry-run`: the run's temporary folder
+    )  # fmt: skip
+    n_relevant = ev.n_queries - ev.n_empty_queries
+    if ev.n_empty_queries:
+        typer.echo(f"ragrade: warning: {_empty_note(ev.n_queries, n_relevant, ev.empty_queries)}", err=True)
+    empty = {"n_empty_queries": ev.n_empty_queries, "empty_queries": ev.empty_queries}
     if as_json:
-        echo_json({"k": k, "level": level, "n_queries": len(gold), **empty, "results": [r.to_dict() for r in reports]})
+        results = [r.to_dict() for r in ev.reports]
+        echo_json({"k": k, "level": ev.level, "n_queries": ev.n_queries, **empty, "results": results})
         return
-    note = f" ({_empty_note(len(gold), len(queries), empty_queries)})" if empty["n_empty_queries"] else ""
-    typer.echo(f"{len(gold)} queries{note}, k={k}, {level}-level relevance, 95% bootstrap intervals")
+    note = f" ({_empty_note(ev.n_queries, n_relevant, ev.empty_queries)})" if ev.n_empty_queries else ""
+    typer.echo(f"{ev.n_queries} queries{note}, k={k}, {level}-level relevance, 95% bootstrap intervals")
     header = f"{'retriever':<22}" + "".join(f"{m + '@' + str(k):>24}" for m in METRICS)
     typer.echo(header)
-    for r in reports:
+    for r in ev.reports:
         cells = "".join(f"{r.metrics[m].mean:>8.3f} [{r.metrics[m].low:.3f},{r.metrics[m].high:.3f}]" for m in METRICS)
         typer.echo(f"{r.retriever:<22}{cells}")
 

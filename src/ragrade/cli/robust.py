@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.common import dry_run_requested
+from ragrade.cli.llm_flags import (
+    ConcurrencyOption,
+    LlmBaseUrlOption,
+    MaxRetriesOption,
+    NoCacheOption,
+    TimeoutOption,
+    llm_flag_layer,
+)
 from ragrade.llm.failures import MAX_FAILED_HELP
+
+if TYPE_CHECKING:
+    from ragrade.robust.run import ModelRun
 
 robust_app = typer.Typer(help="Robustness testbeds (noise, negative rejection, integration, counterfactual).",
                          no_args_is_help=True)
@@ -54,8 +64,7 @@ def run_cmd(
         None, "--llm", help="Required (here or in the config's \\[robust] table): the PROVIDER/MODEL answering, "
         "e.g. offline/extractive or openai/llama3.1; comma-separate several for one table."),
     out: Path | None = typer.Option(None, "--out", help="Output directory."),
-    base_url: str | None = typer.Option(None, "--llm-base-url", envvar="OPENAI_BASE_URL",
-                                        help="OpenAI-compatible server URL."),
+    llm_base_url: LlmBaseUrlOption = None,
     noise_ratios: str | None = typer.Option(None, "--noise-ratios", help="e.g. 0,0.2,0.4,0.6,0.8"),
     docs: int | None = typer.Option(None, "--docs", help="Documents per question (default 5)."),
     lang: str | None = typer.Option(None, "--lang", help="en | zh | auto (default: from the questions)."),
@@ -81,19 +90,20 @@ def run_cmd(
                                              help="'a|b|c' or @FILE: error-report phrases (replace the defaults)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Answer length limit (default 256)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N questions."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Do not use the LLM response cache."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Seconds per LLM request attempt (default 60)."),
-    max_retries: int | None = typer.Option(None, "--max-retries", help="Retries of a failed LLM request (default 5)."),
+    no_cache: NoCacheOption = False,
+    concurrency: ConcurrencyOption = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
     max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
     config: Path | None = typer.Option(None, "--config", help="TOML with a \\[robust] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON instead of the table."),
 ) -> None:
     """Run a testbed and write results.jsonl, metrics.json and table.csv (resumes an interrupted run)."""
-    from ragrade.cli.common import LOADING, command_progress, echo_json, split_list
+    from ragrade import api
+    from ragrade.cli.common import LOADING, command_progress, output_path, split_list
     from ragrade.config import build_config, load_toml
     from ragrade.errors import ConfigError
-    from ragrade.robust.metrics import FLAGGED_MEANING
-    from ragrade.robust.run import RobustRunConfig, render_table, run_robust
+    from ragrade.robust.run import RobustRunConfig
 
     file_layer: dict[str, Any] = {}
     if config is not None:
@@ -102,42 +112,42 @@ def run_cmd(
         table = load_toml(config).get("robust", {})
         file_layer = dict(resolve_section(table, config, paths=("data", "out", "prompts"), llms=("llm", "judge")))
     flags: dict[str, Any] = {
-        "data": data, "testbed": testbed, "llm": split_list(llm, "--llm"), "out": out, "base_url": base_url,
+        "data": data, "testbed": testbed, "llm": split_list(llm, "--llm"), "out": output_path(out),
         "noise_ratios": _ratios(noise_ratios), "docs": docs, "lang": lang, "scoring": scoring,
         "construction": construction, "shortfall": shortfall, "seed": seed, "correct_ratio": correct_ratio,
         "min_positives": min_positives, "closed_book": closed_book, "judge": judge, "judge_base_url": judge_base_url,
         "prompts": prompts,
         "rejection_phrases": _phrases(rejection_phrases, "--rejection-phrases"),
         "error_phrases": _phrases(error_phrases, "--error-phrases"), "max_tokens": max_tokens, "limit": limit,
-        "cache": False if no_cache else None, "timeout": timeout, "max_retries": max_retries,
-        "dry_run": dry_run_requested() or None,
+        "llm_options": llm_flag_layer({"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
+                                       "max_retries": max_retries, "no_cache": no_cache}),
     }
     if not flags["llm"] and not file_layer.get("llm"):
         raise ConfigError("robust run needs --llm PROVIDER/MODEL (e.g. --llm offline/extractive or openai/MODEL)")
     cfg = build_config(RobustRunConfig, file_layer, flags, source="robust run options")
     with command_progress(f"robust {cfg.testbed}", status=LOADING) as shown:
-        runs, table = run_robust(cfg, progress=shown.update,
-                                 warn=lambda msg: typer.echo(f"ragrade: warning: {msg}", err=True))
+        api.run_testbed(cfg.data, cfg.testbed, cfg.llm, cfg.out, config=cfg, max_failed=max_failed,
+                        progress=shown.update, warn=lambda msg: typer.echo(f"ragrade: warning: {msg}", err=True),
+                        show=lambda runs: _print_runs(runs, as_json))  # printed before failed requests raise
+
+
+def _print_runs(runs: list[ModelRun], as_json: bool) -> None:
+    from ragrade.cli.common import echo_json
+    from ragrade.robust.metrics import FLAGGED_MEANING
+    from ragrade.robust.table import build_table, render_table
+
     if as_json:
         echo_json([r.metrics for r in runs])
-    else:
-        typer.echo(render_table(table))
-        for r in runs:
-            m = r.metrics
-            typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} (missing) skipped={m['skipped']} "
-                       f"flagged={m['flagged']} generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
-            if m.get("untestable"):
-                typer.echo(f"  untestable={m['untestable']}: fake answer equals the answer, left out of the metrics")
-        if any(r.metrics.get("flagged") for r in runs):
-            typer.echo(FLAGGED_MEANING)
-    _check_failures(runs, max_failed)
-
-
-def _check_failures(runs: Any, max_failed: float | None) -> None:
-    """Exit 2/3 when requests failed beyond the threshold (per model and testbed); a rerun retries them."""
-    from ragrade.llm.failures import resume_hint, robust_request_tally
-
-    robust_request_tally(runs).check(resume_hint(), max_failed, what="testbed")
+        return
+    typer.echo(render_table(build_table([r.metrics for r in runs])))
+    for r in runs:
+        m = r.metrics
+        typer.echo(f"{r.model}: n={m['n']} failed={m['failed']} (missing) skipped={m['skipped']} "
+                   f"flagged={m['flagged']} generated={r.generated} resumed={r.resumed} -> {r.out_dir}")
+        if m.get("untestable"):
+            typer.echo(f"  untestable={m['untestable']}: fake answer equals the answer, left out of the metrics")
+    if any(r.metrics.get("flagged") for r in runs):
+        typer.echo(FLAGGED_MEANING)
 
 
 @robust_app.command("build")
@@ -158,18 +168,21 @@ def build_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of integration pairing."),
 ) -> None:
     """Build robustness testbeds from your exam (or QA file) and index."""
-    from ragrade.cli.common import echo_json
+    from ragrade import api
+    from ragrade.cli.common import echo_json, output_path
     from ragrade.errors import ConfigError
-    from ragrade.robust.corpus import CorpusBuildOptions, build_testbeds_from
+    from ragrade.io import read_json_object
 
     if (exam is None) == (qa is None):
         raise ConfigError("give exactly one of --exam or --qa")
-    opts = CorpusBuildOptions(k=k, max_positive=max_positive, max_negative=max_negative, seed=seed, lang=lang,
-                              max_questions=max_questions, min_positives=min_positives)
-    built, paths = build_testbeds_from(out, index, retriever, opts, exam=exam, qa=qa)
-    rep = built.report
+    paths = api.build_testbeds(output_path(out), index, exam=exam, qa=qa, retriever=retriever, k=k,
+                               max_positive=max_positive, max_negative=max_negative, seed=seed, lang=lang,
+                               max_questions=max_questions, min_positives=min_positives)
+    rep = read_json_object(paths["report"], "a testbed build report")  # what the build wrote
+    dropped = rep.get("dropped")
     echo_json({"questions": rep["questions"], "base": rep["base"], "integration": rep["integration"],
-               "counterfactual": rep["counterfactual"], "dropped": len(rep["dropped"]), "files": paths})
+               "counterfactual": rep["counterfactual"], "dropped": len(dropped) if isinstance(dropped, list) else 0,
+               "files": paths})
 
 
 @robust_app.command("table")
@@ -178,10 +191,12 @@ def table_cmd(
     out: Path | None = typer.Option(None, "--out", help="Write the table as CSV here."),
 ) -> None:
     """Combine runs into one paper-shaped table (one row per model, one column per noise ratio)."""
+    from ragrade.cli.common import output_path
     from ragrade.robust.table import build_table, load_run_metrics, render_table, write_table
 
     metrics = [m for r in runs for m in load_run_metrics(r)]
     table = build_table(metrics)
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
     if out is not None:
         write_table(table, out)
     typer.echo(render_table(table))

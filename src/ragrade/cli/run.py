@@ -7,7 +7,15 @@ from typing import Any
 
 import typer
 
-from ragrade.cli.common import dry_run_requested, echo_json, quiet_requested
+from ragrade.cli.common import echo_json, output_path, quiet_requested
+from ragrade.cli.llm_flags import (
+    ConcurrencyOption,
+    LlmBaseUrlOption,
+    MaxRetriesOption,
+    NoCacheOption,
+    TimeoutOption,
+    llm_flag_layer,
+)
 
 RUN_HELP = (
     "Run every stage of a job config (TOML) into one run directory: corpus, chunkers, indexes, exam, sweep, "
@@ -66,12 +74,17 @@ def run_cmd(
         None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-rerank and llm-compress."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
+    llm_base_url: LlmBaseUrlOption = None,
+    concurrency: ConcurrencyOption = None,
+    timeout: TimeoutOption = None,
+    max_retries: MaxRetriesOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Run a job config end to end."""
+    from ragrade import api
     from ragrade.cli.common import split_list
     from ragrade.job.config import load_job_config
     from ragrade.job.progress import make_display
-    from ragrade.job.runner import run_job
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
     sweep = {
@@ -81,15 +94,19 @@ def run_cmd(
     }
     if any(v is not None for v in sweep.values()):
         overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
-    if dry_run_requested():
-        overrides["llm"] = {"dry_run": True}
+    llm = llm_flag_layer(
+        {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
+         "max_retries": max_retries, "no_cache": no_cache}
+    )  # fmt: skip
+    if llm:  # over the config's [llm] table (and `ragrade --dry-run run`)
+        overrides["llm"] = llm
     cfg = load_job_config(config, overrides)
-    target = out or Path(cfg.out)
+    target = output_path(out) or Path(cfg.out)  # `ragrade --dry-run`: the run's temporary folder
     if check:
         _print_plan(cfg, target, as_json)
         return
     _warn_foreign_layout(target)
-    result = run_job(cfg, target, force=force, display=make_display(quiet_requested()))
+    result = api.run_job(cfg, target, force=force, display=make_display(quiet_requested()))
     _finish(result, as_json)
 
 
@@ -141,13 +158,12 @@ def demo_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
 ) -> None:
     """Run the built-in offline demo and print where its report is."""
-    from ragrade.job.demo import default_out, demo_config
+    from ragrade import api
+    from ragrade.job.demo import default_out
     from ragrade.job.progress import make_display
-    from ragrade.job.runner import run_job
 
-    result = run_job(
-        demo_config(small=small), out or default_out(), force=force, display=make_display(quiet_requested())
-    )
+    target = output_path(out) or default_out()  # `ragrade --dry-run`: the run's temporary folder
+    result = api.demo(target, small=small, force=force, display=make_display(quiet_requested()))
     _finish(result, as_json)
     if not as_json and result.report is not None:
         typer.echo(f"open it in a browser: file://{Path(result.report).resolve()}")
@@ -169,9 +185,9 @@ def report_cmd(
     ),
 ) -> None:
     """Render the HTML report of a run directory."""
-    from ragrade.report.render import write_report
+    from ragrade import api
 
-    path = write_report(run_dir, out or run_dir / "report.html", top=top, title=title, extra=add, adaptive=adaptive)
+    path = api.render_report(run_dir, output_path(out), top=top, title=title, extra=add, adaptive=adaptive)
     typer.echo(f"report: {path}")
 
 

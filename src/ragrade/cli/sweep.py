@@ -2,113 +2,117 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragrade.cli.common import LOADING, command_progress, echo_json
+from ragrade.cli.common import LOADING, command_progress, echo_json, output_path, split_list
 from ragrade.cli.pipelines import (
-    ChunkersOption,
-    ConcurrencyOption,
-    ConfigOption,
-    ExecutorOption,
-    ExternalOption,
-    IclOption,
-    IclPoolOption,
-    IndexOption,
+    GridFlags,
     JsonOption,
-    KOption,
-    LimitOption,
-    LlmBaseUrlOption,
     MaxFailedOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    PostOption,
-    QueryOption,
-    RetrieversOption,
     RunDirOption,
-    SeedOption,
-    ShardSizeOption,
-    TimeoutOption,
-    TransformLlmOption,
     check_grid_failures,
-    grid_config,
+    with_flags,
 )
 from ragrade.errors import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
 
+    from ragrade.run.spec import SweepConfig
+
+
+@dataclass(frozen=True)
+class TakeFlags(GridFlags):
+    """The options of ``exam take``: the grid's (:class:`GridFlags`), how answers are scored, Ray, adaptive."""
+
+    method: Annotated[str | None, typer.Option("--method", help="auto, loglikelihood or generate (comma list).")] = None
+    score: Annotated[
+        str | None, typer.Option("--score", help="Log-likelihood normalisation: auto, per_char, per_token, sum.")
+    ] = None
+    target: Annotated[str | None, typer.Option("--target", help="Score the candidate 'text' or its 'letter'.")] = None
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Address of an existing Ray cluster.")] = None
+    ray_workers: Annotated[int | None, typer.Option("--ray-workers", min=1, help="Ray actors (default: the CPUs).")] = (
+        None
+    )
+    no_samples: Annotated[
+        bool, typer.Option("--no-samples", help="Do not write samples.jsonl (every request sent and its raw reply).")
+    ] = False
+    adaptive: Annotated[
+        bool,
+        typer.Option("--adaptive", help="Adaptive, IRT-driven run: ask only informative questions, stop when known."),
+    ] = False
+    budget: Annotated[int | None, typer.Option("--budget", help="Adaptive: at most N LLM requests in all.")] = None
+    target_se: Annotated[
+        float | None,
+        typer.Option("--target-se", help="Adaptive: stop a pipeline at this ability standard error (default 0.2)."),
+    ] = None
+    calibration: Annotated[
+        Path | None,
+        typer.Option("--calibration", help="Adaptive: irt.json of an earlier run on the same exam (item parameters)."),
+    ] = None
+
+    def layer(self) -> dict[str, object]:
+        """The grid's layer plus the answer, Ray, samples and ``[adaptive]`` settings given as flags."""
+        from ragrade.config import deep_merge
+
+        adaptive = {
+            "enabled": True if self.adaptive else None,
+            "budget": self.budget,
+            "target_se": self.target_se,
+            "calibration": str(self.calibration) if self.calibration else None,
+        }
+        own = {
+            "grid": {"methods": split_list(self.method, "--method")},
+            "answer": {"score": self.score, "target": self.target},
+            "ray_address": self.ray_address,
+            "ray_workers": self.ray_workers,
+            "samples": False if self.no_samples else None,
+            "adaptive": adaptive,
+        }
+        return deep_merge(super().layer(), own)
+
+    def sweep_config(self) -> SweepConfig:
+        """The settings of the run; the adaptive flags need an adaptive run (``--adaptive`` or the file's)."""
+        cfg = super().sweep_config()
+        if not cfg.adaptive.enabled and (self.budget, self.target_se, self.calibration) != (None, None, None):
+            raise ConfigError("--budget, --target-se and --calibration apply to adaptive runs; add --adaptive")
+        return cfg
+
+
+@with_flags(TakeFlags)
 def take(
-    ctx: typer.Context,
     exam: Annotated[Path, typer.Argument(help="Exam file (JSONL) from `ragrade exam generate`.")],
     out: RunDirOption,
-    config: ConfigOption = None,
-    index: IndexOption = None,
-    retrievers: RetrieversOption = None,
-    llm: str | None = typer.Option(None, "--llm", help="Comma list of PROVIDER/MODEL (e.g. offline/student)."),
-    icl: IclOption = None,
-    k: KOption = None,
-    chunkers: ChunkersOption = None,
-    prompt: list[str] | None = typer.Option(None, "--prompt", help="[NAME=]FILE prompt template, repeatable."),
-    method: str | None = typer.Option(None, "--method", help="auto, loglikelihood or generate (comma list)."),
-    score: str | None = typer.Option(
-        None, "--score", help="Log-likelihood normalisation: auto, per_char, per_token, sum."
-    ),
-    target: str | None = typer.Option(None, "--target", help="Score the candidate 'text' or its 'letter'."),
-    query: QueryOption = None,
-    post: PostOption = None,
-    transform_llm: TransformLlmOption = None,
-    external: ExternalOption = None,
-    seed: SeedOption = None,
-    icl_pool: IclPoolOption = None,
-    limit: LimitOption = None,
-    shard_size: ShardSizeOption = None,
-    executor: ExecutorOption = None,
-    ray_address: str | None = typer.Option(None, "--ray-address", help="Address of an existing Ray cluster."),
-    ray_workers: int | None = typer.Option(None, "--ray-workers", min=1, help="Ray actors (default: the CPUs)."),
-    llm_base_url: LlmBaseUrlOption = None,
-    concurrency: ConcurrencyOption = None,
-    no_cache: NoCacheOption = False,
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
+    flags: TakeFlags,
     max_failed: MaxFailedOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
-    no_samples: bool = typer.Option(
-        False, "--no-samples", help="Do not write samples.jsonl (every request sent and its raw reply)."
-    ),
-    adaptive: bool = typer.Option(
-        False, "--adaptive", help="Adaptive, IRT-driven run: ask only informative questions, stop when known."
-    ),
-    budget: int | None = typer.Option(None, "--budget", help="Adaptive: at most N LLM requests in all."),
-    target_se: float | None = typer.Option(
-        None, "--target-se", help="Adaptive: stop a pipeline at this ability standard error (default 0.2)."
-    ),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="Adaptive: irt.json of an earlier run on the same exam (item parameters)."
-    ),
     as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid take the exam; resumable; writes a run directory.
 
     A failed LLM request is missing (never wrong); rerunning the command asks only the failed ones again.
     """
-    from ragrade.run.sweep import run_sweep
+    from ragrade.api import take_exam
 
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
     if not exam.is_file():
         raise ConfigError(f"{exam}: exam file not found")
-    cfg = grid_config(ctx.params)  # the grid flags above, over the --config file
-    if adaptive or cfg.adaptive.enabled:
+    cfg = flags.sweep_config()  # the flags over the --config file
+    files = [str(flags.config)] if flags.config else []
+    if cfg.adaptive.enabled:
         from ragrade.cli.adaptive import take_adaptive
 
-        flags = {"budget": budget, "target_se": target_se, "calibration": str(calibration) if calibration else None}
-        take_adaptive(exam, cfg, flags, out, overwrite=overwrite, as_json=as_json, config=config)
+        take_adaptive(exam, cfg, out, overwrite=overwrite, as_json=as_json, config=flags.config)
         _offline_exam_note(exam)
         return
-    if budget is not None or target_se is not None or calibration is not None:
-        raise ConfigError("--budget, --target-se and --calibration apply to adaptive runs; add --adaptive")
     with command_progress("exam take", aggregate=True, status=LOADING) as shown:
-        result = run_sweep(
-            exam, cfg, out, overwrite=overwrite, progress=shown.advance, config_files=[str(config)] if config else []
+        result = take_exam(
+            exam, out, config=cfg, overwrite=overwrite, progress=shown.advance, config_files=files, check=False
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
     _offline_exam_note(exam)
@@ -124,7 +128,7 @@ def _offline_exam_note(exam: Path) -> None:
     offline_exam_note(header.meta if header else None)
 
 
-def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> None:
+def _print_summary(summary: pd.DataFrame, as_json: bool, run_dir: Path, added: int) -> None:
     cols = ["pipeline", "n", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
     cols += [c for c in ("decision_rule", "acc_sum", "acc_per_char", "method", "ll_source") if c in summary]
     if as_json:
@@ -151,7 +155,7 @@ def _print_summary(summary: Any, as_json: bool, run_dir: Path, added: int) -> No
     warn_mixed_scoring(summary)
 
 
-def scored_by(row: Any) -> str:
+def scored_by(row: Mapping[Hashable, object]) -> str:
     """How a pipeline was scored, e.g. ``loglikelihood/forced-token`` or ``generate`` (``/mixed`` when it changed)."""
     method = str(row.get("method") or "none")
     source = row.get("ll_source")
@@ -160,7 +164,7 @@ def scored_by(row: Any) -> str:
     return f"{method}/{'mixed' if source.startswith('mixed') else source}"
 
 
-def decision_line(summary: Any) -> str:
+def decision_line(summary: pd.DataFrame) -> str:
     """The line naming the rule that decided the headline accuracy (and where the other rule's accuracy is)."""
     from ragrade.run.summary import RULE_NAMES
 
@@ -174,7 +178,7 @@ def decision_line(summary: Any) -> str:
     return text
 
 
-def warn_mixed_scoring(summary: Any) -> None:
+def warn_mixed_scoring(summary: pd.DataFrame) -> None:
     """A warning line on stderr per pipeline whose log-likelihoods were obtained in different ways."""
     for r in summary.to_dict(orient="records"):
         source = r.get("ll_source")
@@ -246,6 +250,7 @@ def compare(
             "seed": seed,
             "comparisons": [comp.to_dict()],
         }
+    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
     if out is None and run_dir.is_dir():
         from ragrade.run.compare import COMPARISONS_FILE
 

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ragrade.corpus.spans import Span, merge, pieces_at, recursive_spans, split_to_fit, structural_pieces, trimmed
@@ -56,6 +56,7 @@ from ragrade.corpus.structure import chunk_metadata, parse_structure
 from ragrade.corpus.tokens import DEFAULT_TOKENIZER, TokenCounter, TokenIndex, get_counter
 from ragrade.corpus.types import Chunk, Document
 from ragrade.errors import ConfigError, DataError
+from ragrade.io import JSONObject
 from ragrade.registry import create, names, register
 
 DEFAULT_SIZE = 200
@@ -76,12 +77,12 @@ class Chunker(Protocol):
         """The chunks of ``doc`` in document order."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Strategy and parameters, for file headers and run manifests."""
         ...
 
 
-def params_hash(strategy: str, params: dict[str, Any]) -> str:
+def params_hash(strategy: str, params: Mapping[str, object]) -> str:
     """A short hash of a strategy and its parameters (part of every chunk id)."""
     blob = json.dumps({"strategy": strategy, **params}, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:8]
@@ -113,7 +114,7 @@ class BaseChunker:
         self.overlap = overlap
         self.tokenizer = tokenizer
         self._counter: TokenCounter | None = None
-        self._params_cache: tuple[dict[str, Any], str] | None = None
+        self._params_cache: tuple[JSONObject, str] | None = None
 
     @property
     def counter(self) -> TokenCounter:
@@ -122,7 +123,7 @@ class BaseChunker:
             self._counter = get_counter(self.tokenizer)
         return self._counter
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JSONObject:
         """Parameters recorded on every chunk."""
         return {
             "size": self.size,
@@ -132,7 +133,7 @@ class BaseChunker:
             "min_size": self.min_size,
         }
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Strategy and parameters."""
         params = self.params()
         return {"strategy": self.strategy, **params, "params_hash": params_hash(self.strategy, params)}
@@ -261,7 +262,7 @@ def sentence_pieces(index: TokenIndex, start: int, end: int, size: int) -> list[
     return out
 
 
-def _checked(cls_name: str, options: Iterable[str], extra: dict[str, Any]) -> None:
+def _checked(cls_name: str, options: Iterable[str], extra: Mapping[str, object]) -> None:
     if extra:
         raise ConfigError(
             f"the {cls_name} chunker does not take {', '.join(sorted(extra))}; it takes: {', '.join(options)}"
@@ -274,7 +275,7 @@ def _make_token(
     overlap: int = DEFAULT_OVERLAP,
     tokenizer: str = DEFAULT_TOKENIZER,
     min_size: int = DEFAULT_MIN_SIZE,
-    **extra: Any,
+    **extra: object,
 ) -> TokenChunker:
     _checked("token", TokenChunker.options, extra)
     return TokenChunker(size, overlap, tokenizer, min_size)
@@ -286,7 +287,7 @@ def _make_recursive(
     overlap: int = DEFAULT_OVERLAP,
     tokenizer: str = DEFAULT_TOKENIZER,
     min_size: int = DEFAULT_MIN_SIZE,
-    **extra: Any,
+    **extra: object,
 ) -> RecursiveChunker:
     _checked("recursive", RecursiveChunker.options, extra)
     return RecursiveChunker(size, overlap, tokenizer, min_size)
@@ -298,13 +299,13 @@ def _make_sentence(
     overlap: int = DEFAULT_OVERLAP,
     tokenizer: str = DEFAULT_TOKENIZER,
     min_size: int = DEFAULT_MIN_SIZE,
-    **extra: Any,
+    **extra: object,
 ) -> SentenceChunker:
     _checked("sentence", SentenceChunker.options, extra)
     return SentenceChunker(size, overlap, tokenizer, min_size)
 
 
-def create_chunker(strategy: str, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, **kw: Any) -> Chunker:
+def create_chunker(strategy: str, size: int = DEFAULT_SIZE, overlap: int = DEFAULT_OVERLAP, **kw: object) -> Chunker:
     """Build the chunker registered as ``strategy`` (token, recursive, sentence, semantic).
 
     ``kw`` are strategy options: ``tokenizer`` and ``min_size`` for all; ``embedder``, ``threshold``
@@ -362,7 +363,7 @@ def summarize_chunks(chunks: Sequence[Chunk], n_docs: int | None = None) -> dict
             "max": max(values),
         }
 
-    summary: dict[str, Any] = {
+    summary: JSONObject = {
         "chunks": len(chunks),
         "documents_with_chunks": with_chunks,
         "tokens": _stats(toks),

@@ -17,7 +17,7 @@ from typing import Any
 
 from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, DOCUMENTS_KIND, DOCUMENTS_VERSION, Chunk, Document
 from ragrade.errors import DataError
-from ragrade.io import HEADER_KEY, iter_jsonl, write_jsonl
+from ragrade.io import HEADER_KEY, JSONObject, iter_jsonl, write_jsonl
 from ragrade.schemas import check_chunk, check_document
 
 
@@ -26,24 +26,24 @@ class ChunkFile:
     """The content of a chunks file: chunks plus the header meta (chunker parameters)."""
 
     chunks: list[Chunk]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JSONObject = field(default_factory=dict)
 
     @property
-    def chunker(self) -> dict[str, Any]:
+    def chunker(self) -> JSONObject:
         """The chunker's description recorded in the header (empty when the file has none)."""
         value = self.meta.get("chunker")
         return dict(value) if isinstance(value, dict) else {}
 
 
-def write_documents(path: str | Path, docs: Iterable[Document], *, meta: Mapping[str, Any] | None = None) -> int:
+def write_documents(path: str | Path, docs: Iterable[Document], *, meta: Mapping[str, object] | None = None) -> int:
     """Write documents (atomically); returns the count."""
     return write_jsonl(path, (d.to_record() for d in docs), kind=DOCUMENTS_KIND, version=DOCUMENTS_VERSION, meta=meta)
 
 
-def _records(path: str | Path, kind: str, version: int) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]:
+def _records(path: str | Path, kind: str, version: int) -> tuple[JSONObject, list[tuple[int, JSONObject]]]:
     """The header meta (empty without a header) and the ``(line, record)`` pairs of a file, in one pass."""
-    meta: dict[str, Any] = {}
-    out: list[tuple[int, dict[str, Any]]] = []
+    meta: JSONObject = {}
+    out: list[tuple[int, JSONObject]] = []
     for lineno, rec in iter_jsonl(path):
         head = rec.get(HEADER_KEY) if len(rec) == 1 else None
         if isinstance(head, dict) and not out:
@@ -78,7 +78,7 @@ def write_chunks(
     path: str | Path, chunks: Iterable[Chunk], *, chunker: Any = None, meta: Mapping[str, Any] | None = None
 ) -> int:
     """Write chunks (atomically) with the chunker's description in the header; returns the count."""
-    head: dict[str, Any] = dict(meta or {})
+    head: JSONObject = dict(meta or {})
     if chunker is not None:
         head["chunker"] = chunker.describe() if hasattr(chunker, "describe") else dict(chunker)
     return write_jsonl(path, (c.to_record() for c in chunks), kind=CHUNKS_KIND, version=CHUNKS_VERSION, meta=head)

@@ -13,12 +13,13 @@ import io
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragrade.corpus.clean import implausible_text, looks_binary
 from ragrade.corpus.types import Skip
+from ragrade.io import JSONObject
 
 TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "rst", ".rest": "rst", ".md": "md", ".markdown": "md"}
 HTML_EXTS = {".html": "html", ".htm": "html", ".xhtml": "html"}
@@ -273,7 +274,7 @@ def read_pdf(data: bytes) -> Extracted:
         raise
     except (PyPdfError, ValueError, KeyError, TypeError, OSError, RecursionError) as exc:
         raise Skip("unreadable", f"unreadable PDF ({type(exc).__name__}: {exc})") from exc
-    meta: dict[str, Any] = {"pages": len(pages)}
+    meta: JSONObject = {"pages": len(pages)}
     title = getattr(info, "title", None) if info is not None else None
     if title:
         meta["title"] = str(title)
@@ -283,13 +284,13 @@ def read_pdf(data: bytes) -> Extracted:
 # --------------------------------------------------------------------------- json
 
 
-def _pick(record: dict[str, Any], wanted: str | None, defaults: Sequence[str]) -> str | None:
+def _pick(record: Mapping[str, object], wanted: str | None, defaults: Sequence[str]) -> str | None:
     if wanted is not None:
         return wanted if wanted in record else None
     return next((f for f in defaults if f in record), None)
 
 
-def record_to_extracted(rec: Any, key: str, fields: FieldMap) -> Extracted | BadRecord:
+def record_to_extracted(rec: object, key: str, fields: FieldMap) -> Extracted | BadRecord:
     """One JSON record as :class:`Extracted`, or a :class:`BadRecord` saying what is wrong."""
     if not isinstance(rec, dict):
         return BadRecord(key, "invalid-record", f"expected a JSON object, got {type(rec).__name__}")
@@ -309,7 +310,7 @@ def record_to_extracted(rec: Any, key: str, fields: FieldMap) -> Extracted | Bad
     doc_id = None
     if idf is not None and rec[idf] is not None and str(rec[idf]).strip():
         doc_id = str(rec[idf]).strip()
-    meta: dict[str, Any] = {}
+    meta: JSONObject = {}
     nested = rec.get("metadata")
     if isinstance(nested, dict) and tf != "metadata":
         meta.update(nested)

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+from ragrade.io import JSONObject
 
 _ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$")
 _BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
@@ -28,7 +29,7 @@ _DIRECTIVE_RE = re.compile(r"^\{([\w:.-]+)\}[ \t]*(.*)$")
 _OPTION_RE = re.compile(r"^:[\w-]+:.*$")
 _CODE_DIRECTIVES = frozenset({"code-block", "code", "sourcecode", "code-cell", "literalinclude"})
 
-_PARSER: Any = None
+_PARSER: object = None
 
 
 def _parser() -> Any:
@@ -73,10 +74,10 @@ def _pymdownx_blocks(text: str) -> str:
 class _Renderer:
     """Walks markdown-it tokens and writes structured text; notes whether MyST syntax was seen."""
 
-    def __init__(self, env: dict[str, Any] | None = None) -> None:
-        self.meta: dict[str, Any] = {}
+    def __init__(self, env: JSONObject | None = None) -> None:
+        self.meta: JSONObject = {}
         self.myst = False
-        self.env: dict[str, Any] = env if env is not None else {}  # link reference definitions, shared
+        self.env: JSONObject = env if env is not None else {}  # link reference definitions, shared
 
     # ------------------------------------------------------------------ inline
 
@@ -250,7 +251,7 @@ def _directive_body(content: str) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def markdown_to_text(text: str) -> tuple[str, dict[str, Any], bool]:
+def markdown_to_text(text: str) -> tuple[str, JSONObject, bool]:
     """Markdown/MyST ``text`` as structured text, its metadata (front matter, title) and whether it uses MyST."""
     renderer = _Renderer()
     out = renderer.render(text)

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+from ragrade.io import JSONObject
 
 _ROLE_RE = re.compile(r"^:(?:([\w.+-]+(?::[\w.+-]+)?):)?`(.*)`(?::([\w.+-]+(?::[\w.+-]+)?):)?_{0,2}$", re.S)
 _DIRECTIVE_RE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)::[ \t]*(.*)$")
@@ -110,7 +111,7 @@ def _base_settings() -> Any:
     return settings
 
 
-def _doctree(text: str) -> Any:
+def _doctree(text: str) -> object:
     try:
         from docutils.core import publish_doctree
         from docutils.utils import SystemMessage
@@ -248,7 +249,7 @@ _ADMONITIONS = frozenset(
 )
 
 
-def _is_text(node: Any) -> bool:
+def _is_text(node: object) -> bool:
     return bool(getattr(node, "tagname", "") == "#text")
 
 
@@ -262,7 +263,7 @@ def _role_source(raw: str) -> str:
     return f"`{text}`" if name.split(":")[-1] in CODE_ROLES and text else text
 
 
-def rst_to_text(text: str) -> tuple[str, dict[str, Any]]:
+def rst_to_text(text: str) -> tuple[str, JSONObject]:
     """reST ``text`` as structured text and its metadata (the title: the first section title)."""
     tree = _doctree(text)
     writer = _Writer()

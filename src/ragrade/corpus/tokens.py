@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 
 DEFAULT_TOKENIZER = "minilm"
 IntArray = npt.NDArray[np.int64]
@@ -112,7 +113,7 @@ class TokenCounter:
         """Tokens of each of ``texts`` encoded on its own."""
         return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for manifests."""
         return {"tokenizer": self.name}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ragrade.io import JSONObject
+
 DOCUMENTS_KIND = "documents"
 DOCUMENTS_VERSION = 1
 CHUNKS_KIND = "chunks"
@@ -18,9 +20,9 @@ class Document:
     id: str
     text: str
     source: str
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """The JSONL record of this document."""
         return asdict(self)
 
@@ -55,9 +57,9 @@ class Chunk:
     start: int
     end: int
     strategy: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: JSONObject = field(default_factory=dict)
     source: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
     tokens: int = 0
     oversize: bool = False
 
@@ -68,7 +70,7 @@ class Chunk:
         text = f"{head}\n{self.text}" if isinstance(head, str) and head else self.text
         return f"{text}\n{tail}" if isinstance(tail, str) and tail else text
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """The JSONL record of this chunk."""
         return asdict(self)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+from ragrade.io import JSONObject
 
 
 @runtime_checkable
@@ -14,13 +16,17 @@ class Embedder(Protocol):
     """Maps texts to L2-normalised float32 vectors."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vector length."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """An array of shape ``(len(texts), dim)``, rows L2-normalised."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         ...
 

@@ -31,7 +31,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.deps import require
+from ragrade.embedding.base import Embedder
+from ragrade.embedding.batching import FIXED_BATCH, fixed_shape_batches
 from ragrade.errors import BackendError, ConfigError
+from ragrade.io import JSONObject
 from ragrade.registry import register
 
 DEFAULT_EMBEDDER = "minilm"
@@ -50,7 +53,7 @@ def _offline() -> None:
     try:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     except ImportError:  # pragma: no cover - transformers is a dependency
         pass
 
@@ -66,6 +69,21 @@ def _normalise(vecs: npt.ArrayLike) -> npt.NDArray[np.float32]:
         raise BackendError(f"embedder returned an array of shape {arr.shape}, expected (n, dim)")
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     return np.asarray(arr / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+def _linear_weights_to_bf16(model: object) -> None:
+    """Store the linear layers' weights in bf16 once: autocast would cast them on every call, to the same values.
+
+    Under ``torch.autocast(bfloat16)`` a linear layer runs on bf16 copies of its fp32 weight and bias;
+    storing those copies gives the same results without the per-call cast (which dominates small batches).
+    """
+    torch = require("torch", purpose="bf16 embeddings")
+    modules = getattr(model, "modules", None)
+    if modules is None:
+        return
+    for mod in modules():
+        if isinstance(mod, torch.nn.Linear):
+            mod.to(torch.bfloat16)
 
 
 class SentenceTransformerEmbedder:
@@ -89,6 +107,8 @@ class SentenceTransformerEmbedder:
         self.space = "minilm" if model == DEFAULT_EMBEDDER else f"st:{model}"
         self.cache_key = _st_key(self.space, bf16)
         self._lock = threading.Lock()
+        if bf16:
+            _linear_weights_to_bf16(self._model)
         getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = getter()
         self.dim = int(dim) if dim is not None else int(self.embed(["x"]).shape[1])
@@ -116,7 +136,24 @@ class SentenceTransformerEmbedder:
             )
         return _normalise(np.asarray(vecs, dtype=np.float32))
 
-    def describe(self) -> dict[str, Any]:
+    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Like :meth:`embed`, but each text's vector depends on that text only (see :func:`fixed_shape_batches`)."""
+        if not texts:
+            return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
+        torch = require("torch", purpose="dense embeddings")
+        tok = self._model.tokenizer
+        limit = int(self._model.max_seq_length or 256)
+        lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit)["input_ids"]]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with self._lock, self._precision(), torch.inference_mode():
+            for idx, width in fixed_shape_batches(lengths, limit):
+                rows = [texts[i] for i in idx] + [texts[idx[0]]] * (FIXED_BATCH - len(idx))
+                feats = tok(rows, padding="max_length", truncation=True, max_length=width, return_tensors="pt")
+                vecs = self._model.forward(dict(feats))["sentence_embedding"].float().numpy()
+                out[idx] = _normalise(vecs)[: len(idx)]
+        return out
+
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "kind": "sentence-transformers",
@@ -148,7 +185,12 @@ class OnnxSentenceEmbedder:
         with self._lock:
             return self._inner.embed(texts)
 
-    def describe(self) -> dict[str, Any]:
+    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Like :meth:`embed`, but each text's vector depends on that text only (fixed batch shapes)."""
+        with self._lock:
+            return self._inner.embed_fixed(texts)
+
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return self._inner.describe()
 
@@ -226,7 +268,7 @@ class OpenAIEmbedder:
         self._dim = int(out.shape[1])
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest (no key)."""
         return {
             "kind": "openai",
@@ -317,10 +359,10 @@ def _minilm_int8() -> OnnxSentenceEmbedder:
 
 
 @register("embedder", "minilm")
-def _minilm_fast() -> Any:
+def _minilm_fast() -> SentenceTransformerEmbedder | OnnxSentenceEmbedder:
     """The fastest near-exact MiniLM path of this machine, falling back to plain sentence-transformers."""
     choice = minilm_backend()
-    emb: Any
+    emb: SentenceTransformerEmbedder | OnnxSentenceEmbedder
     try:
         if choice == "st":
             emb = _minilm_st()
@@ -341,7 +383,7 @@ def _split_spec(spec: str) -> tuple[str, str]:
     return head, rest
 
 
-def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
+def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     """Build an embedder from its spec string (see the module docstring)."""
     spec = spec.strip()
     if not spec:
@@ -358,7 +400,8 @@ def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
         return OpenAIEmbedder(model, base)
     from ragrade.registry import create
 
-    return create("embedder", spec)
+    embedder: Embedder = create("embedder", spec)
+    return embedder
 
 
 @lru_cache(maxsize=8)
@@ -367,9 +410,10 @@ def cached_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
     return create_embedder(spec)
 
 
-def default_embedder() -> Any:
+def default_embedder() -> Embedder:
     """The process-wide default embedder (bundled MiniLM on its fast path), loaded once."""
-    return cached_embedder(DEFAULT_EMBEDDER)
+    embedder: Embedder = cached_embedder(DEFAULT_EMBEDDER)
+    return embedder
 
 
 __all__ = [
@@ -381,6 +425,7 @@ __all__ = [
     "cpu_has_bf16",
     "create_embedder",
     "default_embedder",
+    "fixed_shape_batches",
     "minilm_backend",
     "minilm_path",
     "plan_embedder",

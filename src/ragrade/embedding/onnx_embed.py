@@ -28,6 +28,7 @@ import numpy.typing as npt
 
 from ragrade.deps import require
 from ragrade.errors import BackendError, ConfigError
+from ragrade.io import JSONObject
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,12 @@ def _export(model_dir: Path, out_path: Path, *, fuse: bool = True) -> None:
     base = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
     base.eval()
 
-    class Wrapped(torch.nn.Module):  # type: ignore[name-defined]
+    class Wrapped(torch.nn.Module):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.base = base
 
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+        def forward(self, input_ids: object, attention_mask: Any, token_type_ids: object) -> object:
             hidden = self.base(
                 input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
             ).last_hidden_state
@@ -227,8 +228,8 @@ class OnnxEmbedder:
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self.embed(["dimension probe"]).shape[1])
 
-    def _run_batch(self, encodings: Sequence[Any]) -> npt.NDArray[np.float32]:
-        width = max(len(e.ids) for e in encodings)
+    def _run_batch(self, encodings: Sequence[Any], width: int | None = None) -> npt.NDArray[np.float32]:
+        width = width or max(len(e.ids) for e in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
         types = np.zeros((len(encodings), width), dtype=np.int64)
@@ -257,7 +258,20 @@ class OnnxEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.asarray(out / np.maximum(norms, 1e-12), dtype=np.float32)
 
-    def describe(self) -> dict[str, Any]:
+    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Like :meth:`embed`, but each text's vector depends on that text only (fixed batch shapes)."""
+        from ragrade.embedding.batching import FIXED_BATCH, fixed_shape_batches
+
+        out = np.zeros((len(texts), getattr(self, "dim", 0)), dtype=np.float32)
+        encodings = self._tok.encode_batch(list(texts)) if texts else []
+        for idx, width in fixed_shape_batches([len(e.ids) for e in encodings], self.max_length):
+            rows = [encodings[i] for i in idx] + [encodings[idx[0]]] * (FIXED_BATCH - len(idx))
+            vecs = self._run_batch(rows, width)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            out[idx] = (vecs / np.maximum(norms, 1e-12))[: len(idx)]
+        return out
+
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "kind": "onnx",

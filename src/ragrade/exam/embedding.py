@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from ragrade.embedding.base import Embedder
 from ragrade.errors import DataError
+from ragrade.io import JSONObject
 
 
 class MemoEmbedder:
@@ -48,7 +49,7 @@ class MemoEmbedder:
         if self._disk_key is not None:
             try:
                 if self._disk is None:
-                    from ragrade.retrieval.cache import EmbeddingCache
+                    from ragrade.embedding.cache import EmbeddingCache
 
                     self._disk = EmbeddingCache()
                 vecs, _ = self._disk.embed(self._disk_key, texts, self.inner.embed)
@@ -57,7 +58,7 @@ class MemoEmbedder:
                 self._disk_key = None
         return np.asarray(self.inner.embed(texts), dtype=np.float32)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The wrapped embedder's description."""
         return self.inner.describe()
 

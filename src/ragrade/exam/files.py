@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import DataError
-from ragrade.io import Header, read_jsonl, write_jsonl
+from ragrade.io import Header, JSONObject, read_jsonl, write_jsonl
 from ragrade.schemas import check_question
 
 EXAM_KIND = "exam"
@@ -33,11 +33,11 @@ class Question:
     chunk_id: str
     source: str = ""
     tags: dict[str, Any] = field(default_factory=dict)
-    generator: dict[str, Any] = field(default_factory=dict)
+    generator: JSONObject = field(default_factory=dict)
     context: str = ""  # the source chunk's text (lets an oracle work across chunkings)
     span: tuple[int, int] | None = None  # the source chunk's character offsets in its document
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """The JSONL record of this question."""
         return asdict(self)
 
@@ -49,9 +49,14 @@ class Question:
             choices = [str(c) for c in rec["choices"]]
             answer = int(rec["answer"])
             q = cls(
-                id=str(rec["id"]), question=str(rec["question"]), choices=choices, answer=answer,
-                doc_id=str(rec.get("doc_id", "")), chunk_id=str(rec.get("chunk_id", "")),
-                source=str(rec.get("source", "")), tags=dict(rec.get("tags") or {}),
+                id=str(rec["id"]),
+                question=str(rec["question"]),
+                choices=choices,
+                answer=answer,
+                doc_id=str(rec.get("doc_id", "")),
+                chunk_id=str(rec.get("chunk_id", "")),
+                source=str(rec.get("source", "")),
+                tags=dict(rec.get("tags") or {}),
                 generator=dict(rec.get("generator") or {}),
                 context=str(rec.get("context", "")),
                 span=(int(rec["span"][0]), int(rec["span"][1])) if rec.get("span") else None,
@@ -63,7 +68,7 @@ class Question:
         return q
 
 
-def write_exam(path: str | Path, questions: Iterable[Question], meta: Mapping[str, Any] | None = None) -> int:
+def write_exam(path: str | Path, questions: Iterable[Question], meta: Mapping[str, object] | None = None) -> int:
     """Write an exam file atomically; returns the number of questions."""
     return write_jsonl(path, (q.to_record() for q in questions), kind=EXAM_KIND, version=EXAM_VERSION, meta=meta)
 

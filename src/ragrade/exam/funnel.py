@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import DataError
-from ragrade.io import read_json, read_jsonl, write_json, write_jsonl
+from ragrade.io import JSONObject, read_json, read_jsonl, write_json, write_jsonl
 
 FUNNEL_KIND = "exam_funnel"
 FUNNEL_VERSION = 1
@@ -31,7 +31,7 @@ def build_funnel(
     *,
     thresholds: Mapping[str, Mapping[str, Any]] | None = None,
     extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The funnel record from one reason per removed candidate (``"stage:reason"`` strings).
 
     Raises ValueError when the counts do not add up (a candidate lost without a reason).
@@ -46,11 +46,11 @@ def build_funnel(
     removed_total = sum(reasons.values())
     if generated != kept + removed_total:
         raise ValueError(f"funnel does not add up: generated {generated} != kept {kept} + removed {removed_total}")
-    stages: list[dict[str, Any]] = []
+    stages: list[JSONObject] = []
     remaining = generated
     for stage in STAGES:
         removed = sum(per_stage[stage].values())
-        row: dict[str, Any] = {
+        row: JSONObject = {
             "stage": stage,
             "in": remaining,
             "removed": removed,
@@ -61,7 +61,7 @@ def build_funnel(
             row["filter"] = dict(thresholds[stage])
         stages.append(row)
         remaining -= removed
-    funnel: dict[str, Any] = {
+    funnel: JSONObject = {
         "kind": FUNNEL_KIND,
         "version": FUNNEL_VERSION,
         "generated": generated,
@@ -75,7 +75,7 @@ def build_funnel(
     return funnel
 
 
-def check_funnel(funnel: Mapping[str, Any], where: str = "funnel") -> dict[str, Any]:
+def check_funnel(funnel: Mapping[str, Any], where: str = "funnel") -> JSONObject:
     """Validate a funnel record read from disk; DataError when it is not one or does not add up."""
     if not isinstance(funnel, Mapping) or funnel.get("kind") != FUNNEL_KIND:
         raise DataError(f"{where}: not an exam funnel record")
@@ -97,14 +97,16 @@ def sidecar_paths(exam_path: str | Path) -> tuple[Path, Path]:
     return p.with_name(f"{stem}.funnel.json"), p.with_name(f"{stem}.rejected.jsonl")
 
 
-def write_sidecars(exam_path: str | Path, funnel: Mapping[str, Any], rejected: Iterable[Mapping[str, Any]]) -> None:
+def write_sidecars(
+    exam_path: str | Path, funnel: Mapping[str, object], rejected: Iterable[Mapping[str, object]]
+) -> None:
     """Write the funnel JSON and the rejected-candidates JSONL next to ``exam_path``."""
     funnel_path, rejected_path = sidecar_paths(exam_path)
     write_json(funnel_path, dict(funnel))
     write_jsonl(rejected_path, rejected, kind=REJECTED_KIND, version=REJECTED_VERSION)
 
 
-def read_funnel(exam_path: str | Path, header_meta: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+def read_funnel(exam_path: str | Path, header_meta: Mapping[str, Any] | None = None) -> JSONObject | None:
     """The funnel of an exam: the sidecar when present, else the exam header's copy, else None."""
     funnel_path, _ = sidecar_paths(exam_path)
     if funnel_path.exists():
@@ -114,7 +116,7 @@ def read_funnel(exam_path: str | Path, header_meta: Mapping[str, Any] | None = N
     return None
 
 
-def read_rejected(exam_path: str | Path) -> list[dict[str, Any]]:
+def read_rejected(exam_path: str | Path) -> list[JSONObject]:
     """The rejected candidates recorded next to an exam (empty when there is no sidecar)."""
     _, rejected_path = sidecar_paths(exam_path)
     if not rejected_path.exists():

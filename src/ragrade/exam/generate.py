@@ -33,6 +33,7 @@ from ragrade.exam.offline import ClozeGenerator
 from ragrade.exam.taxonomy import tag_question
 from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, stable_hash
 from ragrade.exam.writers import ClozeWriter, LLMWriter, QuestionWriter, Raw
+from ragrade.io import JSONObject
 from ragrade.llm.base import LLM
 
 ProgressFn = Callable[[int, int, int], None]  # (generated, target, valid so far)
@@ -44,8 +45,8 @@ class ExamResult:
 
     questions: list[Question]
     funnel: dict[str, Any]
-    rejected: list[dict[str, Any]] = field(default_factory=list)
-    generator: dict[str, Any] = field(default_factory=dict)
+    rejected: list[JSONObject] = field(default_factory=list)
+    generator: JSONObject = field(default_factory=dict)
 
 
 def stratum_of(chunk: Chunk, field_name: str) -> str:
@@ -110,10 +111,10 @@ def _items(raws: Sequence[Raw]) -> list[FilterItem]:
 
 def run_filters(
     raws: Sequence[Raw], cfg: ExamConfig, embedder: Embedder
-) -> tuple[list[str | None], dict[str, dict[str, Any]]]:
+) -> tuple[list[str | None], dict[str, JSONObject]]:
     """One reason (``"stage:why"``) or None per parsed candidate, and each filter's threshold record."""
     reasons: list[str | None] = [None] * len(raws)
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, JSONObject] = {}
     alive = list(range(len(raws)))
     items = _items(raws)
     stages: list[tuple[str, Callable[[list[FilterItem]], Any]]] = []
@@ -222,8 +223,8 @@ def _to_questions(kept: Sequence[Raw], cfg: ExamConfig, absurd: list[list[str]] 
     return questions
 
 
-def _rejected_record(r: Raw, reason: str, detail: str = "") -> dict[str, Any]:
-    rec: dict[str, Any] = {
+def _rejected_record(r: Raw, reason: str, detail: str = "") -> JSONObject:
+    rec: JSONObject = {
         "chunk_id": r.chunk.id,
         "doc_id": r.chunk.doc_id,
         "source": r.chunk.source,
@@ -281,7 +282,7 @@ class _Rounds:
 
     raws: list[Raw]
     reasons: list[str | None]  # one per parsed candidate (``r.ok``), None when kept
-    records: dict[str, dict[str, Any]]
+    records: dict[str, JSONObject]
     rounds: int
 
 
@@ -299,7 +300,7 @@ def _generate_rounds(
     cursor, rounds = 0, 0
     want = min(len(order), math.ceil(cfg.n * cfg.oversample))
     reasons: list[str | None] = []
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, JSONObject] = {}
     while True:
         rounds += 1
         batch = order[cursor : cursor + want]
@@ -326,10 +327,10 @@ def _generate_rounds(
 
 def _rejections(
     raws: Sequence[Raw], parsed: Sequence[Raw], reasons: Sequence[str | None], surplus: Sequence[Raw]
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[JSONObject], list[str]]:
     """A record and a reason for every candidate not kept (failed, filtered, or surplus), in candidate order."""
     reason_of = {id(r): why for r, why in zip(parsed, reasons, strict=True)}
-    rejected: list[dict[str, Any]] = []
+    rejected: list[JSONObject] = []
     all_reasons: list[str] = []
     for r in raws:
         if not r.ok:
@@ -354,7 +355,7 @@ def _funnel_extra(
     writer: QuestionWriter,
     cfg: ExamConfig,
     n_questions: int,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The funnel's extra fields: generator, rounds, chunk counts, formats, raw answer letters, shortfall."""
     raw_letters = {
         letter: sum(1 for r in parsed if r.parsed and "ABCD"[r.parsed.answer] == letter) for letter in "ABCD"
@@ -385,7 +386,7 @@ def _funnel_extra(
     }
 
 
-def _format_counts(raws: Sequence[Raw]) -> dict[str, Any]:
+def _format_counts(raws: Sequence[Raw]) -> JSONObject:
     """``{"response_format": {format: candidates}}`` over the LLM candidates that got a reply; ``{}`` offline."""
     if not any("response_format" in r.generator for r in raws):
         return {}
@@ -431,7 +432,7 @@ def generate_exam(
     *,
     embedder: Embedder | None = None,
     progress: ProgressFn | None = None,
-) -> tuple[list[Question], dict[str, Any]]:
+) -> tuple[list[Question], JSONObject]:
     """``(questions, funnel)`` for ``chunks``; ``llm`` None selects the offline cloze generator."""
     res = generate_exam_full(chunks, llm, cfg, embedder=embedder, progress=progress)
     return res.questions, res.funnel

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ragrade.exam.text import normalise_choice
 
@@ -72,7 +72,7 @@ def _strip_mark(choice: str) -> str:
     return _LEADING_MARK.sub("", c, count=1).strip().strip("*_").strip()
 
 
-def _extract_json(text: str) -> tuple[Any, bool]:
+def _extract_json(text: str) -> tuple[object, bool]:
     """(decoded object or None, whether the text looked like JSON at all)."""
     fence = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
     candidate = fence.group(1) if fence else None
@@ -90,7 +90,7 @@ def _extract_json(text: str) -> tuple[Any, bool]:
         return None, looks
 
 
-def _first(rec: dict[str, Any], *keys: str) -> Any:
+def _first(rec: Mapping[str, object], *keys: str) -> object:
     lowered = {str(k).lower(): v for k, v in rec.items()}
     for k in keys:
         if k in lowered and lowered[k] not in (None, ""):
@@ -98,7 +98,7 @@ def _first(rec: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-def _answer_indices(raw: Any, choices: list[str]) -> list[int] | None:
+def _answer_indices(raw: object, choices: list[str]) -> list[int] | None:
     """Indices the raw answer designates (possibly several); None when it names none of the choices."""
     if isinstance(raw, bool):
         return None
@@ -130,7 +130,7 @@ def _answer_indices(raw: Any, choices: list[str]) -> list[int] | None:
     return matches or None
 
 
-def _from_json(obj: Any) -> ParsedQuestion | ParseFailure:
+def _from_json(obj: object) -> ParsedQuestion | ParseFailure:
     if isinstance(obj, list) and obj and isinstance(obj[0], dict):
         obj = obj[0]
     if not isinstance(obj, dict):
@@ -198,7 +198,7 @@ def _from_text(text: str) -> ParsedQuestion | ParseFailure:
     return validate(question, [_strip_mark(c) for c in choices], answer, "text")
 
 
-def validate(question: str | None, choices: list[str], answer: Any, fmt: str) -> ParsedQuestion | ParseFailure:
+def validate(question: str | None, choices: list[str], answer: object, fmt: str) -> ParsedQuestion | ParseFailure:
     """Structural validity: a question, four distinct non-empty candidates, exactly one correct."""
     if not question or not question.strip():
         return ParseFailure("no_question", "no question text found", fmt)

@@ -13,6 +13,7 @@ from ragrade.exam.offline import ClozeGenerator, subject_of
 from ragrade.exam.parse import ParsedQuestion, check_question_text, parse_question, validate
 from ragrade.exam.prompts import QUESTION_SCHEMA, SYSTEM_PROMPT, USER_PROMPT, load_template, render
 from ragrade.exam.text import derived_seed, stable_hash
+from ragrade.io import JSONObject
 from ragrade.llm.base import LLM, GenerationRequest, Message, generate
 from ragrade.progress import note_failed
 from ragrade.registry import register
@@ -63,7 +64,7 @@ class QuestionWriter(Protocol):
         """One :class:`Raw` per chunk, in order."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Generator name and parameters for the exam header."""
         ...
 
@@ -141,7 +142,7 @@ class LLMWriter:
                 progress(len(out), valid)
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The LLM, prompt fingerprint and sampling parameters."""
         return {
             "name": "llm",
@@ -189,7 +190,7 @@ class ClozeWriter:
                 progress(len(out), valid)
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Generator name, seed and embedder."""
         return {
             "name": self.name,

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragrade.io import JSONObject
 from ragrade.irt.hierarchical import Design
 from ragrade.irt.model import prob
 
@@ -205,7 +206,7 @@ def accuracy_effects(
     items: tuple[F64, F64, F64],
     cov: Mapping[str, F64] | None = None,
     observed: F64 | None = None,
-) -> dict[str, dict[str, dict[str, Any]]]:
+) -> dict[str, dict[str, JSONObject]]:
     """Per factor and level: ``accuracy_pp`` with SE, 95% interval and source, as defined above.
 
     ``R`` is the response matrix (items x pipelines, -1 missing), ``theta``, ``effects`` and ``items``
@@ -224,7 +225,7 @@ def accuracy_effects(
     if any(c is not None and any(c.n_predicted) for c in all_cells):
         spread = max(float(np.ptp(e)) for e in eff.values()) + 0.1
         curve = expected_accuracy_curve(float(theta.min()) - spread, float(theta.max()) + spread, d, b, g)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
+    out: dict[str, dict[str, JSONObject]] = {}
     for k, (f, cells) in enumerate(zip(design.factors, all_cells, strict=True)):
         if cells is None:
             continue

@@ -33,6 +33,7 @@ import pandas as pd
 from scipy.optimize import minimize
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.irt.hierarchical import Design
 from ragrade.irt.io import Responses, load_responses
 from ragrade.irt.newton import newton_optimise
@@ -126,7 +127,7 @@ def optimise(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
     return x, report
 
 
-def lbfgs(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
+def lbfgs(prob: Problem, x0: F64) -> tuple[F64, dict[str, object]]:
     """L-BFGS-B with analytic gradients; returns the optimum and a convergence report."""
     box = prob.box()
     lo, hi = np.array(box).T
@@ -187,7 +188,7 @@ def lbfgs(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
     return x, report
 
 
-def _repolish(prob: Problem, x: F64, report: dict[str, Any]) -> tuple[F64, dict[str, Any]]:
+def _repolish(prob: Problem, x: F64, report: JSONObject) -> tuple[F64, JSONObject]:
     """Without priors: if a bound keeps the optimum off its anchored member (mean ability 0, geometric
     mean discrimination 1), optimise again from there with the anchoring penalties weakened, so that
     they do not trade likelihood for themselves; the report says so."""

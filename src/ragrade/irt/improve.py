@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import now_iso, write_json
+from ragrade.io import JSONObject, now_iso, write_json
 from ragrade.irt import information as info
 from ragrade.irt.fit import FitConfig, fit_responses
 from ragrade.irt.io import Responses, groups_from_tags
@@ -57,7 +57,7 @@ class Improvement:
     drop: float
     kept: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The evolution document (kind ``irt-improve``, version 1)."""
         return {
             "kind": "irt-improve",
@@ -94,7 +94,7 @@ def _step_record(
     groups_tags: dict[str, Any],
     dropped: list[str],
     threshold: float | None,
-) -> dict[str, Any]:
+) -> JSONObject:
     d, b, g = res.discrimination, res.difficulty, res.guessing
     groups = groups_from_tags(res.items, groups_tags)
     return {
@@ -123,7 +123,7 @@ def link_to_reference(res: IRTResult, ref: IRTResult) -> tuple[float, float]:
     return A, B
 
 
-def _linked_record(res: IRTResult, ref: IRTResult, grid: np.ndarray) -> dict[str, Any]:
+def _linked_record(res: IRTResult, ref: IRTResult, grid: np.ndarray) -> JSONObject:
     A, B = link_to_reference(res, ref)
     d, b, g = res.discrimination / A, A * res.difficulty + B, res.guessing
     theta = A * res.theta + B
@@ -144,7 +144,7 @@ def improve(
     *,
     steps: int = 4,
     drop: float = 0.1,
-    tags: dict[str, dict[str, Any]] | None = None,
+    tags: dict[str, JSONObject] | None = None,
     min_items: int = 5,
 ) -> Improvement:
     """Run ``steps`` drop-and-refit rounds after an initial fit (the paper's k = steps + 1 exams)."""
@@ -181,11 +181,11 @@ def improve(
 
 def write_improvement(
     imp: Improvement, out_dir: str | Path, exam_path: str | Path | None, data: Responses
-) -> dict[str, Any]:
+) -> JSONObject:
     """Write the improved exam (when the exam is known), the evolution and the final irt.json."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {
+    summary: JSONObject = {
         "out_dir": str(out),
         "n_items_start": imp.steps[0]["n_items"],
         "n_items_end": len(imp.kept),

@@ -42,7 +42,8 @@ def item_characteristic(theta: F64 | float, d: F64, b: F64, g: F64) -> F64:
 
 def test_information(theta: F64 | float, d: F64, b: F64, g: F64) -> F64:
     """Sum of the item information over the items at each theta."""
-    return item_information(theta, d, b, g).sum(axis=0)
+    total: F64 = item_information(theta, d, b, g).sum(axis=0)
+    return total
 
 
 test_information.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
@@ -52,7 +53,8 @@ def mean_information(theta: F64 | float, d: F64, b: F64, g: F64) -> F64:
     """Mean item information (the paper's aggregated information) at each theta."""
     if d.size == 0:
         return np.zeros(np.atleast_1d(theta).shape)
-    return item_information(theta, d, b, g).mean(axis=0)
+    mean: F64 = item_information(theta, d, b, g).mean(axis=0)
+    return mean
 
 
 def theta_max_information(d: F64, b: F64, g: F64) -> F64:

@@ -178,7 +178,7 @@ def sorted_levels(values: Sequence[str]) -> list[str]:
 def _as_text(series: pd.Series) -> pd.Series:
     """Labels as strings; integral floats lose their ``.0`` (k=5.0 -> '5')."""
 
-    def fmt(v: Any) -> str:
+    def fmt(v: object) -> str:
         if isinstance(v, float) and v.is_integer():
             return str(int(v))
         return str(v)
@@ -240,7 +240,7 @@ def _parse_correct(col: pd.Series, where: str) -> tuple[npt.NDArray[np.float64],
         col = col.astype(object)
         words = {"true": 1.0, "false": 0.0, **dict.fromkeys(("", "nan", "none", "na", "n/a", "null"), np.nan)}
 
-        def norm(v: Any) -> Any:
+        def norm(v: object) -> object:
             if isinstance(v, str):
                 key = v.strip().lower()
                 return words.get(key, v)
@@ -318,7 +318,8 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     schema = pq.read_schema(path)
     text = [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
     table = pq.read_table(path, read_dictionary=text)
-    return table.to_pandas(self_destruct=True, split_blocks=True)
+    df: pd.DataFrame = table.to_pandas(self_destruct=True, split_blocks=True)
+    return df
 
 
 def _label_codes(col: pd.Series) -> tuple[npt.NDArray[np.int32], list[str]]:
@@ -511,7 +512,7 @@ def exam_tags(path: str | Path | None) -> dict[str, dict[str, Any]]:
     return {q.id: dict(q.tags) for q in questions}
 
 
-def groups_from_tags(items: Sequence[str], tags: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, list[int]]]:
+def groups_from_tags(items: Sequence[str], tags: Mapping[str, Mapping[str, object]]) -> dict[str, dict[str, list[int]]]:
     """Grouping name -> level -> item positions, for bloom (multi-level), qword and topic."""
     out: dict[str, dict[str, list[int]]] = {}
     for key in ("bloom", "qword", "topic"):

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 
 F64 = npt.NDArray[np.float64]
 I8 = npt.NDArray[np.int8]
@@ -108,7 +108,7 @@ class Priors:
         """True when at least one prior is on."""
         return any(v is not None for v in asdict(self).values())
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """JSON-friendly description."""
         return {
             "theta": None if self.theta_sd is None else f"normal(0, {self.theta_sd})",

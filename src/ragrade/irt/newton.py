@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 
+from ragrade.io import JSONObject
 from ragrade.irt.model import _block_slices
 from ragrade.irt.problem import Problem
 
@@ -224,7 +225,7 @@ class NewtonSolver:
         """Coordinates held at a bound by a gradient pointing outwards (the active set)."""
         return ((x <= self.lo + 1e-12) & (grad > 0)) | ((x >= self.hi - 1e-12) & (grad < 0))
 
-    def _items_view(self, vec: npt.NDArray[Any], fill: Any) -> npt.NDArray[Any]:
+    def _items_view(self, vec: npt.NDArray[Any], fill: object) -> npt.NDArray[Any]:
         """The (n_items, 3) view (d, b, g) of the item part of a packed vector; fixed blocks get ``fill``."""
         k, nd, nb, ng = self.prob.sizes()
         out = np.full((nb, 3), fill, dtype=vec.dtype)
@@ -375,7 +376,7 @@ class NewtonSolver:
         return np.clip(theta + c, *bd.theta), np.clip(b + c, *bd.difficulty)
 
     # -- the loop -------------------------------------------------------------------------------
-    def solve(self, x0: F64, max_iter: int, target: float) -> tuple[F64, dict[str, Any]]:
+    def solve(self, x0: F64, max_iter: int, target: float) -> tuple[F64, JSONObject]:
         """Iterate until the step left is below ``target`` standard errors; returns x and a report."""
         prob = self.prob
         scale = prob.scales()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ragrade.io import atomic_write_bytes
+from ragrade.io import JSONObject, atomic_write_bytes
 
 IRT_KIND = "irt"
 IRT_VERSION = 2
@@ -31,7 +31,7 @@ ITEMS_INLINE_MAX = 2000
 PARAM_COLUMNS = ("discrimination", "difficulty", "guessing")
 
 
-def num(v: Any) -> Any:
+def num(v: object) -> Any:
     """A JSON-friendly number: rounded float (None for NaN/inf), int, or the value itself."""
     if isinstance(v, (float, np.floating)):
         return None if not math.isfinite(float(v)) else round(float(v), 6)
@@ -40,18 +40,18 @@ def num(v: Any) -> Any:
     return v
 
 
-def clean(rec: dict[Any, Any]) -> dict[str, Any]:
+def clean(rec: dict[object, object]) -> JSONObject:
     """A record with JSON-friendly numbers."""
     return {str(k): num(v) for k, v in rec.items()}
 
 
-def records(df: pd.DataFrame, key: str) -> dict[str, dict[str, Any]]:
+def records(df: pd.DataFrame, key: str) -> dict[str, JSONObject]:
     return {str(r.pop(key)): clean(r) for r in df.to_dict("records")}
 
 
-def items_summary(items: pd.DataFrame) -> dict[str, Any]:
+def items_summary(items: pd.DataFrame) -> JSONObject:
     """Quantiles of the item parameters (what a reader wants when the items are not inline)."""
-    out: dict[str, Any] = {"n_items": len(items)}
+    out: JSONObject = {"n_items": len(items)}
     for col in (*PARAM_COLUMNS, "se_difficulty", "p_value"):
         v = items[col].to_numpy(dtype=np.float64)
         v = v[np.isfinite(v)]

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ragrade.io import atomic_write_text, now_iso, write_json
+from ragrade.io import JSONObject, atomic_write_text, now_iso, write_json
 from ragrade.irt import information as info
 from ragrade.irt import output
 from ragrade.irt.accuracy import accuracy_effects
@@ -51,7 +51,7 @@ class IRTResult:
     item_se: F64  # (n_items, 3): se of d, b, g (nan when fixed or not identified)
     effects: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     fit: dict[str, Any] = field(default_factory=dict)
-    identifiability: dict[str, Any] = field(default_factory=dict)
+    identifiability: JSONObject = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     item_stats: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -61,7 +61,7 @@ class IRTResult:
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)
     exam_path: str | None = None
     source: str = ""
-    not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)  # factor -> values, pipelines
+    not_applicable: dict[str, JSONObject] = field(default_factory=dict)  # factor -> values, pipelines
     # factor -> level -> se_observed, se_sandwich, accuracy_pp (+ _se, _ci95_low/high, _cells, _source)
     effects_detail: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage (read, fit, se, ...)
@@ -114,12 +114,12 @@ class IRTResult:
         ]
         return pd.DataFrame(rows, columns=["factor", "level", "estimate", "se"])
 
-    def information(self, groups: dict[str, dict[str, list[int]]] | None = None) -> dict[str, Any]:
+    def information(self, groups: dict[str, dict[str, list[int]]] | None = None) -> JSONObject:
         """Information curves on the grid: test (sum), mean, the SE they imply, and per group."""
         grid = self.theta_grid()
         d, b, g = self.discrimination, self.difficulty, self.guessing
         test = info.test_information(grid, d, b, g)
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "theta_grid": grid.round(6).tolist(),
             "test": test.round(6).tolist(),
             "mean": info.mean_information(grid, d, b, g).round(6).tolist(),
@@ -136,7 +136,7 @@ class IRTResult:
             )
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The irt.json document (see :mod:`ragrade.irt.output`)."""
         return result_doc(self)
 
@@ -222,7 +222,7 @@ def finish_result(
 
 
 def add_accuracy(
-    detail: dict[str, dict[str, dict[str, Any]]],
+    detail: dict[str, dict[str, JSONObject]],
     design: Design,
     R: npt.NDArray[np.int8],
     theta: F64,
@@ -247,11 +247,11 @@ def _information_at(theta: F64, d: F64, b: F64, g: F64) -> F64:
 
 def _effects(
     prob: Problem, ses: Any, method: str, z: F64
-) -> tuple[dict[str, dict[str, tuple[float, float]]], dict[str, dict[str, dict[str, Any]]], dict[str, F64]]:
+) -> tuple[dict[str, dict[str, tuple[float, float]]], dict[str, dict[str, JSONObject]], dict[str, F64]]:
     """Per factor and level: (estimate, SE of the chosen method), both SEs in the detail, and per factor
     the covariance of the level effects of the chosen method."""
     effects: dict[str, dict[str, tuple[float, float]]] = {}
-    detail: dict[str, dict[str, dict[str, Any]]] = {}
+    detail: dict[str, dict[str, JSONObject]] = {}
     covs: dict[str, F64] = {}
     if prob.design is None:
         return effects, detail, covs
@@ -272,7 +272,7 @@ def _effects(
     return effects, detail, covs
 
 
-def _not_applicable(prob: Problem, data: Responses) -> dict[str, dict[str, Any]]:
+def _not_applicable(prob: Problem, data: Responses) -> dict[str, JSONObject]:
     """Per factor of the model: the not-applicable values configured and seen, and the pipelines they cover."""
     if prob.design is None:
         return {}
@@ -300,7 +300,7 @@ def effects_doc(res: IRTResult) -> dict[str, Any]:
     for f, levels in res.effects.items():
         out[f] = {}
         for lvl, (est, se) in levels.items():
-            rec: dict[str, Any] = {"estimate": output.num(est), "se": output.num(se)}
+            rec: JSONObject = {"estimate": output.num(est), "se": output.num(se)}
             if math.isfinite(se):
                 rec["ci95"] = [output.num(est - 1.96 * se), output.num(est + 1.96 * se)]
             rec.update({k: output.num(v) for k, v in res.effects_detail.get(f, {}).get(lvl, {}).items()})
@@ -331,7 +331,7 @@ def result_doc(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, A
     for flags in items["flags"]:
         for fl in flags:
             flag_counts[fl] = flag_counts.get(fl, 0) + 1
-    doc: dict[str, Any] = {
+    doc: JSONObject = {
         "kind": output.IRT_KIND,
         "version": output.IRT_VERSION,
         "package_version": __version__,

@@ -23,7 +23,7 @@ def adaptive_stage(cfg: JobConfig, layout: RunLayout) -> Stage:
     """The stage object (needs the sweep when replaying, else the exam and the indexes)."""
     labels = cfg.sweep.chunkers or [c.label for c in cfg.chunkers]
     needs = ["sweep"] if cfg.adaptive.replay else ["exam", *(f"index:{c}" for c in labels)]
-    key = {"adaptive": cfg.adaptive.model_dump(), "sweep": cfg.sweep.model_dump(), "llm": cfg.llm.model_dump()}
+    key = {"adaptive": cfg.adaptive.model_dump(), "sweep": cfg.sweep.stage_key(), "llm": cfg.llm.stage_key()}
     out = layout.root / "adaptive"
     return Stage("adaptive", key, needs, [out / "summary.csv"], run_adaptive_stage, resumable=True)
 
@@ -31,20 +31,20 @@ def adaptive_stage(cfg: JobConfig, layout: RunLayout) -> Stage:
 def adaptive_configs(cfg: JobConfig, layout: RunLayout) -> tuple[Any, Any]:
     """The sweep and adaptive settings the stage runs with (``replay``: the LLMs answer from the sweep);
     ``ragrade run --check`` validates them the same way before the first stage."""
-    from ragrade.run.adaptive_config import AdaptiveConfig
+    from ragrade.adaptive import AdaptiveConfig
 
     acfg = AdaptiveConfig.model_validate({**cfg.adaptive.model_dump(exclude={"replay"}), "enabled": True})
     scfg = sweep_config(cfg, layout)
     if cfg.adaptive.replay:
-        grid = scfg.grid.model_copy(update={"llm": [f"replay/{m}" for m in scfg.grid.llm]})
-        opts = {**scfg.llm_options, "replay_from": str(layout.sweep.resolve())}
+        grid = scfg.grid.model_copy(update={"llms": [f"replay/{m}" for m in scfg.grid.llms]})
+        opts = scfg.llm_options.model_copy(update={"replay_from": str(layout.sweep.resolve())})
         scfg = scfg.model_copy(update={"grid": grid, "llm_options": opts})
     return scfg, acfg
 
 
 def run_adaptive_stage(ctx: StageContext) -> dict[str, Any]:
     """Run (or resume) the adaptive sweep; compare with the full sweep when replaying it."""
-    from ragrade.run.adaptive_run import run_adaptive
+    from ragrade.adaptive import run_adaptive
     from ragrade.run.store import JournalMismatch
 
     section = ctx.cfg.adaptive
@@ -69,10 +69,9 @@ def run_adaptive_stage(ctx: StageContext) -> dict[str, Any]:
 
 def compare_with_full(adaptive: Any, full_summary: Any, cost: dict[str, Any]) -> dict[str, Any]:
     """How close the adaptive estimates came to the full grid's accuracies (pipelines matched by id)."""
-    import numpy as np
     import pandas as pd
 
-    from ragrade.run.adaptive_sim import kendall_tau
+    from ragrade.adaptive.compare import agreement
 
     full = pd.read_csv(full_summary)
     ids = adaptive["pipeline"].str.replace("llm=replay/", "llm=", regex=False)
@@ -87,7 +86,7 @@ def compare_with_full(adaptive: Any, full_summary: Any, cost: dict[str, Any]) ->
     ).merge(full[["pipeline", "accuracy"]], on="pipeline")
     ok = merged[merged["estimate"].notna()]
     est, acc = ok["estimate"].to_numpy(), ok["accuracy"].to_numpy()
-    tau = kendall_tau(est, acc) if len(ok) > 1 else math.nan
+    agree = agreement(est, ok["low"].to_numpy(), ok["high"].to_numpy(), acc, float(full["accuracy"].max()))
     return {
         "version": 1,
         "pipelines": len(merged),
@@ -96,10 +95,10 @@ def compare_with_full(adaptive: Any, full_summary: Any, cost: dict[str, Any]) ->
         "full_grid_requests": cost["full_grid_requests"],
         "share": cost["share"],
         # the estimated best has the full grid's best accuracy (identical twins tie)
-        "top1": bool(len(ok) and acc[int(np.argmax(est))] >= full["accuracy"].max() - 1e-12),
-        "kendall_tau": None if math.isnan(tau) else round(tau, 4),
-        "mae": round(float(np.abs(est - acc).mean()), 4) if len(ok) else None,
-        "coverage": round(float(((ok["low"] <= acc) & (acc <= ok["high"])).mean()), 4) if len(ok) else None,
+        "top1": agree.top1,
+        "kendall_tau": None if math.isnan(agree.kendall_tau) else round(agree.kendall_tau, 4),
+        "mae": round(agree.mae, 4) if len(ok) else None,
+        "coverage": round(agree.coverage, 4) if len(ok) else None,
     }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
@@ -27,11 +27,39 @@ from ragrade.io import write_json
 from ragrade.irt.io import DEFAULT_NOT_APPLICABLE, RETRIEVAL_ONLY_FACTORS, no_index_rows, not_applicable_values
 from ragrade.job.config import JobConfig
 from ragrade.job.layout import RunLayout
-from ragrade.job.stages import StageContext, sweep_config
+from ragrade.job.stages import StageContext, StageSummary, sweep_config
+
+if TYPE_CHECKING:
+    from ragrade.irt.fit import FitConfig
+    from ragrade.llm.base import LLM
+    from ragrade.run.spec import SweepConfig
 
 NOT_APPLICABLE: tuple[str, ...] = DEFAULT_NOT_APPLICABLE
 PLAN_FILE = "plan.json"
 PLAN_VERSION = 2
+
+
+class FitPlan(TypedDict):
+    """One IRT fit of the plan: its factors, output file and the pipelines it covers."""
+
+    name: str
+    path: str  # below irt/
+    factors: list[str]
+    subset: str | None  # None: every pipeline
+    pipelines: int
+    not_applicable: dict[str, int]  # factor -> pipelines where it does not apply
+
+
+class IrtPlan(TypedDict):
+    """``irt/plan.json``: the fits to run and why factors were left out."""
+
+    version: int
+    requested: list[str]
+    constant: list[str]
+    confounded: list[str]
+    not_applicable_values: list[str]
+    fits: list[FitPlan]
+    note: str
 
 
 # --------------------------------------------------------------------------- IRT
@@ -101,9 +129,7 @@ def _na_counts(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequenc
     return {f: n for f, n in counts.items() if n}
 
 
-def plan_irt(
-    df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE
-) -> dict[str, Any]:
+def plan_irt(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[str] = NOT_APPLICABLE) -> IrtPlan:
     """The IRT fit to run: one hierarchical fit on every pipeline over the requested factors that vary.
 
     A pipeline where a factor does not apply (its value is one of ``not_applicable``) gets no effect from
@@ -144,7 +170,7 @@ def plan_irt(
     }
 
 
-def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> Any:
+def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> FitConfig:
     from ragrade.irt.fit import FitConfig
     from ragrade.irt.model import Priors
 
@@ -158,7 +184,7 @@ def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> Any:
     )
 
 
-def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
+def run_irt_stage(ctx: StageContext) -> StageSummary:
     """Fit the (hierarchical) IRT model(s) and the iterative improvement; files under ``irt/``."""
     from ragrade.irt.fit import fit_irt
     from ragrade.irt.improve import improve, write_improvement
@@ -171,11 +197,12 @@ def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
     plan = plan_irt(df, ctx.cfg.irt.factors)
     write_json(out / PLAN_FILE, plan)
     exam = ctx.layout.exam if ctx.layout.exam.is_file() else None
-    summary: dict[str, Any] = {"fits": {}}
+    fits: dict[str, object] = {}
+    summary: StageSummary = {"fits": fits}
     for i, fit in enumerate(plan["fits"]):
         ctx.progress(f"irt fit {fit['name']}", i, len(plan["fits"]) + 1)
         res = fit_irt(df, config=_fit_config(ctx.cfg, fit["factors"]), out=out / fit["path"], exam=exam)
-        summary["fits"][fit["name"]] = {
+        fits[fit["name"]] = {
             "factors": fit["factors"],
             "converged": res.converged,
             "items": len(res.items),
@@ -201,7 +228,7 @@ def run_irt_stage(ctx: StageContext) -> dict[str, Any]:
 # --------------------------------------------------------------------------- robustness
 
 
-def run_robust_build(ctx: StageContext) -> dict[str, Any]:
+def run_robust_build(ctx: StageContext) -> StageSummary:
     """Build RGB-style testbeds from the exam and an index into ``robust/testbeds/``."""
     from ragrade.retrieval.index import load_index
     from ragrade.robust.corpus import CorpusBuildOptions, build_corpus_testbeds, qa_from_exam, write_corpus_testbeds
@@ -229,7 +256,7 @@ def testbed_data(ctx: StageContext, testbed: str) -> Path:
     return ctx.layout.testbeds / f"{get_testbed(testbed).data_file}.jsonl"
 
 
-def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
+def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
     """Run one testbed with every robustness LLM into ``robust/<testbed>/`` (resumes through results.jsonl)."""
     from ragrade.robust.run import RobustRunConfig, run_robust
     from ragrade.robust.testbeds import get_testbed
@@ -252,18 +279,13 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
             "testbed": testbed,
             "llm": list(r.llms),
             "out": out,
-            "base_url": ctx.cfg.llm.base_url,
             "noise_ratios": ratios,
             "docs": r.docs,
             "lang": r.lang,
             "seed": r.seed,
             "limit": r.n,
             "min_positives": r.min_positives or 0,
-            "concurrency": ctx.cfg.llm.concurrency,
-            "cache": ctx.cfg.llm.cache,
-            "timeout": ctx.cfg.llm.timeout,
-            "max_retries": ctx.cfg.llm.max_retries,
-            "dry_run": ctx.cfg.llm.dry_run,
+            "llm_options": ctx.cfg.llm,  # the job's [llm] options
         }
     )
     stale = out / "skipped.json"
@@ -287,22 +309,22 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- judged free-text answers
 
 
-def judge_sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
+def judge_sweep_config(cfg: JobConfig, layout: RunLayout) -> SweepConfig:
     """The grid that answers the QA triplets: ``[judge]`` answer LLMs x retrievers at one k, ICL 0."""
     j = cfg.judge
     base = sweep_config(cfg, layout)
-    grid: dict[str, Any] = {
-        "llm": list(j.answer_llms),
-        "retriever": list(j.retrievers),
+    grid: dict[str, object] = {
+        "llms": list(j.answer_llms),
+        "retrievers": list(j.retrievers),
         "icl": [0],
         "k": [j.k or cfg.sweep.k[0]],
     }
     if j.chunkers:
-        grid["chunker"] = list(j.chunkers)
-    return base.model_copy(update={"grid": base.grid.model_copy(update=grid)})
+        grid["chunkers"] = list(j.chunkers)
+    return base.model_copy(update={"grid": base.grid.model_validate({**base.grid.model_dump(), **grid})})
 
 
-def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
+def run_judge_stage(ctx: StageContext) -> StageSummary:
     """QA triplets from the chunks, free-text answers by the pipelines, then the judges; under ``judge/``."""
     from ragrade.corpus.files import read_chunks
     from ragrade.judge.run import JudgeRunConfig, run_judging
@@ -330,12 +352,7 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
         {
             "metrics": list(j.metrics),
             "llm": j.judge_llm,
-            "base_url": ctx.cfg.llm.base_url,
-            "cache": ctx.cfg.llm.cache,
-            "concurrency": ctx.cfg.llm.concurrency,
-            "timeout": ctx.cfg.llm.timeout,
-            "max_retries": ctx.cfg.llm.max_retries,
-            "dry_run": ctx.cfg.llm.dry_run,
+            "llm_options": ctx.cfg.llm,  # the job's [llm] options
         }
     )
     summary = run_judging(
@@ -351,7 +368,7 @@ def run_judge_stage(ctx: StageContext) -> dict[str, Any]:
     return {"answers": summary["n_answers"], "configs": len(summary["configs"]), "metrics": list(j.metrics)}
 
 
-def run_calibration_stage(ctx: StageContext) -> dict[str, Any]:
+def run_calibration_stage(ctx: StageContext) -> StageSummary:
     """``[calibration]``: PPI++ estimates from the human labels, under ``judge/scores/calibration/``."""
     from ragrade.judge.calibrate import CalibrationConfig, run_calibration
 
@@ -361,10 +378,10 @@ def run_calibration_stage(ctx: StageContext) -> dict[str, Any]:
     return {"metrics": sorted(result["metrics"])}
 
 
-def _llm(ctx: StageContext, spec: str) -> Any:
+def _llm(ctx: StageContext, spec: str) -> LLM:
     from ragrade.llm import create_llm
 
-    return create_llm(spec, **ctx.llm_kwargs())
+    return create_llm(spec, options=ctx.cfg.llm)  # the job's [llm] options
 
 
 __all__ = [

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade.errors import ConfigError, RagradeError
 from ragrade.job.config import JobConfig
+
+if TYPE_CHECKING:
+    from ragrade.llm.options import CreateKwargs
+    from ragrade.run.spec import PipelineSpec
 
 _RETRIEVER = re.compile(r"^\s*([a-z_0-9]+)\s*(?:\((.*)\))?\s*$")
 _OFFLINE_EXAM = ("offline", "offline/cloze", "cloze")
@@ -34,7 +38,7 @@ def _known(kind: str, name: str, where: str) -> None:
         raise ConfigError(f"{where}: unknown {kind} '{name}'; valid: {', '.join(valid)}.{did_you_mean(name, valid)}")
 
 
-def check_llm_spec(spec: str, where: str, llm_kwargs: dict[str, Any]) -> None:
+def check_llm_spec(spec: str, where: str, llm_kwargs: CreateKwargs) -> None:
     """Check a model spec: its provider, the offline baseline's name, an OpenAI-compatible model's key/URL."""
     from ragrade.llm import create_llm, parse_spec
 
@@ -42,7 +46,8 @@ def check_llm_spec(spec: str, where: str, llm_kwargs: dict[str, Any]) -> None:
     _known("llm", provider, where)
     if provider in ("offline", "openai"):  # cheap to build: builds check names, keys and limits
         try:
-            llm = create_llm(spec, **{**llm_kwargs, "cache": False})
+            uncached: CreateKwargs = {**llm_kwargs, "cache": False}
+            llm = create_llm(spec, **uncached)
         except RagradeError as exc:
             raise ConfigError(f"{where}: {exc}") from exc
         close = getattr(llm, "close", None)
@@ -65,7 +70,7 @@ def _check_retriever(spec: str) -> None:
         _check_retriever(arg.strip() or "hybrid")
 
 
-def _sweep_specs(cfg: JobConfig) -> list[Any]:
+def _sweep_specs(cfg: JobConfig) -> list[PipelineSpec]:
     """The sweep's pipelines, expanded and validated as the sweep stage does: query and post names, the transform
     LLM they need, ``transform_options`` (names and options)."""
     from ragrade.job.layout import RunLayout
@@ -73,7 +78,7 @@ def _sweep_specs(cfg: JobConfig) -> list[Any]:
     from ragrade.run.spec import expand_pipelines
 
     try:
-        specs: list[Any] = expand_pipelines(sweep_config(cfg, RunLayout(Path(cfg.out))))
+        specs = expand_pipelines(sweep_config(cfg, RunLayout(Path(cfg.out))))
     except ConfigError as exc:
         raise ConfigError(f"[sweep] {exc}") from exc
     return specs
@@ -82,9 +87,9 @@ def _sweep_specs(cfg: JobConfig) -> list[Any]:
 def _check_adaptive(cfg: JobConfig) -> None:
     """``[adaptive]`` as its stage validates it before the first request, less what needs the exam: the settings,
     the calibration mode, the calibration file, the reference pipelines."""
+    from ragrade.adaptive.calibration import calibration_mode, load_calibration, resolve_references
     from ragrade.job.adaptive_stage import adaptive_configs
     from ragrade.job.layout import RunLayout
-    from ragrade.run.adaptive_calib import calibration_mode, load_calibration, resolve_references
     from ragrade.run.spec import expand_pipelines
 
     try:
@@ -128,12 +133,7 @@ def check_job(cfg: JobConfig) -> None:
     from ragrade.judge.claims import OFFLINE_JUDGE
     from ragrade.judge.run import check_judge_llm
 
-    llm_kwargs = {
-        "base_url": cfg.llm.base_url,
-        "concurrency": cfg.llm.concurrency,
-        "timeout": cfg.llm.timeout,
-        "max_retries": getattr(cfg.llm, "max_retries", 5),
-    }
+    llm_kwargs: CreateKwargs = {**cfg.llm.create_kwargs(), "dry_run": False}  # build the real backend, send nothing
     for c in cfg.chunkers:
         _known("chunker", c.strategy, f"[[chunkers]] {c.label}")
     if cfg.exam.enabled and not cfg.exam.path and cfg.exam.llm.strip().lower() not in _OFFLINE_EXAM:

@@ -7,15 +7,18 @@ file layer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
+from ragrade.llm.options import LLMOptions
 from ragrade.run.adaptive_config import AdaptiveConfig
+from ragrade.run.spec import GridConfig, GridRunSettings
 
 
 class _Section(BaseModel):
@@ -61,16 +64,9 @@ class IndexSection(_Section):
     headings: bool = False  # index each chunk with its heading path (page > section) before its text
 
 
-class LLMSection(_Section):
-    """Connection settings shared by every LLM of the job (the key comes from OPENAI_API_KEY)."""
-
-    base_url: str | None = None
-    concurrency: int = Field(default=16, ge=1)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    cache: bool = True
-    # `ragrade --dry-run run`: every LLM of the job counts its requests and sends none (not part of stage keys)
-    dry_run: bool = Field(default=False, exclude=True)
+#: ``[llm]``: how every LLM of the job is reached (the key comes from OPENAI_API_KEY); ``ragrade --dry-run run``
+#: sets its ``dry_run``, which stage keys leave out (:meth:`~ragrade.llm.options.LLMOptions.stage_key`)
+LLMSection = LLMOptions
 
 
 class ExamSection(_Section):
@@ -86,25 +82,35 @@ class ExamSection(_Section):
     options: dict[str, Any] = Field(default_factory=dict)  # more ExamConfig fields (filters, oversample, ...)
 
 
-class SweepSection(_Section):
-    """The grid of pipelines that take the exam."""
+class SweepSection(GridConfig, GridRunSettings):
+    """The grid of pipelines that take the exam: the axes of a sweep file's ``[grid]`` (same keys, same
+    defaults; ``chunkers`` default to every ``[[chunkers]]``) and its run settings, plus the job's own."""
 
+    _table: ClassVar[str] = "[sweep]"
     enabled: bool = True
-    retrievers: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
-    llms: list[str] = Field(default_factory=lambda: ["offline/student"])
-    icl: list[Annotated[int, Field(ge=0, le=16)]] = Field(default_factory=lambda: [0])
-    k: list[Annotated[int, Field(ge=0, le=1000)]] = Field(default_factory=lambda: [3])
-    chunkers: list[str] | None = None  # default: every chunking
-    query: list[str] = Field(default_factory=lambda: ["none"])  # query transforms: none, hyde, multi-query, rm3
-    post: list[str] = Field(default_factory=lambda: ["none"])  # post-processing chains, e.g. mmr, rerank+compress
-    transform_llm: str | None = None  # the LLM of hyde, multi-query, llm-rerank, llm-compress
-    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # e.g. {rm3 = {fb_terms = 5}}
-    executor: str = "local"
-    seed: int = 0
-    icl_pool: int = Field(default=5, ge=1)
-    limit: int | None = Field(default=None, ge=1)
     top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
-    samples: bool = True  # sweep/samples.jsonl: every request sent and its raw reply
+
+    def grid(self, chunkers: list[str]) -> GridConfig:
+        """The grid axes (``chunkers``: the labels used when the section names none)."""
+        axes = self.model_dump(include=set(GridConfig.model_fields))
+        return GridConfig.model_validate({**axes, "chunkers": self.chunkers or chunkers})
+
+    def run_settings(self) -> GridRunSettings:
+        """The sweep file's top-level settings of this section (seed, limit, executor, ...)."""
+        return GridRunSettings.model_validate(self.model_dump(include=set(GridRunSettings.model_fields)))
+
+    def stage_key(self) -> dict[str, object]:
+        """The section as the sweep stage's key: the axes [sweep] gained with the one grid schema (prompts,
+        methods, temperature, max_tokens) count only when set, so earlier run folders keep their stages."""
+        key = self.model_dump()
+        defaults = GridConfig().model_dump()
+        for name in _GRID_AXES_ADDED:
+            if key[name] == defaults[name]:
+                del key[name]
+        return key
+
+
+_GRID_AXES_ADDED = ("prompts", "methods", "temperature", "max_tokens")
 
 
 class AdaptiveSection(AdaptiveConfig):
@@ -226,7 +232,7 @@ class JobConfig(_Section):
         raise ConfigError(f"unknown chunker '{label}'")
 
 
-DEMO_CONFIG: dict[str, Any] = {
+DEMO_CONFIG: dict[str, object] = {
     "name": "ragrade demo (offline baselines on the Python standard library's documentation)",
     "out": "runs/demo",
     # eight related packages (every document of them): retrieval has to tell similar documents apart, and every
@@ -259,7 +265,7 @@ DEMO_CONFIG: dict[str, Any] = {
 
 
 def load_job_config(
-    path: str | Path | None, overrides: dict[str, Any] | None = None, base: dict[str, Any] | None = None
+    path: str | Path | None, overrides: Mapping[str, object] | None = None, base: Mapping[str, object] | None = None
 ) -> JobConfig:
     """Merge defaults < ``base`` (e.g. the demo) < the file at ``path`` < ``overrides``.
 
@@ -271,7 +277,7 @@ def load_job_config(
     return build_config(JobConfig, base, file_layer, overrides, source=str(path or "config"))
 
 
-def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+def _resolve_paths(data: dict[str, object], base: Path) -> dict[str, object]:
     """The file layer with every path field made absolute against ``base`` (the config file's folder)."""
     from ragrade.config_paths import resolve_embedder_spec, resolve_keys
 
@@ -301,9 +307,9 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     return data
 
 
-def config_paths(cfg: JobConfig, out: str | Path) -> dict[str, Any]:
+def config_paths(cfg: JobConfig, out: str | Path) -> dict[str, str | list[str]]:
     """The job's resolved file paths (what ``run --check`` prints and the manifest records)."""
-    paths: dict[str, Any] = {"out": str(Path(out).resolve())}
+    paths: dict[str, str | list[str]] = {"out": str(Path(out).resolve())}
     if not cfg.corpus.demo:
         paths["corpus"] = list(cfg.corpus.paths)
     for key, value in (

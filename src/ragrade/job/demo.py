@@ -15,14 +15,14 @@ exact match and by the offline claims baseline ``offline/judge``), and the repor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ragrade.config import deep_merge
 from ragrade.job.config import DEMO_CONFIG, JobConfig, load_job_config
 
 #: a reduced demo for tests and quick looks (same stages, fewer documents and questions)
-SMALL_OVERRIDES: dict[str, Any] = {
+SMALL_OVERRIDES: dict[str, object] = {
     "corpus": {"demo_limit": 120},
     "chunkers": [
         {"strategy": "recursive", "size": 200, "overlap": 20},
@@ -35,7 +35,7 @@ SMALL_OVERRIDES: dict[str, Any] = {
 }
 
 
-def demo_config(*, small: bool = False, overrides: dict[str, Any] | None = None) -> JobConfig:
+def demo_config(*, small: bool = False, overrides: Mapping[str, object] | None = None) -> JobConfig:
     """The demo's job config (``small``: the reduced variant)."""
     base = deep_merge(DEMO_CONFIG, SMALL_OVERRIDES) if small else dict(DEMO_CONFIG)
     return load_job_config(None, overrides, base=base)

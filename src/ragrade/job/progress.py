@@ -9,12 +9,17 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TextIO
 
 from ragrade.progress import BAR_WIDTH, LABEL_WIDTH, clock, failed_so_far, interval_s, resolve_mode, short_label
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
 
-def _brief(summary: dict[str, Any]) -> str:
+
+def _brief(summary: Mapping[str, object]) -> str:
     parts = []
     for key, value in list(summary.items())[:4]:
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
@@ -100,7 +105,7 @@ class Display:
             self._thread = threading.Thread(target=self._heartbeat, args=(self._stop,), daemon=True)
             self._thread.start()
 
-    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
+    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: Mapping[str, object]) -> None:
         """A stage finished."""
         self._end_stage()
         brief = _brief(summary)
@@ -122,7 +127,7 @@ class Display:
 class RichDisplay(Display):
     """A rich display: the job's stages as one bar, the running stage's work as another (80 columns)."""
 
-    def __init__(self, stream: TextIO | None = None, console: Any = None) -> None:
+    def __init__(self, stream: TextIO | None = None, console: Console | None = None) -> None:
         super().__init__(stream)
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -138,8 +143,8 @@ class RichDisplay(Display):
             console=self.console,
             transient=True,
         )
-        self.job_task: Any = None
-        self.sub_task: Any = None
+        self.job_task: TaskID | None = None
+        self.sub_task: TaskID | None = None
         self._last = 0.0
 
     def __enter__(self) -> RichDisplay:
@@ -161,7 +166,7 @@ class RichDisplay(Display):
             self.progress.remove_task(self.sub_task)
         self.sub_task = self.progress.add_task(short_label(name), total=None)
 
-    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: dict[str, Any]) -> None:
+    def stage_done(self, i: int, n: int, name: str, seconds: float, summary: Mapping[str, object]) -> None:
         """Print the stage's line and advance the job bar."""
         super().stage_done(i, n, name, seconds, summary)
         if self.job_task is not None:

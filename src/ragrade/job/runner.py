@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from ragrade import interrupt
 from ragrade.errors import DataError
@@ -31,6 +31,56 @@ from ragrade.job.progress import Display, make_display
 from ragrade.run.spec import fingerprint
 
 STAGES_VERSION = 1
+
+
+class StageRecord(TypedDict, total=False):
+    """One stage's entry in ``stages.json``."""
+
+    hash: str
+    status: str  # running, done, failed or interrupted
+    started: str
+    finished: str
+    seconds: float
+    summary: st.StageSummary
+    error: str
+
+
+class StageOutcome(TypedDict):
+    """What one stage came to in this invocation: ``ran`` or ``reused``, with its summary."""
+
+    status: str
+    summary: st.StageSummary
+
+
+class StageTiming(TypedDict, total=False):
+    """One stage's entry in ``timings.json``."""
+
+    seconds: float
+    reused: bool
+    original_seconds: float | None  # a reused stage: what it took when it ran
+
+
+class JobTimings(TypedDict, total=False):
+    """``timings.json``: the wall time of every stage of the last invocation."""
+
+    version: int
+    kind: str
+    created: str
+    cpus: int | None
+    total_seconds: float
+    stages: dict[str, StageTiming]
+    failed: str | None
+
+
+class PlanStep(TypedDict):
+    """One stage of :func:`describe_plan`."""
+
+    stage: str
+    needs: list[str]
+    outputs: list[str]
+    action: str  # run or reuse
+
+
 #: bumped when a stage's code changes what it writes, so finished runs redo that stage (and what follows)
 STAGE_CODE_VERSIONS: dict[str, int] = {"irt": 2}  # 2: one fit with not-applicable factor levels
 MAX_FINGERPRINT_FILES = 100_000
@@ -41,14 +91,14 @@ class JobResult:
     """What a job did: per stage ``ran`` / ``reused`` and its summary, the timings and the report path."""
 
     run_dir: Path
-    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    timings: dict[str, Any] = field(default_factory=dict)
+    stages: dict[str, StageOutcome] = field(default_factory=dict)
+    timings: JobTimings = field(default_factory=lambda: JobTimings())
     report: Path | None = None
 
 
-def _files_fingerprint(paths: list[str]) -> list[Any]:
+def _files_fingerprint(paths: list[str]) -> list[list[str | int | None]]:
     """Size and modification time of every input file (a changed corpus invalidates the corpus stage)."""
-    out: list[Any] = []
+    out: list[list[str | int | None]] = []
     for raw in paths:
         root = Path(raw)
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
@@ -63,7 +113,7 @@ def _files_fingerprint(paths: list[str]) -> list[Any]:
 def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
     """The job's stages in order (disabled stages left out)."""
     labels = [c.label for c in cfg.chunkers]
-    corpus_key: dict[str, Any] = {"corpus": cfg.corpus.model_dump()}
+    corpus_key: dict[str, object] = {"corpus": cfg.corpus.model_dump()}
     if not cfg.corpus.demo:
         corpus_key["files"] = _files_fingerprint(cfg.corpus.paths)
     stages = [st.Stage("corpus", corpus_key, [], [layout.docs], st.run_corpus)]
@@ -91,7 +141,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         )
     exam_label = cfg.chunker(cfg.exam.chunker).label
     if cfg.exam.enabled or cfg.exam.path:
-        key: dict[str, Any] = {"exam": cfg.exam.model_dump(), "llm": cfg.llm.model_dump()}
+        key: dict[str, object] = {"exam": cfg.exam.model_dump(), "llm": cfg.llm.stage_key()}
         if cfg.exam.path:
             key["file"] = _files_fingerprint([cfg.exam.path])
         stages.append(
@@ -103,7 +153,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         stages.append(
             st.Stage(
                 "sweep",
-                {"sweep": cfg.sweep.model_dump(), "llm": cfg.llm.model_dump()},
+                {"sweep": cfg.sweep.stage_key(), "llm": cfg.llm.stage_key()},
                 ["exam", *(f"index:{c}" for c in chunkers)],
                 [layout.sweep / "responses.parquet", layout.sweep / "comparisons.json"],
                 st.run_sweep_stage,
@@ -123,7 +173,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         stages.append(
             st.Stage(
                 "judge",
-                {"judge": cfg.judge.model_dump(), "llm": cfg.llm.model_dump(), "sweep": cfg.sweep.model_dump()},
+                {"judge": cfg.judge.model_dump(), "llm": cfg.llm.stage_key(), "sweep": cfg.sweep.stage_key()},
                 [f"chunk:{exam_label}", *(f"index:{c}" for c in (cfg.judge.chunkers or labels))],
                 [layout.judge / "scores" / "summary.json"],
                 an.run_judge_stage,
@@ -179,7 +229,7 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
         key = {
             "testbed": tb,
             **{k: getattr(r, k) for k in ("data", "llms", "noise_ratios", "docs", "n", "lang", "seed")},
-            "llm": cfg.llm.model_dump(),
+            "llm": cfg.llm.stage_key(),
             **({"min_positives": r.min_positives} if r.min_positives is not None else {}),
         }
         out.append(
@@ -189,9 +239,9 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
 
 
 def _bind(
-    fn: Callable[[st.StageContext, str], dict[str, Any]], arg: str
-) -> Callable[[st.StageContext], dict[str, Any]]:
-    def run(ctx: st.StageContext) -> dict[str, Any]:
+    fn: Callable[[st.StageContext, str], st.StageSummary], arg: str
+) -> Callable[[st.StageContext], st.StageSummary]:
+    def run(ctx: st.StageContext) -> st.StageSummary:
         return fn(ctx, arg)
 
     return run
@@ -209,7 +259,7 @@ def stage_hashes(stages: list[st.Stage]) -> dict[str, str]:
     return hashes
 
 
-def read_stages(layout: RunLayout) -> dict[str, Any]:
+def read_stages(layout: RunLayout) -> dict[str, StageRecord]:
     """``stages.json`` of a run dir (empty when absent or unreadable)."""
     path = layout.root / STAGES_FILE
     if not path.is_file():
@@ -228,7 +278,7 @@ class _Recorder:
         self.layout = layout
         self.records = read_stages(layout)
 
-    def set(self, name: str, **rec: Any) -> None:
+    def set(self, name: str, **rec: Unpack[StageRecord]) -> None:
         self.records[name] = {**self.records.get(name, {}), **rec}
         write_json(
             self.layout.root / STAGES_FILE,
@@ -236,19 +286,19 @@ class _Recorder:
         )
 
 
-def _reusable(stage: st.Stage, rec: dict[str, Any] | None, digest: str) -> bool:
+def _reusable(stage: st.Stage, rec: StageRecord | None, digest: str) -> bool:
     if stage.extra.get("always") or rec is None:
         return False
     return rec.get("hash") == digest and rec.get("status") == "done" and all(p.exists() for p in stage.outputs)
 
 
-def describe_plan(cfg: JobConfig, out: Path) -> list[dict[str, Any]]:
+def describe_plan(cfg: JobConfig, out: Path) -> list[PlanStep]:
     """The stages ``ragrade run`` would run into ``out``: name, inputs, outputs and whether each is reused."""
     layout = RunLayout(out)
     stages = build_stages(cfg, layout)
     hashes = stage_hashes(stages)
     done = read_stages(layout) if layout.root.is_dir() else {}
-    plan = []
+    plan: list[PlanStep] = []
     for s in stages:
         reused = _reusable(s, done.get(s.name), hashes[s.name])
         plan.append(
@@ -277,7 +327,7 @@ def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Di
     manifest = _start_manifest(cfg, layout, stages)
     shown = display or make_display()
     t_job = time.perf_counter()
-    timings: dict[str, Any] = {}
+    timings: dict[str, StageTiming] = {}
     with shown:
         for i, stage in enumerate(stages):
             rec = recorder.records.get(stage.name)
@@ -330,9 +380,9 @@ def _tracked(stage: str, show: st.Progress) -> st.Progress:
 
 
 def _write_timings(
-    layout: RunLayout, timings: dict[str, Any], t_job: float, failed: str | None = None
-) -> dict[str, Any]:
-    doc = {
+    layout: RunLayout, timings: dict[str, StageTiming], t_job: float, failed: str | None = None
+) -> JobTimings:
+    doc: JobTimings = {
         "version": 1,
         "kind": "job-timings",
         "created": now_iso(),
@@ -349,7 +399,7 @@ def _start_manifest(cfg: JobConfig, layout: RunLayout, stages: list[st.Stage]) -
     from ragrade.run.manifest import build_manifest, write_manifest
 
     labels = [c.label for c in cfg.chunkers]
-    inputs: dict[str, Any] = {
+    inputs: dict[str, object] = {
         "corpus": "demo (Python standard library docstrings)" if cfg.corpus.demo else list(cfg.corpus.paths)
     }
     manifest = build_manifest(
@@ -374,7 +424,7 @@ def _start_manifest(cfg: JobConfig, layout: RunLayout, stages: list[st.Stage]) -
     return manifest
 
 
-def _finish_manifest(manifest: dict[str, Any], layout: RunLayout, result: JobResult) -> None:
+def _finish_manifest(manifest: dict[str, object], layout: RunLayout, result: JobResult) -> None:
     from ragrade.run.manifest import finish_manifest, write_manifest
 
     manifest["stage_status"] = {k: v["status"] for k, v in result.stages.items()}

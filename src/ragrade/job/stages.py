@@ -9,16 +9,29 @@ between stages.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.job.config import JobConfig
 from ragrade.job.layout import RunLayout
 
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
+    from ragrade.run.spec import SweepConfig
+
 Progress = Callable[[str, int, int], None]  # (what, done, total)
+StageSummary: TypeAlias = dict[str, object]
+"""What a stage reports (JSON): shown on its progress line, kept in ``stages.json`` and the job's result."""
+
+
+class StageExtra(TypedDict, total=False):
+    """How the runner treats a stage besides its hash."""
+
+    always: bool  # never reused (the report shows the finished manifest and timings)
+    clean: list[Path]  # folders removed before the stage reruns under another hash
 
 
 @dataclass
@@ -29,42 +42,30 @@ class StageContext:
     layout: RunLayout
     progress: Progress
 
-    def llm_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``create_llm`` shared by every LLM of the job."""
-        opts = self.cfg.llm
-        return {
-            "base_url": opts.base_url,
-            "concurrency": opts.concurrency,
-            "timeout": opts.timeout,
-            "max_retries": opts.max_retries,
-            "cache": opts.cache,
-            "dry_run": opts.dry_run,
-        }
-
 
 @dataclass
 class Stage:
     """One step of the job."""
 
     name: str
-    key: dict[str, Any]
+    key: Mapping[str, object]
     needs: list[str]
     outputs: list[Path]
-    run: Callable[[StageContext], dict[str, Any]]
+    run: Callable[[StageContext], StageSummary]
     resumable: bool = False  # keeps its own journal (a rerun after a kill continues where it stopped)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: StageExtra = field(default_factory=lambda: StageExtra())
 
 
 # --------------------------------------------------------------------------- corpus and chunks
 
 
-def run_corpus(ctx: StageContext) -> dict[str, Any]:
+def run_corpus(ctx: StageContext) -> StageSummary:
     """Load or build the documents into ``corpus/docs.jsonl``."""
     from ragrade.corpus.files import write_documents
     from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus
 
     c = ctx.cfg.corpus
-    meta: dict[str, Any] = {}
+    meta: dict[str, object] = {}
     if c.demo:
         from ragrade.corpus.demo import DemoStats, build_demo_corpus
 
@@ -92,7 +93,7 @@ def run_corpus(ctx: StageContext) -> dict[str, Any]:
     }
 
 
-def run_chunk(ctx: StageContext, label: str) -> dict[str, Any]:
+def run_chunk(ctx: StageContext, label: str) -> StageSummary:
     """Chunk the documents with chunker ``label`` into ``chunks/<label>.jsonl``."""
     from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
     from ragrade.corpus.files import read_documents, write_chunks
@@ -114,7 +115,7 @@ def run_chunk(ctx: StageContext, label: str) -> dict[str, Any]:
     return {"chunks": len(chunks), "tokens_mean": summary["tokens"]["mean"]}
 
 
-def run_index(ctx: StageContext, label: str) -> dict[str, Any]:
+def run_index(ctx: StageContext, label: str) -> StageSummary:
     """Index ``chunks/<label>.jsonl`` (BM25 + dense vectors, embeddings cached) into ``index/<label>/``."""
     from ragrade.retrieval.index import IndexConfig, build_index
 
@@ -137,13 +138,13 @@ def _needs_dense(cfg: JobConfig) -> bool:
 # --------------------------------------------------------------------------- exam
 
 
-def _create_llm(ctx: StageContext, spec: str) -> Any:
+def _create_llm(ctx: StageContext, spec: str) -> LLM:
     from ragrade.llm import create_llm
 
-    return create_llm(spec, **ctx.llm_kwargs())
+    return create_llm(spec, options=ctx.cfg.llm)  # the job's [llm] options
 
 
-def run_exam(ctx: StageContext) -> dict[str, Any]:
+def run_exam(ctx: StageContext) -> StageSummary:
     """Generate the exam from one chunking into ``exam/exam.jsonl`` (or copy a given exam)."""
     from ragrade.corpus.files import read_chunks
     from ragrade.exam.config import ExamConfig
@@ -182,44 +183,23 @@ def run_exam(ctx: StageContext) -> dict[str, Any]:
 # --------------------------------------------------------------------------- sweep
 
 
-def sweep_config(cfg: JobConfig, layout: RunLayout) -> Any:
-    """The :class:`~ragrade.run.spec.SweepConfig` of the job."""
+def sweep_config(cfg: JobConfig, layout: RunLayout) -> SweepConfig:
+    """The :class:`~ragrade.run.spec.SweepConfig` of the job (``[sweep]`` is a sweep file's grid and settings)."""
     from ragrade.run.spec import build_sweep_config
 
     s = cfg.sweep
-    labels = s.chunkers or [c.label for c in cfg.chunkers]
-    opts = cfg.llm
+    grid = s.grid([c.label for c in cfg.chunkers])  # [sweep] holds a sweep file's [grid], same keys
+    labels = grid.chunkers or []
     layer = {
-        "grid": {
-            "llm": s.llms,
-            "retriever": s.retrievers,
-            "k": s.k,
-            "icl": s.icl,
-            "chunker": labels,
-            "query": s.query,
-            "post": s.post,
-        },
-        "transform_llm": s.transform_llm,
-        "transform_options": s.transform_options,
+        "grid": grid.model_dump(),
+        **s.run_settings().model_dump(),
         "indexes": {label: str(layout.index(label).resolve()) for label in labels},
-        "llm_options": {
-            "base_url": opts.base_url,
-            "concurrency": opts.concurrency,
-            "timeout": opts.timeout,
-            "max_retries": opts.max_retries,
-            "cache": opts.cache,
-            "dry_run": opts.dry_run or None,
-        },
-        "seed": s.seed,
-        "icl_pool": s.icl_pool,
-        "limit": s.limit,
-        "executor": s.executor,
-        "samples": s.samples,
+        "llm_options": cfg.llm.model_dump(),  # the job's [llm] options
     }
     return build_sweep_config(layer)
 
 
-def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
+def run_sweep_stage(ctx: StageContext) -> StageSummary:
     """Every pipeline takes the exam (resumable through the sweep's journal); then the paired verdicts."""
     from ragrade.run.compare import COMPARISONS_FILE, verdicts, write_comparisons
     from ragrade.run.store import JournalMismatch
@@ -258,7 +238,7 @@ def run_sweep_stage(ctx: StageContext) -> dict[str, Any]:
 # --------------------------------------------------------------------------- report
 
 
-def run_report(ctx: StageContext) -> dict[str, Any]:
+def run_report(ctx: StageContext) -> StageSummary:
     """Render ``report.html`` from the run directory's files."""
     from ragrade.report.render import write_report
 
@@ -270,6 +250,8 @@ __all__ = [
     "Progress",
     "Stage",
     "StageContext",
+    "StageExtra",
+    "StageSummary",
     "run_chunk",
     "run_corpus",
     "run_exam",

@@ -23,6 +23,7 @@ from typing import Any
 
 from ragrade.deps import require
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 
 DEFAULT_MODEL = "minilm"
 
@@ -90,7 +91,7 @@ class BertScore:
         """Fix the idf weights to those of ``sentences`` (normally every reference of the run)."""
         self._idf_sents = sorted({s for s in sentences if s.strip()})
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest and summary."""
         return {
             "model": self.config.model,

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.errors import DataError
-from ragrade.io import file_in_folder, iter_jsonl, read_jsonl, write_json
+from ragrade.io import JSONObject, file_in_folder, iter_jsonl, read_jsonl, write_json
 from ragrade.judge.agreement import cohen_kappa, spearman
 from ragrade.judge.ppi import classical_mean, combine_strata, estimate
 
@@ -51,7 +51,7 @@ class Scale:
     low: float
     high: float
 
-    def check(self, value: Any) -> float | None:
+    def check(self, value: object) -> float | None:
         """The label as a number, or None when it is not on this scale."""
         if isinstance(value, bool):
             value = float(value) if self.kind == "binary" else None
@@ -214,7 +214,7 @@ def read_labels(path: str | Path, table: ScoreTable, *, min_labels: int = 10) ->
     return {m: dict(c) for m, c in out.items()}
 
 
-def agreement_for(scale: Scale, judge: Sequence[float], human: Sequence[float]) -> dict[str, Any]:
+def agreement_for(scale: Scale, judge: Sequence[float], human: Sequence[float]) -> JSONObject:
     """Judge-human agreement on the labelled items, as fits the scale."""
     f, y = np.asarray(judge, float), np.asarray(human, float)
     if scale.kind == "binary":
@@ -242,7 +242,7 @@ def calibrate_one(
     y = np.array([p[0] for p in pairs], float)
     f = np.array([p[1] for p in pairs], float)
     fu = np.array([v for k, v in judged.items() if v is not None and k not in labelled], float)
-    row: dict[str, Any] = {
+    row: JSONObject = {
         "scale": scale.kind,
         "n_items": len(judged),
         "n_judged": int(sum(v is not None for v in judged.values())),
@@ -280,11 +280,11 @@ def calibrate_one(
     return row
 
 
-def _pooled(rows: Mapping[str, Mapping[str, Any]], configs: Sequence[str], level: float) -> dict[str, Any]:
+def _pooled(rows: Mapping[str, Mapping[str, Any]], configs: Sequence[str], level: float) -> JSONObject:
     missing = [c for c in configs if "ppi_ci" not in rows.get(c, {})]
     if missing:
         return {"note": f"no calibration for configuration(s) {', '.join(missing)}: no pooled estimate"}
-    out: dict[str, Any] = {"n_labels": sum(int(rows[c]["n_labels"]) for c in configs)}
+    out: JSONObject = {"n_labels": sum(int(rows[c]["n_labels"]) for c in configs)}
     for est_key, ci_key in (("ppi_estimate", "ppi_ci"), ("human_mean", "human_only_ci"), ("judge_mean", "judge_ci")):
         parts = [(rows[c][est_key], *rows[c][ci_key], float(rows[c]["n_judged"])) for c in configs]
         pooled = combine_strata(parts, level=level)
@@ -294,12 +294,12 @@ def _pooled(rows: Mapping[str, Mapping[str, Any]], configs: Sequence[str], level
     return out
 
 
-def calibrate(scores: str | Path, labels_path: str | Path, cfg: CalibrationConfig | None = None) -> dict[str, Any]:
+def calibrate(scores: str | Path, labels_path: str | Path, cfg: CalibrationConfig | None = None) -> dict[str, object]:
     """The calibration of every labelled metric (see the module docstring)."""
     cfg = cfg or CalibrationConfig.model_validate({})
     table = load_scores(scores)
     labels = read_labels(labels_path, table, min_labels=cfg.min_labels)
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, object] = {}
     for metric, by_config in sorted(labels.items()):
         configs = table.configs(metric)
         rows = {}

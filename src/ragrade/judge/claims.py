@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.judge.claims_metrics import Verdict, claim_metrics
 from ragrade.judge.claims_parse import parse_claims, parse_verdicts
 from ragrade.judge.inputs import AnswerItem
@@ -40,13 +41,13 @@ CLAIMS_PROMPTS: dict[str, tuple[str, ...]] = {
     "claims_extract": ("{text}",),
     "claims_check": ("{premise}", "{claims}"),
 }
-_EXTRACT_SCHEMA: dict[str, Any] = {
+_EXTRACT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
     "required": ["claims"],
     "additionalProperties": False,
 }
-_CHECK_SCHEMA: dict[str, Any] = {
+_CHECK_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"verdicts": {"type": "array", "items": {"type": "string", "enum": ["yes", "no"]}}},
     "required": ["verdicts"],
@@ -112,7 +113,7 @@ class ClaimsJudge:
         self.templates = {n: load_claims_prompt(n, self.config.prompt_files.get(n)) for n in CLAIMS_PROMPTS}
 
     # ------------------------------------------------------------------ description
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Judge model, prompt hashes and settings."""
         assert self.llm is not None
         return {
@@ -148,7 +149,7 @@ class ClaimsJudge:
         """Claims need a reference answer (passages may be absent: closed book)."""
         return None if item.references else "no reference"
 
-    def remember(self, records: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> None:
+    def remember(self, records: Mapping[tuple[str, str, str], Mapping[str, object]]) -> None:
         """Earlier records (same settings): their requests that did not fail are reused, not re-asked."""
         fp = self.fingerprint()
         self.previous = {(c, i): r for (c, i, m), r in records.items() if m == self.name and r.get("fingerprint") == fp}
@@ -190,7 +191,7 @@ class ClaimsJudge:
                 out.append({"status": "failed", "error": comp.error or "no text", "attempts": comp.attempts})
                 continue
             parsed = parse_claims(comp.text)
-            sub: dict[str, Any] = {"status": parsed.status, "raw": comp.text}
+            sub: dict[str, object] = {"status": parsed.status, "raw": comp.text}
             sub.update({"claims": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
             if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase
                 sub["response_format"] = comp.response_format
@@ -205,7 +206,7 @@ class ClaimsJudge:
                 out.append({"status": "failed", "error": comp.error or "no text", "attempts": comp.attempts})
                 continue
             parsed = parse_verdicts(comp.text, len(job.claims))
-            sub: dict[str, Any] = {"status": parsed.status, "raw": comp.text, "n_claims": len(job.claims)}
+            sub: dict[str, object] = {"status": parsed.status, "raw": comp.text, "n_claims": len(job.claims)}
             sub.update({"verdicts": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
             if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase
                 sub["response_format"] = comp.response_format
@@ -213,7 +214,7 @@ class ClaimsJudge:
         return out
 
     # ------------------------------------------------------------------ scoring
-    def _reuse(self, item: AnswerItem, key: str, claims: list[str] | None = None) -> dict[str, Any] | None:
+    def _reuse(self, item: AnswerItem, key: str, claims: list[str] | None = None) -> JSONObject | None:
         prev = self.previous.get(item.key)
         sub = (prev or {}).get("requests", {}).get(key)
         if not isinstance(sub, dict) or sub.get("status") == "failed":
@@ -231,7 +232,7 @@ class ClaimsJudge:
     async def _phase(
         self,
         jobs: list[_Job],
-        subs: list[dict[str, dict[str, Any]]],
+        subs: list[dict[str, JSONObject]],
         items: Sequence[AnswerItem],
         formats: list[dict[str, str]],
     ) -> None:
@@ -260,11 +261,11 @@ class ClaimsJudge:
             _keep_format(formats[job.item], job.key, sub)
             subs[job.item][job.key] = {**sub, "checked": job.claims}
 
-    async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    async def ascore(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """One claims record per item (items must be judgeable: see :meth:`missing`)."""
         from ragrade.judge.abstain import is_abstention
 
-        subs: list[dict[str, dict[str, Any]]] = [{} for _ in items]
+        subs: list[dict[str, JSONObject]] = [{} for _ in items]
         formats: list[dict[str, str]] = [{} for _ in items]  # request key -> response format, per item
         abstained = [is_abstention(it.answer) for it in items]
         first = []
@@ -300,7 +301,7 @@ class ClaimsJudge:
         await self._phase(second, subs, items, formats)
         return [_record(it, s, ab, f) for it, s, ab, f in zip(items, subs, abstained, formats, strict=True)]
 
-    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    def score(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """Synchronous :meth:`ascore`."""
         return run_sync(self.ascore(items))
 
@@ -317,7 +318,7 @@ def _sentences(text: str) -> list[str]:
     return sentences(text)
 
 
-def _keep_format(formats: dict[str, str], key: str, sub: dict[str, Any]) -> None:
+def _keep_format(formats: dict[str, str], key: str, sub: JSONObject) -> None:
     """Move a fresh request's ``response_format`` out of its sub-record into ``formats``."""
     fmt = sub.pop("response_format", None)
     if fmt is not None:
@@ -340,10 +341,10 @@ def _verdicts(subs: Mapping[str, Mapping[str, Any]], key: str, n: int) -> list[V
 
 def _record(
     item: AnswerItem,
-    subs: dict[str, dict[str, Any]],
+    subs: dict[str, JSONObject],
     abstained: bool = False,
     formats: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The metric record of one item from its request results (``abstained``: the answer declines to answer).
 
     ``formats`` (request key -> how JSON was asked of the server) gives ``response_formats`` and the weakest of
@@ -356,7 +357,7 @@ def _record(
         "n_unparsed_requests": statuses.count("unparsed"),
     }
     a, g = _claims(subs, "extract:answer"), _claims(subs, "extract:reference")
-    rec: dict[str, Any] = {"claims": {"answer": a, "reference": g}, "requests": subs, "abstained": abstained}
+    rec: JSONObject = {"claims": {"answer": a, "reference": g}, "requests": subs, "abstained": abstained}
     rec["response_format"] = weakest_format((formats or {}).values())
     if formats:
         rec["response_formats"] = dict(sorted(formats.items()))
@@ -379,7 +380,7 @@ def _record(
     if abstained and res["values"]["recall"] == 0.0:  # no claim, no fact recalled: 2PR/(P+R) = 0 for any P
         res["values"]["f1"] = 0.0
     n_unparsed_verdicts = sum(v is None for seq in [avr or [], rva or [], *(avp or []), *(rvp or [])] for v in seq)
-    counts_out: dict[str, Any] = {
+    counts_out: JSONObject = {
         **counts,
         "n_claims_answer": na if a is not None else None,
         "n_claims_reference": ng if g is not None else None,
@@ -399,4 +400,9 @@ def _record(
 __all__ = [
     "ABSTENTION_RULE",
     "CLAIMS_PROMPTS",
-    "OFFLINE_JUDGE", "ClaimsConfig", "ClaimsJudge", "load_claims_prompt", "reference_text"]
+    "OFFLINE_JUDGE",
+    "ClaimsConfig",
+    "ClaimsJudge",
+    "load_claims_prompt",
+    "reference_text",
+]

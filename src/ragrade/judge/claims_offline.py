@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ragrade.io import JSONObject
 from ragrade.judge.claims import ABSTENTION_RULE, ClaimsConfig, ClaimsJudge, _Job
 from ragrade.judge.inputs import AnswerItem
 from ragrade.llm.offline import content, sentences, words
@@ -45,7 +46,7 @@ class OfflineClaimsJudge(ClaimsJudge):
         self.threshold = threshold
         self.semantic = semantic
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Method and threshold; ``baseline`` is True."""
         return {
             "metric": self.name,

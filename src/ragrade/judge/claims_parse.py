@@ -42,7 +42,7 @@ class ParsedList:
     note: str | None = None
 
 
-def _json_values(text: str) -> Iterator[Any]:
+def _json_values(text: str) -> Iterator[object]:
     """JSON values found in ``text``: fenced blocks, the whole text, then the first embedded object or list."""
     for cand in [*(_FENCE.findall(text)), text]:
         try:
@@ -61,7 +61,7 @@ def _json_values(text: str) -> Iterator[Any]:
             return
 
 
-def _find_list(value: Any, keys: tuple[str, ...]) -> list[Any] | None:
+def _find_list(value: object, keys: tuple[str, ...]) -> list[object] | None:
     if isinstance(value, list):
         return value
     if isinstance(value, dict):
@@ -90,7 +90,7 @@ def parse_claims(text: str | None) -> ParsedList:
     return ParsedList("unparsed", note="no claims list found")
 
 
-def _entry(entry: Any) -> tuple[int | None, float | None]:
+def _entry(entry: object) -> tuple[int | None, float | None]:
     if isinstance(entry, dict):
         low = {str(k).lower().strip(): v for k, v in entry.items()}
         idx = next(

@@ -19,10 +19,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import iter_jsonl
+from ragrade.io import JSONObject, iter_jsonl
 
 DEFAULT_CONFIG = "all"
 # target -> names tried in order when no field map entry is given
@@ -50,7 +49,7 @@ class AnswerItem:
     references: tuple[str, ...] = ()
     error: str | None = None
     line: int = 0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: JSONObject = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -75,8 +74,8 @@ def parse_field_map(pairs: Sequence[str] | None) -> dict[str, str]:
 _MISSING = object()
 
 
-def _get(record: Mapping[str, Any], path: str) -> Any:
-    cur: Any = record
+def _get(record: Mapping[str, object], path: str) -> object:
+    cur: object = record
     for part in path.split("."):
         if isinstance(cur, Mapping) and part in cur:
             cur = cur[part]
@@ -87,7 +86,7 @@ def _get(record: Mapping[str, Any], path: str) -> Any:
     return cur
 
 
-def _as_texts(value: Any, where: str, what: str) -> tuple[str, ...]:
+def _as_texts(value: object, where: str, what: str) -> tuple[str, ...]:
     if value is None or value is _MISSING:
         return ()
     if isinstance(value, str):
@@ -114,7 +113,7 @@ def _as_texts(value: Any, where: str, what: str) -> tuple[str, ...]:
     raise DataError(f"{where}: {what} must be a string or a list, got {type(value).__name__}")
 
 
-def _as_text(value: Any, where: str, what: str) -> str | None:
+def _as_text(value: object, where: str, what: str) -> str | None:
     if value is None or value is _MISSING:
         return None
     if isinstance(value, str):
@@ -131,7 +130,7 @@ class _Resolver:
         self.field_map = dict(field_map)
         self.seen: dict[str, int] = dict.fromkeys(self.field_map, 0)
 
-    def get(self, record: Mapping[str, Any], target: str) -> Any:
+    def get(self, record: Mapping[str, object], target: str) -> object:
         if target in self.field_map:
             value = _get(record, self.field_map[target])
             if value is not _MISSING:
@@ -148,7 +147,7 @@ def _auto_id(config: str, query: str | None, answer: str | None) -> str:
     return f"a-{digest[:12]}"
 
 
-def _item(record: Mapping[str, Any], resolver: _Resolver, where: str, lineno: int) -> AnswerItem:
+def _item(record: Mapping[str, object], resolver: _Resolver, where: str, lineno: int) -> AnswerItem:
     config_v = _as_text(resolver.get(record, "config"), where, "config")
     config = config_v if config_v else DEFAULT_CONFIG
     query = _as_text(resolver.get(record, "query"), where, "query")

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from ragrade.io import JSONObject
 from ragrade.judge.bertscore import BertScore, BertScoreConfig
 from ragrade.judge.inputs import AnswerItem
 from ragrade.judge.lexical import best_over_references
@@ -31,7 +32,7 @@ class Judge(Protocol):
     name: str
     uses_llm: bool
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Settings for the summary."""
         ...
 
@@ -43,7 +44,7 @@ class Judge(Protocol):
         """Why ``item`` cannot be scored, or None."""
         ...
 
-    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    def score(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """One record per item."""
         ...
 
@@ -71,7 +72,7 @@ class BertScoreJudge:
         if self.scorer.config.idf:
             self.scorer.set_idf_corpus([r for it in items for r in it.references])
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Model, layer, idf."""
         return {"metric": self.name, **self.scorer.describe()}
 
@@ -83,12 +84,12 @@ class BertScoreJudge:
         """BERTScore needs a reference."""
         return None if item.references else "no reference"
 
-    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    def score(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """BERTScore of each item's answer."""
         res = self.scorer.score([it.answer or "" for it in items], [list(it.references) for it in items])
         out = []
         for i, it in enumerate(items):
-            rec: dict[str, Any] = {
+            rec: JSONObject = {
                 "status": "ok",
                 "score": res.f1[i],
                 "values": {"precision": res.precision[i], "recall": res.recall[i], "f1": res.f1[i]},
@@ -105,7 +106,7 @@ class ExactJudge:
     name = "exact"
     uses_llm = False
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Normalisation used."""
         return {"metric": self.name, "normalisation": "squad", "values": ["em", "f1"]}
 
@@ -117,7 +118,7 @@ class ExactJudge:
         """Exact match needs a reference."""
         return None if item.references else "no reference"
 
-    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, object]]:
         """EM and token F1 of each item's answer."""
         out = []
         for it in items:
@@ -167,7 +168,7 @@ def exact(settings: JudgeSettings | None = None, llm: LLM | None = None) -> Exac
 
 
 @register("judge", "claims")
-def claims(settings: JudgeSettings | None = None, llm: LLM | None = None) -> Any:
+def claims(settings: JudgeSettings | None = None, llm: LLM | None = None) -> object:
     """Claim-level diagnosis by an LLM; without one (``--llm offline/judge``) the offline baseline."""
     from ragrade.judge.claims import ClaimsConfig, ClaimsJudge
     from ragrade.judge.claims_offline import OfflineClaimsJudge

@@ -18,12 +18,12 @@ import hashlib
 import json
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import atomic_write_text, read_json, read_jsonl
+from ragrade.io import JSONObject, atomic_write_text, read_json, read_jsonl
 from ragrade.judge.calibrate import (
     EXAM_CONFIG,
     EXAM_METRIC,
@@ -49,7 +49,7 @@ PROMPTS: dict[str, str] = {
 COMPUTED = ("exact", "bertscore")
 
 
-def _options(scale: Scale) -> list[dict[str, Any]]:
+def _options(scale: Scale) -> list[JSONObject]:
     """The grades a person can give, each with its key."""
     if scale.kind == "binary":
         return [{"key": "y", "value": 1, "text": "yes"}, {"key": "n", "value": 0, "text": "no"}]
@@ -95,7 +95,7 @@ def _exam_items(path: Path, records: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def _judge_items(
-    scores_path: Path, meta: dict[str, Any], records: list[dict[str, Any]], answers: Path | None
+    scores_path: Path, meta: dict[str, object], records: list[dict[str, Any]], answers: Path | None
 ) -> list[dict[str, Any]]:
     from ragrade.judge.inputs import read_answers
 
@@ -121,15 +121,15 @@ def _judge_items(
     return items
 
 
-def stratified_sample(items: Sequence[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
+def stratified_sample(items: Sequence[JSONObject], n: int, seed: int) -> list[dict[str, Any]]:
     """``n`` items spread evenly over configurations (round robin), uniformly random within each one."""
     rng = random.Random(seed)
-    pools: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pools: dict[str, list[JSONObject]] = defaultdict(list)
     for it in items:
         pools[str(it["config"])].append(it)
     for pool in pools.values():
         rng.shuffle(pool)
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     while len(out) < n and any(pools.values()):
         for config in sorted(pools):
             if pools[config] and len(out) < n:
@@ -186,7 +186,7 @@ def build_page_data(
     return {"source": str(path), "items": sample, "tasks": tasks, "scales": scales, "key": digest.hexdigest()[:16]}
 
 
-def render_label_page(data: dict[str, Any], title: str = "ragrade: grade the judged answers") -> str:
+def render_label_page(data: Mapping[str, object], title: str = "ragrade: grade the judged answers") -> str:
     """The page's HTML (Jinja2 with autoescaping; the data as escaped JSON)."""
     import jinja2
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.judge.inputs import AnswerItem
 from ragrade.judge.parse import Parsed, parse_score, parse_verdict
 from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sync
@@ -31,13 +32,13 @@ from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sy
 Kind = Literal["score", "verdict"]
 PLACEHOLDERS = ("{query}", "{answer}", "{reference}", "{contexts}")
 
-_SCORE_SCHEMA: dict[str, Any] = {
+_SCORE_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}, "reason": {"type": "string"}},
     "required": ["score", "reason"],
     "additionalProperties": False,
 }
-_VERDICT_SCHEMA: dict[str, Any] = {
+_VERDICT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}, "reason": {"type": "string"}},
     "required": ["verdict", "reason"],
@@ -152,7 +153,7 @@ def _sample_record(completion: Completion, parsed: Parsed | None) -> dict[str, A
     if not completion.ok:
         return {"status": "failed", "error": completion.error or "no text", "attempts": completion.attempts}
     assert parsed is not None
-    rec: dict[str, Any] = {"status": parsed.status, "raw": completion.text}
+    rec: JSONObject = {"status": parsed.status, "raw": completion.text}
     if parsed.status == "ok":
         rec.update(value=parsed.value, method=parsed.method, reason=parsed.reason)
     else:
@@ -164,11 +165,11 @@ def _sample_record(completion: Completion, parsed: Parsed | None) -> dict[str, A
     return rec
 
 
-def aggregate(kind: Kind, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(kind: Kind, samples: list[dict[str, Any]]) -> JSONObject:
     """Combine sample records into one metric record (status, score, spread, counts)."""
     values = [float(s["value"]) for s in samples if s["status"] == "ok"]
     counts = {f"n_{st}": sum(1 for s in samples if s["status"] == st) for st in ("ok", "unparsed", "failed")}
-    out: dict[str, Any] = {"n_samples": len(samples), **counts}
+    out: JSONObject = {"n_samples": len(samples), **counts}
     if not values:
         out["status"] = "failed" if counts["n_failed"] == len(samples) else "unparsed"
         out["score"] = None
@@ -220,7 +221,7 @@ class LLMJudge:
         cfg = self.config
         return cfg.sample_temperature if cfg.samples > 1 and cfg.temperature == 0 else cfg.temperature
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Judge model, prompt hash and sampling settings (for the summary and manifest)."""
         return {
             "metric": self.name,
@@ -285,7 +286,7 @@ class LLMJudge:
             return parse_score(text, self.spec.low, self.spec.high)
         return parse_verdict(text)
 
-    async def ascore(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    async def ascore(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """One metric record per item (items must be judgeable: see :meth:`missing`)."""
         reqs: list[GenerationRequest] = []
         for item in items:
@@ -294,7 +295,7 @@ class LLMJudge:
         if len(completions) != len(reqs):
             raise RuntimeError(f"the LLM returned {len(completions)} results for {len(reqs)} requests")
         n = self.config.samples
-        out: list[dict[str, Any]] = []
+        out: list[JSONObject] = []
         for i, _item in enumerate(items):
             samples = []
             for comp in completions[i * n : (i + 1) * n]:
@@ -305,7 +306,7 @@ class LLMJudge:
             out.append(rec)
         return out
 
-    def score(self, items: Sequence[AnswerItem]) -> list[dict[str, Any]]:
+    def score(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """Synchronous :meth:`ascore`."""
         return run_sync(self.ascore(items))
 

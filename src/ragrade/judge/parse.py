@@ -18,7 +18,9 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from ragrade.io import JSONObject
 
 Status = Literal["ok", "unparsed"]
 
@@ -90,7 +92,7 @@ class Parsed:
     note: str | None = None
 
 
-def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+def _json_objects(text: str) -> Iterator[JSONObject]:
     """JSON objects found in ``text``: fenced blocks first, then the whole text, then embedded ``{...}``."""
     seen: list[str] = []
     for block in _FENCE.findall(text):
@@ -115,11 +117,11 @@ def _json_objects(text: str) -> Iterator[dict[str, Any]]:
             return
 
 
-def _lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
+def _lower_keys(obj: JSONObject) -> JSONObject:
     return {str(k).lower().strip(): v for k, v in obj.items()}
 
 
-def _json_reason(obj: dict[str, Any]) -> str | None:
+def _json_reason(obj: JSONObject) -> str | None:
     low = _lower_keys(obj)
     for key in _REASON_KEYS:
         if isinstance(low.get(key), str):
@@ -127,7 +129,7 @@ def _json_reason(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def _to_number(value: Any) -> float | None:
+def _to_number(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -142,7 +144,7 @@ def _to_number(value: Any) -> float | None:
     return None
 
 
-def _to_verdict(value: Any) -> float | None:
+def _to_verdict(value: object) -> float | None:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and value in (0, 1):
@@ -175,7 +177,7 @@ def _text_reason(text: str) -> str | None:
     return "\n".join(lines[1:]) if len(lines) > 1 else None
 
 
-def _parse_json(text: str, keys: tuple[str, ...], convert: Callable[[Any], float | None]) -> Parsed | None:
+def _parse_json(text: str, keys: tuple[str, ...], convert: Callable[[object], float | None]) -> Parsed | None:
     for obj in _json_objects(text):
         low = _lower_keys(obj)
         for key in keys:

@@ -10,10 +10,14 @@ Output directory::
                       per response format the judge was asked with (kind "judge_summary")
     summary.csv       the same statistics in long format (one row per config x metric x statistic)
     agreement.json    Spearman / Cohen's kappa between metrics, per configuration and pooled
+    journal.sqlite    resume state: every batch of score records, committed as it finishes
 
-Resume: records already in ``scores.jsonl`` that were made with the same
-settings (same fingerprint) are kept and not re-judged; ``failed`` records
-(request errors) are retried. Scores are saved after every batch.
+Resume: every batch of score records is committed to ``journal.sqlite`` (the
+durable store of :mod:`ragrade.journal`, one fsync'd transaction per batch), and
+``scores.jsonl`` is written from it at the end, so a run killed at any moment
+keeps its finished batches. Records made with the same settings (same
+fingerprint) are kept and not re-judged; ``failed`` records (request errors) are
+retried. A directory from before the journal resumes from its ``scores.jsonl``.
 
 Screening (``screen_top=k``, the seed 003 workflow): the cheap metrics run on
 every configuration, configurations are ranked by mean BERTScore F1 (or
@@ -22,16 +26,20 @@ token F1), and the LLM judges run only on the answers of the top ``k``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragrade import interrupt
 from ragrade.errors import BackendError, ConfigError, DataError
 from ragrade.io import file_in_folder, read_jsonl, write_json, write_jsonl
+from ragrade.journal import JOURNAL_FILE, Journal
 from ragrade.judge.inputs import AnswerItem, read_answers
+from ragrade.llm.options import LLMOptions, lift_flat_options
+from ragrade.outcome import Outcome
 from ragrade.progress import note_failed
 
 SCORES_KIND = "judge_scores"
@@ -52,12 +60,8 @@ class JudgeRunConfig(BaseModel):
 
     metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
     llm: str | None = None
-    base_url: str | None = None
-    cache: bool = True
-    concurrency: int = Field(16, ge=1)
-    max_retries: int = Field(5, ge=0)
-    timeout: float = Field(60.0, gt=0.0)
-    dry_run: bool = False  # count the judge requests, send none (`ragrade --dry-run judge`)
+    # how the judge LLM is reached; `ragrade --dry-run judge` sets dry_run (count the requests, send none)
+    llm_options: LLMOptions = Field(default_factory=LLMOptions)
     fields: dict[str, str] = Field(default_factory=dict)
     samples: int = Field(1, ge=1)
     temperature: float = Field(0.0, ge=0.0)
@@ -75,6 +79,11 @@ class JudgeRunConfig(BaseModel):
     pass_threshold: float = Field(4.0, ge=1.0, le=5.0)
     batch_size: int = Field(64, ge=1)
     n_boot: int = Field(2000, ge=100)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, data: object) -> object:
+        return lift_flat_options(data, "[judge]")
 
 
 def resolve_answers_path(path: str | Path) -> Path:
@@ -196,15 +205,7 @@ def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
         from ragrade.llm import create_llm
 
         assert cfg.llm is not None
-        llm = create_llm(
-            cfg.llm,
-            base_url=cfg.base_url,
-            cache=cfg.cache,
-            concurrency=cfg.concurrency,
-            max_retries=cfg.max_retries,
-            timeout=cfg.timeout,
-            dry_run=cfg.dry_run,
-        )
+        llm = create_llm(cfg.llm, options=cfg.llm_options)
     settings = JudgeSettings(
         llm_judge=LLMJudgeConfig(
             samples=cfg.samples,
@@ -226,19 +227,49 @@ def build_judges(cfg: JudgeRunConfig) -> dict[str, Any]:
     return {m: create("judge", m, settings=settings, llm=llm) for m in cfg.metrics}
 
 
+ScoreKey = tuple[str, str, str]  # (config, id, metric)
+
+
+def _score_key(rec: Mapping[str, Any]) -> ScoreKey:
+    return (str(rec["config"]), str(rec["id"]), str(rec["metric"]))
+
+
+def _journal_item(key: ScoreKey) -> str:
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _reusable_status(rec: Mapping[str, Any]) -> bool:
+    return rec.get("status") not in ("failed", "skipped")
+
+
 class ScoreStore:
-    """The records of ``scores.jsonl``, keyed by (config, id, metric), saved atomically."""
+    """The records of ``scores.jsonl``, keyed by (config, id, metric).
+
+    :meth:`save` commits the records put since the last save to ``journal.sqlite`` next to ``path`` (one durable
+    transaction; a failed or skipped record is kept but not done), :meth:`write` writes ``scores.jsonl`` from them.
+    """
+
+    UNIT = "scores"
 
     def __init__(self, path: Path, meta: dict[str, Any]) -> None:
         self.path = path
         self.meta = meta
-        self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
-        if path.is_file():
+        self.records: dict[ScoreKey, dict[str, Any]] = {}
+        self._pending: dict[ScoreKey, dict[str, Any]] = {}
+        self.journal = Journal(path.parent / JOURNAL_FILE)
+        for r in self.journal.rows(self.UNIT):
+            self.records[_score_key(r)] = r
+        if not self.records and path.is_file():  # a directory scored before the journal: carry its records over
             header, recs = read_jsonl(path, kind=SCORES_KIND)
             if header is not None and header.version > SCORES_VERSION:
                 raise DataError(f"{path}: written by a newer ragrade (version {header.version})")
             for r in recs:
-                self.records[(str(r["config"]), str(r["id"]), str(r["metric"]))] = r
+                self.put(r)
+            self.save()
+
+    def close(self) -> None:
+        """Close the journal."""
+        self.journal.close()
 
     def done(self, item: AnswerItem, metric: str, fingerprint: str) -> bool:
         """True when a reusable record exists (same settings, neither a request failure nor a skipped answer)."""
@@ -248,18 +279,29 @@ class ScoreStore:
         return bool(rec.get("fingerprint") == fingerprint)
 
     def put(self, rec: dict[str, Any]) -> None:
-        """Add or replace one record."""
-        self.records[(str(rec["config"]), str(rec["id"]), str(rec["metric"]))] = rec
+        """Add or replace one record (in the journal at the next :meth:`save`)."""
+        self.records[_score_key(rec)] = self._pending[_score_key(rec)] = rec
 
     def prune(self, keys: set[tuple[str, str]]) -> int:
-        """Drop records of answers no longer in the input; returns how many were dropped."""
+        """Drop records of answers no longer in the input (from the journal too); returns how many were dropped."""
         stale = [k for k in self.records if (k[0], k[1]) not in keys]
         for k in stale:
             del self.records[k]
+            self._pending.pop(k, None)
+        if stale:
+            self.journal.delete(self.UNIT, [_journal_item(k) for k in stale])
         return len(stale)
 
     def save(self) -> None:
-        """Write every record, sorted, atomically."""
+        """Commit the records put since the last save (one fsync'd transaction)."""
+        if self._pending:
+            recs = list(self._pending.values())
+            self.journal.put(self.UNIT, recs, key=lambda r: _journal_item(_score_key(r)), done=_reusable_status)
+            self._pending.clear()
+
+    def write(self) -> None:
+        """Commit what is pending, then write every record to ``scores.jsonl``, sorted, atomically."""
+        self.save()
         recs = [self.records[k] for k in sorted(self.records)]
         write_jsonl(self.path, recs, kind=SCORES_KIND, version=SCORES_VERSION, meta=self.meta)
 
@@ -268,10 +310,16 @@ def _base(item: AnswerItem, metric: str, fingerprint: str) -> dict[str, Any]:
     return {"config": item.config, "id": item.id, "metric": metric, "fingerprint": fingerprint, "line": item.line}
 
 
+def answer_outcome(item: AnswerItem) -> Outcome:
+    """What the answering stage's request came to: a failure (the answer's error) or an answer (maybe none)."""
+    return Outcome.failure(item.error) if item.error else Outcome.answer(item.answer)
+
+
 def _skip_reason(item: AnswerItem, judge: Any) -> str | None:
-    if item.error:
-        return f"answer error: {item.error}"
-    if item.answer is None:
+    answer = answer_outcome(item)
+    if answer.failed:  # a failed answer is missing: the judge skips it, never scores it as wrong
+        return f"answer error: {answer.reason}"
+    if answer.value is None:
         return "no answer"
     reason: str | None = judge.missing(item)
     return reason
@@ -338,16 +386,28 @@ def request_failures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     groups: dict[str, list[int]] = {}
     errors: list[str] = []
     for r in records:
-        if r.get("status") not in ("ok", "unparsed", "failed") or r.get("metric") not in LLM_METRICS:
+        outcome = score_outcome(r)
+        if outcome.skipped or r.get("metric") not in LLM_METRICS:
             continue  # skipped answers and metrics computed here (exact, BERTScore) send no judge request
         g = groups.setdefault(f"{r['config']} / {r['metric']}", [0, 0])
         g[1] += 1
-        if r.get("status") == "failed":
+        if outcome.failed:
             g[0] += 1
-            errs = [str(s.get("error")) for s in r.get("samples") or [] if s.get("error")]
-            errs = errs or [str(r.get("error") or "failed")]  # claims records keep their first error on the record
-            errors.extend(e for e in errs[:1] if e not in errors)
+            if outcome.reason not in errors:
+                errors.append(str(outcome.reason))
     return {"groups": groups, "errors": errors[:20]}
+
+
+def score_outcome(rec: Mapping[str, Any]) -> Outcome:
+    """What one score record's judging came to: skipped (why), failed (the first request error: a sample's, or
+    the record's for claims) or an answer (a score or an unparsed reply: the judgement is the record's)."""
+    status = rec.get("status")
+    if status == "failed":
+        errs = [str(s.get("error")) for s in rec.get("samples") or [] if s.get("error")]
+        return Outcome.failure(errs[0] if errs else str(rec.get("error") or "failed"))
+    if status not in ("ok", "unparsed"):
+        return Outcome.skip(str(rec.get("skip_reason") or status or "skipped"))
+    return Outcome.answer(None)
 
 
 def response_format_counts(records: Sequence[dict[str, Any]], metric: str) -> dict[str, int]:
@@ -378,6 +438,30 @@ def check_judge_failures(summary: dict[str, Any], max_failed: float | None, resu
     tally.check(resume or resume_hint(), max_failed, what="configuration")
 
 
+def _score_all(
+    store: ScoreStore, judges: dict[str, Any], items: list[AnswerItem], cfg: JudgeRunConfig, progress: Progress | None
+) -> tuple[int, dict[str, dict[str, int]], dict[str, Any] | None, list[AnswerItem]]:
+    """Score every metric into ``store``: (stale records dropped, counts per metric, screening, items judged)."""
+    from ragrade.judge import LLM_METRICS
+
+    dropped = store.prune({it.key for it in items})
+    for judge in judges.values():
+        if hasattr(judge, "remember"):  # reuse the requests of earlier partial records (claims)
+            judge.remember(store.records)
+    runs: dict[str, dict[str, int]] = {}
+    for m in [m for m in cfg.metrics if m not in LLM_METRICS]:
+        runs[m] = score_metric(judges[m], items, store, batch_size=cfg.batch_size, progress=progress)
+    screening = None
+    judged_items = items
+    if cfg.screen_top is not None:
+        screening = screen(store, sorted({it.config for it in items}), cfg.screen_metric, cfg.screen_top)
+        chosen = set(screening["selected"])
+        judged_items = [it for it in items if it.config in chosen]
+    for m in [m for m in cfg.metrics if m in LLM_METRICS]:
+        runs[m] = score_metric(judges[m], judged_items, store, batch_size=cfg.batch_size, progress=progress)
+    return dropped, runs, screening, judged_items
+
+
 def run_judging(
     answers: str | Path, out_dir: str | Path, cfg: JudgeRunConfig, progress: Progress | None = None
 ) -> dict[str, Any]:
@@ -394,7 +478,8 @@ def run_judging(
     _check_out_dir(out)
     judges = build_judges(cfg)  # bad model spec or options: fail before writing anything
     for llm in {id(j.llm): j.llm for j in judges.values() if getattr(j, "llm", None) is not None}.values():
-        check_reachable(llm, min(10.0, cfg.timeout))  # a server that is not there: exit 2 before the first item
+        # a server that is not there: exit 2 before the first item
+        check_reachable(llm, min(10.0, cfg.llm_options.timeout))
     out.mkdir(parents=True, exist_ok=True)
     for judge in judges.values():
         if hasattr(judge, "prepare"):
@@ -407,27 +492,15 @@ def run_judging(
         inputs={"answers": str(path)},
     )
     write_manifest(out, manifest)
-    store = ScoreStore(out / SCORES_FILE, meta={"answers": str(path)})
-    dropped = store.prune({it.key for it in items})
-    for judge in judges.values():
-        if hasattr(judge, "remember"):  # reuse the requests of earlier partial records (claims)
-            judge.remember(store.records)
     configs = sorted({it.config for it in items})
-    cheap = [m for m in cfg.metrics if m not in LLM_METRICS]
     costly = [m for m in cfg.metrics if m in LLM_METRICS]
-    runs: dict[str, dict[str, int]] = {}
-    for m in cheap:
-        runs[m] = score_metric(judges[m], items, store, batch_size=cfg.batch_size, progress=progress)
-    screening = None
-    judged_items = items
-    if cfg.screen_top is not None:
-        screening = screen(store, configs, cfg.screen_metric, cfg.screen_top)
-        chosen = set(screening["selected"])
-        judged_items = [it for it in items if it.config in chosen]
-    for m in costly:
-        runs[m] = score_metric(judges[m], judged_items, store, batch_size=cfg.batch_size, progress=progress)
-    store.save()
-    records = list(store.records.values())
+    store = ScoreStore(out / SCORES_FILE, meta={"answers": str(path)})
+    try:
+        dropped, runs, screening, judged_items = _score_all(store, judges, items, cfg, progress)
+        store.write()
+    finally:
+        store.close()
+    records = [store.records[k] for k in sorted(store.records)]  # one order, resumed or not
     per_config = summarise(records, pass_threshold=cfg.pass_threshold, n_boot=cfg.n_boot, seed=cfg.seed)
     totals = {
         m: {
@@ -470,5 +543,6 @@ __all__ = [
     "response_format_counts",
     "run_judging",
     "score_metric",
+    "score_outcome",
     "screen",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ragrade.io import JSONObject
 from ragrade.judge.agreement import binarize, cohen_kappa, spearman
 from ragrade.judge.claims_metrics import METRICS as CLAIM_METRICS
 from ragrade.stats import bootstrap_ci, wilson_interval
@@ -50,7 +51,7 @@ _STATS: dict[str, list[tuple[str, str, bool]]] = {
 }
 
 
-def _read(rec: Mapping[str, Any], path: str) -> float | None:
+def _read(rec: Mapping[str, object], path: str) -> float | None:
     cur: Any = rec
     for part in path.split("."):
         if not isinstance(cur, Mapping) or part not in cur:
@@ -70,7 +71,7 @@ def _interval(values: Sequence[float], binary: bool, n_boot: int, seed: int) -> 
     return low, high
 
 
-def _stat_row(name: str, values: list[float], binary: bool, n_boot: int, seed: int) -> dict[str, Any]:
+def _stat_row(name: str, values: list[float], binary: bool, n_boot: int, seed: int) -> JSONObject:
     low, high = _interval(values, binary, n_boot, seed)
     return {
         "statistic": name,
@@ -83,7 +84,7 @@ def _stat_row(name: str, values: list[float], binary: bool, n_boot: int, seed: i
 
 def summarise_metric(
     metric: str, records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 4.0, n_boot: int = 2000, seed: int = 0
-) -> dict[str, Any]:
+) -> JSONObject:
     """Counts, statistics with 95% intervals, and self-consistency spread of one metric in one configuration."""
     counts = {f"n_{s}": sum(1 for r in records if r.get("status") == s) for s in STATUSES}
     ok = [r for r in records if r.get("status") == "ok"]
@@ -133,16 +134,16 @@ def summarise_metric(
     return out
 
 
-def group_records(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[Mapping[str, Any]]]]:
+def group_records(records: Iterable[Mapping[str, object]]) -> dict[str, dict[str, list[Mapping[str, object]]]]:
     """``{config: {metric: [records]}}``."""
-    out: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    out: dict[str, dict[str, list[Mapping[str, object]]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         out[str(r["config"])][str(r["metric"])].append(r)
     return {c: dict(m) for c, m in sorted(out.items())}
 
 
 def summarise(
-    records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 4.0, n_boot: int = 2000, seed: int = 0
+    records: Sequence[Mapping[str, object]], *, pass_threshold: float = 4.0, n_boot: int = 2000, seed: int = 0
 ) -> dict[str, dict[str, Any]]:
     """``{config: {metric: summary}}`` over every configuration and metric present."""
     return {
@@ -154,7 +155,7 @@ def summarise(
     }
 
 
-def csv_rows(summary: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def csv_rows(summary: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[JSONObject]:
     """Long-format rows (one per config x metric x statistic) for ``summary.csv``."""
     rows = []
     for config, metrics in summary.items():
@@ -181,7 +182,7 @@ def csv_rows(summary: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[dic
 
 
 def _aligned(
-    by_metric: Mapping[str, list[Mapping[str, Any]]], a: tuple[str, str], b: tuple[str, str]
+    by_metric: Mapping[str, list[Mapping[str, object]]], a: tuple[str, str], b: tuple[str, str]
 ) -> tuple[list[float | None], list[float | None]]:
     def table(metric: str, path: str) -> dict[str, float | None]:
         return {str(r["id"]): (_read(r, path) if r.get("status") == "ok" else None) for r in by_metric.get(metric, [])}
@@ -191,7 +192,7 @@ def _aligned(
     return [ta[i] for i in ids], [tb[i] for i in ids]
 
 
-def agreement(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 4.0) -> dict[str, Any]:
+def agreement(records: Sequence[Mapping[str, object]], *, pass_threshold: float = 4.0) -> JSONObject:
     """Spearman and Cohen's kappa between metrics, per configuration and over all answers.
 
     - ``spearman_bertscore_correctness``: BERTScore F1 vs judge correctness;
@@ -204,8 +205,8 @@ def agreement(records: Sequence[Mapping[str, Any]], *, pass_threshold: float = 4
         for metric, recs in metrics.items():
             pooled[metric].extend({**r, "id": f"{config}\x1f{r['id']}"} for r in recs)
 
-    def one(by_metric: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def one(by_metric: Mapping[str, list[Mapping[str, object]]]) -> JSONObject:
+        out: JSONObject = {}
         if "correctness" in by_metric and "bertscore" in by_metric:
             out["spearman_bertscore_correctness"] = spearman(
                 *_aligned(by_metric, ("bertscore", "values.f1"), ("correctness", "score"))

@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ragrade.config import build_config
 from ragrade.errors import ConfigError
 from ragrade.llm.base import (
     LLM,
@@ -34,6 +35,7 @@ from ragrade.llm.base import (
 )
 from ragrade.llm.cache import ResponseCache, default_cache_path
 from ragrade.llm.limits import LimitConfig
+from ragrade.llm.options import LLMOptions
 from ragrade.llm.phrases import ERROR_SENTENCE, REJECTION_SENTENCE
 from ragrade.registry import did_you_mean, lookup, names, register
 
@@ -68,37 +70,55 @@ def parse_spec(spec: str) -> tuple[str, str]:
 def create_llm(
     spec: str,
     *,
-    base_url: str | None = None,
+    options: LLMOptions | None = None,
     api_key: str | None = None,
-    cache: bool = True,
+    base_url: str | None = None,
+    cache: bool | None = None,
     cache_dir: str | Path | None = None,
-    concurrency: int = 16,
+    concurrency: int | None = None,
     rpm: float | None = None,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    backoff_s: float = 0.5,
-    dry_run: bool = False,
-    **backend_kwargs: Any,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    backoff_s: float | None = None,
+    dry_run: bool | None = None,
+    **backend_kwargs: object,
 ) -> LLM:
-    """Build the backend named by ``spec`` (``provider/model``).
+    """Build the backend named by ``spec`` (``provider/model``) with the run's :class:`LLMOptions`.
 
-    ``cache``: use the SQLite response cache (``--no-cache`` sets False); ``concurrency``: requests in
-    flight; ``rpm``: requests per minute; ``timeout``: seconds per request; ``max_retries``: retries of
-    transient failures; ``backoff_s``: first backoff delay (doubling, with jitter); ``dry_run``: return a
-    :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what would be sent without sending it (its counts go
-    to :data:`ragrade.llm.dryrun.LEDGER`). Extra keyword arguments go to the backend.
+    ``options``: the connection and limit settings (default ``LLMOptions()``, the one set of defaults);
+    a keyword named like one of its fields (``timeout=``, ``concurrency=``, ...) overrides it, ``None``
+    meaning not given. ``dry_run`` returns a :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what would
+    be sent without sending it (its counts go to :data:`ragrade.llm.dryrun.LEDGER`). ``api_key``: default
+    ``$OPENAI_API_KEY``. Extra keyword arguments go to the backend.
     """
+    given = {
+        "base_url": base_url,
+        "cache": cache,
+        "cache_dir": str(cache_dir) if cache_dir is not None else None,
+        "concurrency": concurrency,
+        "rpm": rpm,
+        "timeout": timeout,
+        "max_retries": max_retries,
+        "backoff_s": backoff_s,
+        "dry_run": dry_run,
+    }
+    opts = build_config(LLMOptions, (options or LLMOptions()).model_dump(), given, source="LLM options")
     provider, model = parse_spec(spec)
     factory = lookup("llm", provider)
     limits = LimitConfig(
-        concurrency=concurrency, rpm=rpm, timeout=timeout, max_retries=max_retries, backoff_base_s=backoff_s
+        concurrency=opts.concurrency,
+        rpm=opts.rpm,
+        timeout=opts.timeout,
+        max_retries=opts.max_retries,
+        backoff_base_s=opts.backoff_s,
     )
-    if dry_run:  # a setting of the run, carried in the LLM options to every worker (never process state)
+    if opts.dry_run:  # a setting of the run, carried in the LLM options to every worker (never process state)
         from ragrade.llm.dryrun import DryRunLLM
 
-        return DryRunLLM(spec, base_url=base_url)
-    store = shared_cache(cache_dir) if cache else None
-    llm: LLM = factory(model, base_url=base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
+        return DryRunLLM(spec, base_url=opts.base_url)
+    backend_kwargs = {**opts.backend_kwargs(), **backend_kwargs}  # seed, n_threads, replay_from, ... when set
+    store = shared_cache(opts.cache_dir) if opts.cache else None
+    llm: LLM = factory(model, base_url=opts.base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
     return llm
 
 
@@ -128,14 +148,14 @@ def _llamacpp(model: str, *, base_url: str | None = None, api_key: str | None = 
 
 
 @register("llm", "offline")
-def _offline(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+def _offline(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: object) -> LLM:
     from ragrade.llm.offline import create_offline
 
     return create_offline(model, **kw)
 
 
 @register("llm", "replay")
-def _replay(model: str, *, replay_from: str | None = None, **_kw: Any) -> LLM:
+def _replay(model: str, *, replay_from: str | None = None, **_kw: object) -> LLM:
     from ragrade.llm.replay import ReplayLLM
 
     return ReplayLLM(model, replay_from=replay_from)
@@ -147,6 +167,7 @@ __all__ = [
     "REJECTION_SENTENCE",
     "Completion",
     "GenerationRequest",
+    "LLMOptions",
     "LimitConfig",
     "LoglikelihoodRequest",
     "LoglikelihoodResult",

@@ -17,6 +17,8 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from ragrade.io import JSONObject
+
 T = TypeVar("T")
 
 
@@ -44,7 +46,7 @@ class GenerationRequest:
     passages: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     task: str | None = None  # e.g. "mcq", "answer", "judge", "generate_question"
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    meta: JSONObject = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
@@ -84,7 +86,7 @@ class LoglikelihoodRequest:
     continuations: tuple[str, ...]
     question: str | None = None
     passages: tuple[str, ...] = ()
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    meta: JSONObject = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass
@@ -126,12 +128,12 @@ class LLM(Protocol):
         """Score every request; one result per request, in order."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest (never an API key)."""
         ...
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[object, object, T]) -> T:
     """Run ``coro`` to completion from synchronous code (also inside a running loop's thread).
 
     A stop request (first Ctrl-C or SIGTERM, :mod:`ragrade.interrupt`) cancels it: no new request is sent,
@@ -144,23 +146,24 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return _run_loop(coro)
     import threading
 
-    box: dict[str, Any] = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            box["value"] = _run_loop(coro)
+            values.append(_run_loop(coro))
         except BaseException as exc:  # handed to the calling thread
-            box["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=target, name="ragrade-run-sync", daemon=True)
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
-def _run_loop(coro: Coroutine[Any, Any, T]) -> T:
+def _run_loop(coro: Coroutine[object, object, T]) -> T:
     """``asyncio.run`` whose main task a stop request cancels, and which then does not wait for worker threads."""
     from ragrade import interrupt
 

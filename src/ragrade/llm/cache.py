@@ -22,9 +22,9 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import BackendError
+from ragrade.io import JSONObject
 
 CACHE_FILE = "llm-cache.sqlite"
 SCHEMA_VERSION = 1
@@ -54,7 +54,7 @@ def default_cache_path(directory: str | Path | None = None) -> Path:
     return Path(directory).expanduser() / CACHE_FILE if directory is not None else cache_dir() / CACHE_FILE
 
 
-def make_key(parts: Mapping[str, Any]) -> str:
+def make_key(parts: Mapping[str, object]) -> str:
     """A stable SHA-256 hex key of ``parts`` (canonical JSON: sorted keys, no whitespace)."""
     blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -92,10 +92,10 @@ class ResponseCache:
                 self._conns.append(conn)
         return conn
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def get_many(self, keys: Iterable[str]) -> JSONObject:
         """Values of the ``keys`` present in the cache (missing keys are absent from the result)."""
         wanted = list(dict.fromkeys(keys))
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         conn = self._conn()
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -108,15 +108,15 @@ class ResponseCache:
                     continue
         return out
 
-    def get(self, key: str) -> Any | None:
+    def get(self, key: str) -> object | None:
         """The value of ``key`` or None."""
         return self.get_many([key]).get(key)
 
-    def put(self, key: str, value: Any, *, provider: str, model: str, kind: str) -> None:
+    def put(self, key: str, value: object, *, provider: str, model: str, kind: str) -> None:
         """Store ``value`` (JSON-serialisable) under ``key`` in its own short transaction."""
         self.put_many([(key, value)], provider=provider, model=model, kind=kind)
 
-    def put_many(self, items: Iterable[tuple[str, Any]], *, provider: str, model: str, kind: str) -> None:
+    def put_many(self, items: Iterable[tuple[str, object]], *, provider: str, model: str, kind: str) -> None:
         """Store several values in one transaction."""
         rows = [(k, provider, model, kind, json.dumps(v, ensure_ascii=False), time.time()) for k, v in items]
         if not rows:
@@ -133,7 +133,7 @@ class ResponseCache:
             conn.execute("ROLLBACK")
             raise
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JSONObject:
         """Path, entry count, file size and counts per provider/model and kind."""
         conn = self._conn()
         total = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ragrade.io import JSONObject
 from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
 from ragrade.llm.core import log
 from ragrade.llm.limits import PermanentError, TransientError
@@ -36,7 +38,7 @@ from ragrade.llm.openai_loglik import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ragrade.llm.openai import OpenAILLM
+    from ragrade.llm.openai_client import OpenAIClient
 
 NO_SLOT_PROBE_HOSTS = ("openai.com", "azure.com")  # hosted APIs: no llama.cpp endpoints to look for
 SLOT_PROBE_TIMEOUT_S = 5.0
@@ -59,7 +61,7 @@ def server_root(url: str | None) -> str | None:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-async def fetch_slots(llm: OpenAILLM) -> tuple[int | None, int | None]:
+async def fetch_slots(llm: OpenAIClient) -> tuple[int | None, int | None]:
     """``(slots, context size per slot)`` the server advertises, ``(None, None)`` when it says nothing."""
     root = llm.server_root
     host = urllib.parse.urlsplit(root or "").hostname or ""
@@ -78,7 +80,7 @@ async def fetch_slots(llm: OpenAILLM) -> tuple[int | None, int | None]:
 
 # -- log-likelihood ----------------------------------------------------------------------------
 async def _attempt(
-    llm: OpenAILLM, make: Callable[[], Awaitable[LoglikelihoodResult]], budget: float
+    llm: OpenAIClient, make: Callable[[], Awaitable[LoglikelihoodResult]], budget: float
 ) -> LoglikelihoodResult | Unsupported:
     """One strategy under the limiter: its result, the refusal it met, or a failed result (other errors)."""
 
@@ -96,7 +98,7 @@ async def _attempt(
     return llm._loglik(outcome)  # type: ignore[arg-type]
 
 
-async def detect_loglikelihood(llm: OpenAILLM) -> str | None:
+async def detect_loglikelihood(llm: OpenAIClient) -> str | None:
     """Settle ``llm.loglikelihood_mode`` on a short probe request (cheap whatever the real contexts are).
 
     Returns None once settled, else the error that left it open: a failure that says nothing about
@@ -140,13 +142,13 @@ async def detect_loglikelihood(llm: OpenAILLM) -> str | None:
 
 
 # -- the probe report --------------------------------------------------------------------------
-async def _ask(llm: OpenAILLM, path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+async def _ask(llm: OpenAIClient, path: str, body: Mapping[str, object]) -> tuple[JSONObject | None, str | None]:
     """POST under the limiter: ``(reply, None)`` or ``(None, error)``."""
     outcome = await llm.limiter.call(partial(llm._post, path, {"model": llm.model, "temperature": 0, **body}))
     return outcome.value, outcome.error
 
 
-def _text(data: dict[str, Any] | None) -> str | None:
+def _text(data: Mapping[str, object] | None) -> str | None:
     if data is None:
         return None
     try:
@@ -165,9 +167,9 @@ def _json_object(text: str | None) -> bool:
         return False
 
 
-async def _json_output(llm: OpenAILLM, path: str, fmt: dict[str, Any]) -> tuple[bool, str | None]:
+async def _json_output(llm: OpenAIClient, path: str, fmt: Mapping[str, object]) -> tuple[bool, str | None]:
     if path == "/chat/completions":
-        ask: dict[str, Any] = {"messages": [{"role": "user", "content": "Name a colour. Reply in JSON."}]}
+        ask: JSONObject = {"messages": [{"role": "user", "content": "Name a colour. Reply in JSON."}]}
     else:
         ask = {"prompt": "A colour, as JSON:"}
     data, error = await _ask(llm, path, {**ask, "max_tokens": 24, "response_format": fmt})
@@ -181,7 +183,7 @@ async def _json_output(llm: OpenAILLM, path: str, fmt: dict[str, Any]) -> tuple[
     return False, f"the reply is not JSON, the server ignored response_format: {text[:60]!r}"
 
 
-async def _logit_bias(llm: OpenAILLM) -> tuple[bool | None, str | None]:
+async def _logit_bias(llm: OpenAIClient) -> tuple[bool | None, str | None]:
     try:
         [(token, piece)] = (await tokenize(llm, " green", add_special=False))[:1]
     except (PermanentError, TransientError, ValueError) as exc:
@@ -196,13 +198,13 @@ async def _logit_bias(llm: OpenAILLM) -> tuple[bool | None, str | None]:
     return ok, None if ok else "the forced token was not generated"
 
 
-async def probe_capabilities(llm: OpenAILLM) -> dict[str, Any]:
+async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
     """Each capability of the server: chat, completions, prompt log-probabilities (and by which method),
     JSON output by schema and by object, logit_bias, slots; ``notes`` say why one is missing.
 
     Log-likelihood detection must have run already (the probe command scores one request first).
     """
-    caps: dict[str, Any] = {}
+    caps: JSONObject = {}
     notes: dict[str, str] = {}
     async with llm._batch():
         hello = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragrade.io import JSONObject
 from ragrade.llm.base import LLM, Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 
 DRY_RUN_ERROR = "dry run: request not sent"
@@ -51,7 +52,7 @@ class DryRunStats:
     max_completion_tokens: int = 0
     by_task: Counter[str] = field(default_factory=Counter)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         """Plain dict for JSON output."""
         return {
             "requests": self.generate_requests + self.loglikelihood_requests,
@@ -98,11 +99,11 @@ class DryRunLLM:
             self.stats.by_task["loglikelihood"] += 1
         return [LoglikelihoodResult(logprobs=None, error=DRY_RUN_ERROR, attempts=0) for _ in requests]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The manifest entry: the spec, marked as a dry run."""
         return {"name": self.name, "dry_run": True, **({"base_url": self.base_url} if self.base_url else {})}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """The counts so far."""
         return {"llm": self.name, "dry_run": True, **self.stats.as_dict()}
 
@@ -126,7 +127,7 @@ class DryRunLedger:
         with self._lock:
             self._llms.append(llm)
 
-    def add(self, summaries: Sequence[dict[str, Any]]) -> None:
+    def add(self, summaries: Sequence[Mapping[str, object]]) -> None:
         """Counts made in another process (a Ray worker) for a run of this one."""
         with self._lock:
             self._remote.extend(dict(s) for s in summaries)
@@ -143,7 +144,7 @@ class DryRunLedger:
             parts += self._remote[mark.n_remote :]
         return merge_summaries(p for p in parts if p["requests"])
 
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[dict[str, object]]:
         """Everything the dry-run LLMs of this process counted, merged per model spec."""
         return self.since(LedgerMark({}, len(self._remote)))
 
@@ -152,11 +153,11 @@ class DryRunLedger:
 class LedgerMark:
     """A point in a :class:`DryRunLedger` (each local LLM's counts then, and how many remote counts)."""
 
-    local: dict[int, dict[str, Any]]
+    local: dict[int, JSONObject]
     n_remote: int
 
 
-def _minus(cur: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+def _minus(cur: JSONObject, old: dict[str, Any] | None) -> JSONObject:
     if old is None:
         return cur
     out = dict(cur)
@@ -168,7 +169,7 @@ def _minus(cur: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def merge_summaries(summaries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_summaries(summaries: Iterable[dict[str, Any]]) -> list[JSONObject]:
     """Summaries (:meth:`DryRunLLM.summary`) summed per model spec, in first-seen order."""
     merged: dict[str, dict[str, Any]] = {}
     for cur in summaries:
@@ -197,7 +198,7 @@ def is_dry_run(llm: object) -> bool:
     return bool(getattr(llm, "is_dry_run", False))
 
 
-def dry_run_summary(llm: LLM) -> dict[str, Any] | None:
+def dry_run_summary(llm: LLM) -> JSONObject | None:
     """The counts of ``llm`` when it is a dry run, else None."""
     return llm.summary() if isinstance(llm, DryRunLLM) else None
 

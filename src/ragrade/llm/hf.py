@@ -29,6 +29,7 @@ from typing import Any
 
 from ragrade.deps import require
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import BaseLLM, log
@@ -96,7 +97,7 @@ class HFLLM(BaseLLM):
         self._lock = threading.Lock()
         torch = require("torch", purpose="the hf backend")
         tf = require("transformers", purpose="the hf backend")
-        load_kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        load_kw: JSONObject = {"trust_remote_code": trust_remote_code}
         if self.gguf is not None:
             self.name = f"hf/{model_label(model)}"
             for module in ("gguf", "accelerate"):
@@ -115,7 +116,7 @@ class HFLLM(BaseLLM):
             _gguf_chat_template(self.tokenizer, str(getattr(self.lm.config, "model_type", "")))
         self._torch = torch
 
-    def _identity(self) -> dict[str, Any]:
+    def _identity(self) -> JSONObject:
         return {"provider": self.provider, "model": self._fingerprint, "dtype": self.dtype}
 
     # -- generation ----------------------------------------------------------------------------
@@ -125,7 +126,7 @@ class HFLLM(BaseLLM):
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         return await asyncio.to_thread(self._locked, self._loglikelihood_sync, reqs)
 
-    def _locked(self, fn: Any, reqs: Any) -> Any:
+    def _locked(self, fn: Any, reqs: object) -> Any:
         with self._lock:
             return fn(reqs)
 
@@ -274,7 +275,7 @@ class HFLLM(BaseLLM):
                 scores.append(float(sum(lp[n - 1 + j, t] for j, t in enumerate(c))))
         return scores
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         out = super().describe()
         out.update(
@@ -313,7 +314,7 @@ def _gguf_chat_template(tokenizer: Any, model_type: str) -> None:
         tokenizer.chat_template = found[1]
 
 
-def _expand_cache(past: Any, n: int, keep_original: bool) -> Any:
+def _expand_cache(past: object, n: int, keep_original: bool) -> object:
     """The context's key/value cache repeated ``n`` times along the batch (a copy when it is reused later)."""
     import copy
 

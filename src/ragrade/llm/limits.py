@@ -44,9 +44,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ragrade.llm.options import LLMOptions
+
 T = TypeVar("T")
 
 CONGESTION_STATUS = (429, 503)  # the server says it is busy: fewer requests in flight help
+
+
+_DEFAULTS = LLMOptions()
 
 
 class TransientError(Exception):
@@ -93,11 +98,11 @@ UNREACHABLE = "server unreachable"
 class LimitConfig:
     """Limits of one backend (``concurrency`` is the ceiling of the adaptive in-flight cap)."""
 
-    concurrency: int = 16
-    rpm: float | None = None
-    timeout: float = 60.0
-    max_retries: int = 5
-    backoff_base_s: float = 0.5
+    concurrency: int = _DEFAULTS.concurrency  # the defaults of LLMOptions (one set, in ragrade.llm.options)
+    rpm: float | None = _DEFAULTS.rpm
+    timeout: float = _DEFAULTS.timeout
+    max_retries: int = _DEFAULTS.max_retries
+    backoff_base_s: float = _DEFAULTS.backoff_s
     backoff_max_s: float = 30.0
     retry_after_max_s: float = 120.0
     unreachable_after: int = 5  # give up on a backend whose first N requests all failed (0: never)

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.chat_template import fallback_template, plain_prompt, render
@@ -114,7 +115,7 @@ class LlamaCppLLM(BaseLLM):
         n_threads: int | None = None,
         n_ctx: int = 4096,
         flash_attn: bool = False,
-        **unknown: Any,
+        **unknown: object,
     ) -> None:
         from ragrade.llm import llamacpp_lib
 
@@ -165,12 +166,12 @@ class LlamaCppLLM(BaseLLM):
             return fallback
         return "plain", None
 
-    def _warn_once(self, key: str, message: str, *args: Any) -> None:
+    def _warn_once(self, key: str, message: str, *args: object) -> None:
         if key not in self._warned:
             self._warned.add(key)
             log.warning(message, *args)
 
-    def _identity(self) -> dict[str, Any]:
+    def _identity(self) -> JSONObject:
         return {
             "provider": self.provider,
             "model": self._fingerprint,
@@ -188,7 +189,7 @@ class LlamaCppLLM(BaseLLM):
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         return await asyncio.to_thread(self._locked, self._loglikelihood_sync, reqs)
 
-    def _locked(self, fn: Any, reqs: Any) -> Any:
+    def _locked(self, fn: Any, reqs: object) -> Any:
         with self._lock:
             return fn(reqs)
 
@@ -347,7 +348,7 @@ class LlamaCppLLM(BaseLLM):
         return Completion(text=text, finish_reason=finish, usage=Usage(len(ids), len(new)))
 
     # -- manifest and cleanup ------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest: the file, its identity, the runtime and the context settings."""
         out = super().describe()
         out.update(

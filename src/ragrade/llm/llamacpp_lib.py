@@ -46,11 +46,11 @@ _EXTRA: dict[str, tuple[list[Any], Any]] = {
     "llama_token_get_text": ([_c_void_p, _i32], ctypes.c_char_p),
 }
 _LOG_CALLBACK_T = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
-_state: dict[str, Any] = {}
+_state: dict[str, object] = {}
 _state_lock = threading.Lock()
 
 
-def _forward_log(level: int, text: bytes | None, _user: Any) -> None:
+def _forward_log(level: int, text: bytes | None, _user: object) -> None:
     """Route the library's own messages to the debug log instead of stderr."""
     if text:
         log.debug("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
@@ -59,8 +59,9 @@ def _forward_log(level: int, text: bytes | None, _user: Any) -> None:
 def api() -> ModuleType:
     """The package's ctypes module with the extra symbols bound (install hint when the package is missing)."""
     with _state_lock:
-        if "api" in _state:
-            return _state["api"]
+        loaded = _state.get("api")
+        if isinstance(loaded, ModuleType):
+            return loaded
         capi = require(
             "ik_llama_cpp._ctypes_api", package="ik-llama-cpp-python", extra="llamacpp", purpose="the llamacpp backend"
         )
@@ -281,7 +282,8 @@ def log_softmax64(logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     """Log-softmax over the last axis in float64 (the whole vocabulary)."""
     x = logits.astype(np.float64)
     shifted = x - x.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    out: npt.NDArray[np.float64] = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return out
 
 
 def token_logprobs(logits: npt.NDArray[np.float32], targets: list[int], chunk: int = 16) -> list[float]:

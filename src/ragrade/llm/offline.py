@@ -29,14 +29,15 @@ import asyncio
 import hashlib
 import math
 import re
+import sqlite3
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, DataError
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import BaseLLM, structured_view
@@ -44,9 +45,12 @@ from ragrade.llm.limits import LimitConfig
 from ragrade.llm.phrases import REJECTION_SENTENCE
 from ragrade.registry import did_you_mean
 
+if TYPE_CHECKING:
+    from ragrade.embedding.cache import EmbeddingCache
+
 BLANK = "____"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-VERSION = 2  # bump when scoring or the fixed sentences change (part of the cache key)
+VERSION = 3  # bump when scoring or the fixed sentences change (part of the cache key)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'\-][a-z0-9]+)*")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n{2,}")
 _BLANK_RE = re.compile(r"_{3,}")
@@ -86,26 +90,87 @@ def _log_softmax(x: npt.NDArray[np.float64]) -> list[float]:
 
 
 class _Embeddings:
-    """MiniLM embeddings with a per-process memo (passages repeat across questions)."""
+    """MiniLM vectors of the texts the baselines score, each distinct text embedded once per process.
+
+    Texts are embedded with the embedder's ``embed_fixed`` where it has one (batches of one fixed shape, so a
+    text's vector depends on that text only, never on what it was batched with: scores do not depend on
+    shard sizes, concurrency or timing) and kept in the on-disk embedding cache (``$RAGRADE_CACHE_DIR``)
+    under the embedder's cache key, so a rerun or another process embeds nothing again.
+    """
 
     def __init__(self, max_items: int = 200_000) -> None:
-        self._memo: dict[str, npt.NDArray[np.float32]] = {}
+        self._memo: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
         self._lock = threading.Lock()
+        self._compute_lock = threading.Lock()  # one computation at a time: no text is embedded twice
+        self._disk: dict[str, object] = {}
         self.max_items = max_items
+        self.computed = 0  # texts sent to the embedder (neither in memory nor on disk)
 
     def __call__(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         from ragrade.embedding.embed import default_embedder
 
-        with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        emb = default_embedder()
+        fixed = getattr(emb, "embed_fixed", None)
+        ckey = getattr(emb, "cache_key", None)
+        space = (ckey or emb.name) + ("|fixed-shape-v1" if fixed is not None else "")
+        found = self._found(space, texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:
-            vecs = default_embedder().embed(missing)
-            with self._lock:
-                if len(self._memo) + len(missing) > self.max_items:
-                    self._memo.clear()
-                self._memo.update(zip(missing, vecs, strict=True))
+            with self._compute_lock:
+                found.update(self._found(space, missing))
+                missing = [t for t in missing if t not in found]
+                if missing:
+                    vecs = self._compute(space if ckey else None, fixed or emb.embed, missing)
+                    new = dict(zip(missing, vecs, strict=True))
+                    found.update(new)
+                    with self._lock:
+                        if len(self._memo) + len(new) > self.max_items:
+                            self._memo.clear()
+                        self._memo.update({(space, t): v for t, v in new.items()})
+        return np.stack([found[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+
+    def _found(self, space: str, texts: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         with self._lock:
-            return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+            return {t: v for t in texts if (v := self._memo.get((space, t))) is not None}
+
+    def _compute(
+        self, key: str | None, embed: Callable[[Sequence[str]], npt.NDArray[np.float32]], texts: list[str]
+    ) -> npt.NDArray[np.float32]:
+        """Vectors of ``texts``: from the disk cache where present (``key``), the rest embedded and stored."""
+        disk = self._disk_cache() if key is not None else None
+        counted: list[int] = []
+
+        def compute(part: Sequence[str]) -> npt.NDArray[np.float32]:
+            counted.append(len(part))
+            return np.asarray(embed(part), dtype=np.float32)
+
+        if disk is not None and key is not None:
+            try:
+                vecs, _ = disk.embed(key, texts, compute)
+            except (OSError, sqlite3.Error):  # an unusable cache file: compute directly
+                vecs = compute(texts)
+        else:
+            vecs = compute(texts)
+        self.computed += sum(counted)
+        return np.asarray(vecs, dtype=np.float32)
+
+    def _disk_cache(self) -> EmbeddingCache | None:
+        from ragrade.embedding.cache import EmbeddingCache
+        from ragrade.embedding.onnx_embed import cache_root
+
+        root = str(cache_root())
+        if root not in self._disk:
+            try:
+                self._disk[root] = EmbeddingCache()
+            except (OSError, DataError):
+                self._disk[root] = None
+        found = self._disk[root]
+        return found if isinstance(found, EmbeddingCache) else None
+
+    def clear(self) -> None:
+        """Forget every vector held in memory (the disk cache stays)."""
+        with self._lock:
+            self._memo.clear()
 
 
 _EMBED = _Embeddings()
@@ -397,7 +462,8 @@ def create_offline(model: str, **kw: Any) -> OfflineBaseline:
             f"unknown offline baseline '{model}'; valid: {', '.join(sorted(_MODELS))}."
             + did_you_mean(model, sorted(_MODELS))
         )
-    return cls(model, **kw)
+    built: OfflineBaseline = cls(model, **kw)
+    return built
 
 
 __all__ = [

@@ -46,13 +46,14 @@ import os
 import urllib.parse
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ragrade.deps import require
+from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import _WRITER, BaseLLM, log
@@ -103,7 +104,7 @@ def _use_direct(transport: str) -> bool:
     return False
 
 
-def _http_client(openai: Any, limits: LimitConfig) -> tuple[Any, type, str]:
+def _http_client(openai: object, limits: LimitConfig) -> tuple[object, type, str]:
     """The SDK's default httpx client, pooled for ``limits.concurrency`` connections.
 
     Returns the client, the response class its ``post(..., cast_to=...)`` returns raw, and the transport's name.
@@ -175,7 +176,7 @@ class OpenAILLM(BaseLLM):
         loglikelihood_mode: str = "auto",
         letter_fallback: bool = False,
         fallback_prompt: str | None = None,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: Mapping[str, object] | None = None,
         transport: str = "auto",
     ) -> None:
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -218,7 +219,7 @@ class OpenAILLM(BaseLLM):
         self.token_cache: dict[tuple[str, bool], list[tuple[int, str | None]]] = {}  # short texts' /tokenize
         self._slots_checked = False
         self._sessions: dict[int, _Session] = {}
-        self._sdk: Any = None
+        self._sdk: object = None
         self._probe_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -293,7 +294,7 @@ class OpenAILLM(BaseLLM):
         async with self._batch():
             return await super()._generate_batch(reqs)
 
-    async def _post(self, path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
+    async def _post(self, path: str, body: Mapping[str, object], extra: bool = True) -> JSONObject:
         """POST ``body`` (plus ``extra_body`` when ``extra``); the parsed JSON object of the reply.
 
         ``path`` is relative to the base URL, or a full URL. The client (direct, or the SDK) builds,
@@ -316,7 +317,7 @@ class OpenAILLM(BaseLLM):
             raise TransientError(f"unreadable response: expected a JSON object, got {type(data).__name__}")
         return data
 
-    async def _get(self, url: str, timeout: float) -> Any:
+    async def _get(self, url: str, timeout: float) -> object:
         """GET ``url`` once (no retry) with a short timeout; the parsed JSON, or None on any failure."""
         session = self._session()
         options = {"timeout": min(timeout, self.limits.timeout), "max_retries": 0}
@@ -328,7 +329,7 @@ class OpenAILLM(BaseLLM):
         except Exception:  # 404 on servers without the endpoint, timeouts, garbage: nothing advertised
             return None
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Any, *args: object, **kwargs: object) -> Any:
         """One SDK call with its exceptions mapped to Transient/Permanent errors."""
         openai = self._openai()
         try:
@@ -351,7 +352,7 @@ class OpenAILLM(BaseLLM):
 
     # -- generation ----------------------------------------------------------------------------
     async def _generate_one(self, req: GenerationRequest) -> Completion:
-        common: dict[str, Any] = {"model": self.model, "temperature": req.temperature, "max_tokens": req.max_tokens}
+        common: JSONObject = {"model": self.model, "temperature": req.temperature, "max_tokens": req.max_tokens}
         if req.stop:
             common["stop"] = list(req.stop)
         if req.seed is not None:
@@ -381,9 +382,7 @@ class OpenAILLM(BaseLLM):
             response_format=fmt,
         )
 
-    async def _chat_with_schema(
-        self, body: dict[str, Any], schema: dict[str, Any] | None
-    ) -> tuple[dict[str, Any], str | None]:
+    async def _chat_with_schema(self, body: JSONObject, schema: JSONObject | None) -> tuple[JSONObject, str | None]:
         """Chat call asking for JSON when ``schema`` is given, degrading as the server allows (module docstring).
 
         Returns the reply and the response format it was asked with (None without ``schema``).
@@ -400,7 +399,7 @@ class OpenAILLM(BaseLLM):
                 plain = await self._post("/chat/completions", body)
                 self._degrade(mode, f"HTTP 500 for {self._format_500s[mode]} requests with it, 200 without")
                 return plain, "text"
-            fmt: dict[str, Any] = {"type": "json_object"}
+            fmt: JSONObject = {"type": "json_object"}
             if mode == "json_schema":
                 fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
             try:
@@ -438,7 +437,7 @@ class OpenAILLM(BaseLLM):
         )
 
     # -- log-likelihood ------------------------------------------------------------------------
-    def _key_extra(self, req: GenerationRequest | LoglikelihoodRequest) -> dict[str, Any]:
+    def _key_extra(self, req: GenerationRequest | LoglikelihoodRequest) -> JSONObject:
         """Log-likelihoods are keyed by whether letter picking may stand in for them: a run that does not
         allow it never gets letters from the cache (nor the silent letters of earlier versions)."""
         if not isinstance(req, LoglikelihoodRequest):
@@ -503,7 +502,7 @@ class OpenAILLM(BaseLLM):
             raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
         raise PermanentError(self.no_loglikelihood or f"{self.name}: log-likelihood support not detected")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest (no API key)."""
         out = super().describe()
         out["loglikelihood_mode"] = self.loglikelihood_mode or "auto (not yet probed)"
@@ -525,7 +524,7 @@ class OpenAILLM(BaseLLM):
         self._sessions = {}
 
 
-def _error_message(exc: Any) -> str:
+def _error_message(exc: object) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)

@@ -26,6 +26,7 @@ import json
 import os
 import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from ragrade._version import __version__
@@ -75,7 +76,7 @@ def status_message(status: int, content: bytes) -> str:
     return (msg + f" - {message}" if isinstance(message, str) and message else msg)[:300]
 
 
-def status_error(status: int, content: bytes, headers: Any, secret: str | None) -> Exception:
+def status_error(status: int, content: bytes, headers: object, secret: str | None) -> Exception:
     """The error an HTTP ``status`` answer is (transient, auth or permanent), with the server's message."""
     msg = scrub(f"HTTP {status}: {status_message(status, content)}", secret)
     if status == 429 or status >= 500 or status in (408, 409):
@@ -109,7 +110,7 @@ def _ssl_context(url: str) -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def _context(cafile: str | None, capath: str | None) -> Any:
+def _context(cafile: str | None, capath: str | None) -> object:
     """One SSL context per certificate store, shared by every session (loading the store takes ~20 ms)."""
     import ssl
 
@@ -144,7 +145,7 @@ class DirectClient:
         # the headers are the session's defaults: aiohttp copies them per request without merging
         self.session = aiohttp.ClientSession(connector=connector, timeout=self._client_timeout, headers=self.headers)
 
-    def _timeout(self, seconds: float) -> Any:
+    def _timeout(self, seconds: float) -> object:
         # the SDK's timeout: for the connection (pool wait included) and between reads, not for the whole reply
         return self._aiohttp.ClientTimeout(total=None, connect=seconds, sock_connect=seconds, sock_read=seconds)
 
@@ -154,7 +155,7 @@ class DirectClient:
             url = self._urls[path] = join_url(self.base, path, self.query)
         return url
 
-    async def post(self, path: str, body: dict[str, Any]) -> bytes:
+    async def post(self, path: str, body: Mapping[str, object]) -> bytes:
         """POST ``body`` as JSON to ``path``; the reply's bytes (2xx), else the mapped error is raised."""
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         return await self._send("POST", self._url(path), payload, self._client_timeout)

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragrade.io import JSONObject
 from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
 from ragrade.llm.core import log
 from ragrade.llm.limits import AuthError, PermanentError, TransientError
 
 if TYPE_CHECKING:
-    from ragrade.llm.openai import OpenAILLM
+    from ragrade.llm.openai_client import OpenAIClient
 
 MISSING_SCORE = -50.0
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -77,7 +78,7 @@ def refusal(exc: Exception) -> Unsupported | None:
 
 
 # -- echo --------------------------------------------------------------------------------------
-async def echo_scores(llm: OpenAILLM, req: LoglikelihoodRequest, probing: bool = False) -> LoglikelihoodResult:
+async def echo_scores(llm: OpenAIClient, req: LoglikelihoodRequest, probing: bool = False) -> LoglikelihoodResult:
     """Score ``req`` from echoed prompt log-probabilities (a list of prompts, or one prompt per request)."""
     if not req.continuations:
         return LoglikelihoodResult(logprobs=[], token_counts=[], method="echo-logprobs")
@@ -109,9 +110,9 @@ async def echo_scores(llm: OpenAILLM, req: LoglikelihoodRequest, probing: bool =
     return LoglikelihoodResult(logprobs=scores, token_counts=counts, method="echo-logprobs")
 
 
-async def _echo_request(llm: OpenAILLM, prompt: str | list[str], probing: bool) -> list[dict[str, Any]]:
+async def _echo_request(llm: OpenAIClient, prompt: str | list[str], probing: bool) -> list[JSONObject]:
     """The choices of one echo request for ``prompt`` (a list of prompts or one), sorted by index."""
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "model": llm.model,
         "prompt": prompt,
         "max_tokens": 1,
@@ -134,7 +135,7 @@ async def _echo_request(llm: OpenAILLM, prompt: str | list[str], probing: bool) 
     return choices
 
 
-def _continuation_logprob(logprobs: Any, ctx_len: int, prompt: str) -> tuple[float, int]:
+def _continuation_logprob(logprobs: object, ctx_len: int, prompt: str) -> tuple[float, int]:
     """Sum of the log-probabilities of the echoed tokens covering ``prompt[ctx_len:]``.
 
     :class:`Unsupported` unless the reply's tokens really cover the prompt: a server that ignores
@@ -172,7 +173,7 @@ def _continuation_logprob(logprobs: Any, ctx_len: int, prompt: str) -> tuple[flo
 
 
 # -- forced token ------------------------------------------------------------------------------
-async def tokenize(llm: OpenAILLM, text: str, add_special: bool) -> list[tuple[int, str | None]]:
+async def tokenize(llm: OpenAIClient, text: str, add_special: bool) -> list[tuple[int, str | None]]:
     """``text`` as the server tokenises it: (id, piece) pairs (piece None when the server gives none).
 
     Short texts (options such as " A" recur in every question) are remembered per backend.
@@ -208,7 +209,7 @@ async def tokenize(llm: OpenAILLM, text: str, add_special: bool) -> list[tuple[i
 
 
 async def encode_pair(
-    llm: OpenAILLM, context: str, continuations: Sequence[str]
+    llm: OpenAIClient, context: str, continuations: Sequence[str]
 ) -> tuple[list[int], list[list[tuple[int, str | None]]]]:
     """Token ids of the context (with the start token) and of each continuation, tokenised separately."""
     stripped = context.rstrip(" ")
@@ -223,7 +224,7 @@ async def encode_pair(
     return ctx, conts
 
 
-async def forced_scores(llm: OpenAILLM, req: LoglikelihoodRequest) -> LoglikelihoodResult:
+async def forced_scores(llm: OpenAIClient, req: LoglikelihoodRequest) -> LoglikelihoodResult:
     """Score ``req`` one forced continuation token per request (see module docstring).
 
     Each reply also carries the top log-probabilities at its position (before the bias); a later
@@ -256,14 +257,14 @@ async def forced_scores(llm: OpenAILLM, req: LoglikelihoodRequest) -> Loglikelih
 
 
 async def forced_logprob(
-    llm: OpenAILLM, prompt: list[int], token: int, piece: str | None, cache_prompt: bool = True
+    llm: OpenAIClient, prompt: list[int], token: int, piece: str | None, cache_prompt: bool = True
 ) -> tuple[float, dict[int, float]]:
     """log P(``token`` | ``prompt``), read from a one-token completion that ``logit_bias`` forces to it, and
     the top log-probabilities at that position by token id (empty when the reply has no ids).
 
     ``cache_prompt``: let the server reuse what it cached of ``prompt`` (llama.cpp's prompt cache).
     """
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "model": llm.model,
         "prompt": prompt,
         "max_tokens": 1,
@@ -304,7 +305,7 @@ async def forced_logprob(
 
 
 # -- letter choice -----------------------------------------------------------------------------
-async def letter_choice(llm: OpenAILLM, req: LoglikelihoodRequest) -> LoglikelihoodResult:
+async def letter_choice(llm: OpenAIClient, req: LoglikelihoodRequest) -> LoglikelihoodResult:
     """Ask the chat endpoint to pick a lettered option (only when the user allowed it)."""
     n = len(req.continuations)
     if n == 0:
@@ -313,7 +314,7 @@ async def letter_choice(llm: OpenAILLM, req: LoglikelihoodRequest) -> Loglikelih
         raise PermanentError(f"letter picking handles at most {len(LETTERS)} continuations, got {n}")
     options = "\n".join(f"{LETTERS[i]}. {c.strip()}" for i, c in enumerate(req.continuations))
     prompt = llm.fallback_prompt.replace("{context}", req.context.strip()).replace("{options}", options)
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "model": llm.model,
         "messages": [{"role": "user", "content": prompt}],
         "temperature": 0,
@@ -345,7 +346,7 @@ async def letter_choice(llm: OpenAILLM, req: LoglikelihoodRequest) -> Loglikelih
     )
 
 
-def _letter_logprobs(logprobs: Any, n: int) -> list[float] | None:
+def _letter_logprobs(logprobs: object, n: int) -> list[float] | None:
     """Scores of the option letters from the first generated token's top log-probabilities, if present."""
     content = as_dict(logprobs).get("content")
     if not content or not isinstance(content, list):
@@ -367,7 +368,7 @@ def _letter_logprobs(logprobs: Any, n: int) -> list[float] | None:
 
 
 # -- reply helpers -----------------------------------------------------------------------------
-def first_choice(data: dict[str, Any]) -> dict[str, Any]:
+def first_choice(data: Mapping[str, object]) -> JSONObject:
     """The first choice of a reply; TransientError when the reply has none (or is an error object)."""
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
@@ -376,11 +377,11 @@ def first_choice(data: dict[str, Any]) -> dict[str, Any]:
             message = err.get("message", err) if isinstance(err, dict) else err
             raise TransientError(f"server error in the reply: {str(message)[:300]}")
         raise TransientError("unreadable response: no choices")
-    first: dict[str, Any] = choices[0]
+    first: JSONObject = choices[0]
     return first
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: object) -> dict[str, Any]:
     """``value`` when it is a dict, else an empty dict."""
     return value if isinstance(value, dict) else {}
 
@@ -393,7 +394,7 @@ def count(value: Any) -> int:
         return 0
 
 
-def message_text(content: Any) -> str | None:
+def message_text(content: object) -> str | None:
     """A chat message's text: a string, or the text parts of a list of content parts."""
     if isinstance(content, str) or content is None:
         return content

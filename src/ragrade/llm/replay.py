@@ -18,9 +18,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -86,7 +86,7 @@ class ReplayLLM:
         """Not offered: every result is an error (pipelines use generation)."""
         return [LoglikelihoodResult(None, error="replay offers no log-likelihoods") for _ in requests]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         return {"kind": "replay", "model": self.model, "replay_from": str(Path(self.source).resolve())}
 

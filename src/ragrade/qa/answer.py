@@ -20,13 +20,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import ConfigError
 from ragrade.exam.files import Question
 from ragrade.io import write_jsonl
+from ragrade.outcome import Outcome
 from ragrade.qa.files import QAItem, read_qa
 from ragrade.run.pipeline import Contexts, Resources, cached_resources
+from ragrade.run.records import Row, WorkerContext
 from ragrade.run.spec import PipelineSpec, SweepConfig
 
 QA_WORKER = "ragrade.qa.answer:qa_shard"
@@ -64,7 +65,7 @@ class QAResources(Resources):
 
     source = "the QA file"
 
-    def __init__(self, context: Mapping[str, Any]) -> None:
+    def __init__(self, context: WorkerContext) -> None:
         _, items = read_qa(context["qa"])
         self.items: dict[str, QAItem] = {it.id: it for it in items}
         super().__init__(context, questions=[to_question(it) for it in items])
@@ -82,7 +83,7 @@ class QAResources(Resources):
         return text
 
 
-def qa_resources_for(context: Mapping[str, Any]) -> QAResources:
+def qa_resources_for(context: WorkerContext) -> QAResources:
     """One :class:`QAResources` per context and process."""
     return cached_resources(QAResources, context)
 
@@ -102,7 +103,7 @@ def build_prompt(template: str, item: QAItem, ctx: Contexts, examples: Sequence[
     return out
 
 
-def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
+def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> Row:
     factors = spec.factors()
     factors["query_transform"] = factors.pop("query")  # "query" is the question (the judge's field name)
     return {
@@ -129,7 +130,7 @@ def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
     }
 
 
-async def qa_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: Sequence[str]) -> list[dict[str, Any]]:
+async def qa_shard(context: WorkerContext, spec: Mapping[str, object], items: Sequence[str]) -> list[Row]:
     """The worker: free-text answers for ``items`` (QA ids) under pipeline ``spec``."""
     from ragrade.llm.base import GenerationRequest, Message
 
@@ -181,10 +182,11 @@ async def qa_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: S
     comps = await llm.agenerate(reqs)
     wall = time.perf_counter() - start
     for i, comp in zip(pending, comps, strict=True):
+        outcome = Outcome.of(comp)  # a failed request has no answer: missing, never a wrong one
         rows[i].update(
             method="generate",
-            answer=comp.text if comp.ok else None,
-            error=comp.error,
+            answer=outcome.value,
+            error=outcome.error,
             latency_s=float(comp.latency_s or wall / max(1, len(reqs))),
             prompt_tokens=comp.usage.prompt_tokens,
             completion_tokens=comp.usage.completion_tokens,
@@ -193,13 +195,13 @@ async def qa_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: S
     return rows
 
 
-def answers_records(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def answers_records(rows: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Journal rows as ``answers.jsonl`` records (the judge's default field names), minus volatile columns."""
     drop = {"item_id", "latency_s", "cached"}
     return [{k: v for k, v in r.items() if k not in drop} for r in rows]
 
 
-def write_answers(path: str | Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> int:
+def write_answers(path: str | Path, rows: Sequence[Mapping[str, object]], meta: Mapping[str, object]) -> int:
     """Write ``answers.jsonl`` atomically."""
     return write_jsonl(path, answers_records(rows), kind=ANSWERS_KIND, version=ANSWERS_VERSION, meta=meta)
 
@@ -209,7 +211,7 @@ def check_config(cfg: SweepConfig) -> None:
     if cfg.pipelines is not None:
         methods = {p.method for p in cfg.pipelines}
     else:
-        methods = set(cfg.grid.method)
+        methods = set(cfg.grid.methods)
     if "loglikelihood" in methods:
         raise ConfigError("free-text answers are generated; method 'loglikelihood' applies only to exams")
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import DataError
 from ragrade.io import Header, read_jsonl, write_jsonl
@@ -47,10 +46,10 @@ class QAItem:
     source: str = ""
     answer_span: tuple[int, int] | None = None
     doc_span: tuple[int, int] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    generator: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, object] = field(default_factory=dict)
+    generator: dict[str, object] = field(default_factory=dict)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> dict[str, object]:
         """The JSONL record (with the qrels view fields)."""
         rec = asdict(self)
         rec["relevant_chunk_ids"] = [self.chunk_id] if self.chunk_id else []
@@ -58,7 +57,7 @@ class QAItem:
         return rec
 
     @classmethod
-    def from_record(cls, rec: Mapping[str, Any], where: str = "") -> QAItem:
+    def from_record(cls, rec: Mapping[str, object], where: str = "") -> QAItem:
         """Validate and build from a record; DataError naming ``where`` when malformed."""
         check_qa(rec, where)
         try:
@@ -72,8 +71,8 @@ class QAItem:
                 source=str(rec.get("source") or ""),
                 answer_span=_span(rec.get("answer_span")),
                 doc_span=_span(rec.get("doc_span")),
-                metadata=dict(rec.get("metadata") or {}),
-                generator=dict(rec.get("generator") or {}),
+                metadata=_object(rec.get("metadata")),
+                generator=_object(rec.get("generator")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{where}: malformed QA record ({exc!r})") from exc
@@ -82,13 +81,20 @@ class QAItem:
         return item
 
 
-def _span(value: Any) -> tuple[int, int] | None:
+def _span(value: object) -> tuple[int, int] | None:
     if value is None:
         return None
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"a span is [start, end], got {value!r}")
     return int(value[0]), int(value[1])
 
 
-def write_qa(path: str | Path, items: Iterable[QAItem], meta: Mapping[str, Any] | None = None) -> int:
+def _object(value: object) -> dict[str, object]:
+    """A copy of a JSON object field (check_qa rejects any other type); empty when missing."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def write_qa(path: str | Path, items: Iterable[QAItem], meta: Mapping[str, object] | None = None) -> int:
     """Write a QA file atomically; returns the number of items."""
     return write_jsonl(path, (it.to_record() for it in items), kind=QA_KIND, version=QA_VERSION, meta=meta)
 
@@ -110,7 +116,7 @@ def read_qa(path: str | Path) -> tuple[Header | None, list[QAItem]]:
     return header, items
 
 
-def qrels_records(items: Iterable[QAItem]) -> list[dict[str, Any]]:
+def qrels_records(items: Iterable[QAItem]) -> list[dict[str, object]]:
     """The qrels view: one record per question with its relevant chunk and document ids."""
     return [
         {

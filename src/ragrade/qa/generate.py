@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade import interrupt
 from ragrade.corpus.types import Chunk
@@ -40,6 +40,9 @@ from ragrade.judge.lexical import answer_tokens, normalize_answer
 from ragrade.llm.failures import fatal_kind
 from ragrade.progress import note_failed
 from ragrade.qa.files import QAItem
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
 
 OFFLINE = "offline"
 _STOP = frozenset(
@@ -181,9 +184,9 @@ class Funnel:
         """Count one rejection."""
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON view."""
-        out = {k: v for k, v in self.__dict__.items()}
+        out: dict[str, object] = {k: v for k, v in self.__dict__.items()}
         out["response_format"] = dict(sorted(self.response_format.items()))
         return {**out, "rejected_total": sum(self.rejected.values())}
 
@@ -209,7 +212,9 @@ def grounding(answer: str, passage: str) -> float:
     return sum(1 for w in words if w in have) / len(words)
 
 
-def _item(chunk: Chunk, question: str, answer: str, span: tuple[int, int] | None, generator: dict[str, Any]) -> QAItem:
+def _item(
+    chunk: Chunk, question: str, answer: str, span: tuple[int, int] | None, generator: dict[str, object]
+) -> QAItem:
     return QAItem(
         id=_qa_id(question, chunk.id),
         question=question,
@@ -329,7 +334,13 @@ def _offline(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callab
     would be 0 for every pipeline, the oracle included; the sentence is what an extractive reader can return
     when its passages hold the answer, so the offline path ranks pipelines (a labelled baseline all the same).
     """
-    generator = {"name": "offline-extractive", "llm": None, "baseline": True, "seed": cfg.seed, "reference": "sentence"}
+    generator: dict[str, object] = {
+        "name": "offline-extractive",
+        "llm": None,
+        "baseline": True,
+        "seed": cfg.seed,
+        "reference": "sentence",
+    }
     for chunk in cand:
         funnel.sampled += 1
         got = _extract(chunk, cfg.seed)
@@ -383,13 +394,13 @@ def _llm(
     cfg: QAGenConfig,
     funnel: Funnel,
     accept: Callable[[QAItem], bool],
-    llm: Any,
+    llm: LLM,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> None:
     from ragrade.llm.base import GenerationRequest, Message, generate
 
     template = load_generation_prompt(cfg.prompt_file)
-    generator = {
+    generator: dict[str, object] = {
         "name": "llm",
         "llm": llm.name,
         "baseline": bool(getattr(llm, "is_baseline", False)),
@@ -455,7 +466,7 @@ def _llm(
 
 def generate_qa(
     chunks: Sequence[Chunk],
-    llm: Any | None,
+    llm: LLM | None,
     cfg: QAGenConfig,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> tuple[list[QAItem], Funnel]:

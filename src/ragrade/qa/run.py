@@ -12,10 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ragrade.outcome import Outcome, count_failed
 from ragrade.qa.answer import ANSWERS_FILE, QA_WORKER, SUMMARY_FILE, check_config, write_answers
 from ragrade.qa.files import read_qa
+from ragrade.run.records import Row
+
+if TYPE_CHECKING:
+    from ragrade.run.executors import Executor
+    from ragrade.run.spec import SweepConfig
 
 ProgressFn = Callable[[str, int, int], None]
 SUMMARY_COLUMNS = (
@@ -56,11 +62,19 @@ class QAAnswerResult:
     pipelines: list[str]
     n_questions: int
     n_new_rows: int
-    summary: list[dict[str, Any]]
-    rows: list[dict[str, Any]]
+    summary: list[dict[str, object]]
+    rows: list[Row]
 
 
-def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
+def row_outcome(row: Mapping[str, object]) -> Outcome:
+    """What one answer row came to: a failure (its error) or an answer (``None``: empty, a wrong answer)."""
+    if row.get("error"):
+        return Outcome.failure(str(row["error"]))
+    answer = row.get("answer")
+    return Outcome.answer(answer if isinstance(answer, str) else None)
+
+
+def summarise_answers(rows: Sequence[Mapping[str, object]], order: Sequence[str]) -> list[dict[str, object]]:
     """Per pipeline: counts, gold-chunk hit rate (Wilson) and EM / token F1 against the reference (intervals)."""
     from ragrade.judge.lexical import best_over_references
     from ragrade.llm.phrases import REJECTION_SENTENCE
@@ -69,16 +83,17 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
     out = []
     for pid in order:
         rs = [r for r in rows if r["pipeline"] == pid]
-        answered = [r for r in rs if r.get("answer") is not None and not r.get("error")]
+        outcomes = [row_outcome(r) for r in rs]
+        answered = [(r, o.value) for r, o in zip(rs, outcomes, strict=True) if o.ok and o.value is not None]
         hits = [bool(r["gold_chunk_retrieved"]) for r in rs if r.get("gold_chunk_retrieved") is not None]
-        scored = [best_over_references(r["answer"], [r["reference"]]) for r in answered if r.get("reference")]
+        scored = [best_over_references(text, [str(r["reference"])]) for r, text in answered if r.get("reference")]
         # a failed request is missing, never wrong: EM and F1 are over the answered questions (n_answered);
         # an empty answer (no failure) still counts as a wrong one
-        n_empty = sum(1 for r in rs if r.get("reference") and r.get("answer") is None and not r.get("error"))
+        n_empty = sum(1 for r, o in zip(rs, outcomes, strict=True) if r.get("reference") and o.ok and o.value is None)
         em = [float(e) for e, _ in scored] + [0.0] * n_empty
         f1 = [f for _, f in scored] + [0.0] * n_empty
         first = rs[0] if rs else {}
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             **dict.fromkeys(SUMMARY_COLUMNS),
             "schema_version": 1,
             "pipeline": pid,
@@ -89,9 +104,9 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
             **{k: first.get(k) for k in ("temperature", "max_tokens")},
             "n": len(rs),
             "n_answered": len(answered),
-            "n_errors": sum(1 for r in rs if r.get("error")),
+            "n_errors": count_failed(outcomes),
             "n_transform_failures": sum(1 for r in rs if r.get("transform_error")),
-            "n_refusals": sum(1 for r in answered if REJECTION_SENTENCE in (r["answer"] or "")),
+            "n_refusals": sum(1 for _, text in answered if REJECTION_SENTENCE in text),
         }
         if hits:
             row["hit_rate"] = sum(hits) / len(hits)
@@ -108,15 +123,16 @@ def summarise_answers(rows: Sequence[Mapping[str, Any]], order: Sequence[str]) -
 
 def run_qa_answers(
     qa_path: str | Path,
-    cfg: Any,
+    cfg: SweepConfig,
     out_dir: str | Path,
     *,
-    generation: Mapping[str, Any] | None = None,
+    generation: Mapping[str, float] | None = None,
     progress: ProgressFn | None = None,
-    executor: Any = None,
+    executor: Executor | None = None,
 ) -> QAAnswerResult:
     """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig)."""
     from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+    from ragrade.run.records import WorkerContext
     from ragrade.run.spec import expand_pipelines, fingerprint
     from ragrade.run.summary import write_csv_rows
     from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, run_grid
@@ -128,7 +144,9 @@ def run_qa_answers(
     specs = expand_pipelines(cfg)
     pool, ids = plan_items([it.id for it in items], specs, cfg)
     gen = {"max_tokens": 256, "temperature": 0.0, **dict(generation or {})}
-    context = {"qa": str(qa_path.resolve()), **pipeline_context(cfg, pool), "generation": gen}
+    context = WorkerContext(qa=str(qa_path.resolve()))
+    context.update(pipeline_context(cfg, pool))
+    context["generation"] = gen
     exe = executor or executor_for(cfg)
     from ragrade.qa.answer import qa_resources_for
     from ragrade.run.sweep import check_components
@@ -186,4 +204,4 @@ def run_qa_answers(
     return QAAnswerResult(run_dir, order, len(ids), added, summary, rows)
 
 
-__all__ = ["QAAnswerResult", "run_qa_answers", "summarise_answers"]
+__all__ = ["QAAnswerResult", "row_outcome", "run_qa_answers", "summarise_answers"]

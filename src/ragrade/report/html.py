@@ -32,7 +32,7 @@ class Table:
     """A table of plain values; every cell is escaped when rendered."""
 
     columns: list[str]
-    rows: list[list[Any]]
+    rows: list[list[object]]
     caption: str = ""
     source: str = ""
 
@@ -45,7 +45,7 @@ class Table:
         return f'<table class="data">{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{src}'
 
 
-def fmt(value: Any) -> str:
+def fmt(value: object) -> str:
     """A compact display string for a cell value."""
     if value is None:
         return ""
@@ -88,7 +88,7 @@ class Figure:
         )
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> object:
     if hasattr(obj, "tolist"):
         return obj.tolist()
     if hasattr(obj, "item"):
@@ -123,7 +123,7 @@ def plotly_js() -> str:
     return str(get_plotlyjs())
 
 
-def render_page(title: str, sections: Sequence[Section], meta: Mapping[str, Any], *, inline_js: bool = True) -> str:
+def render_page(title: str, sections: Sequence[Section], meta: Mapping[str, object], *, inline_js: bool = True) -> str:
     """Render the whole page with the package template."""
     import jinja2
 
@@ -142,7 +142,7 @@ def render_page(title: str, sections: Sequence[Section], meta: Mapping[str, Any]
     )
 
 
-def _markup(fragment: str) -> Any:
+def _markup(fragment: str) -> object:
     """Mark a fragment built by this module (already escaped) as safe for the template."""
     import markupsafe
 

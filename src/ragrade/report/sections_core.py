@@ -319,7 +319,7 @@ def topics(files: RunFiles) -> Section:
     chosen = [str(v) for v in sizes.index[:MAX_TOPICS]]
     groups = list(dict.fromkeys(agg["group"].astype(str)))
     series: list[tuple[str, list[float | None]]] = []
-    rows: list[list[Any]] = []
+    rows: list[list[object]] = []
     for g in groups:
         sub = agg[agg["group"].astype(str) == g]
         acc = {str(k): float(a) for k, a in zip(sub["value"], sub["accuracy"], strict=True)}
@@ -415,7 +415,7 @@ def exam_section(files: RunFiles) -> Section:
     return sec
 
 
-def _letter(answer: Any) -> Any:
+def _letter(answer: object) -> object:
     return "ABCD"[answer] if isinstance(answer, int) and 0 <= answer < 4 else answer
 
 

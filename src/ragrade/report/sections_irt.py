@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import html
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from ragrade.io import JSONObject
 from ragrade.report import charts
 from ragrade.report.html import Section, Table
 from ragrade.report.sections_core import SUMMARY, absent, accuracy_by_factor
@@ -34,12 +36,13 @@ def _fits(files: RunFiles) -> list[dict[str, Any]]:
     return [{"name": "main", "file": IRT, "subset": None, "factor": None}] if files.has(IRT) else []
 
 
-def _subset(summary: pd.DataFrame, fit: dict[str, Any], na_values: list[str] | None = None) -> pd.DataFrame:
+def _subset(summary: pd.DataFrame, fit: Mapping[str, object], na_values: list[str] | None = None) -> pd.DataFrame:
     factor = fit.get("factor")
     if fit.get("subset") and factor and factor in summary:
         keys = {v.strip().lower() for v in (na_values if na_values is not None else NOT_APPLICABLE)}
         text = summary[factor].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
-        return summary[~text.isin(keys)]
+        kept: pd.DataFrame = summary[~text.isin(keys)]
+        return kept
     return summary
 
 
@@ -63,7 +66,7 @@ def not_applicable_note(doc: dict[str, Any]) -> str | None:
 
 def effect_agreement(
     effects: dict[str, dict[str, dict[str, Any]]], summary: pd.DataFrame, tie: float = TIE
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """For every factor and pair of levels: do the IRT effect and the pooled accuracy differ in the same direction?
 
     ``summary`` must hold the pipelines the fit used (columns n, n_correct and the factor). Pairs whose accuracy
@@ -231,7 +234,7 @@ def _spread(items: list[str], difficulty: dict[str, float], n: int) -> list[str]
     return [ordered[round(k * step)] for k in range(n)]
 
 
-def item_params(files: RunFiles, rel: str) -> dict[str, dict[str, Any]]:
+def item_params(files: RunFiles, rel: str) -> dict[str, JSONObject]:
     """Question id -> its row of item parameters: inline in irt.json (version 1, small exams) or from the
     per-item Parquet table it names (version 2); {} when neither is there."""
     doc = files.json(rel) or {}

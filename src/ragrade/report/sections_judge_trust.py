@@ -10,6 +10,7 @@ component they speak for, and where the reference's facts are lost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ragrade.report.charts import PALETTE
@@ -46,11 +47,11 @@ CLAIM_HELP = (
 )
 
 
-def _ci(v: Any) -> str:
+def _ci(v: object) -> str:
     return "" if not isinstance(v, list) or len(v) != 2 else f"[{v[0]:.3f}, {v[1]:.3f}]"
 
 
-def _agreement(a: dict[str, Any] | None) -> str:
+def _agreement(a: Mapping[str, object] | None) -> str:
     if not a:
         return ""
     return ", ".join(f"{k} {v:.2f}" for k, v in a.items() if isinstance(v, float))

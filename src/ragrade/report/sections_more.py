@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from typing import Any
 
+from ragrade.io import JSONObject
 from ragrade.report import charts
 from ragrade.report.html import Section, Table
 from ragrade.report.sections_core import absent
@@ -46,7 +48,7 @@ def robustness(files: RunFiles) -> Section:
             f"{build.get('counterfactual')} items ({len(build.get('dropped', []))} dropped with a reason).",
             BUILD_REPORT,
         )
-    by_testbed: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    by_testbed: dict[str, list[tuple[str, JSONObject]]] = {}
     for rel in metrics:
         doc = files.json(rel)
         by_testbed.setdefault(str(doc.get("testbed")), []).append((rel, doc))
@@ -68,7 +70,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
     table = first.get("table") or {}
     if table.get("rows") and len(runs) == 1:
         actual = {c.removeprefix("actual noise "): c for c in table.get("actual_columns") or []}
-        cells: list[list[Any]] = []
+        cells: list[list[object]] = []
         for r in table["rows"]:
             cells.append([r["model"], *(r.get(c) for c in table["columns"])])
             if actual:  # the noise share the documents really had, under each requested ratio
@@ -102,7 +104,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
     ratios = [g for g in first.get("by_noise_ratio", []) if isinstance(g.get("accuracy"), dict)]
     if len(ratios) > 1 and _ratio_columns(testbed, first):
         series: list[tuple[str, list[float], list[float | None]]] = []
-        trows: list[list[Any]] = []
+        trows: list[list[object]] = []
         for _rel, doc in runs:
             groups = doc.get("by_noise_ratio", [])
             xs = [g["noise_ratio"] for g in groups]
@@ -137,7 +139,7 @@ def _testbed(sec: Section, testbed: str, runs: list[tuple[str, dict[str, Any]]])
         )
 
 
-def _ratio_columns(testbed: str, metrics: dict[str, Any]) -> bool:
+def _ratio_columns(testbed: str, metrics: Mapping[str, object]) -> bool:
     """Whether the testbed's table columns are noise ratios (as its registry entry says; unknown: no)."""
     from ragrade.errors import ConfigError
     from ragrade.robust.testbeds import get_testbed
@@ -172,8 +174,9 @@ def _skipped_items(sec: Section, testbed: str, metrics: dict[str, Any], source: 
             ids.append(str(s.get("id")))
     for reason, ids in by_reason.items():
         shown = ", ".join(ids[:20]) + (", ..." if len(ids) > 20 else "")
-        sec.add_text(f"{testbed}: {len(ids)} item{'s' if len(ids) != 1 else ''} skipped ({reason}), ids: {shown}",
-                     source)
+        sec.add_text(
+            f"{testbed}: {len(ids)} item{'s' if len(ids) != 1 else ''} skipped ({reason}), ids: {shown}", source
+        )
 
 
 def judges(files: RunFiles) -> Section:
@@ -238,7 +241,7 @@ def judges(files: RunFiles) -> Section:
     return sec
 
 
-def _missing(manifest: dict[str, Any]) -> str:
+def _missing(manifest: Mapping[str, object]) -> str:
     """``"3 (sweep: 2, judge/scores: 1); rerun to retry"``, ``"0"``, or ``"not recorded"`` (older manifests)."""
     n = manifest.get("missing")
     if n is None:

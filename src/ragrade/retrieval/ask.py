@@ -14,12 +14,19 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade.corpus.types import Chunk
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.passages import shown_passages
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
+    from ragrade.retrieval.base import Retriever
+    from ragrade.retrieval.index import Index
+    from ragrade.retrieval.transforms import RetrievalPipeline
 
 DEFAULT_PROMPT = """You answer questions using only the numbered passages below, which come from the user's documents.
 
@@ -74,7 +81,7 @@ class Answer:
     transform_error: str | None = None  # a query rewrite / post-processing step that failed and fell back
     shown: list[str] = field(default_factory=list)  # the passage texts the LLM saw (fences balanced, headings)
 
-    def citations(self) -> list[dict[str, Any]]:
+    def citations(self) -> list[JSONObject]:
         """The passages the answer cites (all passages when it cites none explicitly)."""
         numbers = self.cited or list(range(1, len(self.hits) + 1))
         return [
@@ -92,7 +99,7 @@ class Answer:
         """The text of passage ``i`` (from 0) as the LLM saw it."""
         return self.shown[i] if i < len(self.shown) else self.hits[i].text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return {
             "question": self.question,
@@ -130,8 +137,8 @@ class Assistant:
 
     def __init__(
         self,
-        retriever: Any,
-        llm: Any,
+        retriever: Retriever | RetrievalPipeline,
+        llm: LLM,
         *,
         k: int = 5,
         prompt: str = DEFAULT_PROMPT,
@@ -187,7 +194,7 @@ class Assistant:
         return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error, shown=shown)
 
 
-def warm_up(index: Any, retriever: str, llm: Any, report: Callable[[str], None]) -> float:
+def warm_up(index: Index, retriever: str, llm: LLM, report: Callable[[str], None]) -> float:
     """Load the models answering needs before the first question, saying what each is and how long it took.
 
     The query embedder (dense, hybrid and rerank retrievers) and the offline reader's sentence embedder are

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from ragrade.io import JSONObject
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Retriever(Protocol):
         """One ranked hit list (at most ``k`` hits) per query, in query order."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         ...
 

@@ -33,7 +33,7 @@ class BM25Config(BaseModel):
     lower: bool = True
 
 
-def _stemmer(name: str | None) -> Any:
+def _stemmer(name: str | None) -> object:
     if not name or name == "none":
         return None
     stemmer_mod = require("Stemmer", package="PyStemmer", purpose="BM25 stemming")
@@ -47,7 +47,7 @@ def _stemmer(name: str | None) -> Any:
 
 def _tokenizer(cfg: BM25Config) -> Any:
     tok_mod = require("bm25s.tokenization", package="bm25s", purpose="BM25 retrieval")
-    stop: Any = cfg.stopwords if cfg.stopwords not in (None, "none") else None
+    stop: object = cfg.stopwords if cfg.stopwords not in (None, "none") else None
     try:
         return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
     except ValueError as exc:

@@ -19,19 +19,27 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, Chunk, Document
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import read_json, read_jsonl, write_json, write_jsonl
+from ragrade.io import JSONObject, read_json, read_jsonl, write_json, write_jsonl
 from ragrade.retrieval.bm25 import BM25Config, BM25Index
 from ragrade.schemas import check_index_manifest
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from ragrade.embedding.base import Embedder
+    from ragrade.embedding.cache import EmbedStats
+    from ragrade.retrieval.base import Retriever
+    from ragrade.retrieval.store import VectorStore
 
 INDEX_FORMAT = "ragrade-index"
 INDEX_VERSION = 1
@@ -68,7 +76,7 @@ class IndexStats:
     out: str
     timings: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A JSON-ready dict."""
         return asdict(self)
 
@@ -76,9 +84,40 @@ class IndexStats:
 Progress = Callable[[str, int, int], None]
 
 
+class EmbedderInfo(TypedDict):
+    """The ``embedder`` entry of an index manifest: which vectors the index holds."""
+
+    name: str
+    space: str
+    dim: int
+    cache_key: str
+    describe: NotRequired[JSONObject]
+
+
+class Counts(TypedDict):
+    """The ``counts`` entry of an index manifest."""
+
+    chunks: int
+    documents: int
+
+
+class IndexManifest(TypedDict):
+    """``manifest.json`` of an index directory (checked by :func:`ragrade.schemas.check_index_manifest`)."""
+
+    format: str
+    version: int
+    created: str
+    counts: Counts
+    chunker: JSONObject
+    bm25: JSONObject
+    indexed_text: str
+    embedder: EmbedderInfo | None
+    store: JSONObject | None
+
+
 def _chunk_docs(
     docs: Sequence[Document], cfg: IndexConfig, progress: Progress | None = None
-) -> tuple[list[Chunk], dict[str, Any]]:
+) -> tuple[list[Chunk], JSONObject]:
     from ragrade.corpus.chunk import chunk_documents, create_chunker
 
     chunker = create_chunker(cfg.strategy, size=cfg.size, overlap=cfg.overlap, **cfg.chunker_options)
@@ -93,7 +132,7 @@ def _chunk_docs(
     return chunk_documents(docs, chunker, progress=tick if progress is not None else None), dict(desc)
 
 
-def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], dict[str, Any]]:
+def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], JSONObject]:
     """Documents or chunks from a JSONL file, detected by its header kind (or by record keys)."""
     path = Path(path)
     if not path.is_file():
@@ -116,10 +155,10 @@ def _resolve_chunks(
     chunks_or_docs: Sequence[Chunk] | Sequence[Document] | str | Path,
     cfg: IndexConfig,
     progress: Progress | None = None,
-) -> tuple[list[Chunk], int, dict[str, Any]]:
+) -> tuple[list[Chunk], int, JSONObject]:
     """The chunks to index, the document count and the chunker description (chunking documents if given)."""
-    chunker_desc: dict[str, Any] = {}
-    items: Sequence[Any]
+    chunker_desc: JSONObject = {}
+    items: Sequence[object]
     if isinstance(chunks_or_docs, (str, Path)):
         items, chunker_desc = read_input(chunks_or_docs)
     else:
@@ -152,7 +191,7 @@ def _check_chunks(chunks: list[Chunk]) -> None:
         raise DataError(f"{len(empty)} chunk(s) have no text, e.g. '{empty[0]}'")
 
 
-def _start_index_dir(out: Path, chunks: list[Chunk], chunker_desc: dict[str, Any]) -> None:
+def _start_index_dir(out: Path, chunks: list[Chunk], chunker_desc: Mapping[str, object]) -> None:
     """Create ``out``, invalidate any old manifest and write ``chunks.jsonl``."""
     out.mkdir(parents=True, exist_ok=True)
     old = out / "manifest.json"
@@ -215,14 +254,14 @@ def build_index(
     timings["bm25"] = time.perf_counter() - t
 
     embedded = cached = 0
-    emb_info: dict[str, Any] | None = None
-    store_desc: dict[str, Any] | None = None
+    emb_info: EmbedderInfo | None = None
+    store_desc: JSONObject | None = None
     if cfg.dense:
         embedded, cached, emb_info, store_desc = _build_dense(texts, out, cfg, progress, timings)
     elif (out / "dense").exists():
         shutil.rmtree(out / "dense")
 
-    manifest = {
+    manifest: IndexManifest = {
         "format": INDEX_FORMAT,
         "version": INDEX_VERSION,
         "created": _now(),
@@ -240,17 +279,19 @@ def build_index(
         embedded=embedded,
         cached=cached,
         embedder=emb_info["name"] if emb_info else None,
-        store=store_desc["backend"] if store_desc else None,
+        store=str(store_desc["backend"]) if store_desc else None,
         seconds=round(time.perf_counter() - t0, 3),
         out=str(out),
         timings=timings,
     )
 
 
-def _embed_cached(texts: list[str], spec: str, progress: Progress | None) -> tuple[Any, Any, dict[str, Any]]:
+def _embed_cached(
+    texts: list[str], spec: str, progress: Progress | None
+) -> tuple[npt.NDArray[np.float32], EmbedStats, EmbedderInfo]:
     """Vectors from the cache, loading the embedder only when some text is not cached."""
+    from ragrade.embedding.cache import EmbeddingCache, EmbedStats, text_sha
     from ragrade.embedding.embed import cached_embedder, plan_embedder
-    from ragrade.retrieval.cache import EmbeddingCache, EmbedStats, text_sha
 
     name, space, key = plan_embedder(spec)
     cache = EmbeddingCache()
@@ -261,7 +302,7 @@ def _embed_cached(texts: list[str], spec: str, progress: Progress | None) -> tup
             if progress:
                 progress("embed", len(texts), len(texts))
             vecs = np.stack([found[s] for s in shas]).astype(np.float32)
-            info = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": key}
+            info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": key}
             return vecs, EmbedStats(embedded=0, cached=len(texts)), info
         embedder = cached_embedder(spec)
         done = [0]
@@ -286,7 +327,7 @@ def _embed_cached(texts: list[str], spec: str, progress: Progress | None) -> tup
 
 def _build_dense(
     texts: list[str], out: Path, cfg: IndexConfig, progress: Progress | None, timings: dict[str, float]
-) -> tuple[int, int, dict[str, Any], dict[str, Any]]:
+) -> tuple[int, int, EmbedderInfo, JSONObject]:
     from ragrade.retrieval.store import create_store
 
     t = time.perf_counter()
@@ -319,13 +360,13 @@ _SPEC_RE = re.compile(r"^\s*([a-z][a-z0-9_-]*)\s*(?:\((.*)\))?\s*$")
 class Index:
     """A loaded index directory: chunks, manifest, and retrievers over them."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], chunks: list[Chunk]) -> None:
+    def __init__(self, path: Path, manifest: IndexManifest, chunks: list[Chunk]) -> None:
         self.path = path
         self.manifest = manifest
         self.chunks = chunks
         self._pos = {c.id: i for i, c in enumerate(chunks)}
         self._bm25: BM25Index | None = None
-        self._stores: dict[str, Any] = {}
+        self._stores: dict[str, VectorStore] = {}
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -349,18 +390,18 @@ class Index:
                 self._bm25 = BM25Index.load(self.path / "bm25")
             return self._bm25
 
-    def _dense_info(self) -> dict[str, Any]:
+    def _dense_info(self) -> EmbedderInfo:
         info = self.manifest.get("embedder")
         if not info:
             raise ConfigError(f"index {self.path} was built without dense vectors (rebuild without --no-dense)")
-        return dict(info)
+        return info
 
-    def embedder(self, spec: str | None = None) -> Any:
+    def embedder(self, spec: str | None = None) -> Embedder:
         """The embedder for queries: the one the index was built with, or ``spec`` if it is compatible."""
         from ragrade.embedding.embed import cached_embedder
 
         info = self._dense_info()
-        emb = cached_embedder(spec or info["name"])
+        emb: Embedder = cached_embedder(spec or info["name"])
         space = getattr(emb, "space", emb.name)
         if space != info.get("space") or int(emb.dim) != int(info["dim"]):
             raise ConfigError(
@@ -370,7 +411,7 @@ class Index:
             )
         return emb
 
-    def store(self, backend: str | None = None, **options: Any) -> Any:
+    def store(self, backend: str | None = None, **options: object) -> VectorStore:
         """The vector store (the index's own, or ``backend`` built from ``dense/vectors.npy`` on first use)."""
         from ragrade.retrieval.store import create_store
 
@@ -379,7 +420,9 @@ class Index:
         name = backend or str(built.get("backend", "exact"))
         with self._lock:
             if name not in self._stores:
-                opts = {k: v for k, v in built.items() if k != "backend"} if name == built.get("backend") else {}
+                opts: dict[str, object] = (
+                    {k: v for k, v in built.items() if k != "backend"} if name == built.get("backend") else {}
+                )
                 opts.update(options)
                 store = create_store(name, self.path / "dense", int(info["dim"]), **opts)
                 exact = store if name == "exact" else create_store("exact", self.path / "dense", int(info["dim"]))
@@ -390,7 +433,7 @@ class Index:
                 self._stores[name] = store
             return self._stores[name]
 
-    def retriever(self, spec: str, **kw: Any) -> Any:
+    def retriever(self, spec: str, **kw: object) -> Retriever:
         """A retriever by spec: ``bm25``, ``dense``, ``hybrid``, ``rerank(<base>)``, ``closed``, ``oracle``."""
         from ragrade.registry import create
 
@@ -402,16 +445,18 @@ class Index:
             if name != "rerank":
                 raise ConfigError(f"retriever '{name}' takes no argument in parentheses")
             kw = {**kw, "base": arg.strip() or "hybrid"}
-        return create("retriever", name, index=self, **kw)
+        retriever: Retriever = create("retriever", name, index=self, **kw)
+        return retriever
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """Where the index is and how it was built (for run manifests)."""
+        embedder, store = self.manifest.get("embedder"), self.manifest.get("store")
         return {
             "path": str(self.path),
             "counts": self.manifest.get("counts"),
             "chunker": self.manifest.get("chunker"),
-            "embedder": (self.manifest.get("embedder") or {}).get("name"),
-            "store": (self.manifest.get("store") or {}).get("backend"),
+            "embedder": embedder.get("name") if embedder else None,
+            "store": store.get("backend") if store else None,
         }
 
 
@@ -439,7 +484,7 @@ def load_index(path: str | Path) -> Index:
     return Index(path, manifest, chunks)
 
 
-def embed_queries(index: Index, queries: Sequence[str]) -> np.ndarray:
+def embed_queries(index: Index, queries: Sequence[str]) -> npt.NDArray[np.float32]:
     """Query vectors with the index's embedder (for callers that search the store themselves)."""
     return np.asarray(index.embedder().embed(list(queries)), dtype=np.float32)
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ragrade.errors import DataError
-from ragrade.io import read_jsonl
+from ragrade.io import JSONObject, read_jsonl
 from ragrade.schemas import check_question
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
@@ -80,18 +80,18 @@ class RetrievalReport:
     n_queries: int
     level: str
     metrics: dict[str, MetricSummary]
-    per_query: list[dict[str, Any]] = field(default_factory=list)
+    per_query: list[JSONObject] = field(default_factory=list)
     empty_queries: str = "skip"
     skipped_queries: list[str] = field(default_factory=list)
     n_empty_queries: int = 0
 
-    def to_dict(self, with_queries: bool = False) -> dict[str, Any]:
+    def to_dict(self, with_queries: bool = False) -> JSONObject:
         """A JSON-ready dict (per-query rows and skipped queries only when asked; no NaN: None)."""
 
         def num(x: float) -> float | None:
             return None if math.isnan(x) else x
 
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "retriever": self.retriever,
             "k": self.k,
             "n_queries": self.n_queries,
@@ -135,7 +135,7 @@ def evaluate_run(
     missing = [q for q in qrels if q not in run and q not in empty_set]
     if missing:
         raise DataError(f"{len(missing)} qrels queries have no ranking, e.g. '{missing[0][:80]}'")
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     for q, rel in qrels.items():
         if q not in empty_set:
             rows.append({"query": q, **per_query(run[q], rel, k)})
@@ -159,7 +159,7 @@ def evaluate_run(
     )
 
 
-def _grades(rec: Mapping[str, Any], level: Level, where: str) -> dict[str, float]:
+def _grades(rec: Mapping[str, object], level: Level, where: str) -> dict[str, float]:
     rel = rec.get("relevant")
     if isinstance(rel, Mapping):
         return {str(i): float(g) for i, g in rel.items()}

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, Similarity, transform
 
@@ -123,7 +124,7 @@ class Compress:
             out.append(row)
         return out, [None] * len(hits)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "name": self.name,
@@ -145,5 +146,5 @@ def _map_back(hit: Hit, start: int, end: int) -> tuple[int, int]:
 
 
 @transform(POST_KIND, "compress")
-def _compress(*, index: Any = None, llm: Any = None, embedder: Any = None, **kw: Any) -> Compress:
+def _compress(*, index: object = None, llm: object = None, embedder: object = None, **kw: Any) -> Compress:
     return Compress(Similarity(index, embedder), **kw)

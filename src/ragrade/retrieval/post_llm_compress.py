@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, ask_per_passage, transform
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
 
 SYSTEM = "You condense passages for a question-answering system without adding anything."
 USER = (
@@ -28,7 +32,7 @@ class LLMCompress:
 
     name = "llm-compress"
 
-    def __init__(self, llm: Any, max_tokens: int = 160) -> None:
+    def __init__(self, llm: LLM, max_tokens: int = 160) -> None:
         self.llm = llm
         self.max_tokens = int(max_tokens)
 
@@ -59,7 +63,7 @@ class LLMCompress:
             )
         return out, errors
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": self.name, "llm": str(getattr(self.llm, "name", "llm")), "max_tokens": self.max_tokens}
 

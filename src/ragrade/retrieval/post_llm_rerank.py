@@ -11,10 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, ask_per_passage, transform
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
 
 SYSTEM = "You judge whether passages help answer questions. You reply with a single number."
 USER = (
@@ -35,7 +39,7 @@ class LLMRerank:
 
     name = "llm-rerank"
 
-    def __init__(self, llm: Any, max_tokens: int = 8) -> None:
+    def __init__(self, llm: LLM, max_tokens: int = 8) -> None:
         self.llm = llm
         self.max_tokens = int(max_tokens)
 
@@ -63,7 +67,7 @@ class LLMRerank:
             errors.append(None)
         return out, errors
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": self.name, "llm": str(getattr(self.llm, "name", "llm")), "scale": "0-10", "pointwise": True}
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, Similarity, transform
 
@@ -59,13 +60,13 @@ class MMR:
             out.append([replace(hl[i], score=float(qs[i])) for i in order])
         return out, [None] * len(hits)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": self.name, "lambda": self.lam, "similarity": self.sim.kind}
 
 
 @transform(POST_KIND, "mmr")
-def _mmr(*, index: Any = None, llm: Any = None, embedder: Any = None, **kw: Any) -> MMR:
+def _mmr(*, index: object = None, llm: object = None, embedder: object = None, **kw: Any) -> MMR:
     if "lambda" in kw:
         kw["lambda_"] = kw.pop("lambda")
     return MMR(Similarity(index, embedder), **kw)

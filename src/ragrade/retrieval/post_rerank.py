@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, transform
 
@@ -49,7 +50,7 @@ class CrossEncoderRerank:
             out.append([replace(hl[j], score=s) for s, j in scored])
         return out, [None] * len(hits)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": self.name, "model": self.model_name, "batch_size": self.batch_size}
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.transforms import POST_KIND, Processed, Similarity, transform
 
@@ -36,7 +37,7 @@ class Threshold:
             out.append([h for i, h in enumerate(hl) if i < self.min_keep or sims[i] >= self.min_similarity])
         return out, [None] * len(hits)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "name": self.name,
@@ -47,5 +48,5 @@ class Threshold:
 
 
 @transform(POST_KIND, "threshold")
-def _threshold(*, index: Any = None, llm: Any = None, embedder: Any = None, **kw: Any) -> Threshold:
+def _threshold(*, index: object = None, llm: object = None, embedder: object = None, **kw: Any) -> Threshold:
     return Threshold(Similarity(index, embedder), **kw)

@@ -11,10 +11,14 @@ A failed or empty reply falls back to the original query and is reported.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.transforms import QUERY_KIND, QueryPlan, ask_llm, failure, transform
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
 
 SYSTEM = "You write short, factual passages in the style of technical documentation."
 USER = (
@@ -29,7 +33,7 @@ class HyDE:
 
     name = "hyde"
 
-    def __init__(self, llm: Any, max_tokens: int = 160, keep_query: bool = False) -> None:
+    def __init__(self, llm: LLM, max_tokens: int = 160, keep_query: bool = False) -> None:
         if max_tokens <= 0:
             raise ConfigError("hyde max_tokens must be positive")
         self.llm = llm
@@ -58,7 +62,7 @@ class HyDE:
                 plans.append(QueryPlan(q, [text, q] if self.keep_query else [text]))
         return plans
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "name": self.name,

@@ -5,7 +5,7 @@ vectors (dense and hybrid, k=1 and k=3, two chunkings of one embedder). The memo
 distinct piece of query work run once per process:
 
 * :func:`embed_queries` embeds a batch of queries once per (embedder, batch); vectors also go to the
-  on-disk embedding cache (:mod:`ragrade.retrieval.cache`, under the embedder's key plus ``|query``),
+  on-disk embedding cache (:mod:`ragrade.embedding.cache`, under the embedder's key plus ``|query``),
   so other processes (Ray workers) and later runs read them instead of encoding again;
 * :class:`Memo` keeps results of deterministic calls (BM25 and vector-store searches) by their inputs;
 * :func:`shared_call` runs an async call (an LLM query rewrite) once per key, concurrent callers on the
@@ -78,7 +78,7 @@ class Memo:
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+        self._data: OrderedDict[Hashable, object] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
@@ -89,7 +89,7 @@ class Memo:
             self._data.move_to_end(key)
             return self._data[key]
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: object) -> None:
         """Store ``value`` under ``key`` (dropping the least recently used entry when full)."""
         with self._lock:
             self._data[key] = value
@@ -104,7 +104,7 @@ class Memo:
 
 
 _VECTORS = Memo(1024)
-_DISK: dict[str, Any] = {}
+_DISK: dict[str, object] = {}
 _DISK_LOCK = threading.Lock()
 # texts this process stored: a batch holding one is embedded as given, never pieced together from other batches
 _WRITTEN: set[tuple[str, str]] = set()
@@ -119,7 +119,7 @@ def _disk_cache() -> Any:
     with _DISK_LOCK:
         if root not in _DISK:
             try:
-                from ragrade.retrieval.cache import EmbeddingCache
+                from ragrade.embedding.cache import EmbeddingCache
 
                 _DISK[root] = EmbeddingCache()
             except (OSError, DataError):
@@ -149,7 +149,7 @@ def embed_queries(embedder: Any, queries: Sequence[str]) -> npt.NDArray[np.float
 
 
 def _from_disk(ckey: str, texts: list[str]) -> npt.NDArray[np.float32] | None:
-    from ragrade.retrieval.cache import text_sha
+    from ragrade.embedding.cache import text_sha
 
     cache = _disk_cache()
     if cache is None:
@@ -168,7 +168,7 @@ def _from_disk(ckey: str, texts: list[str]) -> npt.NDArray[np.float32] | None:
 
 
 def _to_disk(ckey: str, texts: list[str], vecs: npt.NDArray[np.float32]) -> None:
-    from ragrade.retrieval.cache import text_sha
+    from ragrade.embedding.cache import text_sha
 
     cache = _disk_cache()
     if cache is None:
@@ -197,14 +197,14 @@ async def shared_call(key: Hashable, make: Callable[[], Awaitable[T]], memo: Mem
     if not sharing_enabled():
         return await make()
     results = _RESULTS if memo is None else memo
-    done = results.get(key)
+    done: T | None = results.get(key)
     if done is not None:
         return done
     loop = asyncio.get_running_loop()
     running = _INFLIGHT.get(key)
     if running is not None and running.get_loop() is loop:
         return await asyncio.shield(running)
-    fut: asyncio.Future[Any] = loop.create_future()
+    fut: asyncio.Future[object] = loop.create_future()
     _INFLIGHT[key] = fut
     try:
         value = await make()
@@ -223,8 +223,10 @@ async def shared_call(key: Hashable, make: Callable[[], Awaitable[T]], memo: Mem
     return value
 
 
-def hashable(obj: Any) -> Hashable:
+def hashable(obj: object) -> Hashable:
     """``obj`` itself when it can be a dict key (kept alive and compared as the object), else its id."""
+    if not isinstance(obj, Hashable):
+        return ("id", id(obj))
     try:
         hash(obj)
     except TypeError:
@@ -232,7 +234,7 @@ def hashable(obj: Any) -> Hashable:
     return obj
 
 
-def memo_search(memo: Memo, owner: Any, queries: Sequence[str], k: int, search: Callable[[], list[T]]) -> list[T]:
+def memo_search(memo: Memo, owner: object, queries: Sequence[str], k: int, search: Callable[[], list[T]]) -> list[T]:
     """``search()`` once per (``owner``, ``queries``, ``k``) while sharing is on (a shallow copy each time).
 
     ``owner`` (the retriever or index searched) is referenced weakly beside the result and compared by

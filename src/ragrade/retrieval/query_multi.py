@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.transforms import QUERY_KIND, QueryPlan, ask_llm, failure, transform
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
 
 SYSTEM = "You help a search engine by rephrasing search queries."
 USER = (
@@ -42,7 +46,7 @@ class MultiQuery:
 
     name = "multi-query"
 
-    def __init__(self, llm: Any, n: int = 3, max_tokens: int = 200) -> None:
+    def __init__(self, llm: LLM, n: int = 3, max_tokens: int = 200) -> None:
         if n <= 0 or max_tokens <= 0:
             raise ConfigError("multi-query n and max_tokens must be positive")
         self.llm = llm
@@ -75,7 +79,7 @@ class MultiQuery:
                 plans.append(QueryPlan(q, [q], error=failure(self.name, c)))
         return plans
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "name": self.name,

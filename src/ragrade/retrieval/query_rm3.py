@@ -13,10 +13,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragrade.errors import ConfigError
+from ragrade.io import JSONObject
 from ragrade.retrieval.transforms import QUERY_KIND, QueryPlan, transform
+
+if TYPE_CHECKING:
+    from ragrade.retrieval.index import Index
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z_]+")
 
@@ -61,7 +65,7 @@ class RM3:
 
     name = "rm3"
 
-    def __init__(self, index: Any, fb_docs: int = 3, fb_terms: int = 8) -> None:
+    def __init__(self, index: Index, fb_docs: int = 3, fb_terms: int = 8) -> None:
         if index is None:
             raise ConfigError("rm3 needs an index (its BM25 passages are the feedback)")
         if fb_docs <= 0 or fb_terms <= 0:
@@ -80,7 +84,7 @@ class RM3:
             plans.append(QueryPlan(q, [f"{q} {' '.join(terms)}" if terms else q], added_terms=terms))
         return plans
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": self.name, "fb_docs": self.fb_docs, "fb_terms": self.fb_terms, "feedback": "bm25"}
 

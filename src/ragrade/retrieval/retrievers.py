@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ragrade.errors import BackendError, ConfigError, DataError
+from ragrade.io import JSONObject
 from ragrade.registry import register
 from ragrade.retrieval.base import Hit, Retriever
 
@@ -60,7 +61,7 @@ class BM25Retriever:
         check_queries(queries, k)
         return [to_hits(self.index, p) for p in self.search(queries, k)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"retriever": self.name, "index": str(self.index.path), "bm25": self.index.manifest.get("bm25", {})}
 
@@ -71,7 +72,7 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(
-        self, index: Index, store: str | None = None, embedder: str | None = None, **store_options: Any
+        self, index: Index, store: str | None = None, embedder: str | None = None, **store_options: object
     ) -> None:
         self.index = index
         self.embedder = index.embedder(embedder)
@@ -92,7 +93,7 @@ class DenseRetriever:
         check_queries(queries, k)
         return [to_hits(self.index, p) for p in self.search(queries, k)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "retriever": self.name,
@@ -180,7 +181,7 @@ class HybridRetriever:
         check_queries(queries, k)
         return [to_hits(self.index, p) for p in self.search(queries, k)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "retriever": self.name,
@@ -244,12 +245,12 @@ class RerankRetriever:
         check_queries(queries, k)
         return [to_hits(self.index, p) for p in self.search(queries, k)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"retriever": self.name, "model": self.model_name, "top_n": self.top_n, "base": self.base.describe()}
 
 
-_CE_CACHE: dict[str, Any] = {}
+_CE_CACHE: JSONObject = {}
 _CE_LOCK = threading.Lock()
 
 
@@ -287,7 +288,7 @@ class ClosedRetriever:
         check_queries(queries, k)
         return [[] for _ in queries]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"retriever": self.name}
 
@@ -321,13 +322,13 @@ class OracleRetriever:
             out.append(to_hits(self.index, pairs))
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"retriever": self.name, "queries_with_gold": len(self.gold)}
 
 
 @register("retriever", "bm25")
-def _bm25(index: Index, **kw: Any) -> BM25Retriever:
+def _bm25(index: Index, **kw: object) -> BM25Retriever:
     if kw:
         raise ConfigError(f"bm25 takes no options, got: {', '.join(kw)}")
     return BM25Retriever(index)
@@ -344,7 +345,7 @@ def _hybrid(index: Index, **kw: Any) -> HybridRetriever:
 
 
 @register("retriever", "rerank")
-def _rerank(index: Index, base: Any = "hybrid", **kw: Any) -> RerankRetriever:
+def _rerank(index: Index, base: object = "hybrid", **kw: Any) -> RerankRetriever:
     if isinstance(base, str):
         base = index.retriever(base, **{k: v for k, v in kw.items() if k in ("store", "embedder")})
     ce_kw = {k: v for k, v in kw.items() if k in ("model", "top_n", "batch_size")}
@@ -352,12 +353,12 @@ def _rerank(index: Index, base: Any = "hybrid", **kw: Any) -> RerankRetriever:
 
 
 @register("retriever", "closed")
-def _closed(index: Index | None = None, **_: Any) -> ClosedRetriever:
+def _closed(index: Index | None = None, **_: object) -> ClosedRetriever:
     return ClosedRetriever(index)
 
 
 @register("retriever", "oracle")
-def _oracle(index: Index, gold: Mapping[str, Sequence[str]] | None = None, **_: Any) -> OracleRetriever:
+def _oracle(index: Index, gold: Mapping[str, Sequence[str]] | None = None, **_: object) -> OracleRetriever:
     return OracleRetriever(index, gold)
 
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from ragrade.deps import require
 from ragrade.errors import BackendError, ConfigError, DataError
-from ragrade.io import atomic_write_bytes
+from ragrade.io import JSONObject, atomic_write_bytes
 from ragrade.registry import register
 
 Matrix = npt.NDArray[np.float32]
@@ -52,7 +52,7 @@ class VectorStore(Protocol):
         """The ``k`` nearest positions per query as ``(position, cosine)``, best first."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         ...
 
@@ -101,7 +101,7 @@ class ExactStore:
 
     name = "exact"
 
-    def __init__(self, path: str | Path, dim: int, **_: Any) -> None:
+    def __init__(self, path: str | Path, dim: int, **_: object) -> None:
         self.path = Path(path)
         self.dim = dim
         self._matrix: Matrix | None = None
@@ -140,7 +140,7 @@ class ExactStore:
         """Exact cosine top-k."""
         return topk_exact(self.matrix(), queries, k)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"backend": self.name}
 
@@ -151,7 +151,7 @@ class FaissStore:
     name = "faiss"
 
     def __init__(
-        self, path: str | Path, dim: int, m: int = 32, ef_construction: int = 200, ef_search: int = 128, **_: Any
+        self, path: str | Path, dim: int, m: int = 32, ef_construction: int = 200, ef_search: int = 128, **_: object
     ) -> None:
         self.path = Path(path)
         self.dim, self.m, self.ef_construction, self.ef_search = dim, m, ef_construction, ef_search
@@ -190,7 +190,7 @@ class FaissStore:
             for row_i, row_s in zip(ids, scores, strict=True)
         ]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"backend": self.name, "m": self.m, "ef_construction": self.ef_construction, "ef_search": self.ef_search}
 
@@ -207,7 +207,7 @@ class UsearchStore:
         connectivity: int = 32,
         expansion_add: int = 200,
         expansion_search: int = 128,
-        **_: Any,
+        **_: object,
     ) -> None:
         self.path = Path(path)
         self.dim = dim
@@ -254,7 +254,7 @@ class UsearchStore:
             [(int(keys[q, j]), float(1.0 - dists[q, j])) for j in range(int(counts[q]))] for q in range(len(queries))
         ]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"backend": self.name, "connectivity": self.connectivity, "expansion_search": self.expansion_search}
 
@@ -264,7 +264,7 @@ class ChromaStore:
 
     name = "chroma"
 
-    def __init__(self, path: str | Path, dim: int, collection: str = "chunks", **_: Any) -> None:
+    def __init__(self, path: str | Path, dim: int, collection: str = "chunks", **_: object) -> None:
         self.path = Path(path)
         self.dim = dim
         self.collection = collection
@@ -307,7 +307,7 @@ class ChromaStore:
             for ids, dists in zip(res["ids"], res["distances"], strict=True)
         ]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"backend": self.name, "collection": self.collection}
 
@@ -327,7 +327,7 @@ class PgVectorStore:
         dsn: str | None = None,
         table: str = "ragrade_chunks",
         hnsw: bool = False,
-        **_: Any,
+        **_: object,
     ) -> None:
         self.path = Path(path)
         self.dim = dim
@@ -336,7 +336,7 @@ class PgVectorStore:
             raise ConfigError(f"pgvector table name '{table}' is not a plain SQL identifier")
         self.table = table
         self.hnsw = hnsw
-        self._conn: Any = None
+        self._conn: object = None
 
     def _connect(self) -> Any:
         if self._conn is None:
@@ -387,13 +387,13 @@ class PgVectorStore:
                 out.append([(int(p), float(s)) for p, s in cur.fetchall()])
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest (the connection string is left out on purpose)."""
         return {"backend": self.name, "table": self.table, "hnsw": self.hnsw}
 
 
 @register("vector_store", "exact")
-def _exact(path: str | Path, dim: int, **kw: Any) -> ExactStore:
+def _exact(path: str | Path, dim: int, **kw: object) -> ExactStore:
     return ExactStore(path, dim, **kw)
 
 
@@ -417,7 +417,7 @@ def _pgvector(path: str | Path, dim: int, **kw: Any) -> PgVectorStore:
     return PgVectorStore(path, dim, **kw)
 
 
-def create_store(backend: str, path: str | Path, dim: int, **options: Any) -> VectorStore:
+def create_store(backend: str, path: str | Path, dim: int, **options: object) -> VectorStore:
     """A store handle of ``backend`` on folder ``path``."""
     from ragrade.registry import create
 

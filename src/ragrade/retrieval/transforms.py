@@ -24,14 +24,18 @@ import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from ragrade.errors import ConfigError, DataError
+from ragrade.io import JSONObject
 from ragrade.registry import did_you_mean, lookup, names, register
 from ragrade.retrieval.base import Hit
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM, Completion
 
 F = TypeVar("F", bound=Callable[..., Any])
 QUERY_KIND = "query_transform"
@@ -61,7 +65,7 @@ class QueryTransform(Protocol):
         """One plan per query, in order (failures recorded on the plan)."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         ...
 
@@ -76,7 +80,7 @@ class PassageProcessor(Protocol):
         """New hit lists (at most as long as given) and per query an error message or None."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         ...
 
@@ -118,7 +122,7 @@ def check_transforms(query: str, post: str, has_llm: bool, flag: str = LLM_FLAG,
         raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {flag} PROVIDER/MODEL{where}")
 
 
-def _options(options: Mapping[str, Any] | None, name: str, kind: str | None = None) -> dict[str, Any]:
+def _options(options: Mapping[str, object] | None, name: str, kind: str | None = None) -> dict[str, Any]:
     """The options of ``name`` from a ``transform_options`` table (checked by name when ``kind`` is given)."""
     opts = (options or {}).get(name) or {}
     if not isinstance(opts, dict):
@@ -177,7 +181,7 @@ def check_options(kind: str, name: str, opts: Mapping[str, Any]) -> None:
             )
 
 
-def check_transform_options(options: Mapping[str, Any] | None) -> None:
+def check_transform_options(options: Mapping[str, object] | None) -> None:
     """Validate a whole ``transform_options`` table up front: every key a known transform, processor or
     ``post``, every value a table of options that component takes (ConfigError naming the first problem)."""
     known = [*names(QUERY_KIND), *names(POST_KIND)]
@@ -195,7 +199,12 @@ def check_transform_options(options: Mapping[str, Any] | None) -> None:
 
 
 def create_query_transform(
-    name: str, *, index: Any = None, llm: Any = None, options: dict[str, Any] | None = None, flag: str = LLM_FLAG
+    name: str,
+    *,
+    index: object = None,
+    llm: object = None,
+    options: Mapping[str, object] | None = None,
+    flag: str = LLM_FLAG,
 ) -> QueryTransform:
     """The query transform ``name`` (``options`` maps a transform name to its keyword arguments)."""
     check_transforms(name, NONE, llm is not None, flag)
@@ -204,7 +213,12 @@ def create_query_transform(
 
 
 def create_post_chain(
-    spec: str, *, index: Any = None, llm: Any = None, options: dict[str, Any] | None = None, flag: str = LLM_FLAG
+    spec: str,
+    *,
+    index: object = None,
+    llm: object = None,
+    options: Mapping[str, object] | None = None,
+    flag: str = LLM_FLAG,
 ) -> list[PassageProcessor]:
     """The processors of chain ``spec`` in order."""
     check_transforms(NONE, spec, llm is not None, flag)
@@ -316,7 +330,7 @@ class RetrievalPipeline:
         """The :class:`~ragrade.retrieval.base.Retriever` view: top-k hits per query (failures not reported)."""
         return [r.hits for r in self.run(queries, k)]
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest: the retriever, the transform and each processor."""
         return {
             "retriever": self.retriever.describe() if hasattr(self.retriever, "describe") else str(self.retriever),
@@ -327,12 +341,12 @@ class RetrievalPipeline:
 
 
 def build_pipeline(
-    index: Any,
-    retriever: Any,
+    index: object,
+    retriever: object,
     query: str = NONE,
     post: str = NONE,
     *,
-    llm: Any = None,
+    llm: object = None,
     options: dict[str, Any] | None = None,
     flag: str = LLM_FLAG,
 ) -> RetrievalPipeline:
@@ -360,18 +374,18 @@ class Identity:
         """The hits as they are."""
         return hits, [None] * len(hits)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"name": NONE}
 
 
 @transform(QUERY_KIND, NONE)
-def _none_query(**_: Any) -> Identity:
+def _none_query(**_: object) -> Identity:
     return Identity()
 
 
 @transform(POST_KIND, NONE)
-def _none_post(**_: Any) -> Identity:
+def _none_post(**_: object) -> Identity:
     return Identity()
 
 
@@ -460,12 +474,13 @@ class Similarity:
         if not texts:
             return np.zeros(0)
         vecs = self.vectors([query, *texts])
-        return vecs[1:] @ vecs[0]
+        sims: npt.NDArray[np.float64] = vecs[1:] @ vecs[0]
+        return sims
 
 
 async def ask_llm(
-    llm: Any, prompts: Sequence[tuple[str, str]], *, task: str, max_tokens: int, questions: Sequence[str]
-) -> list[Any]:
+    llm: LLM, prompts: Sequence[tuple[str, str]], *, task: str, max_tokens: int, questions: Sequence[str]
+) -> list[Completion]:
     """Completions of ``(system, user)`` prompts, batched in one call (temperature 0, cached by the LLM)."""
     from ragrade.llm.base import GenerationRequest, Message
 
@@ -483,9 +498,15 @@ async def ask_llm(
 
 
 async def ask_per_passage(
-    llm: Any, system: str, user: str, queries: Sequence[str], hits: Sequence[Sequence[Hit]], *, task: str,
+    llm: LLM,
+    system: str,
+    user: str,
+    queries: Sequence[str],
+    hits: Sequence[Sequence[Hit]],
+    *,
+    task: str,
     max_tokens: int,
-) -> list[Any]:
+) -> list[Completion]:
     """One completion per (query, passage), in hit order: ``user`` with ``{question}`` and ``{passage}`` filled."""
     prompts, qs = [], []
     for q, hl in zip(queries, hits, strict=True):
@@ -495,7 +516,7 @@ async def ask_per_passage(
     return await ask_llm(llm, prompts, task=task, max_tokens=max_tokens, questions=qs)
 
 
-def failure(name: str, comp: Any) -> str:
+def failure(name: str, comp: Completion) -> str:
     """The message of a failed rewrite (an empty reply counts as a failure)."""
     why = comp.error if comp.error else "empty reply"
     return f"{name} failed ({str(why)[:160]}); used the original"

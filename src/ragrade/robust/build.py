@@ -30,94 +30,22 @@ import hashlib
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal
 
 from ragrade.errors import ConfigError
 from ragrade.robust.data import RGBItem
+from ragrade.robust.protocol import (
+    BuildOptions,
+    Construction,
+    Doc,
+    Instance,
+    SharedConstruction,
+    Shortfall,
+    Testbed,
+    get_testbed,
+)
 
-if TYPE_CHECKING:
-    from ragrade.robust.testbeds import BaseTestbed, Testbed
-
-Shortfall = Literal["pad", "skip"]
-Construction = Literal["ragrade", "rgb"]
 RGB_SEED = 2333  # the original scripts reseed Python's generator with this before every item
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """How instances are built: documents per question, shortfall policy, construction, seed."""
-
-    n_docs: int = 5
-    shortfall: Shortfall = "pad"
-    construction: Construction = "ragrade"
-    seed: int = 0
-    correct_ratio: float = 0.0  # counterfactual: share of documents that are uncorrupted positives
-    min_positives: int = 0  # leave out items with fewer supporting passages (0: keep every item)
-
-    def __post_init__(self) -> None:
-        if self.min_positives < 0:
-            raise ConfigError(f"--min-positives must be at least 0, got {self.min_positives}")
-        if self.n_docs < 1:
-            raise ConfigError(f"--docs must be at least 1, got {self.n_docs}")
-        if self.shortfall not in ("pad", "skip"):
-            raise ConfigError(f"--shortfall must be 'pad' or 'skip', got '{self.shortfall}'")
-        if self.construction not in ("ragrade", "rgb"):
-            raise ConfigError(f"--construction must be 'ragrade' or 'rgb', got '{self.construction}'")
-        if not 0.0 <= self.correct_ratio <= 1.0:
-            raise ConfigError(f"--correct-ratio must be within [0, 1], got {self.correct_ratio}")
-
-
-@dataclass(frozen=True)
-class Doc:
-    """One prompt document: its pool (positive, negative, positive_wrong), index in the pool, group."""
-
-    pool: str
-    index: int
-    text: str
-    group: int | None = None
-
-    def to_record(self) -> dict[str, Any]:
-        """JSON form."""
-        rec: dict[str, Any] = {"pool": self.pool, "index": self.index, "text": self.text}
-        if self.group is not None:
-            rec["group"] = self.group
-        return rec
-
-
-@dataclass
-class Instance:
-    """One question as presented to the model under one condition."""
-
-    item: RGBItem
-    testbed: str
-    noise_ratio: float
-    condition: str = "documents"  # or "no_documents" (closed book, counterfactual Acc)
-    docs: list[Doc] = field(default_factory=list)
-    skipped: str | None = None  # reason, when the item is left out of this ratio
-    flags: list[str] = field(default_factory=list)
-    system_prompt: bool = True  # False: asked without the system instruction (original construction, no document)
-
-    @property
-    def key(self) -> str:
-        """Unique key of this instance within a run."""
-        return f"{self.item.id}|{self.noise_ratio:g}|{self.condition}"
-
-    @property
-    def n_noise(self) -> int:
-        """Number of noise documents."""
-        return sum(d.pool == "negative" for d in self.docs)
-
-    @property
-    def n_positive(self) -> int:
-        """Number of documents from a positive pool (corrupted ones included)."""
-        return len(self.docs) - self.n_noise
-
-    @property
-    def noise_ratio_actual(self) -> float | None:
-        """Share of noise among the documents presented (None without documents)."""
-        return self.n_noise / len(self.docs) if self.docs else None
 
 
 def noise_count(n_docs: int, ratio: float) -> int:
@@ -139,13 +67,11 @@ def build_instance(
     item: RGBItem, testbed: str | Testbed, ratio: float, opts: BuildOptions, condition: str = "documents"
 ) -> Instance:
     """The documents for ``item`` at noise ``ratio`` under ``opts``: the testbed's :meth:`~Testbed.build`."""
-    from ragrade.robust.testbeds import get_testbed
-
     return get_testbed(testbed).build(item, ratio, opts, condition)
 
 
 def assemble(
-    tb: BaseTestbed, item: RGBItem, ratio: float, opts: BuildOptions, condition: str = "documents"
+    tb: SharedConstruction, item: RGBItem, ratio: float, opts: BuildOptions, condition: str = "documents"
 ) -> Instance:
     """The shared construction (see the module docstring), shaped by the testbed's hooks."""
     inst = Instance(item=item, testbed=tb.name, noise_ratio=ratio, condition=condition)
@@ -208,8 +134,6 @@ RATIO_TOLERANCE = 0.05  # a mean actual noise ratio further than this from the r
 
 def ratio_notes(instances: Sequence[Instance], testbed: str | Testbed) -> list[str]:
     """The testbed's warnings about actual noise ratios (see :func:`actual_ratio_notes`)."""
-    from ragrade.robust.testbeds import get_testbed
-
     return get_testbed(testbed).ratio_notes(instances)
 
 
@@ -246,7 +170,7 @@ def actual_ratio_notes(instances: Sequence[Instance], testbed: str, *, strict: b
 
 def build_rgb_instance(
     item: RGBItem,
-    testbed: str | Testbed,
+    testbed: str | Testbed | SharedConstruction,
     ratio: float,
     n_docs: int,
     correct_ratio: float = 0.0,
@@ -312,12 +236,10 @@ def rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> lis
     return docs
 
 
-def _hooks(testbed: str | Testbed) -> BaseTestbed:
-    """The registered testbed, which must use the shared construction (a :class:`BaseTestbed`)."""
-    from ragrade.robust.testbeds import BaseTestbed, get_testbed
-
-    tb = get_testbed(testbed)
-    if not isinstance(tb, BaseTestbed):
+def _hooks(testbed: str | Testbed | SharedConstruction) -> SharedConstruction:
+    """The registered testbed, which must use the shared construction (have its hooks, as a ``BaseTestbed`` does)."""
+    tb = testbed if isinstance(testbed, SharedConstruction) else get_testbed(testbed)
+    if not isinstance(tb, SharedConstruction):
         raise ConfigError(f"the {tb.name} testbed builds its own documents; it has no shared construction")
     return tb
 

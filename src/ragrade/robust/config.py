@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ragrade.llm.options import LLMOptions, lift_flat_options
 
 
 class RobustRunConfig(BaseModel):
@@ -17,7 +19,6 @@ class RobustRunConfig(BaseModel):
     testbed: str
     llm: list[str]
     out: Path
-    base_url: str | None = None
     noise_ratios: list[float] | None = None
     docs: int = 5
     lang: Literal["auto", "en", "zh"] = "auto"
@@ -37,11 +38,13 @@ class RobustRunConfig(BaseModel):
     temperature: float = 0.0
     limit: int | None = None
     batch_size: int = 32
-    concurrency: int = 16
-    cache: bool = True
-    timeout: float = 60.0
-    max_retries: int = 5
-    dry_run: bool = False  # count the requests, send none (`ragrade --dry-run robust run`)
+    # how the LLMs are reached (the judge's too, at judge_base_url when given); `ragrade --dry-run` sets dry_run
+    llm_options: LLMOptions = Field(default_factory=LLMOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, data: object) -> object:
+        return lift_flat_options(data, "[robust]")
 
 
 __all__ = ["RobustRunConfig"]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import iter_jsonl, now_iso, write_json
+from ragrade.io import JSONObject, iter_jsonl, now_iso, write_json
 from ragrade.robust.data import RGBItem, write_rgb
 from ragrade.robust.match import contains, contains_normalised, has_cjk, normalise, replace_all, same_text
 
@@ -44,7 +44,7 @@ class QA:
     distractors: tuple[str, ...] = ()
     context: str = ""
     chunk_id: str = ""
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    meta: JSONObject = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,9 @@ class CorpusBuildOptions:
         if self.k < 1 or self.max_positive < 1 or self.max_negative < 1:
             raise ConfigError("--k, --max-positive and --max-negative must be at least 1")
         if not 1 <= self.min_positives <= self.max_positive:
-            raise ConfigError(f"--min-positives must be between 1 and --max-positive ({self.max_positive}), "
-                              f"got {self.min_positives}")
+            raise ConfigError(
+                f"--min-positives must be between 1 and --max-positive ({self.max_positive}), got {self.min_positives}"
+            )
         if self.lang not in ("auto", "en", "zh"):
             raise ConfigError(f"--lang must be auto, en or zh, got '{self.lang}'")
 
@@ -76,7 +77,7 @@ class CorpusTestbeds:
     base: list[RGBItem]
     integration: list[RGBItem]
     counterfactual: list[RGBItem]
-    report: dict[str, Any]
+    report: dict[str, object]
 
 
 def qa_from_exam(path: str | Path) -> list[QA]:
@@ -88,12 +89,21 @@ def qa_from_exam(path: str | Path) -> list[QA]:
     for q in questions:
         answer = q.choices[q.answer].strip()
         others = tuple(c.strip() for i, c in enumerate(q.choices) if i != q.answer and c.strip())
-        out.append(QA(id=str(q.id), question=q.question, answers=(answer,), distractors=others, context=q.context,
-                      chunk_id=q.chunk_id, meta={"topic": (q.tags or {}).get("topic"), "doc_id": q.doc_id}))
+        out.append(
+            QA(
+                id=str(q.id),
+                question=q.question,
+                answers=(answer,),
+                distractors=others,
+                context=q.context,
+                chunk_id=q.chunk_id,
+                meta={"topic": (q.tags or {}).get("topic"), "doc_id": q.doc_id},
+            )
+        )
     return out
 
 
-def _str_list(value: Any, where: str, key: str) -> tuple[str, ...]:
+def _str_list(value: object, where: str, key: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -117,9 +127,15 @@ def load_qa_file(path: str | Path) -> list[QA]:
         answers = _str_list(rec.get("answer"), where, "answer")
         if not answers:
             raise DataError(f"{where}: missing 'answer'")
-        out.append(QA(id=str(rec.get("id", f"q{len(out)}")), question=question.strip(), answers=answers,
-                      distractors=_str_list(rec.get("distractors"), where, "distractors"),
-                      context=str(rec.get("context", "") or "")))
+        out.append(
+            QA(
+                id=str(rec.get("id", f"q{len(out)}")),
+                question=question.strip(),
+                answers=answers,
+                distractors=_str_list(rec.get("distractors"), where, "distractors"),
+                context=str(rec.get("context", "") or ""),
+            )
+        )
     if not out:
         raise DataError(f"{path}: no questions")
     ids = [q.id for q in out]
@@ -196,12 +212,20 @@ def _counterfactual(p: _Pools) -> tuple[RGBItem | None, str | None]:
         return None, "the answer could not be replaced in any positive document"
     negative = [t for t in p.negative if not contains(t, fake)]
     meta = {"question_id": p.qa.id, "positive_chunks": ids, "fake_source": "distractor", **_clean(p.qa.meta)}
-    return RGBItem(id=p.qa.id, query=p.qa.question, answer=(p.qa.answers,), kind="counterfactual",
-                   positive=tuple(right), positive_wrong=tuple(wrong), fakeanswer=((fake,),),
-                   negative=tuple(negative), meta=meta), None
+    return RGBItem(
+        id=p.qa.id,
+        query=p.qa.question,
+        answer=(p.qa.answers,),
+        kind="counterfactual",
+        positive=tuple(right),
+        positive_wrong=tuple(wrong),
+        fakeanswer=((fake,),),
+        negative=tuple(negative),
+        meta=meta,
+    ), None
 
 
-def _clean(meta: Mapping[str, Any]) -> dict[str, Any]:
+def _clean(meta: Mapping[str, Any]) -> JSONObject:
     return {k: v for k, v in meta.items() if v is not None}
 
 
@@ -235,12 +259,17 @@ def _integration(pools: Sequence[_Pools], opts: CorpusBuildOptions, lang: str) -
             for t in pair:
                 if t not in negatives and not _has_any(t, a.qa.answers) and not _has_any(t, b.qa.answers):
                     negatives.append(t)
-        items.append(RGBItem(
-            id=f"{a.qa.id}+{b.qa.id}", query=_join(a.qa.question, b.qa.question, lang),
-            answer=(a.qa.answers, b.qa.answers), kind="integration",
-            positive_groups=(tuple(a.positive), tuple(b.positive)), negative=tuple(negatives[: opts.max_negative]),
-            meta={"question_ids": [a.qa.id, b.qa.id]},
-        ))
+        items.append(
+            RGBItem(
+                id=f"{a.qa.id}+{b.qa.id}",
+                query=_join(a.qa.question, b.qa.question, lang),
+                answer=(a.qa.answers, b.qa.answers),
+                kind="integration",
+                positive_groups=(tuple(a.positive), tuple(b.positive)),
+                negative=tuple(negatives[: opts.max_negative]),
+                meta={"question_ids": [a.qa.id, b.qa.id]},
+            )
+        )
     return items, unpaired + len(order)
 
 
@@ -263,17 +292,35 @@ def build_corpus_testbeds(qas: Sequence[QA], retriever: Any, opts: CorpusBuildOp
             dropped.append({"id": qa.id, "testbed": "all", "reason": "the answer is in no retrieved chunk"})
             continue
         if len(p.positive) < opts.min_positives:
-            dropped.append({"id": qa.id, "testbed": "all", "reason": f"{len(p.positive)} supporting passage(s), "
-                            f"fewer than --min-positives {opts.min_positives}"})
+            dropped.append(
+                {
+                    "id": qa.id,
+                    "testbed": "all",
+                    "reason": f"{len(p.positive)} supporting passage(s), "
+                    f"fewer than --min-positives {opts.min_positives}",
+                }
+            )
             continue
         if not p.negative:
             dropped.append({"id": qa.id, "testbed": "all", "reason": "every retrieved chunk contains the answer"})
             continue
         usable.append(p)
-        base.append(RGBItem(id=qa.id, query=qa.question, answer=(qa.answers,), kind="base",
-                            positive=tuple(p.positive), negative=tuple(p.negative),
-                            meta={"question_id": qa.id, "positive_chunks": p.positive_ids,
-                                  "negative_chunks": p.negative_ids, **_clean(qa.meta)}))
+        base.append(
+            RGBItem(
+                id=qa.id,
+                query=qa.question,
+                answer=(qa.answers,),
+                kind="base",
+                positive=tuple(p.positive),
+                negative=tuple(p.negative),
+                meta={
+                    "question_id": qa.id,
+                    "positive_chunks": p.positive_ids,
+                    "negative_chunks": p.negative_ids,
+                    **_clean(qa.meta),
+                },
+            )
+        )
         item, reason = _counterfactual(p)
         if item is None:
             dropped.append({"id": qa.id, "testbed": "counterfactual", "reason": str(reason)})
@@ -281,31 +328,46 @@ def build_corpus_testbeds(qas: Sequence[QA], retriever: Any, opts: CorpusBuildOp
             cf.append(item)
     integration, unpaired = _integration(usable, opts, lang)
     report = {
-        "version": BUILD_REPORT_VERSION, "created": now_iso(), "lang": lang,
-        "options": {"k": opts.k, "max_positive": opts.max_positive, "max_negative": opts.max_negative,
-                    "seed": opts.seed, "max_questions": opts.max_questions, "min_positives": opts.min_positives},
+        "version": BUILD_REPORT_VERSION,
+        "created": now_iso(),
+        "lang": lang,
+        "options": {
+            "k": opts.k,
+            "max_positive": opts.max_positive,
+            "max_negative": opts.max_negative,
+            "seed": opts.seed,
+            "max_questions": opts.max_questions,
+            "min_positives": opts.min_positives,
+        },
         "retriever": _describe(retriever),
-        "questions": len(chosen), "base": len(base), "integration": len(integration),
-        "counterfactual": len(cf), "unpaired_for_integration": unpaired, "dropped": dropped,
+        "questions": len(chosen),
+        "base": len(base),
+        "integration": len(integration),
+        "counterfactual": len(cf),
+        "unpaired_for_integration": unpaired,
+        "dropped": dropped,
     }
     return CorpusTestbeds(base, integration, cf, report)
 
 
-def _describe(retriever: Any) -> dict[str, Any]:
+def _describe(retriever: Any) -> JSONObject:
     try:
         return dict(retriever.describe())
     except Exception:  # informative only
         return {"name": str(getattr(retriever, "name", type(retriever).__name__))}
 
 
-def write_corpus_testbeds(built: CorpusTestbeds, out_dir: str | Path, source: Mapping[str, Any]) -> dict[str, str]:
+def write_corpus_testbeds(built: CorpusTestbeds, out_dir: str | Path, source: Mapping[str, object]) -> dict[str, str]:
     """Write base.jsonl, integration.jsonl, counterfactual.jsonl and build_report.json; returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, str] = {}
     meta = {"source": dict(source), "lang": built.report["lang"]}
-    for name, items in (("base", built.base), ("integration", built.integration),
-                        ("counterfactual", built.counterfactual)):
+    for name, items in (
+        ("base", built.base),
+        ("integration", built.integration),
+        ("counterfactual", built.counterfactual),
+    ):
         target = out / f"{name}.jsonl"
         if items:
             write_rgb(target, items, meta=meta)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import DataError
-from ragrade.io import iter_jsonl, write_jsonl
+from ragrade.io import JSONObject, iter_jsonl, write_jsonl
 from ragrade.schemas import check_rgb
 
 DATA_KIND = "robust_data"
@@ -57,11 +57,11 @@ class RGBItem:
     positive_wrong: tuple[str, ...] = ()
     fakeanswer: Answer = ()
     where: str = ""
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    meta: JSONObject = field(default_factory=dict, compare=False)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> JSONObject:
         """The RGB-shaped JSONL record of this item (aliases kept as nested lists)."""
-        rec: dict[str, Any] = {"id": self.id, "query": self.query, "answer": [list(p) for p in self.answer]}
+        rec: JSONObject = {"id": self.id, "query": self.query, "answer": [list(p) for p in self.answer]}
         if self.kind == "integration":
             rec["positive"] = [list(g) for g in self.positive_groups]
         else:
@@ -75,7 +75,7 @@ class RGBItem:
         return rec
 
 
-def _alias(value: Any, where: str, what: str) -> str:
+def _alias(value: object, where: str, what: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise DataError(f"{where}: {what} must be a string or a number, got {type(value).__name__}")
     text = str(value).strip()
@@ -84,7 +84,7 @@ def _alias(value: Any, where: str, what: str) -> str:
     return text
 
 
-def normalise_answer(value: Any, where: str, what: str = "answer") -> Answer:
+def normalise_answer(value: object, where: str, what: str = "answer") -> Answer:
     """Parts x aliases from a string, a number, or a list mixing strings and lists of aliases."""
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return ((_alias(value, where, what),),)
@@ -101,7 +101,7 @@ def normalise_answer(value: Any, where: str, what: str = "answer") -> Answer:
     return tuple(parts)
 
 
-def _texts(value: Any, where: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
+def _texts(value: object, where: str, key: str, *, allow_empty: bool = True) -> tuple[str, ...]:
     if value is None:
         value = []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -111,7 +111,7 @@ def _texts(value: Any, where: str, key: str, *, allow_empty: bool = True) -> tup
     return tuple(value)
 
 
-def detect_kind(rec: Mapping[str, Any]) -> str:
+def detect_kind(rec: Mapping[str, object]) -> str:
     """The shape of a record: counterfactual, integration or base."""
     if "positive_wrong" in rec or "fakeanswer" in rec:
         return "counterfactual"
@@ -121,7 +121,7 @@ def detect_kind(rec: Mapping[str, Any]) -> str:
     return "base"
 
 
-def _integration_answer(rec: Mapping[str, Any], where: str) -> Answer:
+def _integration_answer(rec: Mapping[str, object], where: str) -> Answer:
     if rec.get("answer") is not None:
         return normalise_answer(rec["answer"], where)
     parts: list[tuple[str, ...]] = []
@@ -150,8 +150,14 @@ def parse_item(rec: Mapping[str, Any], where: str) -> RGBItem:
     kind = detect_kind(rec)
     negative = _texts(rec.get("negative"), where, "negative")
     meta = dict(rec["meta"]) if isinstance(rec.get("meta"), dict) else {}
-    common: dict[str, Any] = {"id": str(item_id), "query": query.strip(), "kind": kind, "negative": negative,
-                              "where": where, "meta": meta}
+    common: dict[str, Any] = {
+        "id": str(item_id),
+        "query": query.strip(),
+        "kind": kind,
+        "negative": negative,
+        "where": where,
+        "meta": meta,
+    }
     if kind == "integration":
         groups_raw = rec.get("positive")
         if not isinstance(groups_raw, list) or not all(isinstance(g, list) for g in groups_raw):
@@ -236,14 +242,16 @@ def fake_equals_answer(item: RGBItem) -> bool:
 
     if item.kind != "counterfactual" or len(item.fakeanswer) != len(item.answer):
         return False
-    return all(any(same_text(a, f) for a in gold for f in fake)
-               for gold, fake in zip(item.answer, item.fakeanswer, strict=True))
+    return all(
+        any(same_text(a, f) for a in gold for f in fake)
+        for gold, fake in zip(item.answer, item.fakeanswer, strict=True)
+    )
 
 
-def _load_report(kind: str, items: Sequence[RGBItem]) -> dict[str, Any]:
+def _load_report(kind: str, items: Sequence[RGBItem]) -> JSONObject:
     """What the loader noticed: the record count; integration records with extra answer parts;
     counterfactual records whose fake answer equals the answer (``fake_equals_answer``)."""
-    report: dict[str, Any] = {"records": len(items)}
+    report: JSONObject = {"records": len(items)}
     if kind == "integration":
         ids = [it.id for it in items if len(it.answer) > len(it.positive_groups)]
         report["more_answer_parts_than_groups"] = {"count": len(ids), "ids": ids}
@@ -262,17 +270,21 @@ def describe_report(data: RGBData) -> list[str]:
     notes = []
     extra = data.report.get("more_answer_parts_than_groups") or {}
     if extra.get("count"):
-        notes.append(f"{data.path}: {extra['count']} record(s) have more answer parts than groups of positive "
-                     f"documents (ids {_ids(extra)}); their documents come from the groups that exist")
+        notes.append(
+            f"{data.path}: {extra['count']} record(s) have more answer parts than groups of positive "
+            f"documents (ids {_ids(extra)}); their documents come from the groups that exist"
+        )
     same = data.report.get("fake_equals_answer") or {}
     if same.get("count"):
-        notes.append(f"{data.path}: {same['count']} counterfactual record(s) have a fake answer equal to the answer "
-                     f"(ids {_ids(same)}); they cannot test anything and are left out of the counterfactual "
-                     "metrics (counted as 'untestable'; --scoring rgb keeps them, as the original did)")
+        notes.append(
+            f"{data.path}: {same['count']} counterfactual record(s) have a fake answer equal to the answer "
+            f"(ids {_ids(same)}); they cannot test anything and are left out of the counterfactual "
+            "metrics (counted as 'untestable'; --scoring rgb keeps them, as the original did)"
+        )
     return notes
 
 
-def write_rgb(path: str | Path, items: Sequence[RGBItem], meta: Mapping[str, Any] | None = None) -> int:
+def write_rgb(path: str | Path, items: Sequence[RGBItem], meta: Mapping[str, object] | None = None) -> int:
     """Write items as an RGB-shaped JSONL file with a ragrade header; returns the count."""
     return write_jsonl(path, (it.to_record() for it in items), kind=DATA_KIND, version=DATA_VERSION, meta=meta)
 

@@ -34,15 +34,13 @@ keeps the original ones, see :mod:`ragrade.robust.rgb_scoring`):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ragrade.io import JSONObject
 from ragrade.robust.detect import Detectors
 from ragrade.robust.match import match_parts
-
-if TYPE_CHECKING:
-    from ragrade.robust.testbeds import Testbed
 
 FLAGGED_MEANING = (
     "flagged: answered-with-documents records whose documents are not what was asked "
@@ -63,7 +61,7 @@ METRIC_KEYS = (
 )
 
 
-def metric(k: int, n: int) -> dict[str, Any]:
+def metric(k: int, n: int) -> JSONObject:
     """A proportion with its Wilson 95% interval: ``{value, low, high, k, n, method}``; value None when n is 0."""
     from ragrade.stats import wilson_interval
 
@@ -73,7 +71,7 @@ def metric(k: int, n: int) -> dict[str, Any]:
     return {"value": k / n, "low": low, "high": high, "k": int(k), "n": int(n), "method": "wilson"}
 
 
-def ratio_metric(matched: Sequence[int], totals: Sequence[int], seed: int = 0) -> dict[str, Any]:
+def ratio_metric(matched: Sequence[int], totals: Sequence[int], seed: int = 0) -> JSONObject:
     """Sum(matched) / sum(totals) with a percentile-bootstrap interval resampling items."""
     from ragrade.stats import bootstrap_ci
 
@@ -98,7 +96,7 @@ def label_response(
     detectors: Detectors,
     fakeanswer: Sequence[Sequence[str]] = (),
     error: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The default labels of one response (see the module docstring); a failed call gets ``failed``."""
     if response is None:
         return {
@@ -140,7 +138,7 @@ def count_label(records: Sequence[Mapping[str, Any]], label: str) -> int:
 
 def judged_records(records: Sequence[Mapping[str, Any]], task: str) -> tuple[list[Mapping[str, Any]], int]:
     """Records with a usable judge verdict for ``task`` (failed generations included); and judge failures."""
-    usable: list[Mapping[str, Any]] = []
+    usable: list[Mapping[str, object]] = []
     failures = 0
     for r in records:
         if r["labels"].get("failed"):
@@ -161,22 +159,15 @@ def judge_yes(r: Mapping[str, Any]) -> bool:
     return bool((r.get("judge") or {}).get("verdict")) and not r["labels"].get("failed")
 
 
-def summarise_default(records: Sequence[Mapping[str, Any]], testbed: str | Testbed, seed: int = 0) -> dict[str, Any]:
-    """Metrics of one group of labelled records (one model, one testbed, one ratio or all ratios)."""
-    from ragrade.robust.testbeds import get_testbed
-
-    return get_testbed(testbed).summarise(records, "default", seed)
-
-
 def default_common(
     records: Sequence[Mapping[str, Any]],
-) -> tuple[dict[str, Any], list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+) -> tuple[JSONObject, list[Mapping[str, object]], list[Mapping[str, object]]]:
     """The counts every testbed reports, every metric key (None), and the answered records with and
     without documents that the testbed's metrics are computed over (default rules)."""
     active = [r for r in records if not r.get("skipped") and not r.get("untestable")]
     docs_all = [r for r in active if r["condition"] == "documents"]
     closed_all = [r for r in active if r["condition"] == "no_documents"]
-    out: dict[str, Any] = _counts(records, docs_all, closed_all)
+    out: JSONObject = _counts(records, docs_all, closed_all)
     out["untestable"] = sum(
         1 for r in records if r.get("untestable") and not r.get("skipped") and r["condition"] == "documents"
     )
@@ -189,8 +180,8 @@ def default_common(
 
 
 def _counts(
-    records: Sequence[Mapping[str, Any]], docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+    records: Sequence[Mapping[str, object]], docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]]
+) -> JSONObject:
     actual = [r["noise_ratio_actual"] for r in docs if r.get("noise_ratio_actual") is not None]
     return {
         "n": len(docs),
@@ -226,5 +217,4 @@ __all__ = [
     "metric",
     "ratio_differs",
     "ratio_metric",
-    "summarise_default",
 ]

@@ -1,14 +1,15 @@
-"""The results file of a robustness run, and asking the model and the judge (appending after every batch)."""
+"""The results file of a robustness run, and asking the model and the judge (committing every batch to a sink)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragrade.errors import ConfigError, DataError
-from ragrade.io import dumps_line, header_record, iter_jsonl, now_iso
+from ragrade.io import JSONObject, iter_jsonl
+from ragrade.outcome import Outcome
 from ragrade.progress import note_failed
 from ragrade.robust.build import Instance
 from ragrade.robust.detect import parse_verdict
@@ -34,13 +35,13 @@ def file_sha256(path: Path) -> str:
 
 
 def read_results(
-    path: Path, expected: dict[str, Any] | None = None
-) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    path: Path, expected: Mapping[str, object] | None = None
+) -> tuple[JSONObject | None, dict[str, JSONObject]]:
     """The header and the latest record per key of a results file (later lines win)."""
     if not path.exists():
         return None, {}
     header: dict[str, Any] | None = None
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, JSONObject] = {}
     for lineno, rec in iter_jsonl(path):
         if lineno == 1 and isinstance(rec.get("ragrade"), dict):
             header = rec["ragrade"]
@@ -61,10 +62,10 @@ def read_results(
     return header, records
 
 
-def base_record(inst: Instance, model: str) -> dict[str, Any]:
+def base_record(inst: Instance, model: str) -> JSONObject:
     """The record of one instance before the response: its documents in prompt order, ratios, flags."""
     item = inst.item
-    rec: dict[str, Any] = {
+    rec: JSONObject = {
         "key": inst.key,
         "item_id": item.id,
         "testbed": inst.testbed,
@@ -107,22 +108,12 @@ def answer_request(tb: Testbed, inst: Instance, lp: LangPrompts, cfg: RobustRunC
     )
 
 
-class Appender:
-    """Appends records to the results file, writing the header first when the file is new."""
+class RecordSink(Protocol):
+    """Where each finished batch of records goes, durably (:class:`ragrade.robust.run.RecordJournal`)."""
 
-    def __init__(self, path: Path, fp: dict[str, Any]) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.stat().st_size == 0:
-            head = header_record(RESULTS_KIND, RESULTS_VERSION, {"fingerprint": fp, "created": now_iso()})
-            path.write_text(dumps_line(head) + "\n", encoding="utf-8")
-
-    def write(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append ``records`` and flush."""
-        with self.path.open("a", encoding="utf-8") as fh:
-            for r in records:
-                fh.write(dumps_line(r) + "\n")
-            fh.flush()
+    def write(self, records: Sequence[JSONObject]) -> None:
+        """Store ``records`` (later versions of a key replace earlier ones)."""
+        ...
 
 
 def ask_model(
@@ -132,13 +123,13 @@ def ask_model(
     lp: LangPrompts,
     cfg: RobustRunConfig,
     model: str,
-    sink: Appender,
+    sink: RecordSink,
     progress: Progress | None,
 ) -> list[dict[str, Any]]:
     """Ask the model every instance of ``todo`` in batches, appending each batch's records."""
     from ragrade.llm.base import generate
 
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     for start in range(0, len(todo), cfg.batch_size):
         batch = todo[start : start + cfg.batch_size]
         completions = generate(llm, [answer_request(tb, inst, lp, cfg) for inst in batch])
@@ -147,12 +138,12 @@ def ask_model(
         recs = []
         for inst, comp in zip(batch, completions, strict=True):
             rec = base_record(inst, model)
-            ok = comp.error is None and comp.text is not None
+            outcome = Outcome.of(comp)  # a failed request has no response: missing, never a wrong answer
             rec.update(
                 {
-                    "response": comp.text if ok else None,
-                    "failed": not ok,
-                    "error": None if ok else (comp.error or "no text returned"),
+                    "response": outcome.value,
+                    "failed": outcome.failed,
+                    "error": outcome.error,
                     "latency_s": comp.latency_s,
                     "cached": comp.cached,
                     "attempts": comp.attempts,
@@ -173,7 +164,7 @@ def ask_judge(
     tb: Testbed,
     prompts: PromptSet,
     cfg: RobustRunConfig,
-    sink: Appender,
+    sink: RecordSink,
     progress: Progress | None,
 ) -> int:
     """Ask the judge about every answered record that has no verdict from it yet; returns the calls made."""
@@ -212,13 +203,13 @@ def ask_judge(
         ]
         comps = generate(judge_llm, reqs)
         for r, comp in zip(batch, comps, strict=True):
-            ok = comp.error is None and comp.text is not None
+            verdict = Outcome.of(comp)
             r["judge"] = {
                 "task": task,
                 "model": name,
-                "raw": comp.text if ok else None,
-                "verdict": parse_verdict(comp.text) if ok else None,
-                "error": None if ok else (comp.error or "no text returned"),
+                "raw": verdict.value,
+                "verdict": parse_verdict(verdict.value) if verdict.value is not None else None,
+                "error": verdict.error,
             }
         sink.write(batch)
         note_failed(sum(1 for r in batch if r["judge"]["error"]))
@@ -228,17 +219,17 @@ def ask_judge(
 
 
 def resume_plan(
-    instances: Sequence[Instance], existing: dict[str, dict[str, Any]], model: str
-) -> tuple[dict[str, dict[str, Any]], list[Instance], list[dict[str, Any]], int]:
+    instances: Sequence[Instance], existing: dict[str, JSONObject], model: str
+) -> tuple[dict[str, JSONObject], list[Instance], list[JSONObject], int]:
     """What a run keeps and asks: (records kept by key, instances to ask, new skip records, resumed count).
 
     A record is kept when it answered with the same documents; an instance skipped now gets a skip
     record whatever an earlier run did (a new one when that run had not skipped it).
     """
     resumed = 0
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, JSONObject] = {}
     todo: list[Instance] = []
-    fresh_skips: list[dict[str, Any]] = []
+    fresh_skips: list[JSONObject] = []
     for inst in instances:
         old = existing.get(inst.key)
         if inst.skipped:  # skipped now (e.g. a new --min-positives), whatever an earlier run did
@@ -263,7 +254,7 @@ __all__ = [
     "JUDGE_MAX_TOKENS",
     "RESULTS_KIND",
     "RESULTS_VERSION",
-    "Appender",
+    "RecordSink",
     "answer_request",
     "ask_judge",
     "ask_model",

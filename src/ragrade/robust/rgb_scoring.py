@@ -33,14 +33,12 @@ Intervals are still Wilson intervals on the same k and n.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ragrade.io import JSONObject
 from ragrade.robust.metrics import METRIC_KEYS, ratio_differs
-
-if TYPE_CHECKING:
-    from ragrade.robust.testbeds import Testbed
 
 RGB_REFUSAL = ("信息不足", "insufficient information")
 RGB_ERROR = ("事实性错误", "factual errors")
@@ -54,7 +52,7 @@ def rgb_part_labels(prediction: str, answer: Sequence[Sequence[str]]) -> list[in
 
 def rgb_label_response(
     response: str | None, answer: Sequence[Sequence[str]], lang: str, error: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """Labels of one response under the original rules (1-5)."""
     if response is None:
         return {
@@ -86,16 +84,9 @@ def rgb_label_response(
     }
 
 
-def summarise_rgb(records: Sequence[Mapping[str, Any]], testbed: str | Testbed) -> dict[str, Any]:
-    """Metrics of one group under the original rules (6-9); same keys as the default summary."""
-    from ragrade.robust.testbeds import get_testbed
-
-    return get_testbed(testbed).summarise(records, "rgb")
-
-
 def rgb_common(
     records: Sequence[Mapping[str, Any]],
-) -> tuple[dict[str, Any], list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+) -> tuple[JSONObject, list[Mapping[str, object]], list[Mapping[str, object]]]:
     """The counts every testbed reports under the original rules (rule 8: failed items dropped), every
     metric key (None), and the records with and without documents the metrics are computed over."""
     kept_all = [r for r in records if not r.get("skipped")]
@@ -104,7 +95,7 @@ def rgb_common(
     docs = [r for r in docs_all if not r["labels"].get("failed")]  # rule 8
     closed = [r for r in closed_all if not r["labels"].get("failed")]
     actual = [r["noise_ratio_actual"] for r in docs if r.get("noise_ratio_actual") is not None]
-    out: dict[str, Any] = {
+    out: JSONObject = {
         "n": len(docs),
         "failed": len(docs_all) - len(docs),
         "skipped": sum(1 for r in records if r.get("skipped") and r["condition"] == "documents"),
@@ -133,5 +124,4 @@ __all__ = [
     "rgb_judged",
     "rgb_label_response",
     "rgb_part_labels",
-    "summarise_rgb",
 ]

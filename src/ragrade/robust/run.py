@@ -9,14 +9,19 @@ Output directory (one model)::
                     {value, low, high, k, n} overall and per noise ratio (with the mean actual noise
                     ratio), the configuration, the detectors, the warnings
     table.csv       the paper-shaped row of this model, with the actual noise ratio per column
+    journal.sqlite  resume state: every batch of records, committed as it finishes
 
 With several models each gets ``OUT/<model>/`` and ``OUT/table.csv`` holds one row per model.
 
-Runs resume: records already in ``results.jsonl`` are kept (failed ones, and
-ones whose documents the current construction would choose differently, are
-asked again) and the file is appended to after every batch, so an interrupted
-run loses at most one batch. A results file written under another configuration
-(data, testbed, model, prompts, construction, ...) is refused rather than mixed.
+Runs resume: every batch of records is committed to ``journal.sqlite`` (the
+durable store of :mod:`ragrade.journal`, one fsync'd transaction per batch), so
+a run killed at any moment loses at most the batch in flight; a rerun keeps the
+journaled records (failed ones, and ones whose documents the current construction
+would choose differently, are asked again) and writes ``results.jsonl`` from
+them, the file an uninterrupted run writes. A run directory written under
+another configuration (data, testbed, model, prompts, construction, ...) is
+refused rather than mixed; one from before the journal resumes from its
+``results.jsonl``.
 Scoring, phrase lists and the judge are applied afterwards, so they may change
 between resumes.
 """
@@ -33,6 +38,9 @@ from typing import Any
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import drop_torn_tail, now_iso, write_json, write_jsonl
+from ragrade.journal import JOURNAL_FILE, Journal
+from ragrade.llm.options import LLMOptions
+from ragrade.outcome import Outcome
 from ragrade.robust.build import BuildOptions
 from ragrade.robust.config import RobustRunConfig
 from ragrade.robust.data import RGBData, describe_report, fake_equals_answer, load_rgb
@@ -43,7 +51,6 @@ from ragrade.robust.prompts import LangPrompts, load_prompts, sentence_warnings
 from ragrade.robust.results import (
     RESULTS_KIND,
     RESULTS_VERSION,
-    Appender,
     ask_judge,
     ask_model,
     file_sha256,
@@ -152,8 +159,62 @@ def summarise(
     return {**overall, "by_noise_ratio": by_ratio}
 
 
+def record_outcome(record: dict[str, Any]) -> Outcome:
+    """What the model's request of one record came to: skipped, failed (with its error) or an answer."""
+    if record.get("skipped"):
+        return Outcome.skip(str(record["skipped"]))
+    if record.get("failed"):
+        return Outcome.failure(record.get("error"))
+    return Outcome.answer(record.get("response"))
+
+
 def _failures(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"key": r["key"], "error": r.get("error")} for r in records if r.get("failed") and not r.get("skipped")]
+    outcomes = [(r, record_outcome(r)) for r in records]
+    return [{"key": r["key"], "error": o.error} for r, o in outcomes if o.failed]
+
+
+def _fingerprint_of(blob: str) -> dict[str, Any]:
+    """A journal's recorded robustness fingerprint (empty when another command's journal holds another kind)."""
+    try:
+        was = json.loads(blob)
+    except ValueError:
+        return {}
+    return was if isinstance(was, dict) else {}
+
+
+class RecordJournal:
+    """The run's records in ``journal.sqlite``: every batch one durable commit, a record done unless it failed.
+
+    Opening it checks the run's fingerprint (a directory of another configuration is refused, naming
+    the settings that differ) and carries the records of a ``results.jsonl`` written before the journal over.
+    """
+
+    UNIT = "records"
+
+    def __init__(self, journal: Journal, results: Path, fp: dict[str, Any]) -> None:
+        self.journal = journal
+        blob = json.dumps(fp, sort_keys=True, ensure_ascii=False)
+        old = journal.get_meta("fingerprint")
+        if old is not None and old != blob and journal.count() > 0:
+            diff = sorted(k for k in fp if _fingerprint_of(old).get(k) != fp[k])
+            raise ConfigError(
+                f"{results.parent} holds results of another configuration (differs in: {', '.join(diff)}); "
+                f"use another --out or delete {results.name} and {JOURNAL_FILE} there"
+            )
+        journal.check_fingerprint(blob)  # records it, or forgets a journal with nothing finished
+        if journal.count() == 0 and journal.count_failed() == 0 and results.is_file():
+            drop_torn_tail(results)  # a run ended at once (second Ctrl-C, kill -9) may have left half a line
+            _, old_records = read_results(results, fp)
+            self.write(list(old_records.values()))
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """The journaled records by key."""
+        return {r["key"]: r for r in self.journal.rows(self.UNIT)}
+
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Commit ``records`` (replacing earlier versions) in one fsync'd transaction."""
+        if records:
+            self.journal.put(self.UNIT, records, key="key", done=lambda r: not r.get("failed"))
 
 
 def run_model(
@@ -182,24 +243,23 @@ def run_model(
     if llm is None:
         from ragrade.llm import create_llm
 
-        llm = create_llm(model_spec, **_llm_options(cfg, cfg.base_url))
+        llm = create_llm(model_spec, options=_llm_options(cfg))
     model = str(getattr(llm, "name", model_spec))
     fp = fingerprint(cfg, model, lang, lp, file_sha256(cfg.data))
     path = out_dir / "results.jsonl"
-    drop_torn_tail(path)  # a run ended at once (second Ctrl-C, kill -9) may have left half a line
-    _, existing = read_results(path, fp)
-    sink = Appender(path, fp)
-    records, todo, fresh_skips, resumed = resume_plan(instances, existing, model)
-    sink.write(fresh_skips)
-    tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
-    for rec in ask_model(llm, tb, todo, lp, cfg, model, sink, tick):
-        records[rec["key"]] = rec
-    if cfg.judge:
-        if judge_llm is None:
-            from ragrade.llm import create_llm
+    with Journal(out_dir / JOURNAL_FILE) as journal:
+        sink = RecordJournal(journal, path, fp)
+        records, todo, fresh_skips, resumed = resume_plan(instances, sink.records(), model)
+        sink.write(fresh_skips)
+        tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
+        for rec in ask_model(llm, tb, todo, lp, cfg, model, sink, tick):
+            records[rec["key"]] = rec
+        if cfg.judge:
+            if judge_llm is None:
+                from ragrade.llm import create_llm
 
-            judge_llm = create_llm(cfg.judge, **_llm_options(cfg, cfg.judge_base_url or cfg.base_url))
-        ask_judge(judge_llm, records, tb, prompts, cfg, sink, progress)
+                judge_llm = create_llm(cfg.judge, options=_llm_options(cfg, judge=True))
+            ask_judge(judge_llm, records, tb, prompts, cfg, sink, progress)
     ordered = [records[i.key] for i in instances]
     untestable = {it.id for it in data.items if fake_equals_answer(it)}
     for r in ordered:
@@ -274,15 +334,11 @@ def _tracked(progress: Progress | None, done: int, total: int, model: str) -> Pr
     return tick
 
 
-def _llm_options(cfg: RobustRunConfig, base_url: str | None) -> dict[str, Any]:
-    return {
-        "base_url": base_url,
-        "concurrency": cfg.concurrency,
-        "cache": cfg.cache,
-        "timeout": cfg.timeout,
-        "max_retries": cfg.max_retries,
-        "dry_run": cfg.dry_run,
-    }
+def _llm_options(cfg: RobustRunConfig, judge: bool = False) -> LLMOptions:
+    """The run's LLM options; the judge's are the same at ``judge_base_url`` when given."""
+    if judge and cfg.judge_base_url:
+        return cfg.llm_options.model_copy(update={"base_url": cfg.judge_base_url})
+    return cfg.llm_options
 
 
 def _describe(llm: Any) -> dict[str, Any]:
@@ -339,9 +395,9 @@ def run_robust(
     if llms is None:  # every model spec (and the judge's) is checked before the first model runs
         from ragrade.llm import create_llm
 
-        llms = [create_llm(spec, **_llm_options(cfg, cfg.base_url)) for spec in cfg.llm]
+        llms = [create_llm(spec, options=_llm_options(cfg)) for spec in cfg.llm]
         if cfg.judge and judge_llm is None:
-            judge_llm = create_llm(cfg.judge, **_llm_options(cfg, cfg.judge_base_url or cfg.base_url))
+            judge_llm = create_llm(cfg.judge, options=_llm_options(cfg, judge=True))
     runs = []
     single = len(cfg.llm) == 1
     for i, spec in enumerate(cfg.llm):
@@ -369,11 +425,13 @@ __all__ = [
     "RESULTS_KIND",
     "RESULTS_VERSION",
     "ModelRun",
+    "RecordJournal",
     "RobustRunConfig",
     "fingerprint",
     "label_records",
     "model_slug",
     "read_results",
+    "record_outcome",
     "render_table",
     "resolve_lang",
     "resolve_ratios",

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import DataError
-from ragrade.io import atomic_write_text, read_json
+from ragrade.io import JSONObject, atomic_write_text, read_json
+from ragrade.robust.protocol import get_testbed
 
 TABLE_VERSION = 2  # 2: actual noise ratio columns
 
@@ -27,22 +28,18 @@ def pct(m: Mapping[str, Any] | None) -> float | None:
     return round(100.0 * float(m["value"]), 2)
 
 
-def table_cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+def table_cells(metrics: Mapping[str, object]) -> dict[str, float | None]:
     """The cells of one run (metrics.json): column label -> percentage (None when not measured); the
     testbed decides its columns."""
-    from ragrade.robust.testbeds import get_testbed
-
     return get_testbed(str(metrics["testbed"])).table_cells(metrics)
 
 
-def actual_cells(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+def actual_cells(metrics: Mapping[str, object]) -> dict[str, float | None]:
     """Column label -> mean actual noise ratio of the documents shown (testbeds with noise-ratio columns)."""
-    from ragrade.robust.testbeds import get_testbed
-
     return get_testbed(str(metrics["testbed"])).actual_cells(metrics)
 
 
-def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def build_table(runs: Sequence[Mapping[str, Any]]) -> JSONObject:
     """Rows (one per model) over the union of columns; prefixed by language when several are mixed.
 
     All runs must be of one testbed (the paper has one table per testbed).
@@ -55,7 +52,7 @@ def build_table(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     langs = sorted({r["lang"] for r in runs}, key=lambda x: (x != "en", x))
     columns: list[str] = []
     actual_columns: list[str] = []
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, JSONObject] = {}
     for lang in langs:
         for run in (r for r in runs if r["lang"] == lang):
             cells = table_cells(run)
@@ -124,12 +121,12 @@ def render_table(table: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_table(table: Mapping[str, Any], path: str | Path) -> None:
+def write_table(table: Mapping[str, object], path: str | Path) -> None:
     """Write the CSV form of ``table`` atomically."""
     atomic_write_text(path, table_csv(table))
 
 
-def load_run_metrics(path: str | Path) -> list[dict[str, Any]]:
+def load_run_metrics(path: str | Path) -> list[JSONObject]:
     """metrics.json files of a run directory: the file itself, DIR/metrics.json, or DIR/*/metrics.json."""
     p = Path(path)
     files = (
@@ -142,7 +139,8 @@ def load_run_metrics(path: str | Path) -> list[dict[str, Any]]:
     out = []
     for f in files:
         obj = read_json(f)
-        if not isinstance(obj, dict) or obj.get("ragrade", {}).get("kind") != "robust_metrics":
+        meta = obj.get("ragrade") if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or not isinstance(meta, dict) or meta.get("kind") != "robust_metrics":
             raise DataError(f"{f}: not a robustness metrics file")
         out.append(obj)
     return out

@@ -23,14 +23,19 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade.errors import ConfigError
 from ragrade.exam.files import LETTERS, Question
+from ragrade.outcome import Outcome
 from ragrade.run.pipeline import Contexts, Resources, resources_for
 from ragrade.run.prompts import render_prompt
+from ragrade.run.records import Row, Sample, WorkerContext
 from ragrade.run.samples import SAMPLE_KEY
 from ragrade.run.spec import AnswerConfig, PipelineSpec
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM, Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult
 
 EXAM_WORKER = "ragrade.run.answer:exam_shard"
 
@@ -89,7 +94,7 @@ def argmax(values: Sequence[float]) -> int:
     return best_i
 
 
-def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
+def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> Row:
     """The columns every row has, filled with 'no answer' values."""
     tags = q.tags or {}
     bloom = tags.get("bloom") or []
@@ -125,19 +130,19 @@ def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> dict[str, Any]:
     }
 
 
-def _decide(row: dict[str, Any], chosen: int, q: Question) -> None:
+def _decide(row: Row, chosen: int, q: Question) -> None:
     row["chosen"] = chosen
     row["correct"] = int(chosen == q.answer)
 
 
 async def _by_loglikelihood(
     res: Resources,
-    llm: Any,
+    llm: LLM,
     spec: PipelineSpec,
     cfg: AnswerConfig,
     qs: Sequence[Question],
     ctxs: Sequence[Contexts],
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     samples: bool = False,
 ) -> None:
     from ragrade.llm.base import LoglikelihoodRequest
@@ -191,12 +196,12 @@ async def _by_loglikelihood(
 
 async def _by_generation(
     res: Resources,
-    llm: Any,
+    llm: LLM,
     spec: PipelineSpec,
     cfg: AnswerConfig,
     qs: Sequence[Question],
     ctxs: Sequence[Contexts],
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     samples: bool = False,
 ) -> None:
     from ragrade.llm.base import GenerationRequest, Message
@@ -230,18 +235,19 @@ async def _by_generation(
         row["completion_tokens"] = int(out.usage.completion_tokens)
         if samples:
             row[SAMPLE_KEY] = generation_sample(spec, q.id, req, out)
-        if not out.ok:
+        outcome = Outcome.of(out)  # a failed request is missing, never a wrong letter
+        if outcome.value is None:
             row["error"] = out.error or "the backend returned no text"
             continue
-        row["output"] = out.text
-        chosen = parse_letter(out.text, q.choices)
+        row["output"] = outcome.value
+        chosen = parse_letter(outcome.value, q.choices)
         if chosen is None:
             row["parse_failed"] = True
         else:
             _decide(row, chosen, q)
 
 
-def loglikelihood_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> dict[str, Any]:
+def loglikelihood_sample(spec: PipelineSpec, item: str, req: LoglikelihoodRequest, out: LoglikelihoodResult) -> Sample:
     """The samples.jsonl line of one log-likelihood request: the context and continuations, the raw scores."""
     return {
         "pipeline": spec.id,
@@ -260,7 +266,7 @@ def loglikelihood_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> d
     }
 
 
-def generation_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> dict[str, Any]:
+def generation_sample(spec: PipelineSpec, item: str, req: GenerationRequest, out: Completion) -> Sample:
     """The samples.jsonl line of one generation request: the chat messages and settings, the raw reply."""
     return {
         "pipeline": spec.id,
@@ -284,7 +290,7 @@ def generation_sample(spec: PipelineSpec, item: str, req: Any, out: Any) -> dict
     }
 
 
-def _apply_external(rows: list[dict[str, Any]], qs: Sequence[Question], ctxs: Sequence[Contexts]) -> list[int]:
+def _apply_external(rows: list[Row], qs: Sequence[Question], ctxs: Sequence[Contexts]) -> list[int]:
     """Fill rows the external system answered itself; returns the indices still to answer with the LLM."""
     rest = []
     for i, (row, q, ctx) in enumerate(zip(rows, qs, ctxs, strict=True)):
@@ -304,7 +310,7 @@ def _apply_external(rows: list[dict[str, Any]], qs: Sequence[Question], ctxs: Se
     return rest
 
 
-def mark_missing(rows: Sequence[dict[str, Any]]) -> None:
+def mark_missing(rows: Sequence[Row]) -> None:
     """Rows with an ``error`` have no answer: ``chosen`` and ``correct`` become None (missing, not wrong)."""
     for row in rows:
         if row.get("error") is not None:
@@ -314,7 +320,7 @@ def mark_missing(rows: Sequence[dict[str, Any]]) -> None:
 
 async def answer_questions(
     res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question], *, samples: bool = False
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Rows for ``qs`` answered by ``spec`` (one per question, in order); failures are missing (see module).
 
     With ``samples`` each row that sent an LLM request carries what was sent and received under
@@ -327,7 +333,7 @@ async def answer_questions(
 
 async def _answer_questions(
     res: Resources, spec: PipelineSpec, cfg: AnswerConfig, qs: Sequence[Question], samples: bool
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     replay = spec.llm.startswith("replay/")  # answers from a finished run: retrieving would change nothing
     ctxs = [Contexts() for _ in qs] if replay else await res.contexts(spec, qs)
     rows = [base_row(q, spec, c) for q, c in zip(qs, ctxs, strict=True)]
@@ -358,7 +364,7 @@ async def _answer_questions(
     return rows
 
 
-async def exam_shard(context: Mapping[str, Any], spec: Mapping[str, Any], items: Sequence[str]) -> list[dict[str, Any]]:
+async def exam_shard(context: WorkerContext, spec: Mapping[str, object], items: Sequence[str]) -> list[Row]:
     """The sweep worker: answer ``items`` (question ids) with pipeline ``spec`` under ``context``."""
     res = resources_for(context)
     pipe = PipelineSpec.model_validate(spec)

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,20 @@ from ragrade.stats import adjust_pvalues, mcnemar_exact, paired_bootstrap_ci
 
 COMPARISONS_FILE = "comparisons.json"
 COMPARISONS_VERSION = 1
+
+
+class Verdicts(TypedDict):
+    """``comparisons.json``: paired comparisons of a run's pipelines (:meth:`Comparison.to_dict` records)."""
+
+    version: int
+    created: str
+    pipelines: list[str]
+    identical: NotRequired[dict[str, str]]  # pipelines skipped, answering exactly like a better-ranked one
+    correction: str
+    alpha: float
+    n_boot: int
+    seed: int
+    comparisons: list[dict[str, Any]]
 
 
 @dataclass
@@ -208,7 +222,7 @@ def verdicts(
     alpha: float = 0.05,
     n_boot: int = 2000,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> Verdicts:
     """Pairwise verdicts among the ``top`` distinct pipelines of a run dir (what the report shows).
 
     Pipelines that answered every question exactly like a better-ranked one are skipped
@@ -235,7 +249,7 @@ def verdicts(
     }
 
 
-def write_comparisons(path: str | Path, result: dict[str, Any]) -> Path:
+def write_comparisons(path: str | Path, result: Verdicts) -> Path:
     """Write a :func:`verdicts`-shaped result as JSON (atomically)."""
     p = Path(path)
     write_json(p, result)
@@ -246,6 +260,7 @@ __all__ = [
     "COMPARISONS_FILE",
     "COMPARISONS_VERSION",
     "Comparison",
+    "Verdicts",
     "compare_many",
     "compare_pair",
     "distinct_top_pipelines",

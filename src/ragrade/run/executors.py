@@ -21,13 +21,16 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 from ragrade import interrupt
 from ragrade.errors import BackendError, ConfigError
+from ragrade.io import JSONObject
 from ragrade.progress import note_failed
+from ragrade.run.records import Row, Sample, SpecRecord
 from ragrade.run.store import Journal
 
 
@@ -36,11 +39,11 @@ class Shard:
     """One pipeline's batch of items."""
 
     pipeline: str
-    spec: dict[str, Any]
+    spec: SpecRecord
     items: tuple[str, ...]
 
 
-ResultCallback = Callable[[Shard, list[dict[str, Any]]], None]
+ResultCallback = Callable[[Shard, list[Row]], None]
 
 
 class Executor(Protocol):
@@ -48,16 +51,18 @@ class Executor(Protocol):
 
     name: str
 
-    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+    def run(
+        self, worker: str, context: Mapping[str, object], shards: Sequence[Shard], on_result: ResultCallback
+    ) -> None:
         """Run every shard; call ``on_result(shard, rows)`` as each finishes."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         ...
 
 
-def resolve_callable(target: str) -> Callable[..., Any]:
+def resolve_callable(target: str) -> Callable[..., object]:
     """Import ``"package.module:function"`` (dotted attribute paths allowed after the colon).
 
     This imports and runs the user's code. The current folder is put first on ``sys.path``
@@ -70,7 +75,7 @@ def resolve_callable(target: str) -> Callable[..., Any]:
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: object = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import '{module_name}' for '{target}' ({exc})") from exc
     for part in attr.split("."):
@@ -83,7 +88,9 @@ def resolve_callable(target: str) -> Callable[..., Any]:
     return obj
 
 
-def call_worker(worker: str, context: Mapping[str, Any], spec: Mapping[str, Any], items: Sequence[str]) -> Any:
+def call_worker(
+    worker: str, context: Mapping[str, object], spec: Mapping[str, object], items: Sequence[str]
+) -> list[Row]:
     """Call ``worker`` synchronously (running it to completion when it is async)."""
     fn = resolve_callable(worker)
     out = fn(dict(context), dict(spec), list(items))
@@ -91,15 +98,22 @@ def call_worker(worker: str, context: Mapping[str, Any], spec: Mapping[str, Any]
         from ragrade.llm.base import run_sync
 
         out = run_sync(_await(out))
+    return worker_rows(worker, out)
+
+
+def worker_rows(worker: str, out: object) -> list[Row]:
+    """A worker's result as rows: a list of JSON objects (BackendError naming the worker otherwise)."""
+    if not isinstance(out, list) or not all(isinstance(r, dict) for r in out):
+        raise BackendError(f"worker {worker} returned {type(out).__name__}, not a list of rows (dicts)")
     return out
 
 
-async def _await(aw: Any) -> Any:
+async def _await(aw: Awaitable[object]) -> object:
     return await aw
 
 
 def plan_shards(
-    journal: Journal, pipelines: Mapping[str, Mapping[str, Any]], items: Sequence[str], shard_size: int
+    journal: Journal, pipelines: Mapping[str, Mapping[str, object]], items: Sequence[str], shard_size: int
 ) -> list[Shard]:
     """Shards covering every (pipeline, item) not yet in ``journal``, pipeline by pipeline, items in order."""
     shards: list[Shard] = []
@@ -115,10 +129,10 @@ def run_shards(
     journal: Journal,
     shards: Sequence[Shard],
     worker: str,
-    context: Mapping[str, Any],
+    context: Mapping[str, object],
     executor: Executor,
     on_progress: Callable[[Shard, int], None] | None = None,
-    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
+    on_samples: Callable[[list[Sample]], None] | None = None,
 ) -> int:
     """Run ``shards`` on ``executor``, committing each shard's rows to ``journal``; returns the rows added.
 
@@ -131,7 +145,7 @@ def run_shards(
 
     added = 0
 
-    def on_result(shard: Shard, rows: list[dict[str, Any]]) -> None:
+    def on_result(shard: Shard, rows: list[Row]) -> None:
         nonlocal added
         got = [str(r.get("item_id")) for r in rows]
         if sorted(got) != sorted(shard.items):
@@ -161,30 +175,37 @@ class LocalExecutor:
     def __init__(self, parallel: int = 2) -> None:
         self.parallel = max(1, parallel)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"executor": self.name, "parallel": self.parallel}
 
-    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+    def run(
+        self, worker: str, context: Mapping[str, object], shards: Sequence[Shard], on_result: ResultCallback
+    ) -> None:
         """Run every shard here."""
         fn = resolve_callable(worker)
         if inspect.iscoroutinefunction(fn) and self.parallel > 1:
             from ragrade.llm.base import run_sync
 
-            run_sync(self._run_async(fn, context, shards, on_result))
+            run_sync(self._run_async(worker, fn, context, shards, on_result))
             return
         for shard in shards:
             interrupt.check()
             on_result(shard, call_worker(worker, context, shard.spec, shard.items))
 
     async def _run_async(
-        self, fn: Callable[..., Any], context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback
+        self,
+        worker: str,
+        fn: Callable[..., Awaitable[object]],
+        context: Mapping[str, object],
+        shards: Sequence[Shard],
+        on_result: ResultCallback,
     ) -> None:
         sem = asyncio.Semaphore(self.parallel)
 
-        async def one(i: int, shard: Shard) -> tuple[int, list[dict[str, Any]]]:
+        async def one(i: int, shard: Shard) -> tuple[int, list[Row]]:
             async with sem:
-                return i, await fn(dict(context), dict(shard.spec), list(shard.items))
+                return i, worker_rows(worker, await fn(dict(context), dict(shard.spec), list(shard.items)))
 
         tasks = [asyncio.ensure_future(one(i, s)) for i, s in enumerate(shards)]
         reported: set[int] = set()
@@ -206,10 +227,10 @@ class LocalExecutor:
 class _RayWorkerImpl:
     """Body of the Ray actor: keeps the worker's caches alive across shards."""
 
-    def run(self, worker: str, context: dict[str, Any], spec: dict[str, Any], items: list[str]) -> Any:
+    def run(self, worker: str, context: dict[str, object], spec: dict[str, object], items: list[str]) -> list[Row]:
         return call_worker(worker, context, spec, items)
 
-    def dry_run_counts(self) -> list[dict[str, Any]]:
+    def dry_run_counts(self) -> list[dict[str, object]]:
         """What the dry-run LLMs of this actor's process counted (a dry run's requests, sent back)."""
         from ragrade.llm.dryrun import LEDGER
 
@@ -250,17 +271,17 @@ class RayExecutor:
         self.address = address
         self.workers = workers
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"executor": self.name, "address": self.address, "workers": self.workers}
 
-    def _init(self) -> Any:
+    def _init(self) -> ModuleType:
         from ragrade.deps import require
 
         ray = require("ray", package="ray", extra="ray", purpose="the Ray executor")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+            kwargs: dict[str, object] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             if self.address:
                 kwargs["address"] = self.address
             else:
@@ -272,7 +293,9 @@ class RayExecutor:
                 raise BackendError(f"cannot start or reach Ray ({exc})") from exc
         return ray
 
-    def run(self, worker: str, context: Mapping[str, Any], shards: Sequence[Shard], on_result: ResultCallback) -> None:
+    def run(
+        self, worker: str, context: Mapping[str, object], shards: Sequence[Shard], on_result: ResultCallback
+    ) -> None:
         """Run every shard on the actor pool.
 
         The actors are made for this run, with this run's environment (:func:`worker_env`; the Ray instance
@@ -287,7 +310,7 @@ class RayExecutor:
         actors = [actor_cls.remote() for _ in range(n_actors)]
         ctx = dict(context)
         queue = list(shards)
-        running: dict[Any, tuple[Shard, Any]] = {}
+        running: dict[Any, tuple[Shard, Any]] = {}  # Ray object refs -> (shard, actor handle)
         try:
             for actor in actors:
                 if queue:
@@ -317,7 +340,7 @@ class RayExecutor:
                 ray.shutdown()
 
 
-def _collect_dry_run_counts(ray: Any, actors: Sequence[Any]) -> None:
+def _collect_dry_run_counts(ray: ModuleType, actors: Sequence[Any]) -> None:
     """Add what the actors' dry-run LLMs counted to this process's ledger (nothing when none was dry)."""
     from ragrade.llm.dryrun import LEDGER
 

@@ -21,12 +21,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade.errors import ConfigError
 from ragrade.exam.files import LETTERS, Question
+from ragrade.io import JSONObject
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass
@@ -43,7 +47,7 @@ class ExternalResult:
     latency_s: float = 0.0
 
 
-def _parse_answer(value: Any, choices: Sequence[str]) -> tuple[int | None, str | None]:
+def _parse_answer(value: object, choices: Sequence[str]) -> tuple[int | None, str | None]:
     """(index, error) from an int index, a letter or a choice's exact text."""
     if value is None:
         return None, None
@@ -60,7 +64,7 @@ def _parse_answer(value: Any, choices: Sequence[str]) -> tuple[int | None, str |
     return None, f"answer {text[:60]!r} is neither a letter nor one of the choices"
 
 
-def parse_response(payload: Any, question: Question) -> ExternalResult:
+def parse_response(payload: object, question: Question) -> ExternalResult:
     """Validate one external response; problems become ``error`` (never an exception)."""
     if not isinstance(payload, dict):
         return ExternalResult(error=f"expected a JSON object, got {type(payload).__name__}")
@@ -96,7 +100,7 @@ def parse_response(payload: Any, question: Question) -> ExternalResult:
     return res
 
 
-def request_payload(question: Question, k: int) -> dict[str, Any]:
+def request_payload(question: Question, k: int) -> JSONObject:
     """The JSON object sent for ``question``."""
     return {"id": question.id, "question": question.question, "choices": list(question.choices), "k": k}
 
@@ -121,13 +125,13 @@ class ExternalSystem:
         self.concurrency = concurrency
         self.max_retries = max_retries
         self.is_http = target.startswith(("http://", "https://"))
-        self._fn: Any = None
+        self._fn: Callable[[JSONObject], object] | None = None
         if not self.is_http:
             from ragrade.run.executors import resolve_callable
 
             self._fn = resolve_callable(target)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
             "kind": "http" if self.is_http else "callable",
@@ -159,7 +163,9 @@ class ExternalSystem:
                 return list(await asyncio.gather(*(self._one(q, k, sem, client) for q in questions)))
         return list(await asyncio.gather(*(self._one(q, k, sem, None) for q in questions)))
 
-    async def _one(self, q: Question, k: int, sem: asyncio.Semaphore, client: Any) -> ExternalResult:
+    async def _one(
+        self, q: Question, k: int, sem: asyncio.Semaphore, client: httpx.AsyncClient | None
+    ) -> ExternalResult:
         async with sem:
             t0 = time.perf_counter()
             try:
@@ -171,13 +177,15 @@ class ExternalSystem:
             res.latency_s = time.perf_counter() - t0
             return res
 
-    async def _call(self, q: Question, k: int) -> Any:
+    async def _call(self, q: Question, k: int) -> object:
+        if self._fn is None:
+            raise ConfigError(f"external '{self.name}': {self.target} is not a callable")
         out = self._fn(request_payload(q, k))
         if inspect.isawaitable(out):
             out = await out
         return out
 
-    async def _post(self, client: Any, q: Question, k: int) -> Any:
+    async def _post(self, client: httpx.AsyncClient, q: Question, k: int) -> object:
         import httpx
 
         last: Exception | None = None

@@ -8,6 +8,7 @@ testbeds, IRT fits, reports) records a ``manifest.json`` built by
       "version": 1,
       "kind": "exam-sweep",
       "config": {...},                 # the full, merged configuration
+      "llm_options": {...},            # how the run reached its LLMs (ragrade.llm.options.LLMOptions, all fields)
       "components": {"llm:offline/student": {...describe()...}, ...},
       "seeds": {"icl": 0, ...},
       "inputs": {...},                 # every input path with its size and sha256
@@ -33,12 +34,31 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from ragrade.io import now_iso, read_json, write_json
+from ragrade.io import JSONValue, now_iso, read_json, write_json
 
 MANIFEST_VERSION = 1
 MANIFEST_FILE = "manifest.json"
+
+
+class GitInfo(TypedDict):
+    """The git checkout a run came from."""
+
+    revision: str
+    root: str | None
+    dirty: bool | None
+
+
+class FileFingerprint(TypedDict, total=False):
+    """What a manifest records of an input file or folder (``missing`` when it does not exist)."""
+
+    path: str
+    bytes: int
+    sha256: str  # a file up to the hashing limit
+    listing_sha256: str  # a folder: its file names, sizes and modification times
+    missing: bool
+
 
 # distributions reported when installed; torch & co. only when already imported (importing them is slow)
 _ALWAYS = ("ragrade", "numpy", "scipy", "pandas", "pyarrow", "pydantic", "typer")
@@ -85,7 +105,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return proc.stdout.strip()
 
 
-def git_info(path: str | Path | None = None) -> dict[str, Any] | None:
+def git_info(path: str | Path | None = None) -> GitInfo | None:
     """Revision and dirty flag of the git checkout holding ``path`` (or the cwd, then the package); None if none."""
     candidates: list[Path] = []
     if path is not None:
@@ -104,7 +124,7 @@ def git_info(path: str | Path | None = None) -> dict[str, Any] | None:
     return None
 
 
-def software_info() -> dict[str, Any]:
+def software_info() -> dict[str, object]:
     """Python, platform, package versions and git revision."""
     return {
         "python": platform.python_version(),
@@ -117,10 +137,10 @@ def software_info() -> dict[str, Any]:
     }
 
 
-def file_fingerprint(path: str | Path, *, max_hash_bytes: int = 256 * 1024 * 1024) -> dict[str, Any]:
+def file_fingerprint(path: str | Path, *, max_hash_bytes: int = 256 * 1024 * 1024) -> FileFingerprint:
     """Path, size and sha256 of a file (or of a directory's file list, sizes and hashes)."""
     p = Path(path)
-    info: dict[str, Any] = {"path": str(p)}
+    info: FileFingerprint = {"path": str(p)}
     if p.is_file():
         info["bytes"] = p.stat().st_size
         if info["bytes"] <= max_hash_bytes:
@@ -143,7 +163,7 @@ def file_fingerprint(path: str | Path, *, max_hash_bytes: int = 256 * 1024 * 102
     return info
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> JSONValue:
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -152,23 +172,46 @@ def _jsonable(value: Any) -> Any:
         return str(value)
     if hasattr(value, "model_dump"):
         return _jsonable(value.model_dump(mode="json"))
-    if hasattr(value, "tolist"):
-        return value.tolist()
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        listed: JSONValue = value.tolist()
+        return listed
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return repr(value)
 
 
+def llm_options_record(config: object) -> dict[str, object] | None:
+    """The :class:`~ragrade.llm.options.LLMOptions` of a run's config (its ``llm_options``, or a job's ``llm``),
+    every field with its value, as JSON; None when the config holds none."""
+    from pydantic import ValidationError
+
+    from ragrade.llm.options import LLMOptions
+
+    def get(name: str) -> object:
+        return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+
+    for name in ("llm_options", "llm"):
+        value = get(name)
+        if isinstance(value, LLMOptions):
+            return value.model_dump(mode="json")
+        if name == "llm_options" and isinstance(value, Mapping):
+            try:
+                return LLMOptions.model_validate(value).model_dump(mode="json")
+            except ValidationError:  # the manifest must not fail the run
+                return None
+    return None
+
+
 def build_manifest(
     kind: str,
-    config: Any,
-    components: Mapping[str, Any] | None = None,
-    seeds: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
+    config: object,
+    components: Mapping[str, object] | None = None,
+    seeds: Mapping[str, object] | None = None,
+    inputs: Mapping[str, object] | None = None,
     *,
-    exam: str | Path | Mapping[str, Any] | None = None,
+    exam: str | Path | Mapping[str, object] | None = None,
     indexes: Mapping[str, str | Path] | None = None,
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """A new manifest for a run of ``kind`` (status ``running``; call :func:`finish_manifest` at the end).
 
@@ -181,11 +224,12 @@ def build_manifest(
     ``inputs["indexes"]`` when not given explicitly.
     """
     inputs = dict(inputs or {})
-    if exam is None and "exam" in inputs:
-        exam = inputs["exam"]
-    if indexes is None and isinstance(inputs.get("indexes"), Mapping):
-        indexes = inputs["indexes"]
-    fingerprints: dict[str, Any] = {}
+    given_exam, given_indexes = inputs.get("exam"), inputs.get("indexes")
+    if exam is None and given_exam is not None:
+        exam = given_exam if isinstance(given_exam, Mapping) else str(given_exam)
+    if indexes is None and isinstance(given_indexes, Mapping):
+        indexes = given_indexes
+    fingerprints: dict[str, object] = {}
     for label, value in inputs.items():
         if isinstance(value, (str, Path)) and Path(value).exists():
             fingerprints[label] = file_fingerprint(value)
@@ -195,6 +239,7 @@ def build_manifest(
         "version": MANIFEST_VERSION,
         "kind": kind,
         "config": _jsonable(config) if config is not None else {},
+        **({"llm_options": options} if (options := llm_options_record(config)) is not None else {}),
         "components": _jsonable(components or {}),
         "seeds": _jsonable(seeds or {}),
         "inputs": fingerprints,
@@ -204,15 +249,17 @@ def build_manifest(
         "status": "running",
     }
     if exam is not None:
-        exam_info: dict[str, Any] = dict(exam) if isinstance(exam, Mapping) else {"path": str(exam)}
-        exam_info["path"] = str(Path(str(exam_info["path"])).resolve()) if exam_info.get("path") else None
-        if exam_info["path"] and Path(exam_info["path"]).is_file():
-            exam_info.setdefault("sha256", file_fingerprint(exam_info["path"]).get("sha256"))
+        exam_info: dict[str, object] = dict(exam) if isinstance(exam, Mapping) else {"path": str(exam)}
+        given_path = exam_info.get("path")
+        exam_path = str(Path(str(given_path)).resolve()) if given_path else None
+        exam_info["path"] = exam_path
+        if exam_path and Path(exam_path).is_file():
+            exam_info.setdefault("sha256", file_fingerprint(exam_path).get("sha256"))
         manifest["exam"] = _jsonable(exam_info)
     if indexes is not None:
         manifest["indexes"] = {str(k): str(Path(v).resolve()) for k, v in indexes.items()}
     if extra:
-        manifest.update(_jsonable(dict(extra)))
+        manifest.update({str(k): _jsonable(v) for k, v in extra.items()})
     return manifest
 
 
@@ -227,8 +274,8 @@ def missing_status(missing: int) -> str:
 
 
 def finish_manifest(
-    manifest: dict[str, Any], *, status: str = "complete", missing: int | None = None, **counts: Any
-) -> dict[str, Any]:
+    manifest: dict[str, object], *, status: str = "complete", missing: int | None = None, **counts: int
+) -> dict[str, object]:
     """Stamp the end time and status (plus any ``counts``, e.g. ``n_errors=3``) on ``manifest``; returns it.
 
     ``missing`` (default: the sum of the ``n_errors`` / ``n_failed`` / ``n_failed_requests`` counts) is the
@@ -244,11 +291,13 @@ def finish_manifest(
             status = missing_status(int(missing))
     manifest["status"] = status
     if counts:
-        manifest.setdefault("counts", {}).update(_jsonable(counts))
+        recorded = manifest.setdefault("counts", {})
+        if isinstance(recorded, dict):
+            recorded.update({k: _jsonable(v) for k, v in counts.items()})
     return manifest
 
 
-def write_manifest(run_dir: str | Path, manifest: Mapping[str, Any]) -> Path:
+def write_manifest(run_dir: str | Path, manifest: Mapping[str, object]) -> Path:
     """Write ``manifest.json`` in ``run_dir`` atomically; returns its path."""
     path = Path(run_dir) / MANIFEST_FILE
     write_json(path, manifest)

@@ -18,16 +18,23 @@ import hashlib
 import json
 import random
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ragrade.errors import ConfigError, DataError, MissingDependency
 from ragrade.exam.files import Question, read_exam
 from ragrade.run.contexts import Contexts
 from ragrade.run.external import ExternalSystem, create_external
 from ragrade.run.prompts import PromptTemplate, resolve_template
+from ragrade.run.records import WorkerContext
 from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec
+
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
+    from ragrade.retrieval.base import Hit, Retriever
+    from ragrade.retrieval.index import Index
+    from ragrade.retrieval.transforms import RetrievalPipeline
 
 _FATAL = (ConfigError, DataError, MissingDependency)  # a worker stops on these (a damaged index is DataError)
 
@@ -58,8 +65,8 @@ class Resources:
 
     source = "the exam"  # what the questions come from, for error messages
 
-    def __init__(self, context: Mapping[str, Any], questions: Iterable[Question] | None = None) -> None:
-        self.context = dict(context)
+    def __init__(self, context: WorkerContext, questions: Iterable[Question] | None = None) -> None:
+        self.context: WorkerContext = context.copy()
         if questions is None:
             if "exam" not in context:
                 raise ConfigError("the worker context names no exam file and no questions were given")
@@ -67,10 +74,10 @@ class Resources:
         self.questions: dict[str, Question] = {q.id: q for q in questions}
         self.pool = [self.questions[i] for i in context.get("icl_pool", [])]
         self.seed = int(context.get("seed", 0))
-        self._indexes: dict[str, Any] = {}
-        self._retrievers: dict[tuple[str, str], Any] = {}
-        self._pipelines: dict[tuple[str, str, str, str], Any] = {}
-        self._llms: dict[str, Any] = {}
+        self._indexes: dict[str, Index] = {}
+        self._retrievers: dict[tuple[str, str], Retriever] = {}
+        self._pipelines: dict[tuple[str, str, str, str], RetrievalPipeline] = {}
+        self._llms: dict[str, LLM] = {}
         self._templates: dict[str, PromptTemplate] = {}
         self._external: dict[str, ExternalSystem] = {}
         self._lock = threading.Lock()
@@ -86,16 +93,17 @@ class Resources:
         return [self.questions[i] for i in ids]
 
     # ------------------------------------------------------------ components
-    def llm(self, spec: str) -> Any:
+    def llm(self, spec: str) -> LLM:
         """The LLM for ``spec`` (created once)."""
         with self._lock:
             if spec not in self._llms:
-                from ragrade.llm import create_llm
+                from ragrade.llm import LLMOptions, create_llm
 
-                self._llms[spec] = create_llm(spec, **self.context.get("llm_options", {}))
+                options = LLMOptions.model_validate(self.context.get("llm_options") or {})
+                self._llms[spec] = create_llm(spec, options=options)
             return self._llms[spec]
 
-    def index(self, label: str) -> Any:
+    def index(self, label: str) -> Index:
         """The loaded index called ``label``."""
         with self._lock:
             if label not in self._indexes:
@@ -107,15 +115,19 @@ class Resources:
                 self._indexes[label] = load_index(dirs[label])
             return self._indexes[label]
 
-    def retriever(self, chunker: str, spec: str) -> Any:
+    def retriever(self, chunker: str, spec: str) -> Retriever:
         """The retriever ``spec`` over index ``chunker``."""
         key = (chunker, spec)
         if key not in self._retrievers:
-            idx = self.index(chunker)
-            self._retrievers[key] = idx.retriever(spec, **self.context.get("retriever_options", {}))
+            from ragrade.retrieval.base import Retriever
+
+            made = self.index(chunker).retriever(spec, **self.context.get("retriever_options", {}))
+            if not isinstance(made, Retriever):  # a plugin that is no Retriever (name, retrieve, describe)
+                raise ConfigError(f"retriever '{spec}' does not implement ragrade.retrieval.base.Retriever")
+            self._retrievers[key] = made
         return self._retrievers[key]
 
-    def retrieval(self, spec: PipelineSpec) -> Any:
+    def retrieval(self, spec: PipelineSpec) -> RetrievalPipeline:
         """The :class:`~ragrade.retrieval.transforms.RetrievalPipeline` of ``spec`` (query transform, post chain)."""
         key = (spec.chunker, spec.retriever, spec.query, spec.post)
         if key not in self._pipelines:
@@ -211,7 +223,7 @@ class Resources:
             for hl in hits
         ]
 
-    def shown(self, spec: PipelineSpec, hits: Sequence[Any]) -> list[str]:
+    def shown(self, spec: PipelineSpec, hits: Sequence[Hit]) -> list[str]:
         """The passages the reader sees: fences of a split code block balanced; the heading path first when the
         context sets ``passage_headings`` (see :mod:`ragrade.retrieval.passages`)."""
         from ragrade.retrieval.passages import shown_passages
@@ -250,7 +262,7 @@ _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 4
 
 
-def cached_resources(cls: type[R], context: Mapping[str, Any]) -> R:
+def cached_resources(cls: type[R], context: WorkerContext) -> R:
     """The process-wide ``cls(context)`` (built once per class and context; at most 4 kept in all).
 
     ``cls`` is :class:`Resources` or a subclass whose constructor takes only
@@ -268,7 +280,7 @@ def cached_resources(cls: type[R], context: Mapping[str, Any]) -> R:
         return made
 
 
-def resources_for(context: Mapping[str, Any]) -> Resources:
+def resources_for(context: WorkerContext) -> Resources:
     """The process-wide :class:`Resources` for ``context`` (one per distinct context, at most 4 kept)."""
     return cached_resources(Resources, context)
 

@@ -20,10 +20,10 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ragrade.errors import DataError
 from ragrade.io import HEADER_KEY, drop_torn_tail, dumps_line, header_record, loads_line
+from ragrade.run.records import Sample
 
 SAMPLES_FILE = "samples.jsonl"
 SAMPLES_KIND = "exam_samples"
@@ -42,7 +42,7 @@ class SampleLog:
         else:
             _check_header(self.path)
 
-    def append(self, samples: Sequence[Mapping[str, Any]]) -> None:
+    def append(self, samples: Sequence[Mapping[str, object]]) -> None:
         """Append ``samples`` durably (before their rows are journaled)."""
         if not samples:
             return
@@ -62,7 +62,7 @@ def _check_header(path: Path) -> None:
         raise DataError(f"{path}: not a samples file (kind {kind!r}); use --overwrite or another --out")
 
 
-def _key(pipeline: Any, item: Any) -> tuple[str, str]:
+def _key(pipeline: object, item: object) -> tuple[str, str]:
     return str(pipeline), str(item)
 
 
@@ -94,7 +94,7 @@ def _last_lines(path: Path) -> dict[tuple[str, str], tuple[int, int]]:
     return where
 
 
-def compact(path: str | Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None = None) -> int:
+def compact(path: str | Path, rows: Sequence[Mapping[str, object]], meta: Mapping[str, object] | None = None) -> int:
     """Rewrite ``path`` with the latest sample of each row of ``rows``, in their order; returns the lines kept.
 
     Rows without a sample (external answers, failed retrievals, rows journaled by a run with
@@ -127,12 +127,12 @@ def compact(path: str | Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[s
     return len(kept)
 
 
-def take_samples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def take_samples(rows: Sequence[dict[str, object]]) -> list[Sample]:
     """Remove the samples the worker attached to ``rows`` (in place) and return them."""
-    out = []
+    out: list[Sample] = []
     for row in rows:
         sample = row.pop(SAMPLE_KEY, None)
-        if sample is not None:
+        if isinstance(sample, dict):  # what answer.py's *_sample functions attach
             out.append(sample)
     return out
 

@@ -18,12 +18,29 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ragrade.exam.files import Question
 from ragrade.run.spec import PipelineSpec
 
+if TYPE_CHECKING:
+    from ragrade.run.contexts import Contexts
+
 SHARED_FILE = "retrieval.shared.json"
+
+
+class Resources(Protocol):
+    """What :func:`precompute` needs of a worker's resources (:class:`ragrade.run.pipeline.Resources`)."""
+
+    def select(self, ids: Sequence[str]) -> list[Question]:
+        """The questions with ``ids``, in order."""
+        ...
+
+    async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        """Passages for each question under ``spec``."""
+        ...
+
+
 _VERSION = 1
 
 
@@ -42,12 +59,22 @@ def batch_key(spec: PipelineSpec, questions: Sequence[Question]) -> str:
     return json.dumps([list(retrieval_key(spec)), [[q.id, q.question] for q in questions]], ensure_ascii=False)
 
 
-_LOADED: dict[str, dict[str, list[dict[str, Any]]]] = {}
+class SharedContexts(TypedDict):
+    """The fields of one :class:`~ragrade.run.contexts.Contexts` as the shared file holds them."""
+
+    passages: list[str]
+    chunk_ids: list[str]
+    doc_ids: list[str]
+    error: str | None
+    transform_error: str | None
+
+
+_LOADED: dict[str, dict[str, list[SharedContexts]]] = {}
 _LOCK = threading.Lock()
 FIELDS = ("passages", "chunk_ids", "doc_ids", "error", "transform_error")  # of a Contexts, as written
 
 
-def load_shared(path: str | None) -> Mapping[str, list[dict[str, Any]]]:
+def load_shared(path: str | None) -> Mapping[str, list[SharedContexts]]:
     """The precomputed contexts (their :data:`FIELDS`) in ``path`` by batch key (read once; empty if unreadable)."""
     if not path:
         return {}
@@ -57,14 +84,26 @@ def load_shared(path: str | None) -> Mapping[str, list[dict[str, Any]]]:
         return _LOADED[path]
 
 
-def _read(path: Path) -> dict[str, list[dict[str, Any]]]:
+def _read(path: Path) -> dict[str, list[SharedContexts]]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(raw, dict) or raw.get("version") != _VERSION:
         return {}
-    return {key: [{f: c.get(f) for f in FIELDS} for c in batch] for key, batch in raw["batches"].items()}
+    return {
+        key: [
+            SharedContexts(
+                passages=c.get("passages"),
+                chunk_ids=c.get("chunk_ids"),
+                doc_ids=c.get("doc_ids"),
+                error=c.get("error"),
+                transform_error=c.get("transform_error"),
+            )
+            for c in batch
+        ]
+        for key, batch in raw["batches"].items()
+    }
 
 
 def forget_shared(path: str | Path) -> None:
@@ -74,7 +113,10 @@ def forget_shared(path: str | Path) -> None:
 
 
 def precompute(
-    res: Any, pipelines: Mapping[str, Mapping[str, Any]], batches: Sequence[tuple[str, Sequence[str]]], path: Path
+    res: Resources,
+    pipelines: Mapping[str, Mapping[str, object]],
+    batches: Sequence[tuple[str, Sequence[str]]],
+    path: Path,
 ) -> int:
     """Retrieve each distinct (retrieval settings, batch) of ``batches`` once and write them to ``path``.
 
@@ -101,13 +143,15 @@ def precompute(
     return len(out)
 
 
-async def _retrieve_all(res: Any, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]) -> dict[str, list[Any]]:
+async def _retrieve_all(
+    res: Resources, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]
+) -> dict[str, list[Contexts]]:
     import asyncio
 
     from ragrade.errors import ConfigError, DataError, MissingDependency
 
     sem = asyncio.Semaphore(4)
-    out: dict[str, list[Any]] = {}
+    out: dict[str, list[Contexts]] = {}
 
     async def one(key: str, spec: PipelineSpec, qs: list[Question]) -> None:
         async with sem:

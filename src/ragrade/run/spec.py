@@ -15,15 +15,17 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragrade.config import build_config, describe_validation, load_toml
 from ragrade.errors import ConfigError
 from ragrade.llm.gguf import llm_label
+from ragrade.llm.options import LLMOptions
 from ragrade.run.adaptive_config import AdaptiveConfig
 
 NO_INDEX = "none"
@@ -74,7 +76,7 @@ class PipelineSpec(BaseModel):
 
     def normalised(self) -> PipelineSpec:
         """The same pipeline with factors that do not apply set to their canonical values."""
-        upd: dict[str, Any] = {}
+        upd: dict[str, str | int] = {}
         no_tx = {"query": NO_TRANSFORM, "post": NO_TRANSFORM}
         if self.retriever == "closed":
             upd = {"k": 0, "chunker": NO_INDEX, **no_tx}
@@ -108,7 +110,7 @@ class PipelineSpec(BaseModel):
                 parts.append(f"{name}={getattr(self, name)}")
         return "|".join(parts)
 
-    def factors(self) -> dict[str, Any]:
+    def factors(self) -> dict[str, str | int | float]:
         """The factor columns of this pipeline (one column each in responses.parquet)."""
         return {
             "llm": llm_label(self.llm),
@@ -130,7 +132,7 @@ class PipelineSpec(BaseModel):
     @classmethod
     def from_id(cls, pid: str) -> PipelineSpec:
         """Parse an id written by :attr:`id`."""
-        fields: dict[str, Any] = {}
+        fields: dict[str, str] = {}
         for part in pid.split("|"):
             key, sep, value = part.partition("=")
             if not sep:
@@ -142,22 +144,83 @@ class PipelineSpec(BaseModel):
             raise ConfigError(f"malformed pipeline id '{pid}': {exc}") from exc
 
 
+# The grid's one spelling: every axis is a list; an axis named by a countable noun takes the plural (llms,
+# retrievers, chunkers, prompts, methods), the others keep their name (k, icl, query, post, temperature,
+# max_tokens). The same table is ``[grid]`` of a sweep file and ``[sweep]`` of a ``ragrade run`` config.
+DEPRECATED_AXES = {
+    "llm": "llms",
+    "retriever": "retrievers",
+    "chunker": "chunkers",
+    "prompt": "prompts",
+    "method": "methods",
+}
+
+
+def upgrade_grid_keys(table: object, where: str = "[grid]") -> None:
+    """Rename the old spellings of grid axes in ``table`` (in place), with one deprecation line on stderr.
+
+    Read for one release: ``llm``, ``retriever``, ``chunker``, ``prompt`` and ``method`` (the singular keys of
+    a sweep file's ``[grid]``). Both spellings of one axis in the same table are a ConfigError.
+    """
+    if not isinstance(table, dict):
+        return
+    old = [key for key in DEPRECATED_AXES if key in table]
+    if not old:
+        return
+    both = [key for key in old if DEPRECATED_AXES[key] in table]
+    if both:
+        pairs = ", ".join(f"{key} and {DEPRECATED_AXES[key]}" for key in both)
+        raise ConfigError(f"{where}: {pairs} name the same axis; keep only the second")
+    for key in old:
+        table[DEPRECATED_AXES[key]] = table.pop(key)
+    renamed = ", ".join(f"{key} -> {DEPRECATED_AXES[key]}" for key in old)
+    print(
+        f"ragrade: warning: {where}: deprecated key spelling ({renamed}); write the new keys "
+        "(the old ones are read until the next release)",
+        file=sys.stderr,
+    )
+
+
 class GridConfig(BaseModel):
-    """Axes of the pipeline grid; every combination becomes a pipeline."""
+    """Axes of the pipeline grid; every combination becomes a pipeline (the grid's defaults live here only)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    llm: list[str] = Field(default_factory=lambda: ["offline/student"])
-    retriever: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
-    k: list[int] = Field(default_factory=lambda: [3])
-    icl: list[int] = Field(default_factory=lambda: [0])
-    chunker: list[str] | None = None  # index labels; default: every index
-    prompt: list[str] = Field(default_factory=lambda: ["default"])
-    method: list[AnswerMethod] = Field(default_factory=lambda: list[AnswerMethod](["auto"]))
-    query: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # query transforms
-    post: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # post-processing chains
+    llms: list[str] = Field(default_factory=lambda: ["offline/student"])
+    retrievers: list[str] = Field(default_factory=lambda: ["closed", "bm25", "dense", "hybrid", "oracle"])
+    k: list[Annotated[int, Field(ge=0, le=1000)]] = Field(default_factory=lambda: [3])
+    icl: list[Annotated[int, Field(ge=0, le=16)]] = Field(default_factory=lambda: [0])
+    chunkers: list[str] | None = None  # index labels (chunkings); default: every index
+    prompts: list[str] = Field(default_factory=lambda: ["default"])  # "default" or names of [prompts] templates
+    methods: list[AnswerMethod] = Field(default_factory=lambda: list[AnswerMethod](["auto"]))
+    query: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # query transforms: none, hyde, multi-query, rm3
+    post: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # post-processing chains, e.g. rerank+compress
     temperature: list[float | None] = Field(default_factory=lambda: list[float | None]([None]))
     max_tokens: list[int | None] = Field(default_factory=lambda: list[int | None]([None]))
+
+    _table: ClassVar[str] = "[grid]"  # the table's name in deprecation messages
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_spellings(cls, data: object) -> object:
+        if isinstance(data, dict) and any(key in data for key in DEPRECATED_AXES):
+            data = dict(data)
+            upgrade_grid_keys(data, cls._table)
+        return data
+
+
+class GridRunSettings(BaseModel):
+    """How a grid runs besides its axes: shared by a sweep file (top level) and a job's ``[sweep]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    transform_llm: str | None = None  # the LLM of hyde, multi-query, llm-rerank, llm-compress
+    transform_options: dict[str, dict[str, object]] = Field(default_factory=dict)  # transform name -> its options
+    seed: int = 0
+    icl_pool: int = Field(default=5, ge=1)  # questions held out as few-shot examples when any ICL > 0
+    limit: int | None = Field(default=None, ge=1)  # take only the first N questions (after the hold-out)
+    executor: Literal["local", "ray"] = "local"
+    samples: bool = True  # write samples.jsonl: every request sent and its raw reply
 
 
 class AnswerConfig(BaseModel):
@@ -173,10 +236,8 @@ class AnswerConfig(BaseModel):
     temperature: float = 0.0
 
 
-class SweepConfig(BaseModel):
-    """Everything ``ragrade exam take`` needs besides the exam itself."""
-
-    model_config = ConfigDict(extra="forbid")
+class SweepConfig(GridRunSettings):
+    """Everything ``ragrade exam take`` and ``ragrade qa answer`` need besides the questions (``sweep.toml``)."""
 
     grid: GridConfig = Field(default_factory=GridConfig)
     pipelines: list[PipelineSpec] | None = None  # explicit list; replaces the grid when given
@@ -184,20 +245,13 @@ class SweepConfig(BaseModel):
     external: dict[str, str] = Field(default_factory=dict)  # name -> "module:function" or http(s) URL
     prompts: dict[str, str] = Field(default_factory=dict)  # prompt name -> template file
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
-    llm_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of create_llm
-    retriever_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of Index.retriever
-    transform_llm: str | None = None  # the LLM of hyde, multi-query, llm-rerank, llm-compress
-    transform_options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # transform name -> its options
-    seed: int = 0
-    icl_pool: int = Field(default=5, ge=1)  # questions held out as few-shot examples when any ICL > 0
-    limit: int | None = Field(default=None, ge=1)  # take only the first N questions (after the hold-out)
+    llm_options: LLMOptions = Field(default_factory=LLMOptions)  # the [llm_options] table: how LLMs are reached
+    retriever_options: dict[str, object] = Field(default_factory=dict)  # keyword arguments of Index.retriever
     shard_size: int = Field(default=32, ge=1)
     parallel_shards: int = Field(default=2, ge=1)
-    executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
     ray_workers: int | None = Field(default=None, ge=1)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)  # the [adaptive] table
-    samples: bool = True  # write samples.jsonl: every request sent and its raw reply
 
     @model_validator(mode="after")
     def _check(self) -> SweepConfig:
@@ -222,9 +276,9 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
         ]
     else:
         g = cfg.grid
-        chunkers = g.chunker if g.chunker is not None else (labels or [NO_INDEX])
+        chunkers = g.chunkers if g.chunkers is not None else (labels or [NO_INDEX])
         raw = []
-        axes = (g.llm, g.retriever, g.k, g.icl, chunkers, g.prompt, g.method, g.query, g.post, g.temperature)
+        axes = (g.llms, g.retrievers, g.k, g.icl, chunkers, g.prompts, g.methods, g.query, g.post, g.temperature)
         for llm, ret, k, icl, chunker, prompt, method, query, post, temp in itertools.product(*axes):
             for max_tokens in g.max_tokens:
                 try:
@@ -293,12 +347,13 @@ def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
         check_transforms(spec.query, spec.post, cfg.transform_llm is not None, where=where)
 
 
-def load_sweep_file(path: str | Path) -> dict[str, Any]:
+def load_sweep_file(path: str | Path) -> dict[str, object]:
     """Read ``sweep.toml`` into a config layer, every relative path resolved against the file's folder.
 
     Paths: ``[indexes]`` and ``[prompts]`` values, ``[adaptive] calibration``, ``[llm_options] replay_from``
-    and model files in LLM specs (``[grid] llm``, ``transform_llm``, ``[[pipelines]] llm``); flags on the
-    command line stay relative to the current directory (see :mod:`ragrade.config_paths`).
+    and model files in LLM specs (``[grid] llms``, ``transform_llm``, ``[[pipelines]] llm``); flags on the
+    command line stay relative to the current directory (see :mod:`ragrade.config_paths`). The old
+    spellings of grid axes are renamed here (:func:`upgrade_grid_keys`), before any layer is merged.
     """
     from ragrade.config_paths import resolve_keys
 
@@ -311,19 +366,20 @@ def load_sweep_file(path: str | Path) -> dict[str, Any]:
             resolve_keys(entries, tuple(entries), base)
     resolve_keys(data.get("adaptive"), ("calibration",), base)
     resolve_keys(data.get("llm_options"), ("replay_from",), base)
-    resolve_keys(data.get("grid"), ("llm",), base, llm=True)
+    upgrade_grid_keys(data.get("grid"), f"{path}: [grid]")
+    resolve_keys(data.get("grid"), ("llms",), base, llm=True)
     resolve_keys(data, ("transform_llm",), base, llm=True)
     for pipeline in data.get("pipelines") or []:
         resolve_keys(pipeline, ("llm",), base, llm=True)
     return data
 
 
-def build_sweep_config(*layers: Mapping[str, Any] | None) -> SweepConfig:
+def build_sweep_config(*layers: Mapping[str, object] | None) -> SweepConfig:
     """Merge layers (defaults < file < flags) into a validated :class:`SweepConfig`."""
     return build_config(SweepConfig, *layers, source="sweep config")
 
 
-def fingerprint(obj: Any) -> str:
+def fingerprint(obj: object) -> str:
     """A short sha256 of ``obj``'s canonical JSON."""
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -337,6 +393,7 @@ __all__ = [
     "NO_TRANSFORM",
     "AnswerConfig",
     "GridConfig",
+    "GridRunSettings",
     "PipelineSpec",
     "SweepConfig",
     "build_sweep_config",
@@ -344,4 +401,5 @@ __all__ = [
     "fingerprint",
     "llm_label",
     "load_sweep_file",
+    "upgrade_grid_keys",
 ]

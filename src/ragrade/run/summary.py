@@ -7,7 +7,6 @@ import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -75,7 +74,7 @@ RESPONSES_SCHEMA = pa.schema(
 )
 
 
-def write_responses(path: str | Path, rows: Sequence[dict[str, Any]], *, kind: str = "responses") -> None:
+def write_responses(path: str | Path, rows: Sequence[Mapping[str, object]], *, kind: str = "responses") -> None:
     """Write rows as Parquet atomically, with the column types of :data:`RESPONSES_SCHEMA`.
 
     Extra keys in rows (e.g. from a QA worker) are kept as inferred columns.
@@ -95,7 +94,7 @@ def write_responses(path: str | Path, rows: Sequence[dict[str, Any]], *, kind: s
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _accuracy_row(group: pd.DataFrame) -> dict[str, Any]:
+def _accuracy_row(group: pd.DataFrame) -> dict[str, int | float]:
     """Accuracy over the answered rows: a failed request (``correct`` empty) is missing, counted in n_errors."""
     scored = group["correct"].dropna()
     n = len(scored)
@@ -129,7 +128,7 @@ def summarise(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd.DataFr
         if g.empty:
             continue
         first = g.iloc[0]
-        row: dict[str, Any] = {"pipeline": pid, **{f: first[f] for f in FACTORS if f in g}}
+        row: dict[str, object] = {"pipeline": pid, **{f: first[f] for f in FACTORS if f in g}}
         row.update(_accuracy_row(g))
         if "transform_error" in g:
             row["n_transform_failures"] = int(g["transform_error"].notna().sum())
@@ -162,7 +161,7 @@ def ll_source(group: pd.DataFrame) -> str | None:
     return "mixed: " + ", ".join(f"{name} {int(n)}" for name, n in sorted(counts.items()))
 
 
-def _pick(values: Any) -> int:
+def _pick(values: Iterable[float | None]) -> int:
     """Index of the largest finite value (lowest on ties); -1 when none is finite (as run.answer.argmax)."""
     best, best_i = -math.inf, -1
     for i, v in enumerate(values):
@@ -183,7 +182,7 @@ def _accuracy_by(rows: pd.DataFrame, column: str) -> float:
     return sum(hits) / len(hits) if hits else float("nan")
 
 
-def decision_columns(group: pd.DataFrame) -> dict[str, Any]:
+def decision_columns(group: pd.DataFrame) -> dict[str, str | float]:
     """``decision_rule`` (what decided ``correct``: per_char, sum, per_token, letter, external; ``+``-joined when
     several) and the accuracy under either log-likelihood rule, ``acc_sum`` and ``acc_per_char``
     (lm-evaluation-harness ``acc`` and ``acc_norm``), over the answered log-likelihood rows."""
@@ -219,7 +218,7 @@ def summarise_by_tag(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd
         for pid in pipelines:
             g = col[col["pipeline"] == pid]
             for value in sorted(g[tag].astype(str).unique()):
-                row: dict[str, Any] = {"pipeline": pid, "tag": tag, "value": value}
+                row: dict[str, object] = {"pipeline": pid, "tag": tag, "value": value}
                 row.update(_accuracy_row(g[g[tag].astype(str) == value]))
                 out.append(row)
     cols = [
@@ -242,7 +241,7 @@ def write_csv(path: str | Path, df: pd.DataFrame) -> None:
     atomic_write_text(path, df.to_csv(index=False, float_format="%.6g"))
 
 
-def write_csv_rows(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> None:
+def write_csv_rows(path: str | Path, rows: Iterable[Mapping[str, object]], columns: Sequence[str]) -> None:
     """Write dict rows as a CSV atomically: exactly ``columns``, in order; None (or absent) as an empty cell."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")

@@ -27,7 +27,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -35,10 +35,12 @@ from ragrade import interrupt
 from ragrade.errors import ConfigError, DataError
 from ragrade.exam.files import Question, read_exam
 from ragrade.io import now_iso
+from ragrade.llm.options import THROUGHPUT_OPTIONS
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
 from ragrade.run.prompts import resolve_template
+from ragrade.run.records import Row, Sample, WorkerContext
 from ragrade.run.samples import SAMPLES_FILE, SAMPLES_VERSION, SampleLog, compact
 from ragrade.run.shared import SHARED_FILE
 from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint, llm_label
@@ -54,7 +56,10 @@ from ragrade.run.summary import (
     write_responses,
 )
 
-_THROUGHPUT_OPTIONS = ("concurrency", "cache", "cache_dir", "timeout", "max_retries", "rpm", "backoff_s")
+if TYPE_CHECKING:
+    from ragrade.run.pipeline import Resources
+
+_THROUGHPUT_OPTIONS = THROUGHPUT_OPTIONS  # LLM options left out of the resume fingerprint
 ProgressFn = Callable[[str, int, int], None]  # (pipeline id, rows just finished, rows of that pipeline in total)
 OUTPUT_FILES = (
     "manifest.json",
@@ -135,17 +140,17 @@ def run_resumable(
     run_dir: str | Path,
     *,
     worker: str,
-    context: Mapping[str, Any],
-    pipelines: Mapping[str, Mapping[str, Any]],
+    context: WorkerContext,
+    pipelines: Mapping[str, Mapping[str, object]],
     items: Sequence[str],
-    fingerprint_data: Any,
+    fingerprint_data: object,
     executor: Executor,
     shard_size: int = 32,
     progress: ProgressFn | None = None,
-    journal_specs: Mapping[str, Mapping[str, Any]] | None = None,
+    journal_specs: Mapping[str, Mapping[str, object]] | None = None,
     before_run: Callable[[Journal], None] | None = None,
     unit: str = "rows",
-    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
+    on_samples: Callable[[list[Sample]], None] | None = None,
 ) -> tuple[Journal, int]:
     """Generic resumable runner: journal every (pipeline, item) row that ``worker`` produces.
 
@@ -199,24 +204,24 @@ class GridJob:
     """
 
     worker: str
-    context: Mapping[str, Any]
-    pipelines: Mapping[str, Mapping[str, Any]]
+    context: WorkerContext
+    pipelines: Mapping[str, Mapping[str, object]]
     items: Sequence[str]
-    fingerprint_data: Any
-    journal_specs: Mapping[str, Mapping[str, Any]] | None = None
+    fingerprint_data: object
+    journal_specs: Mapping[str, Mapping[str, object]] | None = None
 
 
 def run_grid(
     run_dir: str | Path,
     job: GridJob,
     executor: Executor,
-    manifest: dict[str, Any],
+    manifest: dict[str, object],
     *,
     shard_size: int = 32,
     progress: ProgressFn | None = None,
-    on_samples: Callable[[list[dict[str, Any]]], None] | None = None,
+    on_samples: Callable[[list[Sample]], None] | None = None,
     prepare: Callable[[Journal], None] | None = None,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Row], int]:
     """Run (or resume) ``job`` in ``run_dir``: ``(every row, pipeline by pipeline in item order; rows added now)``.
 
     ``manifest`` is written once the journal accepted the run; on a resume it
@@ -253,39 +258,41 @@ def run_grid(
     return rows, added
 
 
-def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
+def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> WorkerContext:
     """The worker context every grid run shares: index dirs, external systems, prompt files, options, seed, ICL pool.
 
     Only absolute paths and settings (it travels to worker processes as JSON);
     callers add what names their questions and their worker's own settings.
     """
-    return {
-        "indexes": {k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
-        "external": dict(cfg.external),
-        "prompts": {k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
-        "llm_options": dict(cfg.llm_options),
-        "retriever_options": dict(cfg.retriever_options),
-        **({"transform_llm": cfg.transform_llm} if cfg.transform_llm else {}),
-        **({"transform_options": dict(cfg.transform_options)} if cfg.transform_options else {}),
-        "seed": cfg.seed,
-        "icl_pool": list(pool),
-    }
+    context = WorkerContext(
+        indexes={k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
+        external=dict(cfg.external),
+        prompts={k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
+        llm_options=cfg.llm_options.worker_dict(),  # what differs from the defaults (JSON, to every worker)
+        retriever_options=dict(cfg.retriever_options),
+    )
+    if cfg.transform_llm:
+        context["transform_llm"] = cfg.transform_llm
+    if cfg.transform_options:
+        context["transform_options"] = dict(cfg.transform_options)
+    context["seed"] = cfg.seed
+    context["icl_pool"] = list(pool)
+    return context
 
 
-def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> dict[str, Any]:
+def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> WorkerContext:
     """The JSON context the exam worker receives: the exam, the shared context and the answer settings."""
-    return {
-        "exam": str(exam_path.resolve()),
-        **pipeline_context(cfg, pool),
-        "answer": cfg.answer.model_dump(mode="json"),
-    }
+    context = WorkerContext(exam=str(exam_path.resolve()))
+    context.update(pipeline_context(cfg, pool))
+    context["answer"] = cfg.answer.model_dump(mode="json")
+    return context
 
 
-def _components(context: Mapping[str, Any], specs: Sequence[PipelineSpec], local: bool) -> dict[str, Any]:
+def _components(context: WorkerContext, specs: Sequence[PipelineSpec], local: bool) -> dict[str, object]:
     """describe() of every component (from this process's cached resources when the run was local)."""
     from ragrade.run.pipeline import resources_for
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     res = resources_for(context) if local else None
     for spec in specs:
         out.setdefault(f"prompt:{spec.prompt}", {"digest": resolve_template(spec.prompt, context["prompts"]).digest})
@@ -305,7 +312,7 @@ def _components(context: Mapping[str, Any], specs: Sequence[PipelineSpec], local
     return out
 
 
-def check_components(res: Any, specs: Sequence[PipelineSpec]) -> None:
+def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
     """Build every component the pipelines name (LLM, index + retriever, external system, prompt) in this process.
 
     Called before the run directory is created, so that a bad ``--index``, ``--llm``, ``--retrievers`` or
@@ -324,7 +331,7 @@ def check_components(res: Any, specs: Sequence[PipelineSpec]) -> None:
             res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
 
 
-def _describe(get: Callable[..., Any], *args: Any) -> Any:
+def _describe(get: Callable[..., object], *args: str | PipelineSpec) -> object:
     try:
         obj = get(*args)
         return obj.describe() if hasattr(obj, "describe") else {"repr": repr(obj)}
@@ -348,7 +355,8 @@ def run_sweep(
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
     pool, items = plan_items([q.id for q in questions], specs, cfg)
-    context = {**worker_context(exam_path, cfg, pool), "samples": cfg.samples}
+    context = worker_context(exam_path, cfg, pool)
+    context["samples"] = cfg.samples
     exe = executor or executor_for(cfg)
     from ragrade.run.pipeline import resources_for
 
@@ -386,7 +394,9 @@ def run_sweep(
         "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
     }
     share = _shared_path(run_dir, exe)
-    job_context = {**context, "shared_retrieval": str(share)} if share else context
+    job_context = context.copy()
+    if share:
+        job_context["shared_retrieval"] = str(share)
     job = GridJob(EXAM_WORKER, job_context, worker_specs, items, fp, journal_specs=pipelines)
     sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
     prepare = _precompute_retrieval(context, worker_specs, items, cfg.shard_size, share) if share else None
@@ -409,8 +419,8 @@ def _shared_path(run_dir: Path, exe: Executor) -> Path | None:
 
 
 def _precompute_retrieval(
-    context: Mapping[str, Any],
-    specs: Mapping[str, Mapping[str, Any]],
+    context: WorkerContext,
+    specs: Mapping[str, Mapping[str, object]],
     items: Sequence[str],
     shard_size: int,
     path: Path,
@@ -442,13 +452,13 @@ class _SampleSink:
         self.path = path
         self.log: SampleLog | None = None
 
-    def __call__(self, samples: list[dict[str, Any]]) -> None:
+    def __call__(self, samples: list[Sample]) -> None:
         if self.log is None:
             self.log = SampleLog(self.path)
         self.log.append(samples)
 
 
-def _finish_samples(path: Path, rows: Sequence[Mapping[str, Any]], enabled: bool) -> None:
+def _finish_samples(path: Path, rows: Sequence[Mapping[str, object]], enabled: bool) -> None:
     """One line per row, in row order (``enabled``); without samples, no stale file is left beside the rows."""
     if not enabled:
         path.unlink(missing_ok=True)
@@ -457,7 +467,7 @@ def _finish_samples(path: Path, rows: Sequence[Mapping[str, Any]], enabled: bool
     compact(path, rows)
 
 
-def _carry_over(run_dir: Path, manifest: dict[str, Any]) -> None:
+def _carry_over(run_dir: Path, manifest: dict[str, object]) -> None:
     """On a resume, keep the first start time and list the restarts."""
     path = run_dir / MANIFEST_FILE
     if not path.is_file():
@@ -472,12 +482,12 @@ def _carry_over(run_dir: Path, manifest: dict[str, Any]) -> None:
 
 def _finalise(
     run_dir: Path,
-    manifest: dict[str, Any],
+    manifest: dict[str, object],
     specs: Sequence[PipelineSpec],
     items: Sequence[str],
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     added: int,
-    context: Mapping[str, Any],
+    context: WorkerContext,
     exe: Executor,
 ) -> SweepResult:
     write_responses(run_dir / RESPONSES_FILE, rows)

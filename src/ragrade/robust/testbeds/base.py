@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from ragrade.robust.build import (
+from ragrade.io import JSONObject
+from ragrade.robust.build import actual_ratio_notes, assemble, rgb_base_docs
+from ragrade.robust.metrics import count_label, default_common, metric
+from ragrade.robust.protocol import (
     BuildOptions,
+    Cells,
     Doc,
     Instance,
-    actual_ratio_notes,
-    assemble,
-    rgb_base_docs,
+    Metrics,
+    Testbed,
+    get_testbed,
+    testbed_names,
 )
-from ragrade.robust.metrics import count_label, default_common, metric
 from ragrade.robust.rgb_scoring import rgb_common
 from ragrade.robust.table import pct
 
@@ -31,65 +35,6 @@ if TYPE_CHECKING:
     from ragrade.robust.data import RGBItem
     from ragrade.robust.detect import Detectors
     from ragrade.robust.prompts import LangPrompts
-
-Metrics = dict[str, Any]
-Cells = dict[str, float | None]
-
-
-@runtime_checkable
-class Testbed(Protocol):
-    """What ``ragrade robust run`` asks of a testbed.
-
-    ``data_kinds``: record shapes it accepts; ``data_file``: the file of ``robust build`` it reads
-    (``base``, ``integration``, ``counterfactual``); ``default_ratios``: noise ratios run when none
-    are given; ``ratios_fixed``: the ratios cannot be chosen; ``ratio_cap``: the highest ratio
-    ``ragrade run`` gives it (None: any below 1); ``metrics``: the metrics.json keys it fills;
-    ``judge_task``: what the optional judge is asked ("rejection", "error" or None).
-    """
-
-    name: str
-    description: str
-    data_kinds: tuple[str, ...]
-    data_file: str
-    default_ratios: tuple[float, ...]
-    ratios_fixed: bool
-    ratio_cap: float | None
-    metrics: tuple[str, ...]
-    judge_task: str | None
-
-    def build(self, item: RGBItem, ratio: float, opts: BuildOptions, condition: str = "documents") -> Instance:
-        """The documents ``item`` is shown at noise ``ratio`` (its contexts)."""
-        ...
-
-    def build_instances(
-        self, items: Sequence[RGBItem], ratios: Sequence[float], opts: BuildOptions, *, closed_book: bool
-    ) -> list[Instance]:
-        """Every instance of a run: each item at each ratio, plus any extra condition."""
-        ...
-
-    def ratio_notes(self, instances: Sequence[Instance]) -> list[str]:
-        """Warnings about actual noise ratios that differ from the requested ones."""
-        ...
-
-    def messages(self, inst: Instance, lp: LangPrompts) -> tuple[tuple[str, str], ...]:
-        """The (role, content) messages of one instance."""
-        ...
-
-    def label(self, record: Mapping[str, Any], scoring: str, detectors: Detectors, lang: str) -> dict[str, Any]:
-        """The labels of one answered (or failed) record under ``scoring``."""
-        ...
-
-    def summarise(self, records: Sequence[Mapping[str, Any]], scoring: str, seed: int = 0) -> Metrics:
-        """The metrics of one group of labelled records."""
-        ...
-
-    def table_cells(self, metrics: Mapping[str, Any]) -> Cells:
-        """Column label -> percentage of one run, for the paper-shaped table."""
-        ...
-
-    def actual_cells(self, metrics: Mapping[str, Any]) -> Cells:
-        """Column label -> mean actual noise ratio (empty when the columns are not noise ratios)."""
-        ...
 
 
 class BaseTestbed:
@@ -172,7 +117,7 @@ class BaseTestbed:
         docs = None if inst.condition == "no_documents" else [d.text for d in inst.docs]
         return answer_messages(lp, inst.item.query, docs, system=inst.system_prompt)
 
-    def label(self, record: Mapping[str, Any], scoring: str, detectors: Detectors, lang: str) -> dict[str, Any]:
+    def label(self, record: Mapping[str, Any], scoring: str, detectors: Detectors, lang: str) -> JSONObject:
         """Default labels (:func:`~ragrade.robust.metrics.label_response`) or the original scorer's."""
         from ragrade.robust.metrics import label_response
         from ragrade.robust.rgb_scoring import rgb_label_response
@@ -185,7 +130,7 @@ class BaseTestbed:
         )
 
     # ----------------------------------------------------------------- metrics
-    def summarise(self, records: Sequence[Mapping[str, Any]], scoring: str, seed: int = 0) -> Metrics:
+    def summarise(self, records: Sequence[Mapping[str, object]], scoring: str, seed: int = 0) -> Metrics:
         """The shared counts, then :meth:`aggregate_default` or :meth:`aggregate_rgb`."""
         if scoring == "rgb":
             out, docs, closed = rgb_common(records)
@@ -196,14 +141,14 @@ class BaseTestbed:
         return out
 
     def aggregate_default(
-        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]], seed: int
+        self, out: Metrics, docs: Sequence[Mapping[str, object]], closed: Sequence[Mapping[str, object]], seed: int
     ) -> None:
         """Accuracy and rejection rate over the answered records (default rules)."""
         out["accuracy"] = metric(count_label(docs, "correct"), len(docs))
         out["rejection_rate"] = metric(count_label(docs, "rejected"), len(docs))
 
     def aggregate_rgb(
-        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]]
+        self, out: Metrics, docs: Sequence[Mapping[str, object]], closed: Sequence[Mapping[str, object]]
     ) -> None:
         """Accuracy under the original rules (correct items / items)."""
         out["accuracy"] = metric(count_label(docs, "correct"), len(docs))
@@ -224,23 +169,6 @@ class BaseTestbed:
             actual = g.get("noise_ratio_actual_mean")
             out[f"{g['noise_ratio']:g}"] = None if actual is None else round(float(actual), 3)
         return out
-
-
-def get_testbed(name: str | Testbed) -> Testbed:
-    """The testbed registered as ``name`` (a ConfigError with the choices and a did-you-mean otherwise)."""
-    if not isinstance(name, str):
-        return name
-    from ragrade.registry import create
-
-    tb: Testbed = create("testbed", name)
-    return tb
-
-
-def testbed_names() -> list[str]:
-    """The registered testbed names, sorted."""
-    from ragrade.registry import names
-
-    return names("testbed")
 
 
 __all__ = ["BaseTestbed", "Cells", "Metrics", "Testbed", "get_testbed", "testbed_names"]

@@ -86,7 +86,7 @@ class CounterfactualTestbed(BaseTestbed):
         return rgb_counterfactual_docs(item, rng, n_docs, neg_num, correct_ratio)
 
     def aggregate_default(
-        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]], seed: int
+        self, out: Metrics, docs: Sequence[Mapping[str, object]], closed: Sequence[Mapping[str, object]], seed: int
     ) -> None:
         """ED, CR (undefined when nothing was reported), the fake-answer rate, closed-book Acc; ED*, CR*."""
         super().aggregate_default(out, docs, closed, seed)

@@ -28,7 +28,7 @@ class NegativeTestbed(BaseTestbed):
     pad_with_noise = False
 
     def aggregate_default(
-        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]], seed: int
+        self, out: Metrics, docs: Sequence[Mapping[str, object]], closed: Sequence[Mapping[str, object]], seed: int
     ) -> None:
         """Accuracy and rejection rate; Rej*: the judge's yes verdicts among the replies it could read."""
         super().aggregate_default(out, docs, closed, seed)
@@ -39,7 +39,7 @@ class NegativeTestbed(BaseTestbed):
         out["judge_failed"] = failures
 
     def aggregate_rgb(
-        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, Any]]
+        self, out: Metrics, docs: Sequence[Mapping[str, Any]], closed: Sequence[Mapping[str, object]]
     ) -> None:
         """Original rule 6: refusals and correct answers share one counter; rule 9 for Rej*."""
         tt = sum(bool(r["labels"]["rejected"]) or bool(r["labels"]["correct"]) for r in docs)

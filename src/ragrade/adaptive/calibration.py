@@ -35,10 +35,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from ragrade.adaptive.pool import design_matrix, design_subset
+from ragrade.adaptive.state import ItemParams
 from ragrade.errors import ConfigError, DataError, RagradeError
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams
-from ragrade.run.adaptive_pool import design_matrix, design_subset
+from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.spec import PipelineSpec
+
+CALIBRATION_DIR = "calibration"  # in a run directory: the irt.json an in-run calibration writes
 
 
 def load_calibration(path: str | Path, items: Sequence[str]) -> ItemParams:
@@ -254,7 +257,33 @@ def calibration_mode(cfg: AdaptiveConfig, n_pipelines: int = 0) -> str:
     return cfg.calibration_mode
 
 
+def write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> tuple[str | None, str]:
+    """Fit the items on ``rows`` into ``calibration/irt.json``; its path, or None and why not."""
+    from ragrade.irt.fit import fit_irt
+
+    data = [
+        {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
+        for r in rows
+        if r.get("error") is None and r.get("correct") is not None
+    ]
+    if not data:
+        return None, "no calibration file written: no answers"
+    out = run_dir / CALIBRATION_DIR / "irt.json"
+    out.parent.mkdir(exist_ok=True)
+    try:
+        fit_irt(pd.DataFrame(data), model=model, out=out)
+    except RagradeError as exc:
+        return None, f"no calibration file written: the answers could not calibrate the items ({exc})"
+    from ragrade.io import read_json, write_json
+
+    doc = read_json(out)
+    doc["source"] = str(run_dir.resolve())  # its responses.parquet: the next run's dimensionality check reads it
+    write_json(out, doc)
+    return str(out), ""
+
+
 __all__ = [
+    "CALIBRATION_DIR",
     "COLD_MIN_PIPELINES",
     "calibration_data",
     "calibration_mode",
@@ -264,4 +293,5 @@ __all__ = [
     "load_calibration",
     "refitter",
     "resolve_references",
+    "write_calibration",
 ]

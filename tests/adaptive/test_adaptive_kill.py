@@ -24,7 +24,7 @@ def _cmd(exam: Path, out: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_gives_the_same_result(tmp_path: Path):
+def test_sigkill_then_resume_gives_the_same_result(tmp_path: Path) -> None:
     exam = tmp_path / "exam.jsonl"
     make_exam(exam, 60)
     ref_dir, dir_ = tmp_path / "reference", tmp_path / "killed"

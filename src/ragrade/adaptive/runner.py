@@ -38,11 +38,8 @@ import numpy as np
 import pandas as pd
 
 from ragrade import interrupt
-from ragrade.errors import ConfigError, RagradeError
-from ragrade.exam.files import Question, read_exam
-from ragrade.io import atomic_write_text, dumps_line
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
-from ragrade.run.adaptive_calib import (
+from ragrade.adaptive.calibration import (
+    CALIBRATION_DIR,
     calibration_data,
     calibration_mode,
     cold_params,
@@ -50,9 +47,16 @@ from ragrade.run.adaptive_calib import (
     load_calibration,
     refitter,
     resolve_references,
+    write_calibration,
 )
-from ragrade.run.adaptive_estimate import MisfitResult, calibration_check, smallest_useful_budget
-from ragrade.run.adaptive_notes import run_notes
+from ragrade.adaptive.estimate import MisfitResult, calibration_check, smallest_useful_budget
+from ragrade.adaptive.notes import run_notes
+from ragrade.adaptive.scheduler import Scheduler, run_rounds
+from ragrade.adaptive.state import ItemParams
+from ragrade.errors import ConfigError
+from ragrade.exam.files import Question, read_exam
+from ragrade.io import atomic_write_text, dumps_line
+from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, run_shards
 from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
@@ -79,7 +83,6 @@ from ragrade.run.sweep import (
 )
 
 ROUNDS_FILE = "adaptive_rounds.jsonl"
-CALIBRATION_DIR = "calibration"
 ADAPTIVE_COLUMNS = (
     "status",
     "accuracy_estimate",
@@ -141,7 +144,9 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
         params = load_calibration(str(acfg.calibration), items)
         data = calibration_data(str(acfg.calibration), items)
         if data is not None and len(data) >= 3:
-            calib_fit = calibration_check(data, params.d, params.b, params.g, alpha=acfg.misfit_alpha, seed=cfg.seed)
+            calib_fit = calibration_check(
+                data, params.d, params.b, params.g, alpha=acfg.calibration_misfit_alpha, seed=cfg.seed
+            )
     else:
         params = cold_params(items, {q: len(by_id[q].choices) for q in items})
     refs = resolve_references(acfg, specs, cfg.seed) if mode == "reference" else []
@@ -259,7 +264,7 @@ def run_adaptive(
         journal.close()
     written, note = None, ""
     if s.mode in ("cold", "sample"):  # a calibration for the next run on this exam
-        written, note = _write_calibration(run_dir, rows, s.acfg.calibration_model)
+        written, note = write_calibration(run_dir, rows, s.acfg.calibration_model)
     notes = run_notes(sched, s.items, s.mode, written, note)
     return _finalise(run_dir, manifest, s, sched, rounds, rows, added, notes)
 
@@ -314,7 +319,7 @@ def _drive(
         got = runner.ask({r: s.items for r in s.refs})
         ref_rows = [row for r in s.refs for row in got[r].values()]
         params = fit_item_params(ref_rows, s.items, acfg.calibration_model, s.params)
-        _write_calibration(run_dir, ref_rows, acfg.calibration_model)
+        write_calibration(run_dir, ref_rows, acfg.calibration_model)
     groups = _groups(s.questions, acfg.balance)
     refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode in ("cold", "reference") else None
     factors = [sp.factors() for sp in s.specs]
@@ -342,31 +347,6 @@ def _drive(
         if sched.done:
             break
     return sched, log
-
-
-def _write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> tuple[str | None, str]:
-    """Fit the items on ``rows`` into ``calibration/irt.json``; its path, or None and why not."""
-    from ragrade.irt.fit import fit_irt
-
-    data = [
-        {"pipeline": r["pipeline"], "question_id": r["question_id"], "correct": int(r["correct"])}
-        for r in rows
-        if r.get("error") is None and r.get("correct") is not None
-    ]
-    if not data:
-        return None, "no calibration file written: no answers"
-    out = run_dir / CALIBRATION_DIR / "irt.json"
-    out.parent.mkdir(exist_ok=True)
-    try:
-        fit_irt(pd.DataFrame(data), model=model, out=out)
-    except RagradeError as exc:
-        return None, f"no calibration file written: the answers could not calibrate the items ({exc})"
-    from ragrade.io import read_json, write_json
-
-    doc = read_json(out)
-    doc["source"] = str(run_dir.resolve())  # its responses.parquet: the next run's dimensionality check reads it
-    write_json(out, doc)
-    return str(out), ""
 
 
 def _manifest(

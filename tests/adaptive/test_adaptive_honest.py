@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
-from ragrade.run.adaptive_estimate import (
+from ragrade.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
+from ragrade.adaptive.estimate import (
     audit_stats,
     calibration_check,
     elimination_z,
@@ -16,11 +16,11 @@ from ragrade.run.adaptive_estimate import (
     shrunk_bias,
     smallest_useful_budget,
 )
-from ragrade.run.adaptive_notes import run_notes
-from ragrade.run.adaptive_sim import adaptive_on_matrix, fit_params, simulate_grid, simulate_grid_2d
+from ragrade.adaptive.notes import run_notes
+from ragrade.adaptive.simulate import SimGrid, adaptive_on_matrix, fit_params, simulate_grid, simulate_grid_2d
 
 
-def test_audit_statistics_by_hand():
+def test_audit_statistics_by_hand() -> None:
     # one pipeline, 6 items: items 0-2 audited (answers 1, 0, 1 against predictions .5, .5, .8), 3-5 unseen
     y = np.array([[1, 0, 1, -1, -1, -1]], dtype=np.int8)
     audit = np.array([[True, True, True, False, False, False]])
@@ -38,7 +38,7 @@ def test_audit_statistics_by_hand():
     assert st0.var_design[0] == pytest.approx(0.8 * 0.2 / 3 * (1 - 3 / 4))
 
 
-def test_shrunk_bias_pools_towards_the_grid_mean():
+def test_shrunk_bias_pools_towards_the_grid_mean() -> None:
     mean = np.array([0.05, 0.05, 0.05, 0.05])
     b, v, tau = shrunk_bias(mean, np.full(4, 0.01), np.ones(4, bool))
     assert tau == 0.0 and b == pytest.approx(mean) and (v > 0).all()  # a common bias, no spread
@@ -50,7 +50,7 @@ def test_shrunk_bias_pools_towards_the_grid_mean():
     assert tau == 0.0 and b == pytest.approx(0.01 + 0.02 * x)  # a bias linear in the covariate is the prior mean
 
 
-def test_selection_adjusted_width_and_probability_of_the_best():
+def test_selection_adjusted_width_and_probability_of_the_best() -> None:
     # Bonferroni over 10 pipelines and a union over rounds: alpha / (K r (r + 1))
     assert elimination_z(0.05, 10, 1) == pytest.approx(2.8070, abs=1e-3)  # one-sided 0.05 / 20 = 0.0025
     assert elimination_z(0.05, 10, 4) == pytest.approx(3.4808, abs=1e-3)  # 0.05 / 200 = 0.00025
@@ -60,7 +60,7 @@ def test_selection_adjusted_width_and_probability_of_the_best():
 
 
 @pytest.mark.slow
-def test_sampled_intervals_cover_the_full_grid_accuracy():
+def test_sampled_intervals_cover_the_full_grid_accuracy() -> None:
     """200 small grids (4 pipelines x 120 items) with random budgets: design-based intervals cover."""
     covered, total = 0, 0
     for seed in range(200):
@@ -76,7 +76,7 @@ def test_sampled_intervals_cover_the_full_grid_accuracy():
 
 
 @pytest.fixture(scope="module")
-def earlier_runs():
+def earlier_runs() -> list[tuple[SimGrid, ItemParams]]:
     """Calibration data of earlier 63-pipeline runs on 200-item exams: one-dimensional and two-dimensional truth."""
     levels = {"llm": 3, "retriever": 7, "icl": 3}
     sd = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
@@ -85,7 +85,7 @@ def earlier_runs():
     return [(s, fit_params(s.R, s.truth.items, "3pl")) for s in (one, two)]
 
 
-def test_misfit_warning_for_two_abilities_and_not_for_one(earlier_runs):
+def test_misfit_warning_for_two_abilities_and_not_for_one(earlier_runs: list[tuple[SimGrid, ItemParams]]) -> None:
     (one, p1), (two, p2) = earlier_runs
     res1 = calibration_check(one.R, p1.d, p1.b, p1.g, alpha=0.01, seed=0, n_boot=200)
     res2 = calibration_check(two.R, p2.d, p2.b, p2.g, alpha=0.01, seed=0, n_boot=200)
@@ -93,7 +93,7 @@ def test_misfit_warning_for_two_abilities_and_not_for_one(earlier_runs):
     assert res2.warn and res2.p_value < 0.01 and res2.statistic > res1.statistic
 
 
-def test_misfit_makes_the_estimates_design_based_and_says_so(earlier_runs):
+def test_misfit_makes_the_estimates_design_based_and_says_so(earlier_runs: list[tuple[SimGrid, ItemParams]]) -> None:
     earlier, params = earlier_runs[1]
     check = calibration_check(earlier.R, params.d, params.b, params.g, alpha=0.01, seed=0, n_boot=200)
     sim = simulate_grid_2d(
@@ -106,7 +106,7 @@ def test_misfit_makes_the_estimates_design_based_and_says_so(earlier_runs):
     assert diag["misfit_warning"] and any("rest on the audit sample, not the model" in w for w in warnings)
 
 
-def test_small_budgets_are_spent_and_every_pipeline_estimated():
+def test_small_budgets_are_spent_and_every_pipeline_estimated() -> None:
     sim = simulate_grid({"llm": 2, "retriever": 2}, 300, seed=0, effect_sd=0.8)
     for budget in (smallest_useful_budget(4), 30):
         cfg = AdaptiveConfig(audit_share=1.0, budget=budget)
@@ -119,13 +119,13 @@ def test_small_budgets_are_spent_and_every_pipeline_estimated():
     assert smallest_useful_budget(4) == 8
 
 
-def test_default_budget_is_a_quarter_of_the_grid():
+def test_default_budget_is_a_quarter_of_the_grid() -> None:
     sim = simulate_grid({"llm": 2, "retriever": 2}, 200, seed=1, effect_sd=0.8)
     sched, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, AdaptiveConfig(audit_share=1.0), seed=0)
     assert sched.budget == 200 and sched.spent <= 200
 
 
-def test_negative_discrimination_items_are_never_chosen_by_the_model_and_are_listed():
+def test_negative_discrimination_items_are_never_chosen_by_the_model_and_are_listed() -> None:
     sim = simulate_grid({"llm": 2, "retriever": 3}, 100, seed=2, effect_sd=0.8)
     neg = np.zeros(100, dtype=bool)
     neg[np.argsort(-sim.truth.d)[:5]] = True  # the five most informative items

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from ragrade.adaptive import AdaptiveConfig, Scheduler
+from ragrade.adaptive.calibration import COLD_MIN_PIPELINES, calibration_mode, cold_params, fit_item_params, refitter
+from ragrade.adaptive.simulate import adaptive_on_matrix, score_run, simulate_grid
 from ragrade.errors import ConfigError
-from ragrade.run.adaptive import AdaptiveConfig, Scheduler
-from ragrade.run.adaptive_calib import COLD_MIN_PIPELINES, calibration_mode, cold_params, fit_item_params, refitter
-from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
 
 
-def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path):
+def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path: Path) -> None:
     auto = AdaptiveConfig()
     assert auto.calibration_model == "3pl"
     assert calibration_mode(auto, COLD_MIN_PIPELINES) == "cold"
@@ -25,7 +27,7 @@ def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path):
         calibration_mode(AdaptiveConfig(calibration_mode="file"), 63)
 
 
-def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
+def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers() -> None:
     sd = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
     sim = simulate_grid({"llm": 3, "retriever": 4, "icl": 2}, 300, seed=5, effect_sd=sd)
     cfg = AdaptiveConfig(default_share=None)  # no budget cap: the stopping rules decide
@@ -45,7 +47,7 @@ def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers():
     assert (sched.asked.sum(axis=0) > 0).mean() > 0.9
 
 
-def test_warm_started_refit_reaches_the_fresh_fit():
+def test_warm_started_refit_reaches_the_fresh_fit() -> None:
     sim = simulate_grid({"llm": 2, "retriever": 3}, 120, seed=7, effect_sd=1.0)
     cfg = AdaptiveConfig()
     params = cold_params(sim.truth.items, {})
@@ -66,12 +68,12 @@ def test_warm_started_refit_reaches_the_fresh_fit():
     assert np.abs(warm.b - fresh.b).max() < 0.05 and np.abs(warm.d - fresh.d).max() < 0.05
 
 
-def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path, monkeypatch):
+def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
+    from ragrade.adaptive.calibration import load_calibration
     from ragrade.irt import output
     from ragrade.irt.fit import fit_irt
-    from ragrade.run.adaptive_calib import load_calibration
 
     rng = np.random.default_rng(0)
     rows = [

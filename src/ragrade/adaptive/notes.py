@@ -1,6 +1,6 @@
 """What an adaptive run must say out loud: misfit, failed requests, excluded items, calibration, the decision.
 
-:func:`run_notes` turns a finished :class:`~ragrade.run.adaptive.Scheduler` into a
+:func:`run_notes` turns a finished :class:`~ragrade.adaptive.scheduler.Scheduler` into a
 JSON-ready block (the manifest's ``adaptive.diagnostics``) and a list of plain
 warnings that the terminal, the manifest and the report all show.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ragrade.run.adaptive import Scheduler
-from ragrade.run.adaptive_estimate import MisfitResult
+from ragrade.adaptive.estimate import MisfitResult
+from ragrade.adaptive.scheduler import Scheduler
 
 MISFIT_WARNING = (
     "the one-dimensional IRT model does not describe these responses: rankings between these pipelines rest "

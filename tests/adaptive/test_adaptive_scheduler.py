@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import pytest
 
+from ragrade.adaptive import AdaptiveConfig, Scheduler
+from ragrade.adaptive.pool import design_matrix, design_subset, pooled_prior
+from ragrade.adaptive.simulate import SimGrid, adaptive_on_matrix, score_run, simulate_grid
 from ragrade.errors import ConfigError
 from ragrade.irt.cat import information_at
-from ragrade.run.adaptive import AdaptiveConfig, Scheduler
-from ragrade.run.adaptive_pool import design_matrix, design_subset, pooled_prior
-from ragrade.run.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
 
 LEVELS = {"llm": 2, "retriever": 4, "icl": 2}
 SD = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
 
 
 @pytest.fixture(scope="module")
-def sim():
+def sim() -> SimGrid:
     return simulate_grid(LEVELS, 400, seed=3, effect_sd=SD)
 
 
-def _run(sim, R=None, **over):
-    cfg = AdaptiveConfig(**over)
+def _run(
+    sim: SimGrid, R: npt.NDArray[np.int8] | None = None, **over: object
+) -> tuple[Scheduler, list[dict[str, Any]]]:
+    cfg = AdaptiveConfig.model_validate(over)
     return adaptive_on_matrix(sim.R if R is None else R, sim.truth, sim.pipelines, cfg, factors=sim.factors, seed=1)
 
 
-def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim):
+def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim: SimGrid) -> None:
     sched, log = _run(sim, target_se=0.15, min_items=40, default_share=None)  # no budget cap
     score = score_run(sched, sim.accuracy, sim.R.size)
     assert score["requests_share"] < 0.6  # the two best, half a point apart, race through most of the exam
@@ -35,7 +40,7 @@ def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim):
     assert log[-1]["requests"] == sched.spent == int(sched.asked.sum())
 
 
-def test_deterministic_for_a_seed_and_different_across_seeds(sim):
+def test_deterministic_for_a_seed_and_different_across_seeds(sim: SimGrid) -> None:
     a, _ = _run(sim)
     b, _ = _run(sim)
     assert (a.asked == b.asked).all() and a.results() == b.results()
@@ -44,7 +49,7 @@ def test_deterministic_for_a_seed_and_different_across_seeds(sim):
     assert c.plan() != d.plan()  # near-ties are broken at random
 
 
-def test_first_choice_is_the_most_informative_item(sim):
+def test_first_choice_is_the_most_informative_item(sim: SimGrid) -> None:
     cfg = AdaptiveConfig(batch=10, near_tie=0.0, audit_share=0.2, min_audit=2)
     sched = Scheduler(sim.truth, sim.pipelines, cfg, seed=0)
     plan = sched.plan()
@@ -57,7 +62,7 @@ def test_first_choice_is_the_most_informative_item(sim):
         assert chosen == sorted(ranked[:8])  # the model's picks: the most informative items left
 
 
-def test_failed_requests_are_missing_never_wrong(sim):
+def test_failed_requests_are_missing_never_wrong(sim: SimGrid) -> None:
     R = sim.R.copy()
     R[0, :] = -1  # every request of pipeline 0 fails
     R[1, ::2] = -1  # half of pipeline 1's requests fail
@@ -71,13 +76,13 @@ def test_failed_requests_are_missing_never_wrong(sim):
     assert abs(second["accuracy_estimate"] - sim.accuracy[1]) < 0.08
 
 
-def test_budget_is_never_exceeded(sim):
+def test_budget_is_never_exceeded(sim: SimGrid) -> None:
     sched, log = _run(sim, budget=230, batch=10, eliminate=False)
     assert sched.spent <= 230 and log[-1]["requests"] <= 230
     assert {r["stop_reason"] for r in sched.results()} >= {"budget"}
 
 
-def test_elimination_waits_for_min_items_and_uses_the_margin(sim):
+def test_elimination_waits_for_min_items_and_uses_the_margin(sim: SimGrid) -> None:
     sched, _ = _run(sim, min_items=60, target_se=0.05, target_accuracy_se=None)
     res = sched.results()
     elim = [r for r in res if r["status"] == "eliminated"]
@@ -89,7 +94,7 @@ def test_elimination_waits_for_min_items_and_uses_the_margin(sim):
     assert not [r for r in never.results() if r["status"] == "eliminated"]
 
 
-def test_balance_spreads_items_over_groups(sim):
+def test_balance_spreads_items_over_groups(sim: SimGrid) -> None:
     groups = ["a" if i % 4 == 0 else "b" for i in range(len(sim.truth.items))]
     cfg = AdaptiveConfig(balance="topic", batch=10, near_tie=0.0, audit_share=0.2, min_audit=2)
     sched = Scheduler(sim.truth, sim.pipelines, cfg, factors=sim.factors, groups=groups, seed=0)
@@ -98,7 +103,7 @@ def test_balance_spreads_items_over_groups(sim):
         assert len(chosen) == 8 and sum(groups[i] == "a" for i in chosen) == 2  # a quarter of the items
 
 
-def test_factorial_shortcut_predicts_the_rest(sim):
+def test_factorial_shortcut_predicts_the_rest(sim: SimGrid) -> None:
     sched, _ = _run(sim, factorial=0.6)
     res = sched.results()
     pred = [r for r in res if r["status"] == "predicted"]
@@ -109,7 +114,7 @@ def test_factorial_shortcut_predicts_the_rest(sim):
         assert abs(r["accuracy_estimate"] - sim.accuracy[p]) < 0.1
 
 
-def test_pooled_prior_recovers_additive_effects():
+def test_pooled_prior_recovers_additive_effects() -> None:
     factors = [{"a": f"a{i}", "b": f"b{j}"} for i in range(3) for j in range(4)]
     X, names = design_matrix(factors)
     assert names[0] == "intercept" and X.shape == (12, 1 + 2 + 3)
@@ -124,14 +129,14 @@ def test_pooled_prior_recovers_additive_effects():
     assert len(set(sub)) == 6 and np.linalg.matrix_rank(X[sub]) == 6
 
 
-def test_bad_settings():
+def test_bad_settings() -> None:
     with pytest.raises(ConfigError, match="target-se"):
         AdaptiveConfig(target_se=0).check()
     with pytest.raises(ConfigError, match="budget"):
         AdaptiveConfig(budget=0).check()
 
 
-def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim):
+def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim: SimGrid) -> None:
     sched, _ = _run(sim, budget=10, batch=10)  # fewer requests than pipelines: shared out one each
     res = sched.results()
     asked = [r for r in res if r["n_asked"] > 0]
@@ -141,8 +146,8 @@ def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim):
     assert all(r["status"] == "predicted" for r in never) and all(r["status"] == "measured" for r in asked)
 
 
-def test_default_references_span_the_grid_and_leave_most_pipelines_adaptive():
-    from ragrade.run.adaptive_calib import default_references
+def test_default_references_span_the_grid_and_leave_most_pipelines_adaptive() -> None:
+    from ragrade.adaptive.calibration import default_references
     from ragrade.run.spec import PipelineSpec
 
     specs = [

@@ -2,7 +2,7 @@
 
 :func:`simulate_grid` draws a full response matrix for a grid of pipelines
 (factor levels with planted additive effects, optional interactions) on a 3PL
-exam; :func:`adaptive_on_matrix` runs the real :class:`~ragrade.run.adaptive.Scheduler`
+exam; :func:`adaptive_on_matrix` runs the real :class:`~ragrade.adaptive.scheduler.Scheduler`
 against such a matrix (or a replayed run's), answering each request from it;
 :func:`score_run` compares the estimates with the full grid's accuracies
 (requests share, top-1 agreement, Kendall tau, MAE, interval coverage).
@@ -18,8 +18,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ragrade.adaptive.compare import agreement
+from ragrade.adaptive.scheduler import Scheduler, run_rounds
+from ragrade.adaptive.state import ItemParams
 from ragrade.irt.simulate import draw_items, sample_matrix
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
+from ragrade.run.adaptive_config import AdaptiveConfig
 
 F64 = npt.NDArray[np.float64]
 
@@ -179,13 +182,6 @@ def adaptive_on_matrix(
     return sched, log
 
 
-def kendall_tau(a: F64, b: F64) -> float:
-    """Kendall's tau-b of two score vectors."""
-    from scipy.stats import kendalltau
-
-    return float(kendalltau(a, b).statistic)
-
-
 def score_run(sched: Scheduler, full_accuracy: F64, n_full_requests: int) -> dict[str, float]:
     """Requests share, top-1 agreement, Kendall tau, MAE and 95% coverage against the full grid.
 
@@ -197,18 +193,17 @@ def score_run(sched: Scheduler, full_accuracy: F64, n_full_requests: int) -> dic
     lo = np.array([r["accuracy_estimate_low"] for r in res])
     hi = np.array([r["accuracy_estimate_high"] for r in res])
     ok = np.isfinite(est)
-    tol = 1e-9  # a pipeline asked every item has a zero-width interval: count/n and a mean differ by rounding
-    cover = (lo - tol <= full_accuracy) & (full_accuracy <= hi + tol)
+    agree = agreement(est, lo, hi, full_accuracy)
     order = np.argsort(-full_accuracy, kind="stable")
     top3 = [int(p) for p in order[:3] if ok[p]]
     best = int(order[0])
     return {
         "requests_share": sched.spent / n_full_requests,
-        "top1": float(full_accuracy[int(np.nanargmax(est))] >= full_accuracy.max() - 1e-12),  # ties agree
-        "kendall_tau": kendall_tau(est[ok], full_accuracy[ok]) if ok.sum() > 1 else float("nan"),
-        "mae": float(np.abs(est[ok] - full_accuracy[ok]).mean()),
-        "coverage": float(cover[ok].mean()),
-        "coverage_top3": float(cover[top3].mean()) if top3 else float("nan"),
+        "top1": float(agree.top1),
+        "kendall_tau": agree.kendall_tau,
+        "mae": agree.mae,
+        "coverage": agree.coverage,
+        "coverage_top3": float(agree.covered[top3].mean()) if top3 else float("nan"),
         "best_eliminated": float(res[best]["status"] == "eliminated"),
         "gap": float(full_accuracy[order[0]] - full_accuracy[order[1]]) if len(order) > 1 else float("inf"),
         "misfit_warning": float(sched.misfit_warning),
@@ -220,7 +215,6 @@ __all__ = [
     "SimGrid",
     "adaptive_on_matrix",
     "fit_params",
-    "kendall_tau",
     "score_run",
     "simulate_grid",
     "simulate_grid_2d",

@@ -6,19 +6,23 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from tests.run.fakes import make_exam
 
+from ragrade.adaptive.runner import ROUNDS_FILE, run_adaptive
 from ragrade.cli.main import main
 from ragrade.exam.files import read_exam, write_exam
 from ragrade.irt.simulate import draw_items
-from ragrade.run.adaptive_run import ROUNDS_FILE, run_adaptive
 from ragrade.run.manifest import read_manifest
 from ragrade.run.spec import PipelineSpec, build_sweep_config, load_sweep_file
 from ragrade.run.summary import read_responses, write_responses
+
+# the work folder, the exam, the sweep config and the full grid's responses
+Setup = tuple[Path, Path, Path, pd.DataFrame]
 
 LLMS = ["sim-a", "sim-b", "sim-c"]
 FAILING = "llm=sim-c|retriever=closed|k=0|icl=2|chunker=none"  # every request of it fails
@@ -57,7 +61,7 @@ def _truth(exam: Path, out: Path) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory):
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     root = tmp_path_factory.mktemp("adaptive")
     exam = root / "exam.jsonl"
     make_exam(exam, 160)
@@ -65,8 +69,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     toml = root / "sweep.toml"
     toml.write_text(
         "[grid]\n"
-        f"llm = {json.dumps(['replay/' + m for m in LLMS])}\n"
-        'retriever = ["closed", "oracle"]\nicl = [0, 1, 2]\n'
+        f"llms = {json.dumps(['replay/' + m for m in LLMS])}\n"
+        'retrievers = ["closed", "oracle"]\nicl = [0, 1, 2]\n'
         f"[llm_options]\nreplay_from = {json.dumps(str(root / 'full.parquet'))}\n"
         "[adaptive]\nbatch = 8\nmin_items = 24\ntarget_se = 0.25\n"
     )
@@ -78,14 +82,16 @@ def _take(exam: Path, toml: Path, out: Path, *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def first(setup):
+def first(setup: Setup) -> Path:
     root, exam, toml, _ = setup
     out = root / "run"
     assert main([*_take(exam, toml, out), "--json"]) == 0
     return out
 
 
-def test_small_grid_without_calibration_samples_and_says_what_matters(setup, tmp_path, capsys):
+def test_small_grid_without_calibration_samples_and_says_what_matters(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, exam, toml, _ = setup
     out = tmp_path / "said"
     assert main([*_take(exam, toml, out), "--budget", "60", "--json"]) == 0  # far below one pass of the exam
@@ -102,7 +108,7 @@ def test_small_grid_without_calibration_samples_and_says_what_matters(setup, tmp
     assert "P(best)" in text.out and f"failed requests: {failing}" in text.err
 
 
-def test_run_directory_of_an_adaptive_run(setup, first):
+def test_run_directory_of_an_adaptive_run(setup: Setup, first: Path) -> None:
     _, _, _, full = setup
     summary = pd.read_csv(first / "summary.csv")
     for col in ("accuracy", "accuracy_estimate", "accuracy_estimate_low", "accuracy_estimate_high", "status"):
@@ -140,14 +146,14 @@ class _Stop(Exception):
     pass
 
 
-def test_interrupted_runs_resume_to_the_same_result(setup, first, tmp_path: Path):
+def test_interrupted_runs_resume_to_the_same_result(setup: Setup, first: Path, tmp_path: Path) -> None:
     _, exam, toml, _ = setup
     cfg = build_sweep_config(load_sweep_file(toml))
     acfg = cfg.adaptive.model_copy(update={"enabled": True})
     out = tmp_path / "run"
     for stop_at in (1, 3):
 
-        def on_round(rec, stop_at=stop_at):
+        def on_round(rec: dict[str, Any], stop_at: int = stop_at) -> None:
             if rec["round"] == stop_at:
                 raise _Stop
 
@@ -168,7 +174,9 @@ def test_interrupted_runs_resume_to_the_same_result(setup, first, tmp_path: Path
     pd.testing.assert_frame_equal(got, want)
 
 
-def test_calibration_file_and_bad_input(setup, first, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_calibration_file_and_bad_input(
+    setup: Setup, first: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, exam, toml, _ = setup
     calib = first / "calibration" / "irt.json"
     out = tmp_path / "withfile"
@@ -194,7 +202,7 @@ def test_calibration_file_and_bad_input(setup, first, tmp_path: Path, capsys: py
         assert not (tmp_path / "b1" / "journal.sqlite").exists()
 
 
-def test_dry_run_prints_the_plan(setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+def test_dry_run_prints_the_plan(setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, exam, toml, _ = setup
     assert main(["--dry-run", *_take(exam, toml, tmp_path / "dry"), "--json"]) == 0
     out = capsys.readouterr().out
@@ -204,7 +212,7 @@ def test_dry_run_prints_the_plan(setup, tmp_path: Path, capsys: pytest.CaptureFi
     assert not (tmp_path / "dry").exists()
 
 
-def test_cold_start_factorial_map_and_balance(setup, tmp_path: Path):
+def test_cold_start_factorial_map_and_balance(setup: Setup, tmp_path: Path) -> None:
     _, exam, toml, _ = setup
     cfg = build_sweep_config(load_sweep_file(toml))
     over = {"enabled": True, "calibration_mode": "cold", "factorial": 0.6, "estimator": "map", "balance": "topic"}
@@ -229,7 +237,7 @@ def test_cold_start_factorial_map_and_balance(setup, tmp_path: Path):
     assert again.diagnostics["estimate_basis"] in ("model+audit", "audit")
 
 
-def test_report_shows_what_it_cost(first):
+def test_report_shows_what_it_cost(first: Path) -> None:
     from ragrade.report.render import render_report
 
     html = render_report(first, inline_js=False)
@@ -239,7 +247,7 @@ def test_report_shows_what_it_cost(first):
     assert "adaptive_rounds.jsonl" in html
 
 
-def test_rerun_with_other_settings_reuses_the_answers(setup, first, tmp_path: Path):
+def test_rerun_with_other_settings_reuses_the_answers(setup: Setup, first: Path, tmp_path: Path) -> None:
     import shutil
 
     _, exam, toml, _ = setup

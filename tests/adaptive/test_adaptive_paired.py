@@ -7,11 +7,11 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from ragrade.run.adaptive import AdaptiveConfig, ItemParams, Scheduler
-from ragrade.run.adaptive_estimate import leader_sd, pair_gaps, paired_corr, prob_best
+from ragrade.adaptive import AdaptiveConfig, ItemParams, Scheduler
+from ragrade.adaptive.estimate import leader_sd, pair_gaps, paired_corr, prob_best
 
 
-def test_paired_correlation_of_nested_samples_by_hand():
+def test_paired_correlation_of_nested_samples_by_hand() -> None:
     # 10 questions, one random order (here 0..9); pipeline 0 answered the first 4, pipeline 1 the first 8
     y = np.array([[1, 0, 1, 1, -1, -1, -1, -1, -1, -1], [1, 0, 0, 1, 1, 0, 1, 1, -1, -1]], dtype=np.int8)
     use = y >= 0
@@ -30,7 +30,7 @@ def test_paired_correlation_of_nested_samples_by_hand():
     assert flat[0, 1] == 0.0  # no spread: nothing to correlate
 
 
-def test_probability_of_the_best_uses_the_pairing():
+def test_probability_of_the_best_uses_the_pairing() -> None:
     est, sd = np.array([0.70, 0.69]), np.array([0.05, 0.05])
     # independent: P(first) = Phi(0.01 / (0.05 sqrt 2)); correlation 0.9: Phi(0.01 / (0.05 sqrt 0.2))
     indep = prob_best(est, sd, seed=1, draws=200_000)
@@ -53,7 +53,7 @@ def _sample_run(R: np.ndarray, cfg: AdaptiveConfig) -> Scheduler:
     return sched
 
 
-def test_paired_elimination_separates_what_overlapping_intervals_cannot():
+def test_paired_elimination_separates_what_overlapping_intervals_cannot() -> None:
     # b answers exactly as a except on 20 of 400 questions, where only a is right: a leads by 5 points;
     # each alone has an SD near 0.02, so on 200 questions their bounds overlap, their difference does not
     rng = np.random.default_rng(0)
@@ -68,7 +68,7 @@ def test_paired_elimination_separates_what_overlapping_intervals_cannot():
     assert res["b"]["accuracy_estimate_high"] > res["a"]["accuracy_estimate_low"]  # the intervals alone overlap
 
 
-def test_the_leaders_intervals_hold_their_unshrunk_audit_estimate():
+def test_the_leaders_intervals_hold_their_unshrunk_audit_estimate() -> None:
     est, sd = np.array([0.8, 0.7, 0.6, 0.5]), np.full(4, 0.01)
     est_u, sd_u = np.array([0.85, 0.7, 0.6, 0.4]), np.full(4, 0.02)
     out = leader_sd(est, sd, np.ones(4, bool), est_u, sd_u, 2)
@@ -77,7 +77,7 @@ def test_the_leaders_intervals_hold_their_unshrunk_audit_estimate():
     assert leader_sd(est, sd, np.ones(4, bool), est_u, sd_u, 0) == pytest.approx(sd)
 
 
-def test_pair_gaps_by_hand():
+def test_pair_gaps_by_hand() -> None:
     acc, sd = np.array([0.70, 0.65]), np.array([0.02, 0.02])
     indep = pair_gaps(acc, sd, 2.0, None)
     assert indep[1, 0] == pytest.approx((0.70 - 0.04) - (0.65 + 0.04))  # bounds overlap: -0.03

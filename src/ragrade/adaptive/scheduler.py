@@ -1,0 +1,328 @@
+"""Adaptive, IRT-driven evaluation of a pipeline grid: the scheduler (no I/O).
+
+Each round, every pipeline still running gets the ``batch`` items with the
+highest Fisher information at its current ability estimate (chosen at random
+among near-ties, optionally balanced over topics or Bloom levels); the answers
+update its ability (EAP or MAP, with a standard error), pooled across the grid
+under the additive model (:mod:`ragrade.adaptive.pool`). A pipeline stops
+when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``min_share`` of the exam), at
+its item cap, when the global request budget (by default a share of the full
+grid) runs out, or, under a budget, once it is very unlikely to be the best;
+elimination drops a pipeline once its upper bound plus ``margin`` is below
+another's lower bound (paired questions: once the difference's bound is), with bounds simultaneous over
+pipelines and rounds
+(:func:`~ragrade.adaptive.estimate.elimination_z`), never on fewer than
+``min_items`` answers and ``min_audit`` audit answers. With the factorial
+shortcut only a designed subset of the grid is measured; the others are
+*predicted* from the additive model.
+
+A share of every batch (``audit_share``) is the *audit sample*: items drawn
+uniformly from those the pipeline was not asked. Every pipeline gets a
+full-grid accuracy estimate: its observed answers plus an estimate of the
+rest, the IRT-expected score corrected by the audit residuals, or the audit
+sample alone when the model misfits or there is no model (``audit_share = 1``,
+the ``sample`` mode); see :mod:`ragrade.adaptive.estimate`.
+
+A failed request is missing data: the item counts as spent (never asked again
+for that pipeline) and adds nothing to the estimates. The scheduler is
+deterministic for a fixed seed and the same answers, which is what makes a run
+resumable: replaying the journal's answers round by round gives the same plan.
+:mod:`ragrade.adaptive.runner` drives it on a run directory; the benchmark
+drives it on simulated answers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ragrade.adaptive.estimate import MisfitResult, elimination_z, pair_gaps, prob_best
+from ragrade.adaptive.state import ELIMINATED, F64, FAILED, ItemParams, RunState, stable_rng
+from ragrade.irt import cat
+from ragrade.run.adaptive_config import AdaptiveConfig
+
+
+class Scheduler(RunState):
+    """The adaptive scheduler over ``pipelines`` x ``params.items`` (see the module docstring).
+
+    ``factors`` gives each pipeline's factor levels (for pooling and the factorial shortcut);
+    ``groups`` each item's topic / Bloom group (for balance); ``refit`` re-fits the items on the
+    answers so far every ``refit_every`` rounds (in-run calibration).
+    """
+
+    def __init__(
+        self,
+        params: ItemParams,
+        pipelines: Sequence[str],
+        cfg: AdaptiveConfig,
+        *,
+        factors: Sequence[Mapping[str, object]] | None = None,
+        groups: Sequence[str] | None = None,
+        seed: int = 0,
+        refit: Callable[[Scheduler], ItemParams] | None = None,
+        calibration_fit: MisfitResult | None = None,
+    ) -> None:
+        self.refit = refit
+        super().__init__(
+            params, pipelines, cfg, factors=factors, groups=groups, seed=seed, calibration_fit=calibration_fit
+        )
+
+    # ------------------------------------------------------------------ planning
+    def plan(self) -> dict[int, list[int]]:
+        """The items each running pipeline is asked this round (empty: the run is over)."""
+        cfg = self.cfg
+        active = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
+        left = None if self.budget is None else self.budget - self.spent
+        if left is not None and left <= 0:
+            for p in active:
+                self._stop(p, "budget")
+            if active:  # the run ends here, not in finish_round
+                self._wrap_up()
+            return {}
+        n_asked = self.n_asked
+        want = {p: min(cfg.batch, self.cap - int(n_asked[p])) for p in active}
+        if left is not None and sum(want.values()) > left:  # the last round: shared out, least asked first
+            order = sorted(active, key=lambda q: (int(n_asked[q]), -self.se[q], q))
+            share = dict.fromkeys(active, 0)
+            while left > 0 and any(share[p] < want[p] for p in order):
+                for p in order:
+                    if left > 0 and share[p] < want[p]:
+                        share[p] += 1
+                        left -= 1
+            want = share
+        info = None
+        if active and self.use_model:
+            info = cat.information_at(self.theta[active], self.params.d, self.params.b, self.params.g)
+        out: dict[int, list[int]] = {}
+        for col, p in enumerate(active):
+            if want[p] <= 0:
+                continue
+            audit = self._audit_pick(p, self._n_audit(p, want[p], int(n_asked[p])))
+            picked = list(audit)
+            if info is not None and want[p] > len(audit):
+                picked += self._select(p, info[:, col], want[p] - len(audit), audit)
+            if picked:
+                out[p] = sorted(picked)
+        return out
+
+    def _n_audit(self, p: int, k: int, n_asked: int) -> int:
+        """Audit items of this batch: the audit share of everything asked, front-loaded to ``min_audit``."""
+        if not self.use_model:
+            return k
+        m = int(self.audit[p].sum())
+        share = math.ceil(self.cfg.audit_share * (n_asked + k)) - m
+        return max(0, min(k, max(share, self.cfg.min_audit - m)))
+
+    def _audit_pick(self, p: int, k: int) -> list[int]:
+        """Extend ``p``'s audit along its random order by ``k`` new requests.
+
+        The audit is always a prefix of the order, i.e. a simple random sample of the whole exam: an item
+        on the way that the model already chose joins the audit at no cost (its answer is known), and its
+        share of the log-likelihood moves to the audit's (the held-out abilities never see audit answers).
+        """
+        self.__dict__.pop("_acc_cache", None)
+        picked: list[int] = []
+        order, pos = self.order[p], int(self.audit_pos[p])
+        while len(picked) < k and pos < len(order):
+            i = int(order[pos])
+            pos += 1
+            self.audit[p, i] = True
+            if not self.asked[p, i]:
+                picked.append(i)
+            elif self.y[p, i] >= 0:
+                self._ll_audit[p] += self._logP[i] if self.y[p, i] == 1 else self._logQ[i]
+        self.audit_pos[p] = pos
+        return picked
+
+    @property
+    def excluded(self) -> npt.NDArray[np.bool_]:
+        """Items the model never chooses (negative discrimination, when excluded); the audit may still draw them."""
+        neg = self.params.negative
+        if neg is None or not self.cfg.exclude_negative:
+            return np.zeros(len(self.params.items), dtype=bool)
+        return np.asarray(neg, dtype=bool)
+
+    def _select(self, p: int, info: F64, k: int, taken: Sequence[int] = ()) -> list[int]:
+        score = np.where(self.asked[p] | self.excluded, -np.inf, info)
+        score[list(taken)] = -np.inf
+        n_free = int(np.isfinite(score).sum())
+        k = min(k, n_free)
+        if k <= 0:
+            return []
+        rng = stable_rng(self.seed, "select", self.round, self.pipelines[p])
+        if self.groups is None:
+            return self._near_ties(score, k, rng)
+        picked: list[int] = []
+        counts = {gname: int((self.groups[self.asked[p]] == gname).sum()) for gname in np.unique(self.groups)}
+        share = {gname: float((self.groups == gname).mean()) for gname in counts}
+        total = int(self.asked[p].sum())
+        for _ in range(k):
+            open_groups = [gname for gname in counts if np.isfinite(score[self.groups == gname]).any()]
+            gname = max(open_groups, key=lambda x: (share[x] * (total + 1) - counts[x], x))
+            masked = np.where(self.groups == gname, score, -np.inf)
+            i = self._near_ties(masked, 1, rng)[0]
+            picked.append(i)
+            score[i] = -np.inf
+            counts[gname] += 1
+            total += 1
+        return picked
+
+    def _near_ties(self, score: F64, k: int, rng: np.random.Generator) -> list[int]:
+        order = np.argsort(-score, kind="stable")
+        kth = score[order[k - 1]]
+        pool = order[: max(k, int((score >= kth * (1.0 - self.cfg.near_tie)).sum()))]
+        pool = pool[np.isfinite(score[pool])]
+        return sorted(int(i) for i in rng.choice(pool, size=k, replace=False))
+
+    # ------------------------------------------------------------------ between rounds
+    def finish_round(self) -> dict[str, Any]:
+        """Re-estimate, stop and eliminate; returns this round's log record."""
+        self.round += 1
+        if self.refit is not None and self.round % self.cfg.refit_every == 0:
+            self._refit()
+        self.reestimate()
+        _, sd = self.accuracy(sampling_only=True)
+        batch_floor = min(self.cfg.batch, self.cap)
+        n_answered, n_asked = self.n_answered, self.n_asked
+        racing = self._contenders(*self.accuracy())
+        race_cap = min(self.cap, self.cfg.race_items or self.cap)
+        for p in range(len(self.pipelines)):
+            if self.status[p] != "active":
+                continue
+            precise = self.se[p] <= self.cfg.target_se or sd[p] <= (self.cfg.target_accuracy_se or -1.0)
+            if n_answered[p] == 0 and n_asked[p] >= batch_floor:
+                self.status[p], self.reason[p] = FAILED, "every request failed"
+            elif n_answered[p] >= self.min_items and precise and (p not in racing or n_asked[p] >= race_cap):
+                self._stop(p, "target SE")
+            elif n_asked[p] >= self.cap:
+                self._stop(p, "item cap")
+        acc, sd_all = self.accuracy()
+        eliminated = self._eliminate(acc, sd_all) if self.cfg.eliminate else []
+        self._stop_unlikely(acc, sd_all)
+        self._stop_if_decided()
+        alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
+        if not alive:
+            self._wrap_up()
+        return {
+            "round": self.round,
+            "requests": self.spent,
+            "asked_this_round": None,
+            "alive": len(alive),
+            "eliminated": [self.pipelines[p] for p in eliminated],
+            "max_se": float(self.se[alive].max()) if alive else None,
+            "median_se": float(np.median(self.se[alive])) if alive else None,
+            "se": {self.pipelines[p]: round(float(self.se[p]), 4) for p in alive},
+            "tau": self.pool_info.get("tau"),
+            "audit_bias_sd": round(self.tau, 5),
+            "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
+        }
+
+    def _wrap_up(self) -> None:
+        """At the end of the run: the last re-fit (the final estimates use every answer) and the misfit check."""
+        if self.refit is not None and self.round % self.cfg.refit_every != 0:
+            self._refit()
+            self.reestimate()
+        self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
+
+    def _refit(self) -> None:
+        assert self.refit is not None
+        t0 = time.perf_counter()
+        self.set_params(self.refit(self))
+        self.refit_seconds += time.perf_counter() - t0
+
+    def _contenders(self, acc: F64, sd: F64) -> set[int]:
+        """Pipelines (running) whose 95% interval overlaps the current best's: candidates for the top."""
+        if not self.cfg.race:
+            return set()
+        live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
+        if live.sum() < 2:
+            return set()
+        best = int(np.flatnonzero(live)[np.argmax(acc[live])])
+        floor = acc[best] - 1.96 * sd[best]
+        return {int(p) for p in np.flatnonzero(live & (acc + 1.96 * sd >= floor)) if self.status[p] == "active"}
+
+    def _stop(self, p: int, why: str) -> None:
+        self.status[p], self.reason[p] = "stopped", why
+
+    def _eliminate(self, acc: F64, sd: F64) -> list[int]:
+        """Drop a pipeline whose upper bound (plus the margin) is below another's lower bound.
+
+        The bounds are simultaneous over pipelines and rounds (:func:`elimination_z`), so neither
+        choosing the leader nor looking after every round can drop the best but with probability
+        ``1 - confidence``.
+        """
+        cfg = self.cfg
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        ok = (self.n_answered >= self.min_items) & (m_audit >= cfg.min_audit)
+        ok &= np.isin(self.status, ["active", "stopped"])
+        if ok.sum() < 2:
+            return []
+        z = elimination_z(1.0 - cfg.confidence, len(self.pipelines), max(1, self.round))
+        gap = pair_gaps(acc, sd, z, self.paired_corr())  # [p, q]: how far q is surely above p
+        gap = np.where(ok[None, :] & ~np.eye(len(acc), dtype=bool), gap, -np.inf)
+        out = []
+        for p in np.flatnonzero(ok):
+            q = int(np.argmax(gap[p]))
+            if self.status[p] == "active" and gap[p, q] > cfg.margin:
+                self.status[p], self.reason[p] = ELIMINATED, f"worse than {self.pipelines[q]}"
+                out.append(int(p))
+        return out
+
+    def _stop_unlikely(self, acc: F64, sd: F64) -> None:
+        """Under a budget, stop asking pipelines that are very unlikely to be the best (they keep their
+        estimate and interval; the requests go to the contenders)."""
+        if self.budget is None or self.cfg.stop_p_best <= 0:
+            return
+        live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
+        if live.sum() < 2:
+            return
+        pb = prob_best(
+            np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=self.paired_corr()
+        )
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        for p in np.flatnonzero(live & (self.status == "active")):
+            enough = self.n_answered[p] >= self.min_items and m_audit[p] >= self.cfg.min_audit
+            if enough and pb[p] < self.cfg.stop_p_best:
+                self._stop(int(p), f"unlikely to be the best (P < {self.cfg.stop_p_best:g})")
+
+    def _stop_if_decided(self) -> None:
+        """Stop the last pipeline standing once every other measured one is eliminated."""
+        if not self.cfg.eliminate:
+            return
+        standing = np.flatnonzero(np.isin(self.status, ["active", "stopped"]))
+        if not (self.status == ELIMINATED).any() or len(standing) != 1:
+            return
+        last = int(standing[0])
+        if self.status[last] == "active" and self.n_answered[last] >= self.min_items:
+            self._stop(last, "the others are eliminated")
+
+
+def run_rounds(sched: Scheduler, ask: Any, on_round: Any = None, max_rounds: int = 100_000) -> list[dict[str, Any]]:
+    """Drive ``sched`` to the end: ``ask(plan) -> {p: answers}`` per round; returns the round log.
+
+    ``answers`` are aligned with the plan's items (1, 0, or None for a failed request).
+    """
+    log = []
+    for _ in range(max_rounds):
+        plan = sched.plan()
+        if not plan:
+            break
+        answers = ask(plan)
+        for p, items in plan.items():
+            sched.record(p, items, answers[p])
+        rec = sched.finish_round()
+        rec["asked_this_round"] = sum(len(v) for v in plan.values())
+        log.append(rec)
+        if on_round is not None:
+            on_round(rec)
+        if sched.done:
+            break
+    return log
+
+
+__all__ = ["Scheduler", "run_rounds"]

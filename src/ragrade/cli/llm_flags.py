@@ -1,0 +1,72 @@
+"""The LLM flags every verb that talks to an LLM offers, declared once, and the config layer they make.
+
+``--llm-base-url``, ``--concurrency``, ``--timeout``, ``--max-retries``, ``--no-cache`` and the root
+``--dry-run`` fill a :class:`~ragrade.llm.options.LLMOptions` layer (:func:`llm_flag_layer`; ``None``
+means not given), merged over the config file's options by :func:`ragrade.config.build_config`. The help
+texts quote the model's defaults, so they cannot drift from it.
+
+Only typer and pydantic are imported here (``ragrade --help`` must stay light).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+import typer
+
+from ragrade.cli.common import dry_run_requested
+from ragrade.llm.options import option_default
+
+LlmBaseUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-base-url",
+        "--base-url",
+        help="Base URL of an OpenAI-compatible server (default: $OPENAI_BASE_URL, else the OpenAI API).",
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option("--concurrency", min=1, help=f"LLM requests in flight (default {option_default('concurrency')})."),
+]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not use the LLM response cache.")]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout", min=0.1, help=f"Seconds per LLM request attempt (default {option_default('timeout'):g})."
+    ),
+]
+MaxRetriesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help=f"Retries of a failed LLM request (default {option_default('max_retries')}); then it is missing.",
+    ),
+]
+
+
+def llm_flag_layer(params: Mapping[str, object]) -> dict[str, object]:
+    """The :class:`~ragrade.llm.options.LLMOptions` layer of the LLM flags in ``params`` (a command's parsed
+    parameters, by name: ``llm_base_url``, ``concurrency``, ``timeout``, ``max_retries``, ``no_cache``) and the
+    root ``--dry-run``; only what was given (an absent flag never overrides a config file)."""
+    layer = {
+        "base_url": params.get("llm_base_url"),
+        "concurrency": params.get("concurrency"),
+        "timeout": params.get("timeout"),
+        "max_retries": params.get("max_retries"),
+        "cache": False if params.get("no_cache") else None,
+        "dry_run": dry_run_requested() or None,  # `ragrade --dry-run`: shipped to every worker with the options
+    }
+    return {k: v for k, v in layer.items() if v is not None}
+
+
+__all__ = [
+    "ConcurrencyOption",
+    "LlmBaseUrlOption",
+    "MaxRetriesOption",
+    "NoCacheOption",
+    "TimeoutOption",
+    "llm_flag_layer",
+]

@@ -1,0 +1,238 @@
+"""The one durable store of per-item results: SQLite in WAL mode, every batch one fsync'd commit.
+
+Every stage that asks a backend item by item (exam take, qa answer, robust run,
+judge scoring) commits each finished batch here, keyed by ``(unit, item)`` (a
+unit is a pipeline, a model, a metric: whatever the stage runs items under),
+and writes its output files from what the journal holds. A process killed at
+any moment (``kill -9``) leaves the journal holding exactly the batches that
+were committed; rerunning asks only the rest, and the files written at the
+end are those of an uninterrupted run.
+
+A row that *failed* (a failed LLM request, retrieval or external call; what
+``done`` says of the row when it is stored) is kept, so the files show it as
+missing, but it does not count as done: a rerun asks exactly the failed items
+again and replaces their rows. The journal also remembers the run's
+fingerprint and each unit's spec, so a rerun with a different configuration is
+refused instead of silently mixing results; a journal holding no finished row
+never blocks a rerun with other inputs or settings (a command that failed
+before any work is not a run).
+
+Two ways to store rows: :meth:`Journal.add` writes a row once (a finished row
+is never replaced; the exam sweep's rows, stored with sorted keys) and
+:meth:`Journal.put` writes the latest version of a row (a record that gains a
+judge verdict, a score made with new settings), keeping its keys in order so
+that a file written from the journal is byte-identical to one written from
+memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragrade.errors import ConfigError, DataError
+from ragrade.io import dumps_line
+
+JOURNAL_FILE = "journal.sqlite"
+JOURNAL_FILES = (JOURNAL_FILE, f"{JOURNAL_FILE}-wal", f"{JOURNAL_FILE}-shm")
+_SCHEMA_VERSION = 2  # 2: an explicit ``done`` column (1 read it from the row's ``error``)
+
+# the table and column names of schema 1 (``pipeline``: a unit) are kept, so old journals open unchanged
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pipelines (pipeline TEXT PRIMARY KEY, spec TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    pipeline TEXT NOT NULL, item TEXT NOT NULL, row TEXT NOT NULL, done INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (pipeline, item)
+);
+"""
+
+Row = Mapping[str, Any]
+Done = Callable[[Row], bool]
+
+
+def no_error(row: Row) -> bool:
+    """The default rule: a row is done unless its ``error`` is set."""
+    return row.get("error") is None
+
+
+class JournalMismatch(ConfigError):
+    """The run directory's journal holds results made with other inputs or settings (rerun with --overwrite)."""
+
+
+class Journal:
+    """Durable store of result rows keyed by ``(unit, item)``; see the module docstring."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # every COMMIT is fsync'd
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"{self.path}: not a usable run journal ({exc})") from exc
+        version = self.get_meta("schema_version")
+        if version is None:
+            self.set_meta("schema_version", str(_SCHEMA_VERSION))
+        elif version == "1":
+            self._upgrade_from_1()
+        elif version != str(_SCHEMA_VERSION):
+            raise DataError(f"{self.path}: journal schema {version}, this ragrade reads {_SCHEMA_VERSION}")
+
+    def _upgrade_from_1(self) -> None:
+        with self._tx():
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(results)")}
+            if "done" not in cols:
+                self._db.execute("ALTER TABLE results ADD COLUMN done INTEGER NOT NULL DEFAULT 1")
+            self._db.execute("UPDATE results SET done = (json_extract(row, '$.error') IS NULL)")
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(_SCHEMA_VERSION),))
+
+    def close(self) -> None:
+        """Close the database (checkpointing the WAL)."""
+        self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- meta
+    def get_meta(self, key: str) -> str | None:
+        """A metadata value, or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a metadata value (durably)."""
+        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def check_fingerprint(self, fingerprint: str, what: str = "run") -> None:
+        """Record ``fingerprint`` on first use; :class:`JournalMismatch` when a rerun's fingerprint differs."""
+        old = self.get_meta("fingerprint")
+        if old is not None and old != fingerprint and self.count() == 0:
+            self._forget()  # nothing finished under the old settings: not a run to protect
+            old = None
+        if old is None:
+            self.set_meta("fingerprint", fingerprint)
+        elif old != fingerprint:
+            raise JournalMismatch(
+                f"{self.path.parent} holds a {what} with other inputs or settings; "
+                "use a new --out directory or --overwrite"
+            )
+
+    def register_pipelines(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record each unit's spec; JournalMismatch when an id was recorded with another spec."""
+        known = {p: s for p, s in self._db.execute("SELECT pipeline, spec FROM pipelines")}
+        new = []
+        for pid, spec in specs.items():
+            blob = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+            if pid in known and known[pid] != blob and self.count(pid) == 0:
+                with self._tx():  # only failed rows under the old spec: start the unit afresh
+                    self._db.execute("DELETE FROM results WHERE pipeline = ?", (pid,))
+                    self._db.execute("UPDATE pipelines SET spec = ? WHERE pipeline = ?", (blob, pid))
+                known[pid] = blob
+            if pid in known and known[pid] != blob:
+                raise JournalMismatch(
+                    f"pipeline '{pid}' was run before with other settings; use a new --out directory or --overwrite"
+                )
+            if pid not in known:
+                new.append((pid, blob))
+        if new:
+            with self._tx():
+                self._db.executemany("INSERT INTO pipelines (pipeline, spec) VALUES (?, ?)", new)
+
+    # ---------------------------------------------------------------- results
+    def _forget(self) -> None:
+        """Drop every row, unit and the fingerprint (only called when no row finished)."""
+        with self._tx():
+            self._db.execute("DELETE FROM results")
+            self._db.execute("DELETE FROM pipelines")
+            self._db.execute("DELETE FROM meta WHERE key = 'fingerprint'")
+
+    def add(self, unit: str, rows: Iterable[Row], key: str = "item_id", done: Done = no_error) -> int:
+        """Commit ``rows`` of ``unit`` in one durable transaction; returns how many were new.
+
+        A row replaces a journaled *failed* row of the same item (a retried failure; it counts as new once it
+        succeeds); a finished row is never replaced.
+        """
+        rows = list(rows)
+        payload = [
+            (unit, str(r[key]), json.dumps(r, sort_keys=True, separators=(",", ":"), default=str), int(done(r)))
+            for r in rows
+        ]
+        known = {r[0] for r in self._db.execute("SELECT item FROM results WHERE pipeline = ?", (unit,))}
+        failed = known - self.done_items(unit)
+        new = sum(1 for r, p in zip(rows, payload, strict=True) if p[1] not in known or (p[1] in failed and p[3]))
+        with self._tx():
+            self._db.executemany(
+                "INSERT INTO results (pipeline, item, row, done) VALUES (?, ?, ?, ?) ON CONFLICT (pipeline, item) "
+                "DO UPDATE SET row = excluded.row, done = excluded.done WHERE results.done = 0",
+                payload,
+            )
+        return new
+
+    def put(self, unit: str, rows: Iterable[Row], key: str | Callable[[Row], str], done: Done = no_error) -> None:
+        """Commit the latest version of ``rows`` of ``unit`` (replacing earlier ones) in one durable transaction.
+
+        ``key`` names the row's item id field, or makes the id of a row. The rows are stored as
+        :func:`ragrade.io.dumps_line` writes them, keys in order.
+        """
+        item = key if callable(key) else lambda r: str(r[key])
+        payload = [(unit, item(r), dumps_line(r), int(done(r))) for r in rows]
+        with self._tx():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO results (pipeline, item, row, done) VALUES (?, ?, ?, ?)", payload
+            )
+
+    def delete(self, unit: str, items: Iterable[str]) -> None:
+        """Forget the rows of ``items`` under ``unit`` (one durable transaction)."""
+        with self._tx():
+            self._db.executemany("DELETE FROM results WHERE pipeline = ? AND item = ?", [(unit, i) for i in items])
+
+    def done_items(self, unit: str) -> set[str]:
+        """Item ids journaled as finished for ``unit`` (failed items are not done: a rerun asks them again)."""
+        return {r[0] for r in self._db.execute("SELECT item FROM results WHERE pipeline = ? AND done", (unit,))}
+
+    def count(self, unit: str | None = None) -> int:
+        """Number of finished (not failed) journaled rows (of one unit, or all)."""
+        if unit is None:
+            return int(self._db.execute("SELECT COUNT(*) FROM results WHERE done").fetchone()[0])
+        return int(self._db.execute("SELECT COUNT(*) FROM results WHERE pipeline = ? AND done", (unit,)).fetchone()[0])
+
+    def count_failed(self, unit: str | None = None) -> int:
+        """Number of journaled rows that failed (of one unit, or all)."""
+        sql = "SELECT COUNT(*) FROM results WHERE NOT done" + (" AND pipeline = ?" if unit else "")
+        return int(self._db.execute(sql, (unit,) if unit else ()).fetchone()[0])
+
+    def rows(self, unit: str, items: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Rows of ``unit``, in ``items`` order when given (missing items are skipped), else by item id."""
+        got = {
+            item: json.loads(row)
+            for item, row in self._db.execute("SELECT item, row FROM results WHERE pipeline = ?", (unit,))
+        }
+        if items is None:
+            return [got[k] for k in sorted(got)]
+        return [got[i] for i in items if i in got]
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+__all__ = ["JOURNAL_FILE", "JOURNAL_FILES", "Journal", "JournalMismatch", "no_error"]

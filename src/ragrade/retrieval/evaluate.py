@@ -1,0 +1,99 @@
+"""Retrieval evaluation over a qrels file: the metrics of each retriever with bootstrap intervals.
+
+``ragrade retrieval-eval`` and :func:`ragrade.api.evaluate_retrieval` run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from ragrade.errors import ConfigError
+from ragrade.retrieval.setup import retriever_options
+
+if TYPE_CHECKING:
+    from ragrade.retrieval.index import Index
+    from ragrade.retrieval.metrics import RetrievalReport
+
+
+@dataclass(frozen=True)
+class RetrievalEvaluation:
+    """What :func:`evaluate_retrieval` measured: one report per retriever (metrics with bootstrap intervals)."""
+
+    k: int
+    level: str
+    n_queries: int  # queries in the qrels file
+    n_empty_queries: int  # of them, with no relevant id (skipped or scored 0, as ``empty_queries`` says)
+    empty_queries: str
+    reports: list[RetrievalReport]
+
+
+def evaluate_retrieval(
+    index: Index | str | Path,
+    qrels: str | Path,
+    retrievers: Sequence[str] = ("bm25", "dense", "hybrid"),
+    *,
+    k: int = 10,
+    level: str = "chunk",
+    embedder: str | None = None,
+    reranker: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    empty_queries: str = "skip",
+    out: str | Path | None = None,
+) -> RetrievalEvaluation:
+    """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals per retriever .
+
+    ``qrels``: a qrels JSONL (query + relevant ids) or an exam file; ``level``: ``chunk`` or ``doc`` ids.
+    Queries with no relevant id are skipped (``empty_queries="skip"``, as trec_eval) or scored 0 (``"zero"``,
+    as ranx). Writes the results with per-query rows as JSON to ``out`` when given.
+    """
+    from ragrade.io import write_json
+    from ragrade.retrieval.index import load_index
+    from ragrade.retrieval.metrics import evaluate_run, hits_to_ids, read_qrels
+
+    if k <= 0:
+        raise ConfigError(f"-k must be a positive integer, got {k}")
+    if level not in ("chunk", "doc"):
+        raise ConfigError(f"--level must be chunk or doc, got '{level}'")
+    if empty_queries not in ("skip", "zero"):
+        raise ConfigError(f"--empty-queries must be skip or zero, got '{empty_queries}'")
+    lvl: Literal["chunk", "doc"] = "doc" if level == "doc" else "chunk"
+    mode: Literal["skip", "zero"] = "zero" if empty_queries == "zero" else "skip"
+    gold = read_qrels(qrels, level=lvl)
+    idx = load_index(index) if isinstance(index, (str, Path)) else index
+    queries = [q for q, g in gold.items() if any(x > 0 for x in g.values())]  # the others need no ranking
+    reports = []
+    for spec in retrievers:
+        kw = retriever_options(spec, embedder=embedder, reranker=reranker)
+        if spec.strip() == "oracle":
+            if lvl != "chunk":
+                raise ConfigError("the oracle retriever needs --level chunk")
+            kw["gold"] = {q: [i for i, x in gold[q].items() if x > 0] for q in queries}
+        ret = idx.retriever(spec, **kw)
+        hits = ret.retrieve(queries, k) if queries else []
+        run = {q: hits_to_ids(h, lvl) for q, h in zip(queries, hits, strict=True)}
+        reports.append(
+            evaluate_run(run, gold, k, retriever=ret.name, level=lvl, n_boot=n_boot, seed=seed, empty_queries=mode)
+        )
+    result = RetrievalEvaluation(k, lvl, len(gold), len(gold) - len(queries), mode, reports)
+    if out is not None:
+        write_json(
+            out,
+            {
+                "format": "ragrade-retrieval-eval",
+                "version": 1,
+                "index": str(getattr(index, "path", index)),
+                "qrels": str(qrels),
+                "n_queries": result.n_queries,
+                "n_empty_queries": result.n_empty_queries,
+                "empty_queries": mode,
+                "results": [r.to_dict(with_queries=True) for r in reports],
+            },
+        )
+    return result
+
+
+__all__ = ["RetrievalEvaluation", "evaluate_retrieval"]
