@@ -81,9 +81,7 @@ def build_pipeline() -> tuple[Any, Any]:
         from langchain_community.retrievers import BM25Retriever
         from langchain_core.documents import Document
     except ImportError as exc:  # the framework is an optional extra
-        raise ImportError(
-            "this example needs LangChain: pip install 'ragrade[langchain]' rank_bm25"
-        ) from exc
+        raise ImportError("this example needs LangChain: pip install 'ragrade[langchain]' rank_bm25") from exc
     path = os.environ.get("RAGRADE_LC_CHUNKS")
     if not path:
         raise RuntimeError("set RAGRADE_LC_CHUNKS to a chunks JSONL file (e.g. from `ragrade run`)")

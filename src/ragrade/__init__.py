@@ -39,41 +39,6 @@ if TYPE_CHECKING:
     )
 
 
-_API = (
-    "RunData",
-    "answer_qa",
-    "build_index",
-    "build_testbeds",
-    "calibrate_judge",
-    "chunk",
-    "demo",
-    "evaluate_retrieval",
-    "fit_irt",
-    "generate_exam",
-    "judge_answers",
-    "load_corpus",
-    "open_assistant",
-    "open_run",
-    "render_report",
-    "run_job",
-    "run_testbed",
-    "take_exam",
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The API's names, imported from :mod:`ragrade.api` on first use."""
-    if name in _API:
-        from ragrade import api
-
-        return getattr(api, name)
-    raise AttributeError(f"module 'ragrade' has no attribute '{name}'")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
-
-
 __all__ = [
     "BackendError",
     "ConfigError",
@@ -100,3 +65,18 @@ __all__ = [
     "run_testbed",
     "take_exam",
 ]
+#: the names of the API, imported from :mod:`ragrade.api` on first use (all but the ones defined above)
+_API = frozenset(__all__).difference(globals())
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported from :mod:`ragrade.api` on first use."""
+    if name in _API:
+        from ragrade import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'ragrade' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

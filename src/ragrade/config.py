@@ -13,7 +13,7 @@ from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from ragrade.errors import ConfigError, did_you_mean
+from ragrade.errors import ConfigError, did_you_mean, open_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -38,12 +38,8 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: config file not found") from exc
-    except IsADirectoryError as exc:
-        raise ConfigError(f"{path}: is a folder, expected a TOML config file") from exc
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise open_error(path, exc, ConfigError, "a TOML config file", "config file not found") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text; is it a binary file?") from exc
     except tomllib.TOMLDecodeError as exc:

@@ -55,6 +55,18 @@ def did_you_mean(value: str, choices: list[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
+def open_error(
+    path: object, exc: OSError, error: type[RagradeError], expected: str, missing: str = "file not found"
+) -> RagradeError:
+    """The error naming ``path`` for a file that could not be read: missing, a folder where ``expected``
+    (e.g. "a JSON file") was wanted, or unreadable (raise it ``from exc``)."""
+    if isinstance(exc, FileNotFoundError):
+        return error(f"{path}: {missing}")
+    if isinstance(exc, IsADirectoryError):
+        return error(f"{path}: is a folder, expected {expected}")
+    return error(f"{path}: cannot read ({exc.strerror or exc})")
+
+
 __all__ = [
     "BackendError",
     "ConfigError",
@@ -63,4 +75,5 @@ __all__ = [
     "MissingDependency",
     "RagradeError",
     "did_you_mean",
+    "open_error",
 ]

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ragrade.errors import DataError
+from ragrade.errors import DataError, open_error
 
 HEADER_KEY = "ragrade"
 
@@ -137,12 +137,8 @@ def read_json(path: str | Path) -> Any:
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise DataError(f"{path}: file not found") from exc
-    except IsADirectoryError as exc:
-        raise DataError(f"{path}: is a folder, expected a JSON file") from exc
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise open_error(path, exc, DataError, "a JSON file") from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start}); is it a binary file?") from exc
     except json.JSONDecodeError as exc:
@@ -255,12 +251,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     path = Path(path)
     try:
         fh = path.open("rb")
-    except FileNotFoundError as exc:
-        raise DataError(f"{path}: file not found") from exc
-    except IsADirectoryError as exc:
-        raise DataError(f"{path}: is a folder, expected a JSONL file") from exc
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise open_error(path, exc, DataError, "a JSONL file") from exc
     with fh:
         for lineno, raw in enumerate(fh, start=1):
             try:

@@ -23,9 +23,7 @@ def sim() -> SimGrid:
     return simulate_grid(LEVELS, 400, seed=3, effect_sd=SD)
 
 
-def _run(
-    sim: SimGrid, R: npt.NDArray[np.int8] | None = None, **over: object
-) -> tuple[Scheduler, list[dict[str, Any]]]:
+def _run(sim: SimGrid, R: npt.NDArray[np.int8] | None = None, **over: object) -> tuple[Scheduler, list[dict[str, Any]]]:
     cfg = AdaptiveConfig.model_validate(over)
     return adaptive_on_matrix(sim.R if R is None else R, sim.truth, sim.pipelines, cfg, factors=sim.factors, seed=1)
 

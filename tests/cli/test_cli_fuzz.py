@@ -21,7 +21,7 @@ Cap = pytest.CaptureFixture[str]
 
 DOC = (
     "# The {t} service {{ #{t} }}\n\n"
-    "!!! note \"About {t}\"\n    The {t} service is configured in {t}.toml.\n\n"
+    '!!! note "About {t}"\n    The {t} service is configured in {t}.toml.\n\n'
     "The {t} subsystem stores record {i} in the {t} registry and rotates it every {j} days. "
     "Operators set {t}_limit = {k} to bound the queue of the {t} workers.\n\n"
     "```python\n# start the {t} worker\nif ready:\n    start_{t}(limit={k})\n```\n"
@@ -55,8 +55,16 @@ def _write_exam(chunks_path: Path, out: Path) -> None:
     for n, chunk in enumerate(chunks[:4]):
         topic = TOPICS[n % len(TOPICS)]
         choices = [topic, *[t for t in TOPICS if t != topic][:3]]
-        records.append({"id": f"q{n}", "question": f"Which service stores record ____ ({chunk['text'][:40]})?",
-                        "choices": choices, "answer": 0, "doc_id": chunk["doc_id"], "chunk_id": chunk["id"]})
+        records.append(
+            {
+                "id": f"q{n}",
+                "question": f"Which service stores record ____ ({chunk['text'][:40]})?",
+                "choices": choices,
+                "answer": 0,
+                "doc_id": chunk["doc_id"],
+                "chunk_id": chunk["id"],
+            }
+        )
     out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
@@ -67,13 +75,38 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     docs.mkdir()
     for n, t in enumerate(TOPICS):
         (docs / f"{t}.md").write_text(DOC.format(t=t, i=n * 7, j=n + 2, k=n * 3 + 1), encoding="utf-8")
-    p = {"root": root, "docs": docs, "docs_jsonl": root / "docs.jsonl", "idx": root / "idx",
-         "exam": root / "exam.jsonl", "run": root / "run", "chunks": root / "idx" / "chunks.jsonl"}
+    p = {
+        "root": root,
+        "docs": docs,
+        "docs_jsonl": root / "docs.jsonl",
+        "idx": root / "idx",
+        "exam": root / "exam.jsonl",
+        "run": root / "run",
+        "chunks": root / "idx" / "chunks.jsonl",
+    }
     assert main(["corpus", str(docs), "--out", str(p["docs_jsonl"])]) == 0
     assert main(["index", str(p["docs_jsonl"]), "--out", str(p["idx"]), "--size", "60", "--overlap", "0"]) == 0
     _write_exam(p["idx"] / "chunks.jsonl", p["exam"])
-    assert main(["exam", "take", str(p["exam"]), "--index", f"r={p['idx']}", "--llm", "offline/student",
-                 "--retrievers", "closed,bm25", "--k", "2", "--out", str(p["run"])]) == 0
+    assert (
+        main(
+            [
+                "exam",
+                "take",
+                str(p["exam"]),
+                "--index",
+                f"r={p['idx']}",
+                "--llm",
+                "offline/student",
+                "--retrievers",
+                "closed,bm25",
+                "--k",
+                "2",
+                "--out",
+                str(p["run"]),
+            ]
+        )
+        == 0
+    )
     return p
 
 
@@ -94,13 +127,35 @@ VERBS: dict[str, list[str]] = {
     "chunk": ["chunk", "{f}", "--out", "{o}"],
     "index": ["index", "{f}", "--out", "{o}", "--no-dense"],
     "exam-stats": ["exam", "stats", "{f}"],
-    "exam-take": ["exam", "take", "{f}", "--index", "r={idx}", "--llm", "offline/student", "--retrievers",
-                  "bm25", "--out", "{o}"],
+    "exam-take": [
+        "exam",
+        "take",
+        "{f}",
+        "--index",
+        "r={idx}",
+        "--llm",
+        "offline/student",
+        "--retrievers",
+        "bm25",
+        "--out",
+        "{o}",
+    ],
     "retrieval-eval": ["retrieval-eval", "{idx}", "{f}", "-r", "bm25", "--out", "{o}"],
     "robust-run": ["robust", "run", "{f}", "--testbed", "noise", "--llm", "offline/extractive", "--out", "{o}"],
     "robust-build": ["robust", "build", "--exam", "{f}", "--index", "{idx}", "--out", "{o}"],
-    "qa-answer": ["qa", "answer", "{f}", "--index", "r={idx}", "--llm", "offline/student", "--retrievers", "bm25",
-                  "--out", "{o}"],
+    "qa-answer": [
+        "qa",
+        "answer",
+        "{f}",
+        "--index",
+        "r={idx}",
+        "--llm",
+        "offline/student",
+        "--retrievers",
+        "bm25",
+        "--out",
+        "{o}",
+    ],
     "qa-generate": ["qa", "generate", "{f}", "--llm", "offline", "--out", "{o}"],
     "judge": ["judge", "{f}", "--metrics", "exact", "--out", "{o}"],
     "run": ["run", "{f}", "--out", "{o}"],
@@ -149,8 +204,14 @@ def test_folder_given_as_input_file(verb: str, base: dict[str, Path], tmp_path: 
 # ----------------------------------------------------------------------------- malformed records
 
 CHUNK = {"id": "c1", "doc_id": "d1", "text": "the keys rotate", "start": 0, "end": 15}
-QUESTION = {"id": "q1", "question": "Which ____ rotates?", "choices": ["keys", "locks", "doors", "gates"],
-            "answer": 0, "doc_id": "d1", "chunk_id": "c1"}
+QUESTION = {
+    "id": "q1",
+    "question": "Which ____ rotates?",
+    "choices": ["keys", "locks", "doors", "gates"],
+    "answer": 0,
+    "doc_id": "d1",
+    "chunk_id": "c1",
+}
 
 MALFORMED: dict[str, tuple[str, dict[str, object], str]] = {
     # name: (file kind, record, expected words in the error)
@@ -172,18 +233,51 @@ MALFORMED: dict[str, tuple[str, dict[str, object], str]] = {
     "qa-question-null": ("qa", {"id": "a", "question": None}, "'question' must be a string"),
     "qa-span-text": ("qa", {"id": "a", "question": "q?", "answer_span": "0-3"}, "'answer_span'"),
     "rgb-query-number": ("rgb", {"id": 1, "query": 5, "answer": "x", "positive": [], "negative": []}, "'query'"),
-    "rgb-positive-string": ("rgb", {"id": 1, "query": "q?", "answer": "x", "positive": "doc", "negative": []},
-                            "'positive'"),
+    "rgb-positive-string": (
+        "rgb",
+        {"id": 1, "query": "q?", "answer": "x", "positive": "doc", "negative": []},
+        "'positive'",
+    ),
 }
 
 READERS: dict[str, list[list[str]]] = {
-    "chunks": [["index", "{f}", "--out", "{o}", "--no-dense"], ["exam", "generate", "{f}", "--llm", "offline",
-                                                               "--out", "{o}"]],
+    "chunks": [
+        ["index", "{f}", "--out", "{o}", "--no-dense"],
+        ["exam", "generate", "{f}", "--llm", "offline", "--out", "{o}"],
+    ],
     "documents": [["chunk", "{f}", "--out", "{o}"], ["index", "{f}", "--out", "{o}", "--no-dense"]],
-    "exam": [["exam", "stats", "{f}"], ["exam", "take", "{f}", "--index", "r={idx}", "--llm", "offline/student",
-                                        "--retrievers", "bm25", "--out", "{o}"], ["retrieval-eval", "{idx}", "{f}"]],
-    "qa": [["qa", "answer", "{f}", "--index", "r={idx}", "--llm", "offline/student", "--retrievers", "bm25",
-            "--out", "{o}"]],
+    "exam": [
+        ["exam", "stats", "{f}"],
+        [
+            "exam",
+            "take",
+            "{f}",
+            "--index",
+            "r={idx}",
+            "--llm",
+            "offline/student",
+            "--retrievers",
+            "bm25",
+            "--out",
+            "{o}",
+        ],
+        ["retrieval-eval", "{idx}", "{f}"],
+    ],
+    "qa": [
+        [
+            "qa",
+            "answer",
+            "{f}",
+            "--index",
+            "r={idx}",
+            "--llm",
+            "offline/student",
+            "--retrievers",
+            "bm25",
+            "--out",
+            "{o}",
+        ]
+    ],
     "rgb": [["robust", "run", "{f}", "--testbed", "noise", "--llm", "offline/extractive", "--out", "{o}"]],
 }
 
@@ -207,6 +301,7 @@ def test_malformed_records_fail_with_file_and_line(
 
 # ----------------------------------------------------------------------------- damaged index
 
+
 def _damage_vectors(how: str) -> Callable[[Path], None]:
     def damage(idx: Path) -> None:
         vec = idx / "dense" / "vectors.npy"
@@ -220,12 +315,14 @@ def _damage_vectors(how: str) -> Callable[[Path], None]:
             np.save(vec, np.zeros((3, 384), dtype=np.float32))
         elif how == "wrong-dim":
             np.save(vec, np.zeros((len((idx / "chunks.jsonl").read_text().splitlines()) - 1, 7), dtype=np.float32))
+
     return damage
 
 
 def _garbage(rel: str, content: bytes) -> Callable[[Path], None]:
     def damage(idx: Path) -> None:
         (idx / rel).write_bytes(content)
+
     return damage
 
 
@@ -240,9 +337,14 @@ INDEX_DAMAGE: dict[str, tuple[Callable[[Path], None], str, str]] = {
     "bm25-config-list": (_garbage("bm25/bm25_config.json", b"[1, 2]"), "bm25", "damaged BM25 index"),
     "bm25-params-garbage": (_garbage("bm25/params.index.json", b"\x00\x01garbage"), "bm25", "damaged BM25 index"),
     "manifest-garbage": (_garbage("manifest.json", b"\xff\xfe"), "bm25", "manifest.json"),
-    "manifest-counts": (_garbage("manifest.json", json.dumps({"format": "ragrade-index", "version": 1,
-                                                              "counts": {"chunks": "many"}}).encode()),
-                        "bm25", "bad index manifest"),
+    "manifest-counts": (
+        _garbage(
+            "manifest.json",
+            json.dumps({"format": "ragrade-index", "version": 1, "counts": {"chunks": "many"}}).encode(),
+        ),
+        "bm25",
+        "bad index manifest",
+    ),
     "chunks-binary": (_garbage("chunks.jsonl", b"\xff\xfe\x00"), "bm25", "chunks.jsonl:1"),
 }
 
@@ -256,12 +358,27 @@ def test_damaged_index(case: str, base: dict[str, Path], tmp_path: Path, capsys:
     code, _, err = _run(["search", idx, f"how often do the keys rotate? {case}", "-r", retriever], capsys)
     _assert_user_error(code, err, words)
     out = tmp_path / "run"
-    code, _, err = _run(["exam", "take", base["exam"], "--index", f"r={idx}", "--llm", "offline/student",
-                         "--retrievers", retriever, "--out", out], capsys)
+    code, _, err = _run(
+        [
+            "exam",
+            "take",
+            base["exam"],
+            "--index",
+            f"r={idx}",
+            "--llm",
+            "offline/student",
+            "--retrievers",
+            retriever,
+            "--out",
+            out,
+        ],
+        capsys,
+    )
     _assert_user_error(code, err, words)
 
 
 # ----------------------------------------------------------------------------- options and output paths
+
 
 def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]:
     take = ["exam", "take", p["exam"], "--index", f"r={p['idx']}", "--llm", "offline/student", "--retrievers", "bm25"]
@@ -275,38 +392,59 @@ def _options(p: dict[str, Path], t: Path) -> dict[str, tuple[list[object], str]]
         "n-boot-zero": (["retrieval-eval", p["idx"], p["exam"], "-r", "bm25", "--n-boot", "0"], "--n-boot"),
         "compare-n-boot": (["compare", p["run"], "--all", "--n-boot", "0"], "--n-boot"),
         "search-k-text": (["search", p["idx"], "q", "-k", "abc"], "'-k'"),
-        "dup-cosine": (["exam", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl",
-                        "--dup-cosine", "5"], "--dup-cosine"),
+        "dup-cosine": (
+            ["exam", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl", "--dup-cosine", "5"],
+            "--dup-cosine",
+        ),
         "robust-limit": (["robust", "run", t / "x.jsonl", "--testbed", "noise", "--limit", "-1"], "--limit"),
-        "robust-max-tokens": (["robust", "run", t / "x.jsonl", "--testbed", "noise", "--max-tokens", "0"],
-                              "--max-tokens"),
+        "robust-max-tokens": (
+            ["robust", "run", t / "x.jsonl", "--testbed", "noise", "--max-tokens", "0"],
+            "--max-tokens",
+        ),
         "qa-max-tokens": (["qa", "answer", t / "x.jsonl", "--out", t / "o", "--max-tokens", "0"], "--max-tokens"),
-        "qa-min-chars": (["qa", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl",
-                          "--min-chars", "-1"], "--min-chars"),
-        "qa-prompt-missing": (["qa", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl",
-                               "--prompt", t / "nonexistent.txt"], "nonexistent.txt"),
-        "exam-prompt-missing": (["exam", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl",
-                                 "--prompt", t / "nonexistent.txt"], "nonexistent.txt"),
-        "qa-student-writes-nothing": (["qa", "generate", p["idx"], "--llm", "offline/student",
-                                       "--out", t / "o.jsonl"], "writes none"),
+        "qa-min-chars": (
+            ["qa", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl", "--min-chars", "-1"],
+            "--min-chars",
+        ),
+        "qa-prompt-missing": (
+            ["qa", "generate", p["idx"], "--llm", "offline", "--out", t / "o.jsonl", "--prompt", t / "nonexistent.txt"],
+            "nonexistent.txt",
+        ),
+        "exam-prompt-missing": (
+            [
+                "exam",
+                "generate",
+                p["idx"],
+                "--llm",
+                "offline",
+                "--out",
+                t / "o.jsonl",
+                "--prompt",
+                t / "nonexistent.txt",
+            ],
+            "nonexistent.txt",
+        ),
+        "qa-student-writes-nothing": (
+            ["qa", "generate", p["idx"], "--llm", "offline/student", "--out", t / "o.jsonl"],
+            "writes none",
+        ),
         "chunk-size-zero": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--size", "0"], "--size"),
         "chunk-min-size": (["chunk", p["docs_jsonl"], "--out", t / "o.jsonl", "--min-size", "-1"], "--min-size"),
         "irt-drop": (["irt", "improve", p["run"], "--drop", "2", "--out", t / "o"], "fraction"),
         "unknown-option": (["exam", "take", p["exam"], "--bogus"], "--bogus"),
         "unknown-verb": (["exam", "tkae"], "tkae"),
-        "corpus-config-unknown-key": (["corpus", p["docs"], "--out", t / "o.jsonl", "--config", t / "c.toml"],
-                                      "bogus"),
+        "corpus-config-unknown-key": (["corpus", p["docs"], "--out", t / "o.jsonl", "--config", t / "c.toml"], "bogus"),
         "job-k-negative": (["run", t / "job.toml", "--out", t / "o"], "-1"),
-        "corpus-out-missing-tree": (["corpus", p["docs"], "--out", t / "missing" / "dir" / "x.jsonl"],
-                                    "does not exist"),
+        "corpus-out-missing-tree": (
+            ["corpus", p["docs"], "--out", t / "missing" / "dir" / "x.jsonl"],
+            "does not exist",
+        ),
     }
 
 
 def test_bad_options_one_line(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     (tmp_path / "c.toml").write_text("[corpus]\nbogus = 1\n", encoding="utf-8")
-    (tmp_path / "job.toml").write_text(
-        f'[corpus]\npaths = ["{base["docs"]}"]\n\n[sweep]\nk = [-1]\n', encoding="utf-8"
-    )
+    (tmp_path / "job.toml").write_text(f'[corpus]\npaths = ["{base["docs"]}"]\n\n[sweep]\nk = [-1]\n', encoding="utf-8")
     failures = []
     for name, (argv, words) in _options(base, tmp_path).items():
         code, _, err = _run([str(a) for a in argv], capsys)
@@ -336,9 +474,10 @@ def test_bad_output_paths(base: dict[str, Path], tmp_path: Path, capsys: Cap) ->
             code, _, err = _run([str(a) for a in argv], capsys)
             _assert_user_error(code, err, str(out) if out == folder else str(a_file))
     assert [p.name for p in folder.iterdir()] == []
-    for argv in (["index", base["docs_jsonl"], "--out", a_file, "--no-dense"],
-                 ["exam", "take", base["exam"], "--index", f"r={base['idx']}", "--retrievers", "bm25",
-                  "--out", a_file]):
+    for argv in (
+        ["index", base["docs_jsonl"], "--out", a_file, "--no-dense"],
+        ["exam", "take", base["exam"], "--index", f"r={base['idx']}", "--retrievers", "bm25", "--out", a_file],
+    ):
         code, _, err = _run([str(a) for a in argv], capsys)
         _assert_user_error(code, err, str(a_file))
     assert a_file.read_text(encoding="utf-8") == "x"
@@ -385,12 +524,27 @@ def test_compare_writes_comparisons_into_the_run_dir(base: dict[str, Path], tmp_
 
 def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path, capsys: Cap) -> None:
     llm = ["--llm", "openai/m", "--llm-base-url", "http://127.0.0.1:9/v1"]
-    code, out, err = _run(["--dry-run", "exam", "take", base["exam"], "--index", f"r={base['idx']}", *llm,
-                           "--retrievers", "bm25", "--out", tmp_path / "run"], capsys)
+    code, out, err = _run(
+        [
+            "--dry-run",
+            "exam",
+            "take",
+            base["exam"],
+            "--index",
+            f"r={base['idx']}",
+            *llm,
+            "--retrievers",
+            "bm25",
+            "--out",
+            tmp_path / "run",
+        ],
+        capsys,
+    )
     assert code == 0 and "ragrade: error" not in err and not (tmp_path / "run").exists()
     assert [json.loads(line)["dry_run"][0]["requests"] for line in out.splitlines()] == [4]  # no leaderboard
-    code, out, err = _run(["--dry-run", "exam", "generate", base["idx"], "--n", "2", *llm,
-                           "--out", tmp_path / "e.jsonl"], capsys)
+    code, out, err = _run(
+        ["--dry-run", "exam", "generate", base["idx"], "--n", "2", *llm, "--out", tmp_path / "e.jsonl"], capsys
+    )
     summary = json.loads(out.strip())["dry_run"][0]
     assert code == 0 and "ragrade: error" not in err and "ragrade-dry-run" not in err
     assert summary["requests"] == 3  # one round: ceil(2 x 1.3) candidates, no top-up rounds

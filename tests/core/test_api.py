@@ -43,6 +43,8 @@ def test_api_names_are_listed_and_unknown_names_fail() -> None:
     # a submodule named like an API function would replace it on the package once imported (ragrade.judge)
     submodules = {m.name for m in pkgutil.iter_modules(ragrade.__path__)}
     assert "judge" in submodules and not names & submodules
+    api_modules = {m.name for m in pkgutil.iter_modules(ragrade.api.__path__)}
+    assert "judge" in api_modules and not set(ragrade.api.__all__) & api_modules  # the same inside the API
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
         ragrade.nonsense  # noqa: B018
 

@@ -11,7 +11,7 @@ import pytest
 from tests.irt.irt_helpers import COVERAGE_GRID, coverage_grid_fit
 
 from ragrade.cli.irt import _pp
-from ragrade.io import write_json
+from ragrade.io import JSONObject, write_json
 from ragrade.irt.accuracy import accuracy_effects, pipeline_accuracy
 from ragrade.irt.fit import FitConfig, fit_responses
 from ragrade.irt.hierarchical import Design
@@ -98,7 +98,7 @@ def test_missing_combination_is_predicted_by_hand() -> None:
         assert (rec["accuracy_pp_cells"], rec["accuracy_pp_cells_predicted"]) == (2, 1)
         assert other["accuracy_pp_cells_predicted"] == 0
         assert rec["accuracy_pp_source"] == "partly predicted (1 of 2 cells; 1 of 4 over the factor)"
-        assert other["accuracy_pp_source"].startswith("partly predicted (0 of 2")  # the grand mean is predicted
+        assert str(other["accuracy_pp_source"]).startswith("partly predicted (0 of 2")  # the grand mean is predicted
     # without the effects' covariance the predicted values have no interval
     bare = accuracy_effects(_design(3), R, theta, effects, _items())
     assert bare["A"]["a1"]["accuracy_pp"] == out["A"]["a1"]["accuracy_pp"] and "accuracy_pp_se" not in bare["A"]["a1"]
@@ -123,7 +123,7 @@ def test_predicted_values_are_labelled_in_the_cli_and_the_report(tmp_path: Path)
 
 def _truth_pp(
     data: Responses, truth: Truth, factors: Sequence[str], effects_order: Mapping[str, Iterable[str]]
-) -> dict[str, dict[str, dict[str, object]]]:
+) -> dict[str, dict[str, JSONObject]]:
     """The same definition with the true parameters: expected accuracies over the answered questions."""
     design = Design([f for f in data.factors if f.name in factors])
     teff = {f: {lvl: (float(truth.effects[f][j]), math.nan) for j, lvl in enumerate(effects_order[f])} for f in factors}

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from tests.llm.test_llm_offline import Item, make_exam
 
+from ragrade.embedding.batching import FIXED_BATCH, FixedShape, fixed_shape_batches
 from ragrade.embedding.embed import (
-    FIXED_BATCH,
     OnnxSentenceEmbedder,
     SentenceTransformerEmbedder,
     default_embedder,
-    fixed_shape_batches,
     minilm_path,
 )
 from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
@@ -38,6 +37,13 @@ def test_fixed_shape_batches_by_width() -> None:
     assert [widths[i] for i in range(7)] == [16, 16, 32, 64, 256, 64, 128]
     assert all(len(idx) <= FIXED_BATCH for idx, _ in batches)
     assert [len(idx) for idx, w in batches if w == 16] == [FIXED_BATCH, 3]
+    by8 = FixedShape(batch=4, step=8)
+    assert [by8.width(n, 256) for n in (1, 8, 9, 250, 300)] == [8, 8, 16, 256, 256]
+    assert [(len(idx), w) for idx, w in fixed_shape_batches([9, 3, 12, 16, 10, 17], 256, by8)] == [
+        (1, 8),
+        (4, 16),
+        (1, 24),
+    ]
 
 
 @pytest.mark.slow
@@ -54,6 +60,23 @@ def test_embed_fixed_does_not_depend_on_the_batch() -> None:
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
     # the same model: close to the plain batched vectors
     assert float((together * emb.embed(TEXTS)).sum(1).min()) >= 0.99
+
+
+def test_embed_fixed_does_not_depend_on_the_thread_count() -> None:
+    torch = pytest.importorskip("torch")
+    emb = default_embedder()
+    if not isinstance(emb, SentenceTransformerEmbedder):
+        pytest.skip("the sentence-transformers path pins torch threads")
+    before = torch.get_num_threads()
+    try:
+        vecs = []
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            vecs.append(emb.embed_fixed(TEXTS))
+            assert torch.get_num_threads() == n  # restored after the call
+    finally:
+        torch.set_num_threads(before)
+    assert np.array_equal(vecs[0], vecs[1]) and np.array_equal(vecs[0], vecs[2])
 
 
 def test_bf16_weights_stored_once_equal_autocast() -> None:

@@ -18,9 +18,24 @@ def _reply(body: dict[str, Any]) -> str:
 
 def test_run_and_table_verbs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with OpenAIServer(responder=_reply) as srv:
-        rc = main(["robust", "run", str(DATA / "en_base.jsonl"), "--testbed", "noise", "--llm", "openai/test-model",
-                   "--llm-base-url", srv.base_url, "--out", str(tmp_path / "run"), "--noise-ratios", "0,0.2",
-                   "--no-cache"])
+        rc = main(
+            [
+                "robust",
+                "run",
+                str(DATA / "en_base.jsonl"),
+                "--testbed",
+                "noise",
+                "--llm",
+                "openai/test-model",
+                "--llm-base-url",
+                srv.base_url,
+                "--out",
+                str(tmp_path / "run"),
+                "--noise-ratios",
+                "0,0.2",
+                "--no-cache",
+            ]
+        )
     out = capsys.readouterr().out
     assert rc == 0
     assert "noise (default scoring, %; columns: requested noise ratio)" in out and "openai/test-model" in out
@@ -44,10 +59,21 @@ def test_run_and_table_verbs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         (["--testbed", "noise", "--prompts", "missing.toml"], "prompt file not found"),
     ],
 )
-def test_bad_run_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
-                                             message: str) -> None:
-    rc = main(["robust", "run", str(DATA / "en_base.jsonl"), "--llm", "offline/extractive",
-               "--out", str(tmp_path / "o"), *args])
+def test_bad_run_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    rc = main(
+        [
+            "robust",
+            "run",
+            str(DATA / "en_base.jsonl"),
+            "--llm",
+            "offline/extractive",
+            "--out",
+            str(tmp_path / "o"),
+            *args,
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     assert message in err
@@ -55,8 +81,19 @@ def test_bad_run_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_missing_data_and_bad_build_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["robust", "run", str(tmp_path / "nope.jsonl"), "--testbed", "noise", "--llm", "offline/extractive",
-               "--out", str(tmp_path / "o")])
+    rc = main(
+        [
+            "robust",
+            "run",
+            str(tmp_path / "nope.jsonl"),
+            "--testbed",
+            "noise",
+            "--llm",
+            "offline/extractive",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert rc == 2 and "file not found" in capsys.readouterr().err
     rc = main(["robust", "build", "--out", str(tmp_path / "b"), "--index", str(tmp_path)])
     assert rc == 2 and "exactly one of --exam or --qa" in capsys.readouterr().err
@@ -69,8 +106,10 @@ def test_prompt_override_file(tmp_path: Path) -> None:
     from ragrade.robust.prompts import answer_messages, load_prompts
 
     p = tmp_path / "p.toml"
-    p.write_text('[en]\nuser = "Q: {question}\\nD:\\n{documents}"\nrejection_sentence = "Cannot say."\n'
-                 '[judge]\nrejection = "Refused? {response}"\n')
+    p.write_text(
+        '[en]\nuser = "Q: {question}\\nD:\\n{documents}"\nrejection_sentence = "Cannot say."\n'
+        '[judge]\nrejection = "Refused? {response}"\n'
+    )
     prompts = load_prompts(p)
     (_system, sys_text), (_, user) = answer_messages(prompts.lang("en"), "Who?", ["a", "b"])
     assert user == "Q: Who?\nD:\n[1] a\n[2] b" and "Cannot say." in sys_text

@@ -34,8 +34,9 @@ class OverlapRetriever:
         out = []
         for q in queries:
             qw = self._words(q)
-            scored = sorted(((len(qw & self._words(t)), -i, cid, t) for i, (cid, t) in enumerate(self.chunks)),
-                            reverse=True)[:k]
+            scored = sorted(
+                ((len(qw & self._words(t)), -i, cid, t) for i, (cid, t) in enumerate(self.chunks)), reverse=True
+            )[:k]
             out.append([Hit(cid, cid, float(s), r + 1, t) for r, (s, _, cid, t) in enumerate(scored)])
         return out
 
@@ -126,8 +127,15 @@ def _demo_qa(chunks: Sequence[Any], n: int) -> list[dict[str, Any]]:
         s0, s1 = t.sentence
         sentence = (c.text[s0 : t.start] + "____" + c.text[t.end : s1]).strip()
         others = [x for x in dict.fromkeys(by_kind[t.kind]) if x != t.text][:3]
-        out.append({"id": c.id, "question": f"Which term fills the blank? {sentence}", "answer": t.text,
-                    "distractors": others, "context": c.text})
+        out.append(
+            {
+                "id": c.id,
+                "question": f"Which term fills the blank? {sentence}",
+                "answer": t.text,
+                "distractors": others,
+                "context": c.text,
+            }
+        )
     return out
 
 
@@ -146,8 +154,20 @@ def demo_testbeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert len(qa) >= 5
     (root / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qa), encoding="utf-8")
     build_index(chunks, root / "index", IndexConfig(dense=False))
-    rc = main(["robust", "build", "--qa", str(root / "qa.jsonl"), "--index", str(root / "index"),
-               "--out", str(root / "testbeds"), "--k", "20"])
+    rc = main(
+        [
+            "robust",
+            "build",
+            "--qa",
+            str(root / "qa.jsonl"),
+            "--index",
+            str(root / "index"),
+            "--out",
+            str(root / "testbeds"),
+            "--k",
+            "20",
+        ]
+    )
     assert rc == 0
     return root / "testbeds"
 
@@ -168,13 +188,22 @@ def test_demo_corpus_testbeds_run_with_the_extractive_reader(demo_testbeds: Path
 
     reader = create_llm("offline/extractive", cache=False)  # one reader (one model load) for all runs
     runs = {}
-    for testbed, name, ratios in (("noise", "base", [0.0, 0.8]), ("negative", "base", None),
-                                  ("counterfactual", "counterfactual", None)):
+    for testbed, name, ratios in (
+        ("noise", "base", [0.0, 0.8]),
+        ("negative", "base", None),
+        ("counterfactual", "counterfactual", None),
+    ):
         if not (demo_testbeds / f"{name}.jsonl").exists():
             continue
-        cfg = RobustRunConfig(data=demo_testbeds / f"{name}.jsonl", testbed=testbed, llm=["offline/extractive"],
-                              out=tmp_path / testbed, noise_ratios=ratios, docs=3,
-                              llm_options=LLMOptions(cache=False))
+        cfg = RobustRunConfig(
+            data=demo_testbeds / f"{name}.jsonl",
+            testbed=testbed,
+            llm=["offline/extractive"],
+            out=tmp_path / testbed,
+            noise_ratios=ratios,
+            docs=3,
+            llm_options=LLMOptions(cache=False),
+        )
         [run], _ = run_robust(cfg, llms=[reader])
         runs[testbed] = run.metrics
         assert run.metrics["failed"] == 0 and run.metrics["is_baseline"] is True

@@ -28,9 +28,17 @@ def test_answers_normalise_to_parts_of_aliases() -> None:
         normalise_answer([[]], "f:3")
 
 
-@pytest.mark.parametrize("name,kind", [("en_base", "base"), ("zh_base", "base"), ("en_int", "integration"),
-                                       ("zh_int", "integration"), ("en_fact", "counterfactual"),
-                                       ("zh_fact", "counterfactual")])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("en_base", "base"),
+        ("zh_base", "base"),
+        ("en_int", "integration"),
+        ("zh_int", "integration"),
+        ("en_fact", "counterfactual"),
+        ("zh_fact", "counterfactual"),
+    ],
+)
 def test_fixture_files_load(name: str, kind: str) -> None:
     data = load_rgb(DATA / f"{name}.jsonl")
     assert data.kind == kind
@@ -95,7 +103,8 @@ def test_write_and_reload_round_trip(tmp_path: Path) -> None:
     write_rgb(tmp_path / "x.jsonl", data.items)
     again = load_rgb(tmp_path / "x.jsonl")
     assert [(i.id, i.answer, i.positive_wrong, i.fakeanswer) for i in again.items] == [
-        (i.id, i.answer, i.positive_wrong, i.fakeanswer) for i in data.items]
+        (i.id, i.answer, i.positive_wrong, i.fakeanswer) for i in data.items
+    ]
 
 
 def test_noise_count_uses_exact_decimals() -> None:
@@ -117,8 +126,7 @@ def test_noise_instances_record_counts_order_and_ratio() -> None:
     a = build_instance(item, "noise", 0.4, BuildOptions(seed=3))
     b = build_instance(item, "noise", 0.4, BuildOptions(seed=3))
     assert [d.text for d in a.docs] == [d.text for d in b.docs]  # seeded
-    orders = {tuple(d.text for d in build_instance(item, "noise", 0.4, BuildOptions(seed=s)).docs)
-              for s in range(8)}
+    orders = {tuple(d.text for d in build_instance(item, "noise", 0.4, BuildOptions(seed=s)).docs) for s in range(8)}
     assert len(orders) > 1
 
 
@@ -190,8 +198,9 @@ def _pick(item: RGBItem, spec: list[str]) -> list[str]:
         ("en_fact", 0, "counterfactual", 0.4, ["w*", "w*", "n0", "n1"], 0.5),
     ],
 )
-def test_rgb_construction_follows_the_original_rules(name: str, index: int, testbed: str, ratio: float,
-                                                     chosen: list[str], actual: float) -> None:
+def test_rgb_construction_follows_the_original_rules(
+    name: str, index: int, testbed: str, ratio: float, chosen: list[str], actual: float
+) -> None:
     item = load_rgb(DATA / f"{name}.jsonl").items[index]
     inst = build_rgb_instance(item, testbed, ratio, 5)
     got = [d.text for d in inst.docs]
@@ -215,6 +224,5 @@ def test_rgb_construction_order_is_the_seed_2333_shuffle() -> None:
 
 
 def test_parse_item_keeps_meta() -> None:
-    it = parse_item({"id": "x", "query": "q", "answer": "a", "positive": ["a"], "negative": [], "meta": {"k": 1}},
-                    "w")
+    it = parse_item({"id": "x", "query": "q", "answer": "a", "positive": ["a"], "negative": [], "meta": {"k": 1}}, "w")
     assert it.meta == {"k": 1} and it.to_record()["meta"] == {"k": 1}

@@ -59,12 +59,21 @@ def test_replace_all_respects_boundaries() -> None:
 
 def test_default_detectors_recognise_ours_and_the_original_wording_case_insensitively() -> None:
     det = build_detectors()
-    for refusal in (REJECTION_SENTENCE, REJECTION_SENTENCE.upper(), REJECTION_SENTENCE_ZH,
-                    "I can not answer the question because of the Insufficient Information in documents.",
-                    "文档信息 不足，因此我无法回答。"):
+    for refusal in (
+        REJECTION_SENTENCE,
+        REJECTION_SENTENCE.upper(),
+        REJECTION_SENTENCE_ZH,
+        "I can not answer the question because of the Insufficient Information in documents.",
+        "文档信息 不足，因此我无法回答。",
+    ):
         assert det.rejection(refusal), refusal
-    for report in (ERROR_SENTENCE, ERROR_SENTENCE.lower(), ERROR_SENTENCE_ZH,
-                   "There are FACTUAL ERRORS in the provided documents.", "提供文档的文档存在事实性错误。"):
+    for report in (
+        ERROR_SENTENCE,
+        ERROR_SENTENCE.lower(),
+        ERROR_SENTENCE_ZH,
+        "There are FACTUAL ERRORS in the provided documents.",
+        "提供文档的文档存在事实性错误。",
+    ):
         assert det.error(report), report
     assert not det.rejection("Port Alder hosted the games.")
     assert not det.error("Port Alder hosted the games.")

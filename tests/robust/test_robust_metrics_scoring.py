@@ -17,12 +17,28 @@ RGB_REFUSAL = "I can not answer the question because of the insufficient informa
 RGB_ERROR = "There are factual errors in the provided documents."
 
 
-def rec(response: str | None, answer: list[list[str]], *, condition: str = "documents", ratio: float = 0.0,
-        fake: list[list[str]] | None = None, judge: Any = None, key: str = "") -> dict[str, Any]:
-    r: dict[str, Any] = {"key": key or f"{response}|{condition}|{ratio}", "condition": condition,
-                         "noise_ratio": ratio, "noise_ratio_actual": ratio, "answer": answer,
-                         "response": response, "failed": response is None,
-                         "error": "HTTP 500" if response is None else None, "flags": [], "skipped": None}
+def rec(
+    response: str | None,
+    answer: list[list[str]],
+    *,
+    condition: str = "documents",
+    ratio: float = 0.0,
+    fake: list[list[str]] | None = None,
+    judge: Any = None,
+    key: str = "",
+) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "key": key or f"{response}|{condition}|{ratio}",
+        "condition": condition,
+        "noise_ratio": ratio,
+        "noise_ratio_actual": ratio,
+        "answer": answer,
+        "response": response,
+        "failed": response is None,
+        "error": "HTTP 500" if response is None else None,
+        "flags": [],
+        "skipped": None,
+    }
     if fake:
         r["fakeanswer"] = fake
     if judge is not None:
@@ -30,8 +46,9 @@ def rec(response: str | None, answer: list[list[str]], *, condition: str = "docu
     return r
 
 
-def score(records: list[dict[str, Any]], testbed: str, scoring: str, lang: str = "en",
-          ratios: tuple[float, ...] = (0.0,)) -> dict[str, Any]:
+def score(
+    records: list[dict[str, Any]], testbed: str, scoring: str, lang: str = "en", ratios: tuple[float, ...] = (0.0,)
+) -> dict[str, Any]:
     label_records(records, scoring, build_detectors(), lang)
     return summarise(records, testbed, scoring, list(ratios))
 
@@ -95,8 +112,7 @@ NEGATIVE = [
 
 def test_negative_rejection_rate_default_vs_rgb() -> None:
     answer = [["Norway"]]
-    default = score([rec(r, answer, ratio=1.0, judge=j) for r, j in NEGATIVE], "negative", "default",
-                    ratios=(1.0,))
+    default = score([rec(r, answer, ratio=1.0, judge=j) for r, j in NEGATIVE], "negative", "default", ratios=(1.0,))
     assert (default["rejection_rate"]["k"], default["rejection_rate"]["n"]) == (2, 5)
     assert (default["accuracy"]["k"], default["accuracy"]["n"]) == (2, 5)  # counted separately
     # judged: the unreadable verdict is in no denominator and is counted
@@ -122,8 +138,10 @@ COUNTERFACTUAL = [
 def _cf_records() -> list[dict[str, Any]]:
     answer, fake = [["Port Alder"]], [["Lindmouth"]]
     out = [rec(r, answer, fake=fake, judge=j, key=f"d{i}") for i, (r, j) in enumerate(COUNTERFACTUAL)]
-    out += [rec("Port Alder", answer, fake=fake, condition="no_documents", key="c0"),
-            rec("Lindmouth", answer, fake=fake, condition="no_documents", key="c1")]
+    out += [
+        rec("Port Alder", answer, fake=fake, condition="no_documents", key="c0"),
+        rec("Lindmouth", answer, fake=fake, condition="no_documents", key="c1"),
+    ]
     return out
 
 

@@ -28,24 +28,48 @@ from ragrade.robust.run import RobustRunConfig, read_results, run_robust
 
 # an integration record with three required names but two groups of positive documents
 ZH_INT_THREE_PARTS = {
-    "id": 6, "query": "北湾杯的前三名分别是哪三支球队？", "answer": ["红隼队", "蓝鲸队", "青松队"],
+    "id": 6,
+    "query": "北湾杯的前三名分别是哪三支球队？",
+    "answer": ["红隼队", "蓝鲸队", "青松队"],
     "positive": [["北湾杯冠军是红隼队，亚军是蓝鲸队。"], ["青松队获得北湾杯季军。"]],
     "negative": ["北湾杯每年秋季举行。", "北湾杯共有十二支球队参赛。", "决赛门票已售罄。", "比赛在新体育场进行。"],
 }
 ZH_INT_TWO_PARTS = {
-    "id": 7, "query": "新图书馆的开放日期和闭馆日分别是什么？", "answer": [["1月3日"], ["周一"]],
+    "id": 7,
+    "query": "新图书馆的开放日期和闭馆日分别是什么？",
+    "answer": [["1月3日"], ["周一"]],
     "positive": [["新图书馆于1月3日开放。"], ["新图书馆每周一闭馆。"]],
     "negative": ["新图书馆共有五层。", "市民可以在网上预约座位。", "咖啡厅由志愿者经营。"],
 }
 # counterfactual records; the second has no noise documents at all
 ZH_FACT = [
-    {"id": 0, "query": "2031年港湾运动会在哪个城市举办？", "answer": "北湾市", "fakeanswer": "东港",
-     "positive": ["2031年港湾运动会在北湾市举行。"], "positive_wrong": ["2031年港湾运动会在东港举行。"],
-     "negative": ["港湾运动会包括赛艇项目。", "门票将于春季开售。"]},
-    {"id": 1, "query": "灯塔桥由谁设计？", "answer": "林岚", "fakeanswer": "周远",
-     "positive": ["灯塔桥由工程师林岚设计。"], "positive_wrong": ["灯塔桥由工程师周远设计。"], "negative": []},
-    {"id": 2, "query": "新图书馆几月开放？", "answer": "三月", "fakeanswer": "六月",
-     "positive": ["新图书馆三月开放。"], "positive_wrong": ["新图书馆六月开放。"], "negative": ["图书馆共有五层。"]},
+    {
+        "id": 0,
+        "query": "2031年港湾运动会在哪个城市举办？",
+        "answer": "北湾市",
+        "fakeanswer": "东港",
+        "positive": ["2031年港湾运动会在北湾市举行。"],
+        "positive_wrong": ["2031年港湾运动会在东港举行。"],
+        "negative": ["港湾运动会包括赛艇项目。", "门票将于春季开售。"],
+    },
+    {
+        "id": 1,
+        "query": "灯塔桥由谁设计？",
+        "answer": "林岚",
+        "fakeanswer": "周远",
+        "positive": ["灯塔桥由工程师林岚设计。"],
+        "positive_wrong": ["灯塔桥由工程师周远设计。"],
+        "negative": [],
+    },
+    {
+        "id": 2,
+        "query": "新图书馆几月开放？",
+        "answer": "三月",
+        "fakeanswer": "六月",
+        "positive": ["新图书馆三月开放。"],
+        "positive_wrong": ["新图书馆六月开放。"],
+        "negative": ["图书馆共有五层。"],
+    },
 ]
 
 
@@ -87,8 +111,9 @@ def test_builtin_sentences_are_recognised_by_the_rgb_rules(lang: str) -> None:
     assert sentence_warnings(lp, lang, "rgb", build_detectors()) == []
 
 
-def test_custom_sentences_unknown_to_the_rgb_rules_are_warned_about(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_custom_sentences_unknown_to_the_rgb_rules_are_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p = tmp_path / "p.toml"
     p.write_text('[en]\nrejection_sentence = "I cannot say."\nerror_sentence = "Some sources look wrong."\n')
     lp = load_prompts(p).lang("en")
@@ -98,13 +123,39 @@ def test_custom_sentences_unknown_to_the_rgb_rules_are_warned_about(tmp_path: Pa
     assert "I cannot say." in warnings[0] and "insufficient information" in warnings[0]
     assert "Some sources look wrong." in warnings[1] and "factual errors" in warnings[1]
     assert sentence_warnings(lp, "en", "default", det) == []  # the instructed sentences join the detectors
-    data = _write(tmp_path / "en.jsonl", [{"id": 0, "query": "Who hosted the 2031 Harbor Games?",
-                                            "answer": "Port Alder", "positive": ["Port Alder hosted them."],
-                                            "negative": ["Tickets go on sale in spring."]}])
+    data = _write(
+        tmp_path / "en.jsonl",
+        [
+            {
+                "id": 0,
+                "query": "Who hosted the 2031 Harbor Games?",
+                "answer": "Port Alder",
+                "positive": ["Port Alder hosted them."],
+                "negative": ["Tickets go on sale in spring."],
+            }
+        ],
+    )
     with OpenAIServer(responder=lambda body: "I cannot say.") as srv:
-        rc = main(["robust", "run", str(data), "--testbed", "negative", "--llm", "openai/test-model",
-                   "--llm-base-url", srv.base_url, "--out", str(tmp_path / "o"), "--prompts", str(p),
-                   "--scoring", "rgb", "--no-cache"])
+        rc = main(
+            [
+                "robust",
+                "run",
+                str(data),
+                "--testbed",
+                "negative",
+                "--llm",
+                "openai/test-model",
+                "--llm-base-url",
+                srv.base_url,
+                "--out",
+                str(tmp_path / "o"),
+                "--prompts",
+                str(p),
+                "--scoring",
+                "rgb",
+                "--no-cache",
+            ]
+        )
     err = capsys.readouterr().err
     assert rc == 0
     assert err.count("ragrade: warning:") == 2 and "I cannot say." in err
@@ -112,14 +163,24 @@ def test_custom_sentences_unknown_to_the_rgb_rules_are_warned_about(tmp_path: Pa
 
 def test_obeying_the_builtin_english_instruction_counts_as_a_refusal_under_rgb(tmp_path: Path) -> None:
     sentence = default_prompts().lang("en").rejection_sentence
-    data = _write(tmp_path / "en.jsonl", [
-        {"id": i, "query": f"Who hosted the {2031 + i} Harbor Games?", "answer": "Port Alder",
-         "positive": ["Port Alder hosted them."], "negative": ["Tickets go on sale in spring.", "Rowing is popular."]}
-        for i in range(2)])
+    data = _write(
+        tmp_path / "en.jsonl",
+        [
+            {
+                "id": i,
+                "query": f"Who hosted the {2031 + i} Harbor Games?",
+                "answer": "Port Alder",
+                "positive": ["Port Alder hosted them."],
+                "negative": ["Tickets go on sale in spring.", "Rowing is popular."],
+            }
+            for i in range(2)
+        ],
+    )
     with OpenAIServer(responder=lambda body: sentence) as srv:
         for scoring in ("default", "rgb"):
-            cfg = RobustRunConfig(data=data, testbed="negative", llm=["openai/test-model"], out=tmp_path / "o",
-                                  scoring=scoring)
+            cfg = RobustRunConfig(
+                data=data, testbed="negative", llm=["openai/test-model"], out=tmp_path / "o", scoring=scoring
+            )
             [run], _ = run_robust(cfg, llms=[_llm(srv)])
             assert run.metrics["rejection_rate"]["value"] == 1.0, scoring
         assert all(sentence in b["messages"][0]["content"] for b in srv.log)
@@ -160,8 +221,7 @@ def test_negative_records_without_noise_are_skipped_and_listed_by_default(tmp_pa
     data = _write(tmp_path / "zh_fact.jsonl", ZH_FACT)
     out = tmp_path / "run" / "robust" / "negative"
     with OpenAIServer(responder=lambda body: "所提供的文档信息不足，无法回答这个问题。") as srv:
-        run_robust(RobustRunConfig(data=data, testbed="negative", llm=["openai/test-model"], out=out),
-                   llms=[_llm(srv)])
+        run_robust(RobustRunConfig(data=data, testbed="negative", llm=["openai/test-model"], out=out), llms=[_llm(srv)])
     m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert (m["n"], m["skipped"]) == (2, 1)
     assert m["skipped_items"] == [{"id": "1", "noise_ratio": 1.0, "reason": "no noise documents"}]
@@ -173,8 +233,14 @@ def test_negative_records_without_noise_are_skipped_and_listed_by_default(tmp_pa
 def test_negative_records_without_noise_are_asked_as_the_benchmark_does_under_rgb(tmp_path: Path) -> None:
     data = _write(tmp_path / "zh_fact.jsonl", ZH_FACT)
     with OpenAIServer(responder=lambda body: "文档信息不足，因此无法回答。") as srv:
-        cfg = RobustRunConfig(data=data, testbed="negative", llm=["openai/test-model"], out=tmp_path / "o",
-                              construction="rgb", scoring="rgb")
+        cfg = RobustRunConfig(
+            data=data,
+            testbed="negative",
+            llm=["openai/test-model"],
+            out=tmp_path / "o",
+            construction="rgb",
+            scoring="rgb",
+        )
         [run], _ = run_robust(cfg, llms=[_llm(srv)])
         bodies = {b["messages"][-1]["content"]: b for b in srv.log}
     m = run.metrics
@@ -193,10 +259,14 @@ def test_negative_records_without_noise_are_asked_as_the_benchmark_does_under_rg
 
 
 def test_several_names_in_answer1_are_all_required(tmp_path: Path) -> None:
-    rec = {"id": 12, "query": "2031年和2035年港湾运动会的主办城市分别是哪些？",
-           "answer1": ["北湾市", "东港"], "answer2": "灰湾",
-           "positive": [["2031年港湾运动会由北湾市和东港联合举办。"], ["2035年港湾运动会将在灰湾举行。"]],
-           "negative": ["港湾运动会包括赛艇项目。"]}
+    rec = {
+        "id": 12,
+        "query": "2031年和2035年港湾运动会的主办城市分别是哪些？",
+        "answer1": ["北湾市", "东港"],
+        "answer2": "灰湾",
+        "positive": [["2031年港湾运动会由北湾市和东港联合举办。"], ["2035年港湾运动会将在灰湾举行。"]],
+        "negative": ["港湾运动会包括赛艇项目。"],
+    }
     data = load_rgb(_write(tmp_path / "zh_int.jsonl", [rec]))
     answer = data.items[0].answer
     assert answer == (("北湾市",), ("东港",), ("灰湾",))

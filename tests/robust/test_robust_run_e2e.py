@@ -80,11 +80,12 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         out = tmp_path / "out"
         metrics = json.loads((out / "metrics.json").read_text())
         assert metrics["ragrade"] == {"kind": "robust_metrics", "version": 2}
-        for key in ("accuracy", "rejection_rate", "error_detection_rate", "error_correction_rate",
-                    "partial_accuracy"):
+        for key in ("accuracy", "rejection_rate", "error_detection_rate", "error_correction_rate", "partial_accuracy"):
             assert key in metrics
         assert (out / "table.csv").read_text().splitlines() == [
-            "model,0,0.4,actual noise 0,actual noise 0.4", "openai/test-model,33.33,33.33,0.300,0.500"]
+            "model,0,0.4,actual noise 0,actual noise 0.4",
+            "openai/test-model,33.33,33.33,0.300,0.500",
+        ]
         header, records = read_results(out / "results.jsonl")
         assert header is not None and header["kind"] == "robust_results"
         r = records["1|0.4|documents"]
@@ -96,8 +97,10 @@ def test_noise_run_metrics_records_and_resume(tmp_path: Path) -> None:
         body = next(b for b in srv.log if "Veltron" in b["messages"][-1]["content"])
         user = body["messages"][-1]["content"]
         assert REJECTION_SENTENCE in body["messages"][0]["content"]
-        orders = [[user.index(str(dig(d, "text"))) for d in as_list(records[k]["documents"])] for k in ("1|0|documents",
-                                                                                     "1|0.4|documents")]
+        orders = [
+            [user.index(str(dig(d, "text"))) for d in as_list(records[k]["documents"])]
+            for k in ("1|0|documents", "1|0.4|documents")
+        ]
         assert any(pos == sorted(pos) for pos in orders)
         assert body.get("model") == "test-model"
         assert sum(calls.values()) == 8
@@ -155,8 +158,7 @@ def test_counterfactual_run_with_judge(tmp_path: Path) -> None:
         return _cf_answer(user)
 
     with OpenAIServer(responder=responder) as srv:
-        cfg = _cfg(tmp_path, "en_fact.jsonl", "counterfactual", judge="openai/test-model",
-                   judge_base_url=srv.base_url)
+        cfg = _cfg(tmp_path, "en_fact.jsonl", "counterfactual", judge="openai/test-model", judge_base_url=srv.base_url)
         [run], table = run_robust(cfg, llms=[_llm(srv)], judge_llm=_llm(srv))
     m = run.metrics
     assert m["n"] == 4 and m["n_without_docs"] == 4
@@ -169,8 +171,14 @@ def test_counterfactual_run_with_judge(tmp_path: Path) -> None:
     assert m["judge_failed"] == 1
     assert (m["error_correction_rate_judged"]["k"], m["error_correction_rate_judged"]["n"]) == (1, 2)
     assert table["columns"] == ["Acc", "Acc_doc", "ED", "ED*", "CR"]
-    assert table["rows"][0] == {"model": "openai/test-model", "Acc": 50.0, "Acc_doc": 50.0, "ED": 50.0,
-                                "ED*": 66.67, "CR": 50.0}
+    assert table["rows"][0] == {
+        "model": "openai/test-model",
+        "Acc": 50.0,
+        "Acc_doc": 50.0,
+        "ED": 50.0,
+        "ED*": 66.67,
+        "CR": 50.0,
+    }
 
 
 def test_negative_run_in_chinese(tmp_path: Path) -> None:
@@ -201,8 +209,13 @@ def test_integration_run_with_two_models_makes_one_table(tmp_path: Path) -> None
         return "Ada Brenn; Kolm and Sons built it." if model == "m1" else "Kolm & Sons."
 
     with OpenAIServer(responder=responder) as srv:
-        cfg = RobustRunConfig(data=DATA / "en_int.jsonl", testbed="integration", llm=["openai/m1", "openai/m2"],
-                              out=tmp_path / "out", noise_ratios=[0.0, 0.2])
+        cfg = RobustRunConfig(
+            data=DATA / "en_int.jsonl",
+            testbed="integration",
+            llm=["openai/m1", "openai/m2"],
+            out=tmp_path / "out",
+            noise_ratios=[0.0, 0.2],
+        )
         runs, table = run_robust(cfg, llms=[_llm(srv, "openai/m1"), _llm(srv, "openai/m2")])
     m1, m2 = (r.metrics for r in runs)
     assert [g["accuracy"]["k"] for g in m1["by_noise_ratio"]] == [2, 2]
@@ -210,6 +223,9 @@ def test_integration_run_with_two_models_makes_one_table(tmp_path: Path) -> None
     assert [g["partial_accuracy"]["value"] for g in m2["by_noise_ratio"]] == [0.5, 0.5]
     assert (tmp_path / "out" / "openai_m1" / "metrics.json").exists()
     csv_lines = (tmp_path / "out" / "table.csv").read_text().splitlines()
-    assert csv_lines == ["model,0,0.2,actual noise 0,actual noise 0.2", "openai/m1,100.00,100.00,0.300,0.300",
-                         "openai/m2,0.00,0.00,0.300,0.300"]
+    assert csv_lines == [
+        "model,0,0.2,actual noise 0,actual noise 0.2",
+        "openai/m1,100.00,100.00,0.300,0.300",
+        "openai/m2,0.00,0.00,0.300,0.300",
+    ]
     assert [r["model"] for r in table["rows"]] == ["openai/m1", "openai/m2"]

@@ -94,7 +94,7 @@ def test_old_grid_spellings_are_read_with_one_deprecation_line(
     # a settings dict and the Python API's keywords are read the same way
     assert GridConfig.model_validate({"retriever": ["bm25"]}).retrievers == ["bm25"]
     assert "[grid]: deprecated key spelling (retriever -> retrievers)" in capsys.readouterr().err
-    from ragrade.api import _sweep_config
+    from ragrade.api.exam import _sweep_config
 
     assert _sweep_config(None, None, {"llm": "offline/student", "k": 2}).grid.llms == ["offline/student"]
     assert "keyword settings: deprecated key spelling (llm -> llms)" in capsys.readouterr().err

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragrade.cli.common import LOADING, check_out_file, command_progress, echo_json, output_path
+from ragrade.cli.flags import with_flags
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
     TimeoutOption,
-    llm_flag_layer,
+    llm_layer,
 )
 from ragrade.llm.failures import MAX_FAILED_HELP
 
@@ -55,110 +57,150 @@ def _filter_layer(share: float | None, intra: float | None, extra: float | None,
     return layer
 
 
+@dataclass(frozen=True, kw_only=True)
+class GenerateFlags:
+    """The options of ``ragrade exam generate`` (``None``: not given, never overrides the config's \\[exam] table)."""
+
+    n: Annotated[int | None, typer.Option("--n", "-n", min=1, help="Questions wanted (default 100).")] = None
+    llm: Annotated[
+        str,
+        typer.Option(
+            "--llm",
+            help="PROVIDER/MODEL that writes the questions, or 'offline' "
+            "(offline/cloze: fact-based cloze questions, no LLM).",
+        ),
+    ] = "offline"
+    out: Annotated[Path, typer.Option("--out", "-o", help="The exam file to write (JSONL).")]
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of sampling and shuffling (default 0).")] = None
+    topic_field: Annotated[
+        str | None,
+        typer.Option(
+            "--topic-field",
+            help="Stratify sampling by this chunk metadata field "
+            "(e.g. topic, source, doc_id); also the field of the topic tag.",
+        ),
+    ] = None
+    prompt: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt",
+            exists=True,
+            dir_okay=False,
+            help="A file with the user prompt template ({document}, {domain}, {title}).",
+        ),
+    ] = None
+    system_prompt: Annotated[
+        Path | None,
+        typer.Option("--system-prompt", exists=True, dir_okay=False, help="A file with the system prompt template."),
+    ] = None
+    domain: Annotated[str | None, typer.Option("--domain", help="A few words naming the corpus, for the prompt.")] = (
+        None
+    )
+    llm_base_url: LlmBaseUrlOption = None
+    concurrency: ConcurrencyOption = None
+    no_cache: NoCacheOption = False
+    timeout: TimeoutOption = None
+    max_retries: MaxRetriesOption = None
+    max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (default 0.7).")
+    ] = None
+    no_json: Annotated[bool, typer.Option("--no-json", help="Do not ask for structured JSON output.")] = False
+    oversample: Annotated[
+        float | None, typer.Option("--oversample", min=1.0, help="Candidates per wanted question (default 1.3).")
+    ] = None
+    filter_share: Annotated[
+        float | None,
+        typer.Option(
+            "--filter-share",
+            min=0.0,
+            max=0.5,
+            help="Share removed by each similarity filter (quantile thresholds; default 0.05).",
+        ),
+    ] = None
+    intra_cosine: Annotated[
+        float | None,
+        typer.Option(
+            "--intra-cosine",
+            min=-1.0,
+            max=1.0,
+            help="Fixed cosine threshold of the intra-candidate filter (instead of a quantile).",
+        ),
+    ] = None
+    extra_cosine: Annotated[
+        float | None,
+        typer.Option(
+            "--extra-cosine",
+            min=-2.0,
+            max=2.0,
+            help="Fixed threshold of the extra-candidate filter on cosine(chunk, distractor) - cosine(chunk, answer).",
+        ),
+    ] = None
+    dup_cosine: Annotated[
+        float | None,
+        typer.Option("--dup-cosine", min=-1.0, max=1.0, help="Near-duplicate cosine threshold (default 0.95)."),
+    ] = None
+    shuffle: Annotated[
+        str | None, typer.Option("--shuffle", help="balanced (each letter equally often) or random.")
+    ] = None
+    absurd: Annotated[bool, typer.Option("--absurd", help="Write a sanity exam whose distractors are unrelated.")] = (
+        False
+    )
+    embedder: Annotated[
+        str | None, typer.Option("--embedder", help="Embedder spec for the filters (default minilm).")
+    ] = None
+    config: Annotated[Path | None, typer.Option("--config", help="A TOML file; its \\[exam] table sets defaults.")] = (
+        None
+    )
+    json_out: Annotated[bool, typer.Option("--json", help="Print the funnel and analytics as JSON.")] = False
+
+    def layer(self) -> dict[str, Any]:
+        """The :class:`~ragrade.exam.config.ExamConfig` layer of these flags (over the config file's)."""
+        return {
+            "n": self.n,
+            "seed": self.seed,
+            "topic_field": self.topic_field,
+            "prompt_file": str(self.prompt) if self.prompt else None,
+            "system_prompt_file": str(self.system_prompt) if self.system_prompt else None,
+            "domain": self.domain,
+            "temperature": self.temperature,
+            "json_output": False if self.no_json else None,
+            "oversample": self.oversample,
+            "shuffle": self.shuffle,
+            "absurd": True if self.absurd else None,
+            **_filter_layer(self.filter_share, self.intra_cosine, self.extra_cosine, self.dup_cosine),
+        }
+
+    def llm_options_layer(self) -> dict[str, object]:
+        """The :class:`~ragrade.llm.options.LLMOptions` layer of the generator's LLM flags."""
+        return llm_layer(
+            llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
+            max_retries=self.max_retries, no_cache=self.no_cache,
+        )  # fmt: skip
+
+
 @exam_app.command("generate")
+@with_flags(GenerateFlags)
 def generate_cmd(
-    chunks: Path = typer.Argument(..., help="A chunks JSONL file or an index folder."),
-    n: int | None = typer.Option(None, "--n", "-n", min=1, help="Questions wanted (default 100)."),
-    llm: str = typer.Option(
-        "offline",
-        "--llm",
-        help="PROVIDER/MODEL that writes the questions, or 'offline' "
-        "(offline/cloze: fact-based cloze questions, no LLM).",
-    ),
-    out: Path = typer.Option(..., "--out", "-o", help="The exam file to write (JSONL)."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of sampling and shuffling (default 0)."),
-    topic_field: str | None = typer.Option(
-        None,
-        "--topic-field",
-        help="Stratify sampling by this chunk metadata field "
-        "(e.g. topic, source, doc_id); also the field of the topic tag.",
-    ),
-    prompt: Path | None = typer.Option(
-        None,
-        "--prompt",
-        exists=True,
-        dir_okay=False,
-        help="A file with the user prompt template ({document}, {domain}, {title}).",
-    ),
-    system_prompt: Path | None = typer.Option(
-        None, "--system-prompt", exists=True, dir_okay=False, help="A file with the system prompt template."
-    ),
-    domain: str | None = typer.Option(None, "--domain", help="A few words naming the corpus, for the prompt."),
-    llm_base_url: LlmBaseUrlOption = None,
-    concurrency: ConcurrencyOption = None,
-    no_cache: NoCacheOption = False,
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
-    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    temperature: float | None = typer.Option(
-        None, "--temperature", min=0.0, help="Sampling temperature (default 0.7)."
-    ),
-    no_json: bool = typer.Option(False, "--no-json", help="Do not ask for structured JSON output."),
-    oversample: float | None = typer.Option(
-        None, "--oversample", min=1.0, help="Candidates per wanted question (default 1.3)."
-    ),
-    filter_share: float | None = typer.Option(
-        None,
-        "--filter-share",
-        min=0.0,
-        max=0.5,
-        help="Share removed by each similarity filter (quantile thresholds; default 0.05).",
-    ),
-    intra_cosine: float | None = typer.Option(
-        None,
-        "--intra-cosine",
-        min=-1.0,
-        max=1.0,
-        help="Fixed cosine threshold of the intra-candidate filter (instead of a quantile).",
-    ),
-    extra_cosine: float | None = typer.Option(
-        None,
-        "--extra-cosine",
-        min=-2.0,
-        max=2.0,
-        help="Fixed threshold of the extra-candidate filter on cosine(chunk, distractor) - cosine(chunk, answer).",
-    ),
-    dup_cosine: float | None = typer.Option(
-        None, "--dup-cosine", min=-1.0, max=1.0, help="Near-duplicate cosine threshold (default 0.95)."
-    ),
-    shuffle: str | None = typer.Option(None, "--shuffle", help="balanced (each letter equally often) or random."),
-    absurd: bool = typer.Option(False, "--absurd", help="Write a sanity exam whose distractors are unrelated."),
-    embedder: str | None = typer.Option(None, "--embedder", help="Embedder spec for the filters (default minilm)."),
-    config: Path | None = typer.Option(None, "--config", help="A TOML file; its \\[exam] table sets defaults."),
-    json_out: bool = typer.Option(False, "--json", help="Print the funnel and analytics as JSON."),
+    chunks: Annotated[Path, typer.Argument(help="A chunks JSONL file or an index folder.")],
+    flags: GenerateFlags,
 ) -> None:
     """Write a multiple-choice exam from CHUNKS: sample, generate, filter, shuffle; record the funnel."""
     from ragrade.config import build_config
     from ragrade.exam.config import ExamConfig
     from ragrade.llm.options import LLMOptions
 
-    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
-    cli: dict[str, Any] = {
-        "n": n,
-        "seed": seed,
-        "topic_field": topic_field,
-        "prompt_file": str(prompt) if prompt else None,
-        "system_prompt_file": str(system_prompt) if system_prompt else None,
-        "domain": domain,
-        "temperature": temperature,
-        "json_output": False if no_json else None,
-        "oversample": oversample,
-        "shuffle": shuffle,
-        "absurd": True if absurd else None,
-        **_filter_layer(filter_share, intra_cosine, extra_cosine, dup_cosine),
-    }
-    file_layer = _file_layer(config)
+    out = check_out_file(output_path(flags.out))  # `ragrade --dry-run`: the run's temporary folder
+    file_layer = _file_layer(flags.config)
     file_options = file_layer.pop("llm_options", None)  # [exam.llm_options]: how the generator LLM is reached
-    cfg = build_config(ExamConfig, file_layer, cli, source="exam options")
-    flags = {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
-             "max_retries": max_retries, "no_cache": no_cache}  # fmt: skip
-    options = build_config(LLMOptions, file_options, llm_flag_layer(flags), source="exam llm_options")
+    cfg = build_config(ExamConfig, file_layer, flags.layer(), source="exam options")
+    options = build_config(LLMOptions, file_options, flags.llm_options_layer(), source="exam llm_options")
     written: list[ExamResult] = []  # the API gives the written exam before it checks the failed requests
     try:
-        _generate_with_progress(chunks, out, llm, cfg, options, embedder, max_failed, written.append)
+        _generate_with_progress(chunks, out, flags.llm, cfg, options, flags.embedder, flags.max_failed, written.append)
     finally:
         if written:
-            _print_generated_exam(out, written[0], json_out)
+            _print_generated_exam(out, written[0], flags.json_out)
             offline_exam_note({"generator": written[0].generator})
 
 

@@ -30,6 +30,7 @@ _SE = typer.Option(
     "mean 1; needs --factors) or none.",
 )
 _BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
+_MAX_ITER = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver.")
 _SOLVER = typer.Option(
     "newton", "--solver", help="newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
 )
@@ -169,7 +170,7 @@ def fit_cmd(
     ),
     backend: str = _BACKEND,
     solver: str = _SOLVER,
-    max_iter: int = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver."),
+    max_iter: int = _MAX_ITER,
     not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,
@@ -213,7 +214,7 @@ def improve_cmd(
     bounds: str | None = _BOUNDS,
     backend: str = _BACKEND,
     solver: str = _SOLVER,
-    max_iter: int = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver."),
+    max_iter: int = _MAX_ITER,
     not_applicable: list[str] | None = _NOT_APPLICABLE,
     exam: Path | None = _EXAM,
     as_json: bool = _JSON,

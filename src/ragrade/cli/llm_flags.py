@@ -47,19 +47,43 @@ MaxRetriesOption = Annotated[
 ]
 
 
-def llm_flag_layer(params: Mapping[str, object]) -> dict[str, object]:
-    """The :class:`~ragrade.llm.options.LLMOptions` layer of the LLM flags in ``params`` (a command's parsed
-    parameters, by name: ``llm_base_url``, ``concurrency``, ``timeout``, ``max_retries``, ``no_cache``) and the
+def llm_layer(
+    *,
+    llm_base_url: str | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    no_cache: bool = False,
+) -> dict[str, object]:
+    """The :class:`~ragrade.llm.options.LLMOptions` layer of the LLM flags (a command's typed values) and the
     root ``--dry-run``; only what was given (an absent flag never overrides a config file)."""
     layer = {
-        "base_url": params.get("llm_base_url"),
-        "concurrency": params.get("concurrency"),
-        "timeout": params.get("timeout"),
-        "max_retries": params.get("max_retries"),
-        "cache": False if params.get("no_cache") else None,
+        "base_url": llm_base_url,
+        "concurrency": concurrency,
+        "timeout": timeout,
+        "max_retries": max_retries,
+        "cache": False if no_cache else None,
         "dry_run": dry_run_requested() or None,  # `ragrade --dry-run`: shipped to every worker with the options
     }
     return {k: v for k, v in layer.items() if v is not None}
+
+
+def llm_flag_layer(params: Mapping[str, object]) -> dict[str, object]:
+    """:func:`llm_layer` of a command's parsed parameters by name (``llm_base_url``, ``concurrency``,
+    ``timeout``, ``max_retries``, ``no_cache``); prefer :func:`llm_layer`, which takes them typed."""
+
+    def number(name: str) -> float | None:
+        value = params.get(name)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    base_url, concurrency, retries = params.get("llm_base_url"), number("concurrency"), number("max_retries")
+    return llm_layer(
+        llm_base_url=base_url if isinstance(base_url, str) else None,
+        concurrency=None if concurrency is None else int(concurrency),
+        timeout=number("timeout"),
+        max_retries=None if retries is None else int(retries),
+        no_cache=bool(params.get("no_cache")),
+    )
 
 
 __all__ = [
@@ -69,4 +93,5 @@ __all__ = [
     "NoCacheOption",
     "TimeoutOption",
     "llm_flag_layer",
+    "llm_layer",
 ]

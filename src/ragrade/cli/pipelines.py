@@ -13,23 +13,22 @@ Only typer is imported at module level (``ragrade --help`` must stay light).
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragrade.cli.common import split_list
+from ragrade.cli.flags import with_flags
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
     TimeoutOption,
-    llm_flag_layer,
+    llm_layer,
 )
 from ragrade.errors import ConfigError
 
@@ -182,20 +181,20 @@ class GridFlags:
             "query": split_list(self.query, "--query"),
             "post": split_list(self.post, "--post"),
         }
-        llm = {
-            "llm_base_url": self.llm_base_url,
-            "concurrency": self.concurrency,
-            "no_cache": self.no_cache,
-            "timeout": self.timeout,
-            "max_retries": self.max_retries,
-        }
+        llm = llm_layer(  # and `ragrade --dry-run`
+            llm_base_url=self.llm_base_url,
+            concurrency=self.concurrency,
+            no_cache=self.no_cache,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
         layer = _prune(
             {
                 "grid": grid,
                 "indexes": parse_pairs(self.index, "--index", default_label=True),
                 "external": parse_pairs(self.external, "--external"),
                 "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
-                "llm_options": llm_flag_layer(llm),  # and `ragrade --dry-run`
+                "llm_options": llm,
                 "transform_llm": self.transform_llm,
                 "seed": self.seed,
                 "icl_pool": self.icl_pool,
@@ -214,38 +213,6 @@ class GridFlags:
         flags = self.layer()
         external_pipelines(flags, file_layer)
         return build_sweep_config(file_layer, flags)
-
-
-def with_flags(flags_type: type[GridFlags]) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Offer the fields of ``flags_type`` as the decorated command's options; the command gets one object.
-
-    The command names a parameter ``flags: <flags_type>``; its options (in ``--help``, in that place)
-    are the dataclass's fields, each an ``Annotated`` typer option, and typer's parsed values are handed to
-    the command as one ``flags_type`` instance (typed, built by the dataclass, not picked out by name).
-    """
-    hints = get_type_hints(flags_type, include_extras=True)
-    options = [
-        inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default, annotation=hints[f.name])
-        for f in fields(flags_type)
-    ]
-    names = [f.name for f in fields(flags_type)]
-
-    def decorate(command: Callable[..., None]) -> Callable[..., None]:
-        own = list(inspect.signature(command, eval_str=True).parameters.values())
-        at = [p.name for p in own].index("flags")
-        params = [*own[:at], *options, *own[at + 1 :]]
-
-        @functools.wraps(command)
-        def run(**parsed: Any) -> None:
-            flags = flags_type(**{name: parsed.pop(name) for name in names})
-            command(**parsed, flags=flags)
-
-        run.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-        run.__annotations__ = {p.name: p.annotation for p in params}
-        del run.__wrapped__  # typer reads the signature above, not the command's
-        return run
-
-    return decorate
 
 
 def _names(table: object) -> list[str]:

@@ -26,7 +26,7 @@ from ragrade.cli.llm_flags import (
     MaxRetriesOption,
     NoCacheOption,
     TimeoutOption,
-    llm_flag_layer,
+    llm_layer,
 )
 from ragrade.cli.pipelines import (
     GridFlags,
@@ -42,6 +42,8 @@ from ragrade.llm.failures import MAX_FAILED_HELP, FailureTally
 
 if TYPE_CHECKING:
     from ragrade.corpus.types import Chunk
+    from ragrade.llm.base import LLM
+    from ragrade.qa.generate import QAGenConfig
 
 qa_app = typer.Typer(
     name="qa", help="Synthetic question/answer datasets and free-text answers from pipelines.", no_args_is_help=True
@@ -61,43 +63,91 @@ def _config_layer(path: Path | None, table: str) -> dict[str, object]:
     return dict(resolve_section(layer, path, llms=("llm",), maps=("prompts",)))
 
 
+@dataclass(frozen=True)
+class JudgeFlags:
+    """The options of ``ragrade judge score`` (``None``: not given, never overrides the config's \\[judge] table)."""
+
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics", "-m", help="Comma list of: correctness, faithfulness, relevancy, claims, bertscore, exact."
+        ),
+    ] = None
+    llm: Annotated[
+        str | None,
+        typer.Option("--llm", help="Judge model, PROVIDER/MODEL (offline/judge: the offline claims baseline)."),
+    ] = None
+    llm_base_url: LlmBaseUrlOption = None
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory (default RUN_DIR/judge).")] = None
+    field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--field",
+            help="Map a field: TARGET=SOURCE (repeatable), targets id, query, answer, contexts, reference, config, "
+            "error.",
+        ),
+    ] = None
+    samples: Annotated[
+        int | None, typer.Option("--samples", min=1, help="Judge samples per answer (self-consistency).")
+    ] = None
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", min=0.0, help="Judge temperature (default 0).")
+    ] = None
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of judge sampling and bootstrap.")] = None
+    screen_top: Annotated[
+        int | None, typer.Option("--screen-top", help="Rank configurations by BERTScore, LLM-judge only the top K.")
+    ] = None
+    prompt: Annotated[list[str] | None, typer.Option("--prompt", help="Prompt file for a judge: METRIC=PATH.")] = None
+    bertscore_model: Annotated[
+        str | None, typer.Option("--bertscore-model", help="Local encoder folder or 'minilm'.")
+    ] = None
+    bertscore_layer: Annotated[
+        int | None, typer.Option("--bertscore-layer", min=0, help="Encoder layer (default: last).")
+    ] = None
+    bertscore_idf: Annotated[bool | None, typer.Option("--bertscore-idf/--no-bertscore-idf", help="Idf weighting.")] = (
+        None
+    )
+    pass_threshold: Annotated[float | None, typer.Option("--pass-threshold", help="Correctness counted as a pass.")] = (
+        None
+    )
+    batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, help="Answers per saved batch.")] = None
+    concurrency: ConcurrencyOption = None
+    max_retries: MaxRetriesOption = None
+    timeout: TimeoutOption = None
+    max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
+    no_cache: NoCacheOption = False
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file (a \\[judge] table).")] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full summary as JSON.")] = False
+
+    def layer(self) -> dict[str, object]:
+        """The :class:`~ragrade.judge.run.JudgeRunConfig` layer of these flags (over the config file's)."""
+        from ragrade.judge.inputs import parse_field_map
+
+        return {
+            "metrics": split_list(self.metrics, "--metrics"),
+            "llm": self.llm,
+            "fields": parse_field_map(self.field) or None,
+            "samples": self.samples,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "screen_top": self.screen_top,
+            "prompts": parse_pairs(self.prompt, "--prompt"),
+            "bertscore_model": self.bertscore_model,
+            "bertscore_layer": self.bertscore_layer,
+            "bertscore_idf": self.bertscore_idf,
+            "pass_threshold": self.pass_threshold,
+            "batch_size": self.batch_size,
+            "llm_options": llm_layer(
+                llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
+                max_retries=self.max_retries, no_cache=self.no_cache,
+            ),
+        }  # fmt: skip
+
+
+@with_flags(JudgeFlags)
 def judge(
-    answers: Path = typer.Argument(..., help="Answers JSONL (or a `qa answer` run directory)."),
-    metrics: str | None = typer.Option(
-        None,
-        "--metrics",
-        "-m",
-        help="Comma list of: correctness, faithfulness, relevancy, claims, bertscore, exact.",
-    ),
-    llm: str | None = typer.Option(
-        None, "--llm", help="Judge model, PROVIDER/MODEL (offline/judge: the offline claims baseline)."
-    ),
-    llm_base_url: LlmBaseUrlOption = None,
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default RUN_DIR/judge)."),
-    field: list[str] | None = typer.Option(
-        None,
-        "--field",
-        help="Map a field: TARGET=SOURCE (repeatable), targets id, query, answer, contexts, reference, config, error.",
-    ),
-    samples: int | None = typer.Option(None, "--samples", min=1, help="Judge samples per answer (self-consistency)."),
-    temperature: float | None = typer.Option(None, "--temperature", min=0.0, help="Judge temperature (default 0)."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of judge sampling and bootstrap."),
-    screen_top: int | None = typer.Option(
-        None, "--screen-top", help="Rank configurations by BERTScore, LLM-judge only the top K."
-    ),
-    prompt: list[str] | None = typer.Option(None, "--prompt", help="Prompt file for a judge: METRIC=PATH."),
-    bertscore_model: str | None = typer.Option(None, "--bertscore-model", help="Local encoder folder or 'minilm'."),
-    bertscore_layer: int | None = typer.Option(None, "--bertscore-layer", min=0, help="Encoder layer (default: last)."),
-    bertscore_idf: bool | None = typer.Option(None, "--bertscore-idf/--no-bertscore-idf", help="Idf weighting."),
-    pass_threshold: float | None = typer.Option(None, "--pass-threshold", help="Correctness counted as a pass."),
-    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Answers per saved batch."),
-    concurrency: ConcurrencyOption = None,
-    max_retries: MaxRetriesOption = None,
-    timeout: TimeoutOption = None,
-    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    no_cache: NoCacheOption = False,
-    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[judge] table)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full summary as JSON."),
+    answers: Annotated[Path, typer.Argument(help="Answers JSONL (or a `qa answer` run directory).")],
+    flags: JudgeFlags,
 ) -> None:
     """Score free-text answers (ours or any system's) with LLM judges, BERTScore and exact match.
 
@@ -105,30 +155,10 @@ def judge(
     """
     from ragrade import api
     from ragrade.config import build_config
-    from ragrade.judge.inputs import parse_field_map
     from ragrade.judge.run import JudgeRunConfig
 
-    flags: dict[str, object] = {
-        "metrics": split_list(metrics, "--metrics"),
-        "llm": llm,
-        "fields": parse_field_map(field) or None,
-        "samples": samples,
-        "temperature": temperature,
-        "seed": seed,
-        "screen_top": screen_top,
-        "prompts": parse_pairs(prompt, "--prompt"),
-        "bertscore_model": bertscore_model,
-        "bertscore_layer": bertscore_layer,
-        "bertscore_idf": bertscore_idf,
-        "pass_threshold": pass_threshold,
-        "batch_size": batch_size,
-        "llm_options": llm_flag_layer(
-            {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
-             "max_retries": max_retries, "no_cache": no_cache}
-        ),
-    }  # fmt: skip
-    cfg = build_config(JudgeRunConfig, _config_layer(config, "judge"), flags, source="judge options")
-    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
+    cfg = build_config(JudgeRunConfig, _config_layer(flags.config, "judge"), flags.layer(), source="judge options")
+    out = output_path(flags.out)  # `ragrade --dry-run`: the run's temporary folder
     if out is None:
         if not answers.is_dir():
             raise ConfigError("--out is required when ANSWERS is a file")
@@ -136,13 +166,13 @@ def judge(
     target = out
 
     def show(summary: dict[str, Any]) -> None:  # printed before failed requests raise (exit 2/3)
-        if as_json:
+        if flags.as_json:
             echo_json(summary)
         else:
             _print_summary(summary, target)
 
     with command_progress("judge", status=LOADING) as shown:
-        api.judge_answers(answers, out, config=cfg, max_failed=max_failed, progress=shown.update, show=show)
+        api.judge_answers(answers, out, config=cfg, max_failed=flags.max_failed, progress=shown.update, show=show)
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -178,78 +208,103 @@ def _load_chunks(path: Path) -> list[Chunk]:
     return read_chunks(path)
 
 
+@dataclass(frozen=True, kw_only=True)
+class QAGenerateFlags:
+    """The options of ``ragrade qa generate``."""
+
+    n: Annotated[int, typer.Option("--n", help="Number of triplets.")] = 50
+    llm: Annotated[str, typer.Option("--llm", help="PROVIDER/MODEL, or 'offline' for the extractive baseline.")]
+    out: Annotated[Path, typer.Option("--out", "-o", help="QA file to write (JSONL).")]
+    qrels: Annotated[
+        Path | None, typer.Option("--qrels", help="Also write the qrels view (query -> relevant ids).")
+    ] = None
+    seed: Annotated[int, typer.Option("--seed", help="Seed of chunk sampling (and the LLM).")] = 0
+    min_chars: Annotated[int, typer.Option("--min-chars", min=0, help="Skip chunks shorter than this.")] = 120
+    max_tokens: Annotated[
+        int,
+        typer.Option("--max-tokens", min=16, help="Reply budget per triplet (a cut-off reply is counted unparsed)."),
+    ] = 256
+    prompt: Annotated[
+        Path | None,
+        typer.Option("--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."),
+    ] = None
+    llm_base_url: LlmBaseUrlOption = None
+    concurrency: ConcurrencyOption = None
+    no_cache: NoCacheOption = False
+    timeout: TimeoutOption = None
+    max_retries: MaxRetriesOption = None
+    max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the funnel as JSON.")] = False
+
+    def config(self) -> QAGenConfig:
+        """The generation settings of these flags."""
+        from ragrade.qa.generate import QAGenConfig
+
+        prompt_file = str(self.prompt) if self.prompt else None
+        return QAGenConfig(
+            n=self.n, seed=self.seed, min_chunk_chars=self.min_chars, prompt_file=prompt_file,
+            max_tokens=self.max_tokens,
+        )  # fmt: skip
+
+    def model(self) -> LLM | None:
+        """The generator LLM (``None``: the offline extractive generator)."""
+        from ragrade.qa.generate import OFFLINE
+
+        if self.llm == OFFLINE:
+            return None
+        if self.llm.startswith("offline/"):
+            raise ConfigError(
+                f"--llm {self.llm} answers questions and writes none; use --llm {OFFLINE} (the offline "
+                "extractive generator) or a real model"
+            )
+        from ragrade.config import build_config
+        from ragrade.llm import create_llm
+        from ragrade.llm.options import LLMOptions
+
+        layer = llm_layer(
+            llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
+            max_retries=self.max_retries, no_cache=self.no_cache,
+        )  # fmt: skip
+        return create_llm(self.llm, options=build_config(LLMOptions, layer, source="LLM options"))
+
+
 @qa_app.command("generate")
+@with_flags(QAGenerateFlags)
 def qa_generate(
-    source: Path = typer.Argument(..., help="Chunks JSONL or an index directory."),
-    n: int = typer.Option(50, "--n", help="Number of triplets."),
-    llm: str = typer.Option(..., "--llm", help="PROVIDER/MODEL, or 'offline' for the extractive baseline."),
-    out: Path = typer.Option(..., "--out", "-o", help="QA file to write (JSONL)."),
-    qrels: Path | None = typer.Option(None, "--qrels", help="Also write the qrels view (query -> relevant ids)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of chunk sampling (and the LLM)."),
-    min_chars: int = typer.Option(120, "--min-chars", min=0, help="Skip chunks shorter than this."),
-    max_tokens: int = typer.Option(
-        256, "--max-tokens", min=16, help="Reply budget per triplet (a cut-off reply is counted unparsed)."
-    ),
-    prompt: Path | None = typer.Option(
-        None, "--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."
-    ),
-    llm_base_url: LlmBaseUrlOption = None,
-    concurrency: ConcurrencyOption = None,
-    no_cache: NoCacheOption = False,
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
-    max_failed: float | None = typer.Option(None, "--max-failed", help=MAX_FAILED_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the funnel as JSON."),
+    source: Annotated[Path, typer.Argument(help="Chunks JSONL or an index directory.")],
+    flags: QAGenerateFlags,
 ) -> None:
     """Generate synthetic (question, reference answer, context) triplets from chunks."""
-    from ragrade.config import build_config
-    from ragrade.llm.options import LLMOptions
     from ragrade.qa.files import write_qa, write_qrels
-    from ragrade.qa.generate import OFFLINE, QAGenConfig, generate_qa
+    from ragrade.qa.generate import generate_qa
 
-    out, qrels = output_path(check_out_file(out)), output_path(qrels)  # `ragrade --dry-run`: a temporary folder
+    out, qrels = output_path(check_out_file(flags.out)), output_path(flags.qrels)  # `--dry-run`: a temporary folder
     chunks = _load_chunks(source)
-    cfg = QAGenConfig(
-        n=n, seed=seed, min_chunk_chars=min_chars, prompt_file=str(prompt) if prompt else None, max_tokens=max_tokens
-    )
-    model = None
-    if llm != OFFLINE and llm.startswith("offline/"):
-        raise ConfigError(f"--llm {llm} answers questions and writes none; use --llm {OFFLINE} (the offline "
-                          "extractive generator) or a real model")
-    if llm != OFFLINE:
-        from ragrade.llm import create_llm
-
-        flags = {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
-                 "max_retries": max_retries, "no_cache": no_cache}  # fmt: skip
-        model = create_llm(llm, options=build_config(LLMOptions, llm_flag_layer(flags), source="LLM options"))
+    model = flags.model()
     with command_progress("qa generate") as shown:
-        items, funnel = generate_qa(chunks, model, cfg, progress=shown.update)
+        items, funnel = generate_qa(chunks, model, flags.config(), progress=shown.update)
     tally = FailureTally()
     tally.add_backend(model)
     for i in range(funnel.sampled):
         tally.add("qa generation", None, (funnel.first_error or "failed") if i < funnel.failed else None)
     if not items and funnel.failed:
         tally.check(_RESUME, 0.0)
-    gen = "offline-extractive (baseline)" if model is None else llm
+    gen = "offline-extractive (baseline)" if model is None else flags.llm
+    counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
     if not items:
-        counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
-        raise DataError(
-            f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}"
-        )
-    write_qa(out, items, meta={"source": str(source), "generator": gen, "seed": seed, "funnel": funnel.to_dict()})
+        raise DataError(f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}")
+    meta = {"source": str(source), "generator": gen, "seed": flags.seed, "funnel": funnel.to_dict()}
+    write_qa(out, items, meta=meta)
     if qrels is not None:
         write_qrels(qrels, items)
-    report = {"written": len(items), "requested": n, "out": str(out), "generator": gen, "funnel": funnel.to_dict()}
-    if as_json:
-        echo_json(report)
+    n = flags.n
+    if flags.as_json:
+        echo_json({"written": len(items), "requested": n, "out": str(out), "generator": gen, "funnel": meta["funnel"]})
     else:
-        typer.echo(
-            f"wrote {len(items)} of {n} requested triplets to {out} ({gen}); funnel: "
-            + ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
-        )
+        typer.echo(f"wrote {len(items)} of {n} requested triplets to {out} ({gen}); funnel: {counts}")
         if len(items) < n:
             typer.echo(f"only {len(items)} usable triplets: too few eligible chunks or too many rejections", err=True)
-    tally.check(_RESUME, max_failed, what="generation")
+    tally.check(_RESUME, flags.max_failed, what="generation")
 
 
 _RESUME = "rerun the same command: received answers come from the response cache, only failed requests are sent"

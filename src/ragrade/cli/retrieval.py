@@ -7,17 +7,20 @@ that ``ragrade --help`` stays light.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragrade.cli.common import command_progress, echo_json, output_path, split_list
-from ragrade.cli.llm_flags import LlmBaseUrlOption, MaxRetriesOption, TimeoutOption, llm_flag_layer
+from ragrade.cli.flags import with_flags
+from ragrade.cli.llm_flags import LlmBaseUrlOption, MaxRetriesOption, TimeoutOption, llm_layer
 from ragrade.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
     from ragrade.llm.options import LLMOptions
+    from ragrade.retrieval.ask import Assistant
 
 RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
 
@@ -39,12 +42,15 @@ QUERY_HELP = "Query transform: none (default), hyde, multi-query, rm3."
 POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, threshold, compress, llm-compress."
 
 
-def _llm_options(flags: dict[str, object]) -> LLMOptions:
+def _llm_options(
+    llm_base_url: str | None, *, timeout: float | None = None, max_retries: int | None = None
+) -> LLMOptions:
     """The LLM options of the LLM flags (over the defaults of LLMOptions; `ragrade --dry-run` included)."""
     from ragrade.config import build_config
     from ragrade.llm.options import LLMOptions
 
-    return build_config(LLMOptions, llm_flag_layer(flags), source="LLM options")
+    layer = llm_layer(llm_base_url=llm_base_url, timeout=timeout, max_retries=max_retries)
+    return build_config(LLMOptions, layer, source="LLM options")
 
 
 def _transform_llm(spec: str | None, options: LLMOptions) -> Any:
@@ -140,7 +146,7 @@ def search_cmd(
     idx, ret = _open(
         index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k
     )
-    llm = _transform_llm(transform_llm, _llm_options({"llm_base_url": llm_base_url}))
+    llm = _transform_llm(transform_llm, _llm_options(llm_base_url))
     ret = retrieval_pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
     got = ret.run([query], k)[0] if hasattr(ret, "run") else None
     hits = got.hits if got is not None else ret.retrieve([query], k)[0]
@@ -183,59 +189,89 @@ def search_cmd(
         typer.echo(f"    {text[:300] + ('...' if len(text) > 300 else '')}")
 
 
+@dataclass(frozen=True)
+class AskFlags:
+    """The options of ``ragrade ask``."""
+
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help=RETRIEVER_HELP)] = "hybrid"
+    k: Annotated[int, typer.Option("-k", "--k", help="Passages given to the LLM.")] = 5
+    llm: Annotated[
+        str | None, typer.Option("--llm", help="PROVIDER/MODEL; default: the offline extractive baseline.")
+    ] = None
+    llm_base_url: LlmBaseUrlOption = None
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-file", exists=True, dir_okay=False, help="Prompt template with {question} and {passages}."
+        ),
+    ] = None
+    embedder: Annotated[str | None, typer.Option("--embedder", help="Query embedder (must match the index).")] = None
+    reranker: Annotated[str | None, typer.Option("--reranker", help="Cross-encoder model folder for rerank.")] = None
+    timeout: TimeoutOption = None
+    max_retries: MaxRetriesOption = None
+    query_tx: Annotated[str | None, typer.Option("--query", help=QUERY_HELP)] = None
+    post: Annotated[str | None, typer.Option("--post", help=POST_HELP)] = None
+    transform_llm: Annotated[
+        str | None,
+        typer.Option("--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-* (default: --llm)."),
+    ] = None
+    headings: Annotated[
+        bool,
+        typer.Option("--headings", help="Show the LLM each passage's heading path (page > section) before its text."),
+    ] = False
+    as_json: Annotated[bool, typer.Option("--json", help="Print answers as JSON (one object per line).")] = False
+
+
+@with_flags(AskFlags)
 def ask_cmd(
-    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
-    question: str = typer.Argument(None, help="The question; omit it for an interactive session."),
-    retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
-    k: int = typer.Option(5, "-k", "--k", help="Passages given to the LLM."),
-    llm: str = typer.Option(None, "--llm", help="PROVIDER/MODEL; default: the offline extractive baseline."),
-    llm_base_url: LlmBaseUrlOption = None,
-    prompt_file: Path = typer.Option(
-        None, "--prompt-file", exists=True, dir_okay=False, help="Prompt template with {question} and {passages}."
-    ),
-    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
-    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
-    query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
-    post: str = typer.Option(None, "--post", help=POST_HELP),
-    transform_llm: str = typer.Option(
-        None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-* (default: --llm)."
-    ),
-    headings: bool = typer.Option(
-        False, "--headings", help="Show the LLM each passage's heading path (page > section) before its text."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print answers as JSON (one object per line)."),
+    index_dir: Annotated[Path, typer.Argument(metavar="INDEX_DIR")],
+    question: Annotated[str | None, typer.Argument(help="The question; omit it for an interactive session.")] = None,
+    *,
+    flags: AskFlags,
 ) -> None:
     """Answer questions from an index, citing chunk ids and source files.
 
     Without a question it reads one per line from standard input (or asks interactively), loading the models
     once; what it loads and how long that took goes to standard error.
     """
-    import json
+    _check_k(flags.k)
+    if question is not None and not question.strip():
+        raise ConfigError("the question is empty")
+    assistant = _open_assistant(index_dir, flags, one_question=question is not None)
+    _answer_all(assistant, question, flags.as_json)
+
+
+def _open_assistant(index_dir: Path, flags: AskFlags, *, one_question: bool) -> Assistant:
+    """The assistant of ``ragrade ask``, its models loaded now (and a hint when that was slow for one question)."""
     import time
 
     from ragrade import api
-    from ragrade.retrieval.ask import render
 
-    _check_k(k)
-    if question is not None and not question.strip():
-        raise ConfigError("the question is empty")
-    options = _llm_options({"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries})
+    options = _llm_options(flags.llm_base_url, timeout=flags.timeout, max_retries=flags.max_retries)
     started = time.monotonic()
     assistant = api.open_assistant(
-        index_dir, retriever=retriever, k=k, llm=llm, llm_options=options, prompt_file=prompt_file,
-        embedder=embedder, reranker=reranker, query=query_tx, post=post, transform_llm=transform_llm,
-        headings=headings, report=lambda line: typer.echo(f"ragrade: {line}", err=True),
+        index_dir, retriever=flags.retriever, k=flags.k, llm=flags.llm, llm_options=options,
+        prompt_file=flags.prompt_file, embedder=flags.embedder, reranker=flags.reranker, query=flags.query_tx,
+        post=flags.post, transform_llm=flags.transform_llm, headings=flags.headings,
+        report=lambda line: typer.echo(f"ragrade: {line}", err=True),
     )  # fmt: skip
-    model, loaded = assistant.llm, time.monotonic() - started
-    if question is not None and loaded > 5:
+    loaded = time.monotonic() - started
+    if one_question and loaded > 5:
         typer.echo(
             f"ragrade: loading took {loaded:.0f} s; for several questions keep it loaded: one per line on "
             "standard input, or `ragrade ask INDEX` alone for an interactive session",
             err=True,
         )
+    return assistant
 
+
+def _answer_all(assistant: Assistant, question: str | None, as_json: bool) -> None:
+    """Answer ``question``, else every line of standard input (asking for each on a terminal)."""
+    import json
+
+    from ragrade.retrieval.ask import render
+
+    model = assistant.llm
     failed = 0
 
     def answer(q: str) -> None:

@@ -23,6 +23,7 @@ from ragrade.errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ragrade.run.compare import Verdicts
     from ragrade.run.spec import SweepConfig
 
 
@@ -191,75 +192,102 @@ def warn_mixed_scoring(summary: pd.DataFrame) -> None:
             )
 
 
+@dataclass(frozen=True)
+class CompareFlags:
+    """The options of ``ragrade compare``."""
+
+    all_pairs: Annotated[
+        bool,
+        typer.Option("--all", help="Compare the top distinct pipelines pairwise (identical twins are skipped, named)."),
+    ] = False
+    top: Annotated[int, typer.Option("--top", min=2, help="How many top pipelines --all compares.")] = 5
+    correction: Annotated[str, typer.Option("--correction", help="holm, bonferroni, bh or none (with --all).")] = "holm"
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the verdicts.")] = 0.05
+    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")] = 2000
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="JSON file of the comparisons (default: RUN_DIR/comparisons.json, read by the report)."
+        ),
+    ] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False
+
+    def check(self) -> None:
+        """Refuse settings no comparison can use."""
+        if self.correction not in ("holm", "bonferroni", "bh", "none"):
+            raise ConfigError(f"unknown correction '{self.correction}'; valid: holm, bonferroni, bh, none")
+        if not 0 < self.alpha < 1 or self.n_boot < 1 or self.top < 2:
+            raise ConfigError("need 0 < --alpha < 1, --n-boot >= 1 and --top >= 2")
+
+
+@with_flags(CompareFlags)
 def compare(
-    run_dir: Path = typer.Argument(..., help="Run directory of `ragrade exam take`."),
-    a: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
-    b: str | None = typer.Argument(None, help="Pipeline id or a unique part of it."),
-    all_pairs: bool = typer.Option(
-        False, "--all", help="Compare the top distinct pipelines pairwise (identical twins are skipped, named)."
-    ),
-    top: int = typer.Option(5, "--top", min=2, help="How many top pipelines --all compares."),
-    correction: str = typer.Option("holm", "--correction", help="holm, bonferroni, bh or none (with --all)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the verdicts."),
-    n_boot: int = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    out: Path | None = typer.Option(
-        None, "--out", help="JSON file of the comparisons (default: RUN_DIR/comparisons.json, read by the report)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    run_dir: Annotated[Path, typer.Argument(help="Run directory of `ragrade exam take`.")],
+    a: Annotated[str | None, typer.Argument(help="Pipeline id or a unique part of it.")] = None,
+    b: Annotated[str | None, typer.Argument(help="Pipeline id or a unique part of it.")] = None,
+    *,
+    flags: CompareFlags,
 ) -> None:
     """Paired comparison of pipelines: accuracy difference, bootstrap CI, McNemar exact p-value."""
-    from ragrade.io import now_iso
-    from ragrade.run.compare import (
-        COMPARISONS_VERSION,
-        compare_pair,
-        interval_text,
-        resolve_pipeline,
-        verdicts,
-        write_comparisons,
-    )
-    from ragrade.run.summary import read_responses
-    from ragrade.stats import adjust_pvalues
+    from ragrade.run.compare import verdicts, write_comparisons
 
-    if correction not in ("holm", "bonferroni", "bh", "none"):
-        raise ConfigError(f"unknown correction '{correction}'; valid: holm, bonferroni, bh, none")
-    if not 0 < alpha < 1 or n_boot < 1 or top < 2:
-        raise ConfigError("need 0 < --alpha < 1, --n-boot >= 1 and --top >= 2")
-    if all_pairs:
+    flags.check()
+    if flags.all_pairs:
         if a or b:
             raise ConfigError("give either two pipelines or --all, not both")
-        result = verdicts(run_dir, top=top, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)
+        result = verdicts(
+            run_dir, top=flags.top, correction=flags.correction, alpha=flags.alpha, n_boot=flags.n_boot,
+            seed=flags.seed,
+        )  # fmt: skip
     else:
         if not (a and b):
             raise ConfigError("name two pipelines (ids or unique parts of ids), or use --all")
-        df = read_responses(run_dir)
-        ids = list(dict.fromkeys(str(p) for p in df["pipeline"]))
-        pa_, pb_ = resolve_pipeline(a, ids), resolve_pipeline(b, ids)
-        if pa_ == pb_:
-            raise ConfigError(f"'{a}' and '{b}' name the same pipeline")
-        comp = compare_pair(df, pa_, pb_, n_boot=n_boot, seed=seed, alpha=alpha)
-        comp.correction = "none"
-        comp.p_adjusted = adjust_pvalues([comp.p_value], "none")[0]
-        result = {
-            "version": COMPARISONS_VERSION,
-            "created": now_iso(),
-            "pipelines": [pa_, pb_],
-            "correction": "none",
-            "alpha": alpha,
-            "n_boot": n_boot,
-            "seed": seed,
-            "comparisons": [comp.to_dict()],
-        }
-    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
+        result = _compare_two(run_dir, a, b, flags)
+    out = output_path(flags.out)  # `ragrade --dry-run`: the run's temporary folder
     if out is None and run_dir.is_dir():
         from ragrade.run.compare import COMPARISONS_FILE
 
         out = run_dir / COMPARISONS_FILE
     if out is not None:
         write_comparisons(out, result)
-    if as_json:
+    if flags.as_json:
         echo_json(result)
         return
+    _print_comparisons(result, out)
+
+
+def _compare_two(run_dir: Path, a: str, b: str, flags: CompareFlags) -> Verdicts:
+    """The comparison of two pipelines of a run, named by ids or unique parts of ids (no correction)."""
+    from ragrade.io import now_iso
+    from ragrade.run.compare import COMPARISONS_VERSION, compare_pair, resolve_pipeline
+    from ragrade.run.summary import read_responses
+    from ragrade.stats import adjust_pvalues
+
+    df = read_responses(run_dir)
+    ids = list(dict.fromkeys(str(p) for p in df["pipeline"]))
+    pa_, pb_ = resolve_pipeline(a, ids), resolve_pipeline(b, ids)
+    if pa_ == pb_:
+        raise ConfigError(f"'{a}' and '{b}' name the same pipeline")
+    comp = compare_pair(df, pa_, pb_, n_boot=flags.n_boot, seed=flags.seed, alpha=flags.alpha)
+    comp.correction = "none"
+    comp.p_adjusted = adjust_pvalues([comp.p_value], "none")[0]
+    return {
+        "version": COMPARISONS_VERSION,
+        "created": now_iso(),
+        "pipelines": [pa_, pb_],
+        "correction": "none",
+        "alpha": flags.alpha,
+        "n_boot": flags.n_boot,
+        "seed": flags.seed,
+        "comparisons": [comp.to_dict()],
+    }
+
+
+def _print_comparisons(result: Verdicts, out: Path | None) -> None:
+    """The comparisons as text: each pair's accuracies, difference, interval, McNemar p and verdict."""
+    from ragrade.run.compare import interval_text
+
     for c in result["comparisons"]:
         typer.echo(f"A: {c['a']}  ({c['accuracy_a']:.1%})")
         typer.echo(f"B: {c['b']}  ({c['accuracy_b']:.1%})")

@@ -5,30 +5,83 @@ Shared by the sentence-transformers and ONNX embedders (their ``embed_fixed``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 #: rows of every batch of :meth:`SentenceTransformerEmbedder.embed_fixed` (short batches are filled up)
 FIXED_BATCH = 16
+#: padded widths are multiples of this many tokens (``None``: powers of two, measured fastest for MiniLM bf16)
+WIDTH_STEP: int | None = None
+#: torch intra-op threads of ``embed_fixed``: the vectors depend on the thread count (it splits the kernels'
+#: sums), so it is pinned; one thread is also the fastest on a shared 2-core machine (no spinning at barriers)
+FIXED_THREADS = 1
+_THREADS_LOCK = threading.Lock()
 
 
-def fixed_shape_batches(lengths: Sequence[int], limit: int) -> list[tuple[list[int], int]]:
-    """``(indices, width)`` batches of at most :data:`FIXED_BATCH` texts of equal padded width.
+@dataclass(frozen=True)
+class FixedShape:
+    """The batch shapes of ``embed_fixed``: ``batch`` rows, widths multiples of ``step`` (``None``: powers of two)."""
 
-    A text's width is the smallest power of two (at least 16) not below its token count, capped at ``limit``;
-    with every batch of the same ``(FIXED_BATCH, width)`` shape, each row's numbers no longer depend on the
-    other rows (bf16 kernels block their sums by shape), so a text gets the same vector in any batch.
+    batch: int = FIXED_BATCH
+    step: int | None = WIDTH_STEP
+
+    def width(self, n: int, limit: int) -> int:
+        """Padded width of a text of ``n`` tokens: a function of ``n`` alone (at least one step, at most ``limit``)."""
+        if self.step is None:
+            width = 16
+            while width < n and width < limit:
+                width *= 2
+            return min(width, limit)
+        return min(max(self.step, -(-n // self.step) * self.step), limit)
+
+
+#: the shapes used by ``embed_fixed`` (part of the offline student's cache key through its version)
+DEFAULT_SHAPE = FixedShape()
+
+
+@contextlib.contextmanager
+def fixed_threads() -> Iterator[None]:
+    """Run torch with :data:`FIXED_THREADS` intra-op threads inside the block (one such block at a time)."""
+    import torch
+
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        if before != FIXED_THREADS:
+            torch.set_num_threads(FIXED_THREADS)
+        try:
+            yield
+        finally:
+            if before != FIXED_THREADS:
+                torch.set_num_threads(before)
+
+
+def fixed_shape_batches(
+    lengths: Sequence[int], limit: int, shape: FixedShape = DEFAULT_SHAPE
+) -> list[tuple[list[int], int]]:
+    """``(indices, width)`` batches of at most ``shape.batch`` texts of equal padded width.
+
+    A text's width depends on its own token count only (:meth:`FixedShape.width`); with every batch of the same
+    ``(shape.batch, width)`` shape, each row's numbers no longer depend on the other rows (bf16 kernels block
+    their sums by shape), so a text gets the same vector in any batch.
     """
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(lengths):
-        width = 16
-        while width < n and width < limit:
-            width *= 2
-        groups.setdefault(min(width, limit), []).append(i)
+        groups.setdefault(shape.width(n, limit), []).append(i)
     return [
-        (idx[start : start + FIXED_BATCH], width)
+        (idx[start : start + shape.batch], width)
         for width, idx in sorted(groups.items())
-        for start in range(0, len(idx), FIXED_BATCH)
+        for start in range(0, len(idx), shape.batch)
     ]
 
 
-__all__ = ["FIXED_BATCH", "fixed_shape_batches"]
+__all__ = [
+    "DEFAULT_SHAPE",
+    "FIXED_BATCH",
+    "FIXED_THREADS",
+    "WIDTH_STEP",
+    "FixedShape",
+    "fixed_shape_batches",
+    "fixed_threads",
+]

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from ragrade.deps import require
 from ragrade.embedding.base import Embedder
-from ragrade.embedding.batching import FIXED_BATCH, fixed_shape_batches
+from ragrade.embedding.batching import DEFAULT_SHAPE, FixedShape, fixed_shape_batches, fixed_threads
 from ragrade.errors import BackendError, ConfigError
 from ragrade.io import JSONObject
 from ragrade.registry import register
@@ -136,7 +136,7 @@ class SentenceTransformerEmbedder:
             )
         return _normalise(np.asarray(vecs, dtype=np.float32))
 
-    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def embed_fixed(self, texts: Sequence[str], shape: FixedShape = DEFAULT_SHAPE) -> npt.NDArray[np.float32]:
         """Like :meth:`embed`, but each text's vector depends on that text only (see :func:`fixed_shape_batches`)."""
         if not texts:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
@@ -145,9 +145,9 @@ class SentenceTransformerEmbedder:
         limit = int(self._model.max_seq_length or 256)
         lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit)["input_ids"]]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        with self._lock, self._precision(), torch.inference_mode():
-            for idx, width in fixed_shape_batches(lengths, limit):
-                rows = [texts[i] for i in idx] + [texts[idx[0]]] * (FIXED_BATCH - len(idx))
+        with self._lock, fixed_threads(), self._precision(), torch.inference_mode():
+            for idx, width in fixed_shape_batches(lengths, limit, shape):
+                rows = [texts[i] for i in idx] + [texts[idx[0]]] * (shape.batch - len(idx))
                 feats = tok(rows, padding="max_length", truncation=True, max_length=width, return_tensors="pt")
                 vecs = self._model.forward(dict(feats))["sentence_embedding"].float().numpy()
                 out[idx] = _normalise(vecs)[: len(idx)]
@@ -185,10 +185,10 @@ class OnnxSentenceEmbedder:
         with self._lock:
             return self._inner.embed(texts)
 
-    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def embed_fixed(self, texts: Sequence[str], shape: FixedShape = DEFAULT_SHAPE) -> npt.NDArray[np.float32]:
         """Like :meth:`embed`, but each text's vector depends on that text only (fixed batch shapes)."""
         with self._lock:
-            return self._inner.embed_fixed(texts)
+            return self._inner.embed_fixed(texts, shape)
 
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""

@@ -21,7 +21,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ import numpy.typing as npt
 from ragrade.deps import require
 from ragrade.errors import BackendError, ConfigError
 from ragrade.io import JSONObject
+
+if TYPE_CHECKING:
+    from ragrade.embedding.batching import FixedShape
 
 log = logging.getLogger(__name__)
 
@@ -258,14 +261,15 @@ class OnnxEmbedder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return np.asarray(out / np.maximum(norms, 1e-12), dtype=np.float32)
 
-    def embed_fixed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def embed_fixed(self, texts: Sequence[str], shape: FixedShape | None = None) -> npt.NDArray[np.float32]:
         """Like :meth:`embed`, but each text's vector depends on that text only (fixed batch shapes)."""
-        from ragrade.embedding.batching import FIXED_BATCH, fixed_shape_batches
+        from ragrade.embedding.batching import DEFAULT_SHAPE, fixed_shape_batches
 
+        shape = shape or DEFAULT_SHAPE
         out = np.zeros((len(texts), getattr(self, "dim", 0)), dtype=np.float32)
         encodings = self._tok.encode_batch(list(texts)) if texts else []
-        for idx, width in fixed_shape_batches([len(e.ids) for e in encodings], self.max_length):
-            rows = [encodings[i] for i in idx] + [encodings[idx[0]]] * (FIXED_BATCH - len(idx))
+        for idx, width in fixed_shape_batches([len(e.ids) for e in encodings], self.max_length, shape):
+            rows = [encodings[i] for i in idx] + [encodings[idx[0]]] * (shape.batch - len(idx))
             vecs = self._run_batch(rows, width)
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             out[idx] = (vecs / np.maximum(norms, 1e-12))[: len(idx)]

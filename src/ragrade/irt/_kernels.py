@@ -130,6 +130,18 @@ def _log_pos(x):  # type: ignore[no-untyped-def]  # pragma: no cover - jitted
     return e * _LN2_HI + (e * _LN2_LO + 2.0 * s * p)
 
 
+@numba.njit(inline="always", fastmath=_FAST, error_model="numpy", cache=True)
+def _response_terms(r, z):  # type: ignore[no-untyped-def]  # pragma: no cover - jitted
+    """Mask (0 for a missing response), correctness, and s = sigmoid(z), 1 - s of z clipped to +-500, from one exp."""
+    m = 1.0 if r >= 0 else 0.0
+    rf = 1.0 if r == 1 else 0.0
+    z = min(max(z, -500.0), 500.0)
+    t = _exp_neg(-abs(z))
+    inv = 1.0 / (1.0 + t)
+    ti = t * inv
+    return m, rf, (inv if z >= 0 else ti), (ti if z >= 0 else inv)
+
+
 @numba.njit(fastmath=_FAST, error_model="numpy", cache=True, nogil=True)
 def _grad_row(r_row, theta, di, bi, gi, g_theta):  # type: ignore[no-untyped-def]  # pragma: no cover - jitted
     """One item's log-likelihood and gradient sums (branch-free, so the loop runs on SIMD lanes)."""
@@ -137,16 +149,8 @@ def _grad_row(r_row, theta, di, bi, gi, g_theta):  # type: ignore[no-untyped-def
     inv_og = 1.0 / og
     ll = sd = sb = sg = 0.0
     for j in range(r_row.size):
-        r = r_row[j]
-        m = 1.0 if r >= 0 else 0.0
-        rf = 1.0 if r == 1 else 0.0
         diff = theta[j] - bi
-        z = min(max(di * diff, -500.0), 500.0)
-        t = _exp_neg(-abs(z))
-        inv = 1.0 / (1.0 + t)
-        ti = t * inv
-        s = inv if z >= 0 else ti
-        sc = ti if z >= 0 else inv
+        m, rf, s, sc = _response_terms(r_row[j], di * diff)
         p = gi + og * s
         ip = 1.0 / p
         # q = p when correct, (1 - g)(1 - s) when wrong; missing responses weigh 0
@@ -173,16 +177,8 @@ def _pass_row(r_row, theta, di, bi, gi, gth, dth, A_row, B_row, store_g):  # typ
     s_ll = s_lz = s_lzd = s_lg = s_a0 = s_a1 = s_a2 = s_b0 = s_b1 = s_c0 = 0.0
     h2 = h1 = h0 = hg1 = hg0 = hgg = 0.0
     for j in range(r_row.size):
-        r = r_row[j]
-        m = 1.0 if r >= 0 else 0.0
-        rf = 1.0 if r == 1 else 0.0
         diff = theta[j] - bi
-        z = min(max(di * diff, -500.0), 500.0)
-        t = _exp_neg(-abs(z))
-        inv = 1.0 / (1.0 + t)
-        ti = t * inv
-        s = inv if z >= 0 else ti
-        sc = ti if z >= 0 else inv
+        m, rf, s, sc = _response_terms(r_row[j], di * diff)
         p = gi + og * s
         q1 = og * sc
         ip = 1.0 / p
@@ -345,14 +341,7 @@ def _ll_row(r_row, theta, di, bi, gi, sq_person):  # type: ignore[no-untyped-def
     ll = 0.0
     sq = 0.0
     for j in range(r_row.size):
-        r = r_row[j]
-        m = 1.0 if r >= 0 else 0.0
-        rf = 1.0 if r == 1 else 0.0
-        z = min(max(di * (theta[j] - bi), -500.0), 500.0)
-        t = _exp_neg(-abs(z))
-        inv = 1.0 / (1.0 + t)
-        s = inv if z >= 0 else t * inv
-        sc = t * inv if z >= 0 else inv
+        m, rf, s, sc = _response_terms(r_row[j], di * (theta[j] - bi))
         p = gi + og * s
         ll += m * _log_pos(rf * p + (1.0 - rf) * og * sc)
         e = m * (rf - p) * (rf - p)

@@ -14,10 +14,10 @@ import contextvars
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache, make_key
@@ -25,6 +25,8 @@ from ragrade.llm.limits import LimitConfig, Limiter, Outcome
 from ragrade.redact import redact_text
 
 log = logging.getLogger("ragrade.llm")
+_Req = TypeVar("_Req", GenerationRequest, LoglikelihoodRequest)
+_Res = TypeVar("_Res", Completion, LoglikelihoodResult)
 
 
 @dataclass
@@ -264,27 +266,39 @@ class BaseLLM:
     # -- the protocol --------------------------------------------------------------------------
     async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         """One :class:`Completion` per request, in order; errors recorded, never raised."""
-        keys = [self.generation_key(r) for r in requests]
-        hits = self._cache_get(keys)
-        todo: dict[str, GenerationRequest] = {}
-        for key, req in zip(keys, requests, strict=True):
-            if key not in hits and key not in todo:
-                todo[key] = req
-        fresh = await self._run_fresh(todo, "generate", _completion_value, self._generate_batch)
-        out = [_completion_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
-        self._account(out, len(fresh))
-        return out
+        return await self._answer(
+            requests, self.generation_key, "generate", _completion_value, self._generate_batch, _completion_from_cache
+        )
 
     async def aloglikelihood(self, requests: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         """One :class:`LoglikelihoodResult` per request, in order; errors recorded, never raised."""
-        keys = [self.loglikelihood_key(r) for r in requests]
+        return await self._answer(
+            requests,
+            self.loglikelihood_key,
+            "loglikelihood",
+            _loglik_value,
+            self._loglikelihood_batch,
+            _loglik_from_cache,
+        )
+
+    async def _answer(
+        self,
+        requests: Sequence[_Req],
+        key: Callable[[_Req], str],
+        kind: str,
+        encode: Callable[[_Res], dict[str, Any]],
+        batch: Callable[[Sequence[_Req]], Awaitable[list[_Res]]],
+        decode: Callable[[dict[str, Any]], _Res],
+    ) -> list[_Res]:
+        """Cached results decoded, the rest (each distinct key once) run through ``batch``; in request order."""
+        keys = [key(r) for r in requests]
         hits = self._cache_get(keys)
-        todo: dict[str, LoglikelihoodRequest] = {}
-        for key, req in zip(keys, requests, strict=True):
-            if key not in hits and key not in todo:
-                todo[key] = req
-        fresh = await self._run_fresh(todo, "loglikelihood", _loglik_value, self._loglikelihood_batch)
-        out = [_loglik_from_cache(hits[k]) if k in hits else fresh[k] for k in keys]
+        todo: dict[str, _Req] = {}
+        for k, req in zip(keys, requests, strict=True):
+            if k not in hits and k not in todo:
+                todo[k] = req
+        fresh = await self._run_fresh(todo, kind, encode, batch)
+        out = [decode(hits[k]) if k in hits else fresh[k] for k in keys]
         self._account(out, len(fresh))
         return out
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 BLANK = "____"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-VERSION = 3  # bump when scoring or the fixed sentences change (part of the cache key)
+VERSION = 4  # bump when scoring or the fixed sentences change (part of the cache key)
 _WORD = re.compile(r"[a-z0-9]+(?:[.,'\-][a-z0-9]+)*")
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n{2,}")
 _BLANK_RE = re.compile(r"_{3,}")
@@ -112,7 +112,7 @@ class _Embeddings:
         emb = default_embedder()
         fixed = getattr(emb, "embed_fixed", None)
         ckey = getattr(emb, "cache_key", None)
-        space = (ckey or emb.name) + ("|fixed-shape-v1" if fixed is not None else "")
+        space = (ckey or emb.name) + ("|fixed-shape-v2" if fixed is not None else "")
         found = self._found(space, texts)
         missing = [t for t in dict.fromkeys(texts) if t not in found]
         if missing:

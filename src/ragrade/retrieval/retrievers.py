@@ -44,7 +44,22 @@ def to_hits(index: Index, pairs: Pairs) -> list[Hit]:
     return hits
 
 
-class BM25Retriever:
+class _PairSearch:
+    """A retriever that ranks index positions (:meth:`search`, also used for fusion) and turns them into hits."""
+
+    index: Index
+
+    def search(self, queries: Sequence[str], k: int) -> list[Pairs]:
+        """Positions and scores per query, best first."""
+        raise NotImplementedError
+
+    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """Top-k hits per query."""
+        check_queries(queries, k)
+        return [to_hits(self.index, p) for p in self.search(queries, k)]
+
+
+class BM25Retriever(_PairSearch):
     """Sparse retrieval with the index's bm25s index."""
 
     name = "bm25"
@@ -56,17 +71,12 @@ class BM25Retriever:
         """Positions and scores (for fusion)."""
         return self.index.bm25().search(queries, k)
 
-    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-k hits per query."""
-        check_queries(queries, k)
-        return [to_hits(self.index, p) for p in self.search(queries, k)]
-
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {"retriever": self.name, "index": str(self.index.path), "bm25": self.index.manifest.get("bm25", {})}
 
 
-class DenseRetriever:
+class DenseRetriever(_PairSearch):
     """Embeds queries and searches the index's vector store by cosine."""
 
     name = "dense"
@@ -87,11 +97,6 @@ class DenseRetriever:
             return self.store.search(vecs, min(k, len(self.index.chunks)))
 
         return memo_search(_SEARCHES, self, queries, k, run)
-
-    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-k hits per query."""
-        check_queries(queries, k)
-        return [to_hits(self.index, p) for p in self.search(queries, k)]
 
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""
@@ -135,7 +140,7 @@ def weighted_fusion(rankings: Sequence[Pairs], weights: Sequence[float]) -> Pair
     return sorted(scores.items(), key=lambda p: (-p[1], p[0]))
 
 
-class HybridRetriever:
+class HybridRetriever(_PairSearch):
     """BM25 + dense, fused by reciprocal rank (default, ``rrf_k=60``) or weighted normalised scores."""
 
     name = "hybrid"
@@ -176,11 +181,6 @@ class HybridRetriever:
             out.append(fused[:k])
         return out
 
-    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-k fused hits per query."""
-        check_queries(queries, k)
-        return [to_hits(self.index, p) for p in self.search(queries, k)]
-
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""
         return {
@@ -196,7 +196,7 @@ class HybridRetriever:
 DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
 
-class RerankRetriever:
+class RerankRetriever(_PairSearch):
     """A sentence-transformers CrossEncoder re-scoring the top-N of a base retriever."""
 
     def __init__(
@@ -239,11 +239,6 @@ class RerankRetriever:
             scored.sort(key=lambda t: (-t[1], t[2]))
             out.append([(pos, s) for pos, s, _ in scored])
         return out
-
-    def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-k re-ranked hits per query."""
-        check_queries(queries, k)
-        return [to_hits(self.index, p) for p in self.search(queries, k)]
 
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""

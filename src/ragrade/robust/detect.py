@@ -110,8 +110,18 @@ def build_detectors(
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _YES = {"yes", "true", "y", "1", "是", "是的", "refused", "rejected", "detected", "identified"}
 _NO = {"no", "false", "n", "0", "否", "不是", "answered", "not_detected", "not detected", "not identified"}
-_VERDICT_KEYS = ("verdict", "answer", "result", "decision", "label", "refused", "rejected", "detected",
-                 "identified", "value")
+_VERDICT_KEYS = (
+    "verdict",
+    "answer",
+    "result",
+    "decision",
+    "label",
+    "refused",
+    "rejected",
+    "detected",
+    "identified",
+    "value",
+)
 
 
 def _objects(text: str) -> list[Any]:

@@ -33,20 +33,31 @@ from ragrade.robust.numerals import number_spans
 
 # code-point ranges treated as CJK (ideographs, kana, hangul, CJK punctuation)
 _CJK_RANGES = (
-    (0x2E80, 0x2FDF), (0x3000, 0x303F), (0x3040, 0x30FF), (0x3100, 0x312F), (0x3190, 0x31FF),
-    (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0x20000, 0x2FA1F),
+    (0x2E80, 0x2FDF),
+    (0x3000, 0x303F),
+    (0x3040, 0x30FF),
+    (0x3100, 0x312F),
+    (0x3190, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x2FA1F),
 )
-_CJK_CLASS = "".join(
-    f"{chr(lo)}-{chr(hi)}" if hi <= 0xFFFF else "" for lo, hi in _CJK_RANGES
-) + "\U00020000-\U0002fa1f"
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" if hi <= 0xFFFF else "" for lo, hi in _CJK_RANGES) + "\U00020000-\U0002fa1f"
 _SPACE_NEAR_CJK = re.compile(f"(?<=[{_CJK_CLASS}]) | (?=[{_CJK_CLASS}])")
 _WS = re.compile(r"\s+")
 # Chinese numerals (everyday and formal forms) that continue a number like a digit does
 _CN_DIGITS = frozenset("〇零一二两三四五六七八九十百千万亿壹贰叁肆伍陆柒捌玖拾佰仟萬億")
 _TRANSLATE = {
     **dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"), "-"),
-    ord("\u2018"): "'", ord("\u2019"): "'", ord("\u201a"): "'", ord("\u201b"): "'",
-    ord("\u201c"): '"', ord("\u201d"): '"', ord("\u201e"): '"',
+    ord("\u2018"): "'",
+    ord("\u2019"): "'",
+    ord("\u201a"): "'",
+    ord("\u201b"): "'",
+    ord("\u201c"): '"',
+    ord("\u201d"): '"',
+    ord("\u201e"): '"',
 }
 _FULLWIDTH_COMMA = {0xFF0C: "\u3001", 0xFE50: "\u3001"}  # NFKC would make them ASCII commas (thousands marks)
 
@@ -158,8 +169,7 @@ def contains_normalised(text: str, alias: str) -> bool:
     hay = _atoms(text)
     n = len(needle)
     for i in range(len(hay) - n + 1):
-        if all(_same(hay[i + k], needle[k]) for k in range(n)) and _bounded(text, hay[i].start,
-                                                                              hay[i + n - 1].end):
+        if all(_same(hay[i + k], needle[k]) for k in range(n)) and _bounded(text, hay[i].start, hay[i + n - 1].end):
             return True
     return False
 

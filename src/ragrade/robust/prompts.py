@@ -53,8 +53,8 @@ _EN_SYSTEM = (
     "You answer questions using only the documents supplied with each question. Some documents may be "
     "irrelevant to the question, and some may state things that are not true. If the documents contain the "
     "answer, give it briefly and precisely. If none of the documents contains the answer, reply with exactly "
-    "this sentence and nothing else: \"{rejection}\" If you notice that the documents contain factual errors, "
-    "first write exactly this sentence: \"{error}\" and then give the correct answer."
+    'this sentence and nothing else: "{rejection}" If you notice that the documents contain factual errors, '
+    'first write exactly this sentence: "{error}" and then give the correct answer.'
 )
 _ZH_SYSTEM = (
     "请只根据每个问题附带的文档来回答问题。部分文档可能与问题无关，也可能包含不真实的内容。"
@@ -121,10 +121,24 @@ def default_prompts() -> PromptSet:
     """Our built-in English and Chinese prompts."""
     from ragrade.llm.phrases import ERROR_SENTENCE, REJECTION_SENTENCE
 
-    en = LangPrompts(_EN_SYSTEM, "Documents:\n{documents}\n\nQuestion: {question}", "[{index}] {text}",
-                     _EN_CLOSED, "Question: {question}", REJECTION_SENTENCE, ERROR_SENTENCE)
-    zh = LangPrompts(_ZH_SYSTEM, "文档：\n{documents}\n\n问题：{question}", "[{index}] {text}",
-                     _ZH_CLOSED, "问题：{question}", REJECTION_SENTENCE_ZH, ERROR_SENTENCE_ZH)
+    en = LangPrompts(
+        _EN_SYSTEM,
+        "Documents:\n{documents}\n\nQuestion: {question}",
+        "[{index}] {text}",
+        _EN_CLOSED,
+        "Question: {question}",
+        REJECTION_SENTENCE,
+        ERROR_SENTENCE,
+    )
+    zh = LangPrompts(
+        _ZH_SYSTEM,
+        "文档：\n{documents}\n\n问题：{question}",
+        "[{index}] {text}",
+        _ZH_CLOSED,
+        "问题：{question}",
+        REJECTION_SENTENCE_ZH,
+        ERROR_SENTENCE_ZH,
+    )
     return PromptSet({"en": en, "zh": zh})
 
 
@@ -189,8 +203,9 @@ def format_documents(p: LangPrompts, docs: Sequence[str]) -> str:
     return "\n".join(p.document.format(index=i + 1, text=d) for i, d in enumerate(docs))
 
 
-def answer_messages(p: LangPrompts, question: str, docs: Sequence[str] | None, *,
-                    system: bool = True) -> tuple[tuple[str, str], ...]:
+def answer_messages(
+    p: LangPrompts, question: str, docs: Sequence[str] | None, *, system: bool = True
+) -> tuple[tuple[str, str], ...]:
     """(role, content) messages: with documents, or the closed-book pair when ``docs`` is None.
 
     ``system=False`` leaves the system instruction out (the original script does
@@ -216,8 +231,10 @@ def sentence_warnings(p: LangPrompts, lang: str, scoring: str, detectors: Detect
     from ragrade.robust.rgb_scoring import RGB_ERROR, RGB_REFUSAL, rgb_label_response
 
     system = p.system.format(rejection=p.rejection_sentence, error=p.error_sentence)
-    checks = (("rejection", p.rejection_sentence, RGB_REFUSAL, "rejected", detectors.rejection),
-              ("error", p.error_sentence, RGB_ERROR, "error_detected", detectors.error))
+    checks = (
+        ("rejection", p.rejection_sentence, RGB_REFUSAL, "rejected", detectors.rejection),
+        ("error", p.error_sentence, RGB_ERROR, "error_detected", detectors.error),
+    )
     out: list[str] = []
     for what, sentence, phrases, label, detector in checks:
         if scoring == "rgb":
@@ -226,10 +243,12 @@ def sentence_warnings(p: LangPrompts, lang: str, scoring: str, detectors: Detect
         else:
             ok, lacks = detector(sentence), "any of the configured phrases"
         if not ok:
-            out.append(f'the {what} sentence "{sentence}" ({lang}) will not be recognised by the {scoring} '
-                       f"scoring: it lacks {lacks}")
+            out.append(
+                f'the {what} sentence "{sentence}" ({lang}) will not be recognised by the {scoring} '
+                f"scoring: it lacks {lacks}"
+            )
         if sentence not in system:
-            out.append(f"the {lang} system instruction does not ask for the {what} sentence \"{sentence}\"")
+            out.append(f'the {lang} system instruction does not ask for the {what} sentence "{sentence}"')
     return out
 
 

@@ -135,6 +135,19 @@ def _decide(row: Row, chosen: int, q: Question) -> None:
     row["correct"] = int(chosen == q.answer)
 
 
+def _prompts(
+    res: Resources, spec: PipelineSpec, qs: Sequence[Question], ctxs: Sequence[Contexts], rows: list[Row], gen: bool
+) -> list[tuple[int, str, str]]:
+    """(row index, system, user) of every row still to answer (no retrieval error), rendered with ``spec``'s prompt."""
+    tpl = res.template(spec.prompt)
+    out = []
+    for i, r in enumerate(rows):
+        if r["error"] is None:
+            q = qs[i]
+            out.append((i, *render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl), for_generation=gen)))
+    return out
+
+
 async def _by_loglikelihood(
     res: Resources,
     llm: LLM,
@@ -147,12 +160,11 @@ async def _by_loglikelihood(
 ) -> None:
     from ragrade.llm.base import LoglikelihoodRequest
 
-    todo = [i for i, r in enumerate(rows) if r["error"] is None]
-    tpl = res.template(spec.prompt)
+    prompts = _prompts(res, spec, qs, ctxs, rows, gen=False)
+    todo = [i for i, _, _ in prompts]
     reqs = []
-    for i in todo:
+    for i, system, user in prompts:
         q = qs[i]
-        system, user = render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl))
         conts = (
             tuple(f" {LETTERS[j]}" for j in range(len(q.choices)))
             if cfg.target == "letter"
@@ -206,12 +218,11 @@ async def _by_generation(
 ) -> None:
     from ragrade.llm.base import GenerationRequest, Message
 
-    todo = [i for i, r in enumerate(rows) if r["error"] is None]
-    tpl = res.template(spec.prompt)
+    prompts = _prompts(res, spec, qs, ctxs, rows, gen=True)
+    todo = [i for i, _, _ in prompts]
     reqs = []
-    for i in todo:
+    for i, system, user in prompts:
         q = qs[i]
-        system, user = render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl), for_generation=True)
         reqs.append(
             GenerationRequest(
                 messages=(Message("system", system), Message("user", user)),

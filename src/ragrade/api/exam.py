@@ -1,0 +1,193 @@
+"""Exams and grids: generate an exam, let a grid take it or answer a QA file (``ragrade exam``, ``qa answer``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragrade.api._common import PathLike, settings_layer
+from ragrade.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ragrade.corpus.types import Chunk
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.files import Question
+    from ragrade.exam.generate import ExamResult
+    from ragrade.llm.options import LLMOptions
+    from ragrade.progress import ProgressFn
+    from ragrade.qa.run import QAAnswerResult
+    from ragrade.retrieval.index import Index
+    from ragrade.run.spec import SweepConfig
+    from ragrade.run.sweep import SweepResult
+
+
+def generate_exam(
+    chunks: Sequence[Chunk] | Index | PathLike,
+    out: PathLike,
+    *,
+    n: int | None = None,
+    llm: str = "offline",
+    config: ExamConfig | None = None,
+    embedder: str | None = None,
+    llm_options: LLMOptions | Mapping[str, Any] | None = None,
+    max_failed: float | None = None,
+    progress: Callable[[int, int, int], None] | None = None,
+    show: Callable[[ExamResult], None] | None = None,
+    **settings: Any,
+) -> list[Question]:
+    """Write a multiple-choice exam from chunks (``ragrade exam generate``); returns its questions.
+
+    ``chunks``: chunk objects, an opened index, or a chunks JSONL file / index folder. ``llm``: ``offline``
+    (cloze questions, no LLM) or PROVIDER/MODEL, built with ``llm_options`` (``base_url``, ``concurrency``,
+    ``timeout``, ...). ``settings`` are :class:`~ragrade.exam.config.ExamConfig` fields (``seed``,
+    ``topic_field``, ``oversample``, ...). Writes the exam JSONL ``out`` and its sidecars
+    ``<stem>.funnel.json`` and ``<stem>.rejected.jsonl``. DataError when no question survived.
+    ``llm_options``: an :class:`~ragrade.llm.options.LLMOptions` or its fields. ``progress(done, target,
+    valid)`` follows the candidates written; ``show`` is given the result (questions, funnel, generator)
+    once the exam is written, before failed requests are checked (the CLI prints it there).
+    """
+    from ragrade.config import build_config
+    from ragrade.exam.config import ExamConfig
+    from ragrade.exam.generate import generate_exam_full, write_exam_checked
+    from ragrade.exam.inputs import load_chunks, resolve_generator_llm
+    from ragrade.llm.failures import exam_request_tally
+
+    layer = {**settings, "n": n}
+    cfg = build_config(ExamConfig, settings_layer(config), layer, source="exam settings")
+    data: list[Chunk]
+    source: str | None
+    if isinstance(chunks, (str, Path)):
+        data, source = load_chunks(chunks), str(chunks)
+    elif hasattr(chunks, "chunks") and hasattr(chunks, "path"):  # an opened index
+        data, source = list(chunks.chunks), str(chunks.path)
+    else:
+        data, source = list(chunks), None
+    from ragrade.llm.options import LLMOptions
+
+    if isinstance(llm_options, LLMOptions):
+        model = resolve_generator_llm(llm, options=llm_options)
+    else:
+        model = resolve_generator_llm(llm, **dict(llm_options or {}))
+    emb = None
+    if embedder is not None:
+        from ragrade.embedding.embed import create_embedder
+
+        emb = create_embedder(embedder)
+    result = generate_exam_full(data, model, cfg, embedder=emb, progress=progress)
+    tally = exam_request_tally(result, model)
+    hint = "rerun the same command: received questions come from the response cache, only failed requests are sent"
+    if not result.questions and tally.n_failed:  # every survivor lost to failed requests: say so
+        tally.check(hint, 0.0)
+    write_exam_checked(out, result, cfg, input_path=source)
+    if show is not None:
+        show(result)
+    tally.check(hint, max_failed, what="generation")
+    return list(result.questions)
+
+
+def take_exam(
+    exam: PathLike,
+    out: PathLike,
+    *,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None = None,
+    config: SweepConfig | None = None,
+    overwrite: bool = False,
+    max_failed: float | None = None,
+    check: bool = True,
+    progress: ProgressFn | None = None,
+    config_files: Sequence[PathLike] = (),
+    **settings: object,
+) -> SweepResult:
+    """Let every pipeline of a grid take the exam (``ragrade exam take``); resumable.
+
+    ``indexes``: ``{label: index}`` (an opened index or its folder), or one index. ``settings``: the grid
+    axes (``llms``, ``retrievers``, ``k``, ``icl``, ``chunkers``, ``prompts``, ``methods``, ``query``,
+    ``post``: a value or a list; the grid is every combination) and the other
+    :class:`~ragrade.run.spec.SweepConfig` fields (``seed``, ``limit``, ``llm_options``, ``transform_llm``,
+    ...), over ``config`` when given (the settings object ``ragrade exam take`` builds from its flags and
+    ``--config`` file, recorded in the manifest with ``config_files``). Writes the run directory ``out``
+    (``responses.parquet``, ``summary.csv``, ``summary_by_tag.csv``, ``manifest.json``, ``samples.jsonl``).
+    Returns a result whose ``responses`` and ``summary`` are DataFrames. Raises (exit-code errors) when
+    more requests failed than ``max_failed`` allows (``check=False``: returns the result anyway); a rerun
+    asks only the failed ones again. ``progress(pipeline, rows_done, rows_of_pipeline)`` follows the run.
+    """
+    from ragrade.llm.failures import check_grid_failures
+    from ragrade.run.sweep import run_sweep
+
+    if not Path(exam).is_file():
+        raise ConfigError(f"{exam}: exam file not found")
+    cfg = _sweep_config(config, indexes, settings)
+    files = [str(f) for f in config_files]
+    result = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
+    if check:
+        check_grid_failures(result.responses, max_failed)
+    return result
+
+
+def answer_qa(
+    qa: PathLike,
+    out: PathLike,
+    *,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None = None,
+    config: SweepConfig | None = None,
+    max_tokens: int | Sequence[int] = 256,
+    temperature: float | Sequence[float] = 0.0,
+    max_failed: float | None = None,
+    check: bool = True,
+    progress: ProgressFn | None = None,
+    **settings: object,
+) -> QAAnswerResult:
+    """Let every pipeline of a grid answer a QA file in free text (``ragrade qa answer``); resumable.
+
+    The grid is given as for :func:`take_exam`; several ``max_tokens`` or ``temperature`` values make
+    them factors of the grid. Writes the run directory ``out`` (``answers.jsonl``, ``summary.csv``,
+    ``manifest.json``), ready for :func:`judge_answers`; the result's ``summary`` has a dict per pipeline.
+    """
+    from ragrade.llm.failures import check_grid_failures
+    from ragrade.qa.run import run_qa_answers
+
+    if not Path(qa).is_file():
+        raise ConfigError(f"{qa}: QA file not found")
+    generation: dict[str, float] = {}
+    axes: dict[str, list[float]] = {}
+    for name, value in (("max_tokens", max_tokens), ("temperature", temperature)):
+        values: list[float] = list(dict.fromkeys(value)) if isinstance(value, Sequence) else [value]
+        if len(values) == 1:
+            generation[name] = values[0]
+        else:
+            axes[name] = values
+    cfg = _sweep_config(config, indexes, settings)
+    if axes:  # several values: factors of the grid
+        cfg = cfg.model_copy(update={"grid": cfg.grid.model_validate({**cfg.grid.model_dump(), **axes})})
+    result = run_qa_answers(qa, cfg, out, generation=generation, progress=progress)
+    if check:
+        check_grid_failures(result.rows, max_failed)
+    return result
+
+
+def _sweep_config(
+    config: SweepConfig | None,
+    indexes: Mapping[str, Index | PathLike] | Index | PathLike | None,
+    settings: Mapping[str, object],
+) -> SweepConfig:
+    """The grid command's SweepConfig: grid axes (a value or a list) and other fields over ``config``."""
+    from ragrade.run.spec import DEPRECATED_AXES, GridConfig, build_sweep_config, upgrade_grid_keys
+
+    if config is not None and not settings and indexes is None:
+        return config  # the settings object as built (e.g. by the command line)
+    axes = {*GridConfig.model_fields, *DEPRECATED_AXES}
+    grid = {k: list(v) if isinstance(v, list | tuple) else [v] for k, v in settings.items() if k in axes}
+    upgrade_grid_keys(grid, "keyword settings")
+    rest = {k: v for k, v in settings.items() if k not in axes}
+    return build_sweep_config(settings_layer(config), {**rest, "grid": grid, "indexes": _index_paths(indexes)})
+
+
+def _index_paths(indexes: Mapping[str, Index | PathLike] | Index | PathLike | None) -> dict[str, str] | None:
+    """``{label: folder}`` from index objects or folders (one alone is labelled by its folder's name)."""
+    if indexes is None:
+        return None
+    if not isinstance(indexes, Mapping):
+        folder = str(getattr(indexes, "path", indexes))
+        return {Path(folder).name or folder: folder}
+    return {label: str(getattr(ix, "path", ix)) for label, ix in indexes.items()}
