@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.corpus.helpers import HashEmbedder, check_invariants
 
@@ -88,6 +88,11 @@ params = st.sampled_from([24, 40, 64, 120]).flatmap(lambda size: st.tuples(st.ju
 @pytest.mark.parametrize("strategy", ["recursive", "sentence", "semantic"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=pages(), sp=params)
+# a run of empty headings larger than a chunk: once split the last heading line in two (recursive)
+@example(
+    text="\n\n".join(["# queue"] * 5 + ["# queue queue", "# queue queue queue", "### queue retries retries"]),
+    sp=(24, 0),
+)
 def test_chunkers_respect_structure(strategy: str, text: str, sp: tuple[int, int]) -> None:
     size, overlap = sp
     kw = {"embedder": HashEmbedder()} if strategy == "semantic" else {}

@@ -134,9 +134,11 @@ def recursive_spans(
         k = len(good)
         while k and is_heading(text, *good[k - 1]):
             k -= 1
-        # text that fits, but not with the headings before it, is split with them (code that fits is not)
+        # text that fits, but not with the headings before it, is split with them (code that fits is not;
+        # nor is a heading that follows headings: it heads nothing of theirs, and merge keeps it with its own text)
         last = level + 1 >= len(LEVELS)
-        if n <= size and (k == len(good) or kind == "code" or last or index.count(good[k][0], e) <= size):
+        fits_after = k == len(good) or kind == "code" or last or is_heading(text, s, e)
+        if n <= size and (fits_after or index.count(good[k][0], e) <= size):
             good.append((s, e))
             continue
         if k < len(good):
