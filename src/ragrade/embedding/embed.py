@@ -143,9 +143,10 @@ class SentenceTransformerEmbedder:
         torch = require("torch", purpose="dense embeddings")
         tok = self._model.tokenizer
         limit = int(self._model.max_seq_length or 256)
-        lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit)["input_ids"]]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # the fast tokenizer keeps its truncation/padding settings as state: every call holds the lock
         with self._lock, fixed_threads(), self._precision(), torch.inference_mode():
+            lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit)["input_ids"]]
             for idx, width in fixed_shape_batches(lengths, limit, shape):
                 rows = [texts[i] for i in idx] + [texts[idx[0]]] * (shape.batch - len(idx))
                 feats = tok(rows, padding="max_length", truncation=True, max_length=width, return_tensors="pt")
