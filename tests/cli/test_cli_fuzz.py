@@ -242,27 +242,11 @@ MALFORMED: dict[str, tuple[str, dict[str, object], str]] = {
 
 READERS: dict[str, list[list[str]]] = {
     "chunks": [
-        ["index", "{f}", "--out", "{o}", "--no-dense"],
+        VERBS["index"],
         ["exam", "generate", "{f}", "--llm", "offline", "--out", "{o}"],
     ],
-    "documents": [["chunk", "{f}", "--out", "{o}"], ["index", "{f}", "--out", "{o}", "--no-dense"]],
-    "exam": [
-        ["exam", "stats", "{f}"],
-        [
-            "exam",
-            "take",
-            "{f}",
-            "--index",
-            "r={idx}",
-            "--llm",
-            "offline/student",
-            "--retrievers",
-            "bm25",
-            "--out",
-            "{o}",
-        ],
-        ["retrieval-eval", "{idx}", "{f}"],
-    ],
+    "documents": [VERBS["chunk"], VERBS["index"]],
+    "exam": [VERBS["exam-stats"], VERBS["exam-take"], ["retrieval-eval", "{idx}", "{f}"]],
     "qa": [
         [
             "qa",
