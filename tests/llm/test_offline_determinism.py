@@ -132,3 +132,19 @@ def test_student_scores_are_bit_identical_across_shards_and_concurrency(
     before = _EMBED.computed
     assert _scores(reqs, 7, 2) == runs[0]
     assert _EMBED.computed == before
+
+
+def test_embed_fixed_on_every_core_equals_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragrade.embedding import batching
+
+    emb = default_embedder()
+    if not isinstance(emb, SentenceTransformerEmbedder):
+        pytest.skip("the sentence-transformers path runs batches on threads")
+    texts = [f"{t} (variant {i})" for i in range(9) for t in TEXTS]  # several batches of each width
+    assert batching.fixed_workers(1) == 1 and 1 <= batching.fixed_workers(99) <= batching.MAX_FIXED_WORKERS
+    monkeypatch.setattr(batching, "MAX_FIXED_WORKERS", 1)
+    one = emb.embed_fixed(texts)
+    monkeypatch.setattr(batching, "MAX_FIXED_WORKERS", 3)
+    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    assert batching.fixed_workers(99) == 3
+    assert np.array_equal(one, emb.embed_fixed(texts))

@@ -6,6 +6,7 @@ Shared by the sentence-transformers and ONNX embedders (their ``embed_fixed``).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,19 @@ WIDTH_STEP: int | None = None
 #: torch intra-op threads of ``embed_fixed``: the vectors depend on the thread count (it splits the kernels'
 #: sums), so it is pinned; one thread is also the fastest on a shared 2-core machine (no spinning at barriers)
 FIXED_THREADS = 1
+#: most Python threads that run ``embed_fixed`` batches at once (each on FIXED_THREADS torch threads; a batch's
+#: numbers do not depend on which thread runs it, so the vectors equal a one-thread run's)
+MAX_FIXED_WORKERS = 4
 _THREADS_LOCK = threading.Lock()
+
+
+def fixed_workers(n_batches: int) -> int:
+    """Threads for ``n_batches`` fixed-shape batches: one per usable core, at most :data:`MAX_FIXED_WORKERS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_FIXED_WORKERS, n_batches))
 
 
 @dataclass(frozen=True)
@@ -80,8 +93,10 @@ __all__ = [
     "DEFAULT_SHAPE",
     "FIXED_BATCH",
     "FIXED_THREADS",
+    "MAX_FIXED_WORKERS",
     "WIDTH_STEP",
     "FixedShape",
     "fixed_shape_batches",
     "fixed_threads",
+    "fixed_workers",
 ]

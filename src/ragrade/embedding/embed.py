@@ -32,7 +32,13 @@ import numpy.typing as npt
 
 from ragrade.deps import require
 from ragrade.embedding.base import Embedder
-from ragrade.embedding.batching import DEFAULT_SHAPE, FixedShape, fixed_shape_batches, fixed_threads
+from ragrade.embedding.batching import (
+    DEFAULT_SHAPE,
+    FixedShape,
+    fixed_shape_batches,
+    fixed_threads,
+    fixed_workers,
+)
 from ragrade.errors import BackendError, ConfigError
 from ragrade.io import JSONObject
 from ragrade.registry import register
@@ -137,21 +143,50 @@ class SentenceTransformerEmbedder:
         return _normalise(np.asarray(vecs, dtype=np.float32))
 
     def embed_fixed(self, texts: Sequence[str], shape: FixedShape = DEFAULT_SHAPE) -> npt.NDArray[np.float32]:
-        """Like :meth:`embed`, but each text's vector depends on that text only (see :func:`fixed_shape_batches`)."""
+        """Like :meth:`embed`, but each text's vector depends on that text only (see :func:`fixed_shape_batches`).
+
+        The batches run on up to one thread per core (:func:`fixed_workers`), each on one torch thread: a
+        batch's numbers do not depend on the thread that runs it, so the vectors equal a one-thread run's.
+        """
         if not texts:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
         torch = require("torch", purpose="dense embeddings")
         tok = self._model.tokenizer
         limit = int(self._model.max_seq_length or 256)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        # the fast tokenizer keeps its truncation/padding settings as state: every call holds the lock
-        with self._lock, fixed_threads(), self._precision(), torch.inference_mode():
+
+        def forward(feats: dict[str, Any]) -> npt.NDArray[np.float32]:
+            # autocast and inference mode are per thread: entered by the thread that runs the batch
+            with self._precision(), torch.inference_mode():
+                return np.asarray(self._model.forward(feats)["sentence_embedding"].float().numpy(), np.float32)
+
+        # the fast tokenizer keeps its truncation/padding settings as state: every call holds the lock, and
+        # plain embed() (on the machine's thread count) never runs while the thread count is pinned
+        with self._lock, fixed_threads():
             lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit)["input_ids"]]
-            for idx, width in fixed_shape_batches(lengths, limit, shape):
-                rows = [texts[i] for i in idx] + [texts[idx[0]]] * (shape.batch - len(idx))
-                feats = tok(rows, padding="max_length", truncation=True, max_length=width, return_tensors="pt")
-                vecs = self._model.forward(dict(feats))["sentence_embedding"].float().numpy()
-                out[idx] = _normalise(vecs)[: len(idx)]
+            batches = fixed_shape_batches(lengths, limit, shape)
+            feats = [
+                dict(
+                    tok(
+                        [texts[i] for i in idx] + [texts[idx[0]]] * (shape.batch - len(idx)),
+                        padding="max_length",
+                        truncation=True,
+                        max_length=width,
+                        return_tensors="pt",
+                    )
+                )
+                for idx, width in batches
+            ]
+            workers = fixed_workers(len(batches))
+            if workers == 1:
+                results = [forward(f) for f in feats]
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(workers, thread_name_prefix="ragrade-embed") as pool:
+                    results = list(pool.map(forward, feats))
+        for (idx, _), vecs in zip(batches, results, strict=True):
+            out[idx] = _normalise(vecs)[: len(idx)]
         return out
 
     def describe(self) -> JSONObject:

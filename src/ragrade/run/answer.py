@@ -148,6 +148,31 @@ def _prompts(
     return out
 
 
+def _continuations(q: Question, cfg: AnswerConfig) -> tuple[str, ...]:
+    """The scored continuations of ``q``: each choice's letter (``target = "letter"``) or its text, after a space."""
+    if cfg.target == "letter":
+        return tuple(f" {LETTERS[j]}" for j in range(len(q.choices)))
+    return tuple(f" {c}" for c in q.choices)
+
+
+def candidate_texts(q: Question, cfg: AnswerConfig, method: str) -> list[str]:
+    """The candidates an LLM sees for ``q`` under ``method``: the choices, or the stripped continuations."""
+    if method == "loglikelihood":
+        return [c.strip() for c in _continuations(q, cfg)]
+    return list(q.choices)
+
+
+def answer_method(llm: LLM, spec: PipelineSpec) -> str:
+    """``spec.method`` with ``auto`` resolved for ``llm`` (ConfigError when ``llm`` cannot score log-likelihoods)."""
+    method = spec.method
+    supports = bool(getattr(llm, "supports_loglikelihood", False))
+    if method == "auto":
+        return "loglikelihood" if supports else "generate"
+    if method == "loglikelihood" and not supports:
+        raise ConfigError(f"LLM '{spec.llm}' cannot score log-likelihoods; use method 'generate' or 'auto'")
+    return method
+
+
 async def _by_loglikelihood(
     res: Resources,
     llm: LLM,
@@ -165,11 +190,7 @@ async def _by_loglikelihood(
     reqs = []
     for i, system, user in prompts:
         q = qs[i]
-        conts = (
-            tuple(f" {LETTERS[j]}" for j in range(len(q.choices)))
-            if cfg.target == "letter"
-            else tuple(f" {c}" for c in q.choices)
-        )
+        conts = _continuations(q, cfg)
         reqs.append(
             LoglikelihoodRequest(
                 context=f"{system}\n\n{user}",
@@ -360,11 +381,7 @@ async def _answer_questions(
                 rows[i]["error"] = "the external system gave no answer and the pipeline has no LLM"
         return rows
     llm = res.llm(spec.llm)
-    method = spec.method
-    if method == "auto":
-        method = "loglikelihood" if getattr(llm, "supports_loglikelihood", False) else "generate"
-    elif method == "loglikelihood" and not getattr(llm, "supports_loglikelihood", False):
-        raise ConfigError(f"LLM '{spec.llm}' cannot score log-likelihoods; use method 'generate' or 'auto'")
+    method = answer_method(llm, spec)
     sub_q = [qs[i] for i in pending]
     sub_c = [ctxs[i] for i in pending]
     sub_r = [rows[i] for i in pending]
@@ -385,9 +402,11 @@ async def exam_shard(context: WorkerContext, spec: Mapping[str, object], items: 
 
 __all__ = [
     "EXAM_WORKER",
+    "answer_method",
     "answer_questions",
     "argmax",
     "base_row",
+    "candidate_texts",
     "exam_shard",
     "generation_sample",
     "loglikelihood_sample",

@@ -399,7 +399,13 @@ def run_sweep(
         job_context["shared_retrieval"] = str(share)
     job = GridJob(EXAM_WORKER, job_context, worker_specs, items, fp, journal_specs=pipelines)
     sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
-    prepare = _precompute_retrieval(context, worker_specs, items, cfg.shard_size, share) if share else None
+    prepare = (
+        _precompute_retrieval(context, worker_specs, items, cfg.shard_size, share)
+        if share
+        else _warm_local(context, worker_specs, items, cfg.shard_size)
+        if exe.name == "local"
+        else None
+    )
     try:
         rows, added = run_grid(
             run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress, on_samples=sink, prepare=prepare
@@ -434,6 +440,24 @@ def _precompute_retrieval(
 
         shards = plan_shards(journal, specs, items, shard_size)
         precompute(resources_for(context), specs, [(s.pipeline, s.items) for s in shards], path)
+
+    return prepare
+
+
+def _warm_local(
+    context: WorkerContext, specs: Mapping[str, Mapping[str, object]], items: Sequence[str], shard_size: int
+) -> Callable[[Journal], None]:
+    """Before dispatch in this process: every pending shard's passages, and the LLMs' prefetch (run/warm.py)."""
+
+    def prepare(journal: Journal) -> None:
+        from ragrade.run.executors import plan_shards
+        from ragrade.run.pipeline import resources_for
+        from ragrade.run.spec import AnswerConfig
+        from ragrade.run.warm import warm
+
+        shards = plan_shards(journal, specs, items, shard_size)
+        answer = AnswerConfig.model_validate(context.get("answer", {}))
+        warm(resources_for(context), specs, [(s.pipeline, s.items) for s in shards], answer)
 
     return prepare
 

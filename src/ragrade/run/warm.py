@@ -1,0 +1,122 @@
+"""Work a local sweep does once, before it dispatches its shards: the retrieval of every distinct batch, then the
+per-text work an LLM can do ahead of its requests, in one call per LLM.
+
+Without this step the shards meet that work one by one: each shard's first retrieval blocks the event loop,
+and the offline baselines embed each shard's new sentences in a call of their own (many part-filled batches
+of the fixed-shape embedder, one at a time). Here every batch's passages go into the resources' memo (the
+shards read them back, :meth:`ragrade.run.pipeline.Resources.contexts`), and an LLM with a ``prefetch``
+method (:class:`Prefetching`: the offline baselines) receives every (question, passages, candidates) its
+requests will carry, so it embeds all their texts in one batched call on every core.
+
+Nothing here changes an answer: the shards ask for the same passages and the same texts, and get them from the
+memos. A failure here is left to the shard that meets it (it is recorded on its rows there, as without this
+step). ``RAGRADE_SHARE_RETRIEVAL=0`` turns it off with the rest of the sharing (:mod:`ragrade.retrieval.query_memo`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ragrade.exam.files import Question
+from ragrade.run.answer import answer_method, candidate_texts
+from ragrade.run.contexts import Contexts
+from ragrade.run.pipeline import Resources
+from ragrade.run.spec import AnswerConfig, PipelineSpec
+
+log = logging.getLogger(__name__)
+
+#: one item of :meth:`Prefetching.prefetch`: (question, passages, candidate texts)
+PrefetchItem = tuple[str, Sequence[str], Sequence[str]]
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """An LLM that can do the per-text work of many requests ahead, in one call (the offline baselines)."""
+
+    def prefetch(self, items: Sequence[PrefetchItem]) -> None:
+        """Prepare what scoring ``items`` needs (results are kept for the requests that follow)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WarmStats:
+    """What :func:`warm` did: distinct retrieval batches fetched, and items handed to LLMs' ``prefetch``."""
+
+    batches: int = 0
+    prefetched: int = 0
+
+
+def _warmable(spec: PipelineSpec) -> bool:
+    """Pipelines whose passages can be fetched ahead without side effects (no external system, no replay)."""
+    return not spec.is_external and not spec.llm.startswith("replay/") and spec.llm not in ("none", "-")
+
+
+async def _contexts_of(
+    res: Resources, todo: Mapping[tuple[str, tuple[str, ...]], tuple[PipelineSpec, list[Question]]]
+) -> dict[tuple[str, tuple[str, ...]], list[Contexts]]:
+    from ragrade.errors import ConfigError, DataError, MissingDependency
+
+    sem = asyncio.Semaphore(4)
+    out: dict[tuple[str, tuple[str, ...]], list[Contexts]] = {}
+
+    async def one(key: tuple[str, tuple[str, ...]], spec: PipelineSpec, qs: list[Question]) -> None:
+        async with sem:
+            try:
+                out[key] = await res.contexts(spec, qs)
+            except (ConfigError, DataError, MissingDependency):  # the shard meets it and reports it
+                return
+
+    await asyncio.gather(*(one(k, s, q) for k, (s, q) in todo.items()))
+    return out
+
+
+def warm(
+    res: Resources,
+    pipelines: Mapping[str, Mapping[str, object]],
+    batches: Sequence[tuple[str, Sequence[str]]],
+    answer: AnswerConfig,
+) -> WarmStats:
+    """Fetch the passages of every pending shard (``batches``: pipeline id, item ids) and prefetch LLM work."""
+    from ragrade.llm.base import run_sync
+    from ragrade.retrieval.query_memo import sharing_enabled
+
+    if not sharing_enabled():
+        return WarmStats()
+    todo: dict[tuple[str, tuple[str, ...]], tuple[PipelineSpec, list[Question]]] = {}
+    for pid, items in batches:
+        spec = PipelineSpec.model_validate(dict(pipelines[pid]))
+        if _warmable(spec):
+            todo[(pid, tuple(items))] = (spec, res.select(list(items)))
+    if not todo:
+        return WarmStats()
+    found = run_sync(_contexts_of(res, todo))
+    by_llm: dict[str, dict[tuple[str, tuple[str, ...], tuple[str, ...]], None]] = {}
+    for key, ctxs in found.items():
+        spec, qs = todo[key]
+        llm = res.llm(spec.llm)
+        if not isinstance(llm, Prefetching):
+            continue
+        method = answer_method(llm, spec)
+        wanted = by_llm.setdefault(spec.llm, {})
+        for q, ctx in zip(qs, ctxs, strict=True):
+            if ctx.error is None and ctx.passages:
+                wanted[(q.question, tuple(ctx.passages), tuple(candidate_texts(q, answer, method)))] = None
+    done = 0
+    for llm_spec, wanted in by_llm.items():
+        llm = res.llm(llm_spec)
+        if not isinstance(llm, Prefetching):  # pragma: no cover - checked above
+            continue
+        try:
+            llm.prefetch(list(wanted))
+        except Exception as exc:  # the shards do the work themselves and record any failure on their rows
+            log.debug("prefetch for %s failed: %s", llm_spec, exc)
+            continue
+        done += len(wanted)
+    return WarmStats(batches=len(found), prefetched=done)
+
+
+__all__ = ["PrefetchItem", "Prefetching", "WarmStats", "warm"]
