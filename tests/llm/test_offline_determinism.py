@@ -3,6 +3,7 @@ concurrency or cache state; the bf16 MiniLM with stored bf16 linear weights equa
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -145,6 +146,6 @@ def test_embed_fixed_on_every_core_equals_one_thread(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(batching, "MAX_FIXED_WORKERS", 1)
     one = emb.embed_fixed(texts)
     monkeypatch.setattr(batching, "MAX_FIXED_WORKERS", 3)
-    monkeypatch.setattr(batching.os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2}, raising=False)
     assert batching.fixed_workers(99) == 3
     assert np.array_equal(one, emb.embed_fixed(texts))

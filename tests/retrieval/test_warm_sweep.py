@@ -13,7 +13,8 @@ import pytest
 from tests.run.fakes import make_exam
 
 from ragrade.corpus.types import Chunk
-from ragrade.embedding.embed import default_embedder
+from ragrade.embedding.batching import DEFAULT_SHAPE, FixedShape
+from ragrade.embedding.embed import OnnxSentenceEmbedder, SentenceTransformerEmbedder, default_embedder
 from ragrade.llm.offline import _EMBED
 from ragrade.retrieval.query_memo import SHARE_ENV, clear_query_memos
 from ragrade.run.pipeline import clear_resources
@@ -54,12 +55,13 @@ def test_warm_embeds_the_students_texts_once_before_dispatch(
         }
     )
     emb = default_embedder()
+    assert isinstance(emb, SentenceTransformerEmbedder | OnnxSentenceEmbedder)
     real = emb.embed_fixed
     calls: list[int] = []
 
-    def counted(texts: Sequence[str], *args: object) -> npt.NDArray[np.float32]:
+    def counted(texts: Sequence[str], shape: FixedShape = DEFAULT_SHAPE) -> npt.NDArray[np.float32]:
         calls.append(len(texts))
-        return real(texts, *args)  # type: ignore[arg-type]
+        return real(texts, shape)
 
     monkeypatch.setattr(emb, "embed_fixed", counted)
     frames = []
