@@ -92,8 +92,13 @@ class EmbeddingCache:
         *,
         batch: int = 256,
         progress: Callable[[int], None] | None = None,
+        order: Callable[[str], int] | None = None,
     ) -> tuple[npt.NDArray[np.float32], EmbedStats]:
-        """Vectors for ``texts``: cached ones read, the rest computed with ``compute`` and stored."""
+        """Vectors for ``texts``: cached ones read, the rest computed with ``compute`` and stored.
+
+        ``order``: a sort key for the texts to compute (e.g. their length), so that each call of ``compute`` gets
+        texts of similar length; only for a ``compute`` whose vectors do not depend on the batch (``embed_fixed``).
+        """
         shas = [text_sha(t) for t in texts]
         have = self.lookup(key, shas)
         stats = EmbedStats()
@@ -105,6 +110,8 @@ class EmbeddingCache:
         if progress is not None and stats.cached:
             progress(stats.cached)
         pending = list(todo.items())
+        if order is not None:
+            pending.sort(key=lambda p: order(p[1]))
         for start in range(0, len(pending), batch):
             part = pending[start : start + batch]
             vecs = compute([t for _, t in part])

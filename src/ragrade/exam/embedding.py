@@ -1,9 +1,13 @@
 """A memo around any embedder: each distinct text is embedded once per process (and, for embedders
-with a ``cache_key``, once per machine through the on-disk embedding cache)."""
+with a ``cache_key``, once per machine through the on-disk embedding cache).
+
+A local model embeds with ``embed_fixed`` in the index's batch shapes
+(:data:`~ragrade.embedding.batching.INDEX_SHAPE`), under the index's cache key: a chunk the index embedded is
+read back, not embedded again, and every vector depends on its text only."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +23,16 @@ class MemoEmbedder:
 
     def __init__(self, inner: Embedder, max_items: int = 500_000, persistent: bool = True) -> None:
         self.inner = inner
+        from ragrade.embedding.batching import INDEX_SHAPE, fixed_cache_key
+
         key = getattr(inner, "cache_key", None)
+        fixed = getattr(inner, "embed_fixed", None)
+        self._embed: Callable[[Sequence[str]], npt.NDArray[np.float32]] = (
+            inner.embed if fixed is None else (lambda texts: fixed(texts, INDEX_SHAPE))
+        )
+        if isinstance(key, str) and key and fixed is not None:
+            key = fixed_cache_key(key, INDEX_SHAPE)
+        self._order: Callable[[str], int] | None = None if fixed is None else len
         # embedders with a cache key also use the on-disk embedding cache ($RAGRADE_CACHE_DIR)
         self._disk_key: str | None = key if persistent and isinstance(key, str) and key else None
         self._disk: Any = None
@@ -52,11 +65,11 @@ class MemoEmbedder:
                     from ragrade.embedding.cache import EmbeddingCache
 
                     self._disk = EmbeddingCache()
-                vecs, _ = self._disk.embed(self._disk_key, texts, self.inner.embed)
+                vecs, _ = self._disk.embed(self._disk_key, texts, self._embed, order=self._order)
                 return np.asarray(vecs, dtype=np.float32)
             except (ImportError, OSError, DataError):  # no usable disk cache: compute directly
                 self._disk_key = None
-        return np.asarray(self.inner.embed(texts), dtype=np.float32)
+        return np.asarray(self._embed(texts), dtype=np.float32)
 
     def describe(self) -> JSONObject:
         """The wrapped embedder's description."""

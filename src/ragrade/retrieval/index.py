@@ -289,20 +289,27 @@ def build_index(
 def _embed_cached(
     texts: list[str], spec: str, progress: Progress | None
 ) -> tuple[npt.NDArray[np.float32], EmbedStats, EmbedderInfo]:
-    """Vectors from the cache, loading the embedder only when some text is not cached."""
+    """Vectors from the cache, loading the embedder only when some text is not cached.
+
+    A local model embeds with ``embed_fixed`` in :data:`~ragrade.embedding.batching.INDEX_SHAPE` batches on every
+    core: a chunk's vector depends on its text only (not on the chunks batched with it, the order of the corpus
+    or the machine's thread count), under its own cache key. An endpoint (``openai:``) embeds as it does.
+    """
+    from ragrade.embedding.batching import INDEX_SHAPE, fixed_cache_key
     from ragrade.embedding.cache import EmbeddingCache, EmbedStats, text_sha
     from ragrade.embedding.embed import cached_embedder, plan_embedder
 
     name, space, key = plan_embedder(spec)
+    guess = key if name.startswith("openai:") else fixed_cache_key(key, INDEX_SHAPE)
     cache = EmbeddingCache()
     try:
         shas = [text_sha(t) for t in texts]
-        found = cache.lookup(key, shas)
+        found = cache.lookup(guess, shas)
         if len(found) == len(set(shas)):
             if progress:
                 progress("embed", len(texts), len(texts))
             vecs = np.stack([found[s] for s in shas]).astype(np.float32)
-            info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": key}
+            info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": guess}
             return vecs, EmbedStats(embedded=0, cached=len(texts)), info
         embedder = cached_embedder(spec)
         done = [0]
@@ -312,14 +319,22 @@ def _embed_cached(
             if progress:
                 progress("embed", done[0], len(texts))
 
-        vecs, st = cache.embed(embedder.cache_key, texts, embedder.embed, batch=128, progress=tick)
+        fixed = getattr(embedder, "embed_fixed", None)
+        if fixed is not None:
+            ckey = fixed_cache_key(embedder.cache_key, INDEX_SHAPE)
+            vecs, st = cache.embed(
+                ckey, texts, lambda part: fixed(part, INDEX_SHAPE), batch=256, progress=tick, order=len
+            )
+        else:
+            ckey = getattr(embedder, "cache_key", embedder.name)
+            vecs, st = cache.embed(ckey, texts, embedder.embed, batch=128, progress=tick)
     finally:
         cache.close()
     info = {
         "name": embedder.name,
         "space": getattr(embedder, "space", embedder.name),
         "dim": int(vecs.shape[1]),
-        "cache_key": getattr(embedder, "cache_key", embedder.name),
+        "cache_key": ckey,
         "describe": embedder.describe(),
     }
     return vecs, st, info
