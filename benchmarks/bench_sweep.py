@@ -182,7 +182,20 @@ def bench_cli(exam: Path, index: Path, work: Path) -> None:
         t16 = cli_take(exam, index, work / "cli-16", sixteen, share)
         label = "shared      " if share else "per-pipeline"
         print(f"    {label}: 1 dense pipeline {t1:6.1f}s, 16 pipelines {t16:6.1f}s -> ratio {t16 / t1:.2f}x")
+    p1, p16 = distinct_passages(work / "cli-one"), distinct_passages(work / "cli-16")
+    print(
+        f"    distinct work: {p1} distinct passages for the one pipeline, {p16} for the 16 "
+        f"(ratio {p16 / max(1, p1):.2f}x; the student embeds every sentence of each distinct passage once)"
+    )
     print("    target: 16 pipelines within 1.5x of one (shared)")
+
+
+def distinct_passages(run: Path) -> int:
+    """Distinct chunks retrieved over a run's responses (the passages whose sentences the student embeds)."""
+    from ragrade.run.summary import read_responses
+
+    df = read_responses(run)
+    return len({c for ids in df["retrieved"] if ids is not None for c in ids})
 
 
 def bench_ray(exam: Path, indexes: dict[str, Path], work: Path, workers: int) -> None:
