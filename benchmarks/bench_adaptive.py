@@ -241,7 +241,11 @@ def main() -> None:
     args = ap.parse_args()
     cfg = AdaptiveConfig(**json.loads(os.environ.get("BENCH_CFG", "{}")))
     report = []
-    for scenario in args.only.split(",") if args.only else SCENARIOS:
+    chosen = [s.strip() for s in args.only.split(",")] if args.only else SCENARIOS
+    unknown = [s for s in chosen if s not in SCENARIOS]
+    if unknown:
+        ap.error(f"unknown scenario {unknown[0]!r}; choose from: {', '.join(SCENARIOS)}")
+    for scenario in chosen:
         recs = [one_seed(scenario, seed, cfg) for seed in range(args.seeds)]
         report.append(summarise(scenario, recs))
     if args.json:
