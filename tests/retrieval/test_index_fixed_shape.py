@@ -3,16 +3,16 @@ and the exam generator reads them back from the embedding cache instead of embed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from tests.support.embed_calls import count_embed_fixed
 
 from ragrade.corpus.types import Chunk
-from ragrade.embedding.batching import DEFAULT_SHAPE, INDEX_SHAPE, FixedShape, fixed_cache_key
-from ragrade.embedding.embed import SentenceTransformerEmbedder, cached_embedder
+from ragrade.embedding.batching import INDEX_SHAPE, fixed_cache_key
+from ragrade.embedding.embed import cached_embedder
 from ragrade.exam.embedding import MemoEmbedder
 from ragrade.retrieval.index import IndexConfig, build_index, load_index
 
@@ -37,15 +37,18 @@ def _read_chunks(folder: Path) -> list[Chunk]:
     return load_index(folder).chunks
 
 
+def _build(chunks: list[Chunk], out: Path, spec: str, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(cache))
+    build_index(chunks, out, IndexConfig(embedder=spec))
+
+
 def test_index_vectors_do_not_depend_on_order_or_batch(
     tmp_path: Path, tiny_st_model: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = f"st:{tiny_st_model}"
     chunks = _chunks()
-    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache-a"))
-    build_index(chunks, tmp_path / "a", IndexConfig(embedder=spec))
-    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache-b"))  # computed again, in another order
-    build_index(chunks[::-1][:25], tmp_path / "b", IndexConfig(embedder=spec))
+    _build(chunks, tmp_path / "a", spec, tmp_path / "cache-a", monkeypatch)
+    _build(chunks[::-1][:25], tmp_path / "b", spec, tmp_path / "cache-b", monkeypatch)  # again, in another order
     a, b = _vectors(tmp_path / "a"), _vectors(tmp_path / "b")
     assert len(b) == 25 and all(np.array_equal(a[cid], v) for cid, v in b.items())
     emb = cached_embedder(spec)
@@ -62,18 +65,9 @@ def test_exam_embedder_reads_the_index_vectors(
 ) -> None:
     spec = f"st:{tiny_st_model}"
     chunks = _chunks()
-    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
-    build_index(chunks, tmp_path / "idx", IndexConfig(embedder=spec))
+    _build(chunks, tmp_path / "idx", spec, tmp_path / "cache", monkeypatch)
     emb = cached_embedder(spec)
-    assert isinstance(emb, SentenceTransformerEmbedder)
-    real = emb.embed_fixed
-    sent: list[int] = []
-
-    def counted(texts: Sequence[str], shape: FixedShape = DEFAULT_SHAPE) -> npt.NDArray[np.float32]:
-        sent.append(len(texts))
-        return real(texts, shape)
-
-    monkeypatch.setattr(emb, "embed_fixed", counted)
+    sent = count_embed_fixed(monkeypatch, emb)
     memo = MemoEmbedder(emb)
     vecs = memo.embed([c.text for c in chunks] + ["a text the index never saw"])
     assert sent == [1]  # only the new text

@@ -2,7 +2,8 @@
 
 Every retriever kind (closed, oracle, bm25, dense, hybrid, rerank(base)), every query transform (none,
 hyde, multi-query, rm3), a cross-encoder post-processor, ICL 0/1 (pipelines differing only downstream),
-the local executor and (slow) the Ray executor. ``RAGRADE_SHARE_RETRIEVAL=0`` is the per-pipeline path.
+the local executor (with its warm step: the offline student embeds every text once, before dispatch) and (slow)
+the Ray executor. ``RAGRADE_SHARE_RETRIEVAL=0`` is the per-pipeline path.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import pandas as pd
 import pytest
 from tests.retrieval.rewriter import PROMPTS
 from tests.run.fakes import make_exam
+from tests.support.embed_calls import count_embed_fixed
 
 from ragrade.corpus.types import Chunk
+from ragrade.embedding.embed import default_embedder
+from ragrade.llm.offline import _EMBED
 from ragrade.retrieval.query_memo import QUERY_STATS, SHARE_ENV, Memo, clear_query_memos, shared_call
 from ragrade.run.pipeline import clear_resources
 from ragrade.run.spec import build_sweep_config
@@ -179,3 +183,42 @@ def test_shared_call_runs_once_and_does_not_keep_failures(monkeypatch: pytest.Mo
     calls.clear()
     asyncio.run(scenario())
     assert calls == ["a", "a", "a", "a", "b", "b"]
+
+
+def test_warm_embeds_the_students_texts_once_before_dispatch(
+    inputs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exam, idx = inputs
+    cfg = build_sweep_config(
+        {
+            "grid": {
+                "llms": ["offline/student"],
+                "retrievers": ["closed", "bm25", "dense"],
+                "k": [1, 2],
+                "icl": [0, 1],
+            },
+            "indexes": {"small": str(idx)},
+            "icl_pool": 2,
+            "shard_size": 4,
+            "limit": 12,
+        }
+    )
+    calls = count_embed_fixed(monkeypatch, default_embedder())
+    frames = []
+    for share in ("0", "1"):
+        monkeypatch.setenv(SHARE_ENV, share)
+        monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / f"cache{share}"))  # nothing embedded before
+        clear_query_memos()
+        clear_resources()
+        _EMBED.clear()
+        calls.clear()
+        out = tmp_path / f"run{share}"
+        run_sweep(exam, cfg, out, overwrite=True)
+        frames.append(read_responses(out).drop(columns=["latency_s", "cached"]))
+        if share == "0":
+            assert len(calls) > 3  # shard by shard
+        else:
+            assert len(calls) == 1 and calls[0] > 12  # every passage sentence and filled question at once
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+    assert frames[1]["pipeline"].nunique() == 2 + 2 * 2 * 2 and frames[1]["correct"].notna().all()
+    assert len(frames[1]) == 10 * 12

@@ -134,7 +134,7 @@ def precompute(
             continue
         qs = res.select(list(items))
         todo.setdefault(batch_key(spec, qs), (spec, qs))
-    out = run_sync(_retrieve_all(res, todo))
+    out = run_sync(retrieve_all(res, todo))
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     doc = {"version": _VERSION, "batches": {k: [{f: getattr(c, f) for f in FIELDS} for c in v] for k, v in out.items()}}
     tmp.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
@@ -143,9 +143,11 @@ def precompute(
     return len(out)
 
 
-async def _retrieve_all(
+async def retrieve_all(
     res: Resources, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]
 ) -> dict[str, list[Contexts]]:
+    """The passages of each ``todo`` batch by key, four at a time; a batch whose retrieval raises a configuration,
+    data or dependency error is left out (the shard meets the error itself)."""
     import asyncio
 
     from ragrade.errors import ConfigError, DataError, MissingDependency
@@ -164,4 +166,13 @@ async def _retrieve_all(
     return {k: out[k] for k in todo if k in out}
 
 
-__all__ = ["SHARED_FILE", "batch_key", "forget_shared", "load_shared", "needs_retrieval", "precompute", "retrieval_key"]
+__all__ = [
+    "SHARED_FILE",
+    "batch_key",
+    "forget_shared",
+    "load_shared",
+    "needs_retrieval",
+    "precompute",
+    "retrieval_key",
+    "retrieve_all",
+]

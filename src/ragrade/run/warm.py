@@ -15,7 +15,7 @@ step). ``RAGRADE_SHARE_RETRIEVAL=0`` turns it off with the rest of the sharing (
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,8 +23,8 @@ from typing import Protocol, runtime_checkable
 
 from ragrade.exam.files import Question
 from ragrade.run.answer import answer_method, candidate_texts
-from ragrade.run.contexts import Contexts
 from ragrade.run.pipeline import Resources
+from ragrade.run.shared import retrieve_all
 from ragrade.run.spec import AnswerConfig, PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -55,25 +55,6 @@ def _warmable(spec: PipelineSpec) -> bool:
     return not spec.is_external and not spec.llm.startswith("replay/") and spec.llm not in ("none", "-")
 
 
-async def _contexts_of(
-    res: Resources, todo: Mapping[tuple[str, tuple[str, ...]], tuple[PipelineSpec, list[Question]]]
-) -> dict[tuple[str, tuple[str, ...]], list[Contexts]]:
-    from ragrade.errors import ConfigError, DataError, MissingDependency
-
-    sem = asyncio.Semaphore(4)
-    out: dict[tuple[str, tuple[str, ...]], list[Contexts]] = {}
-
-    async def one(key: tuple[str, tuple[str, ...]], spec: PipelineSpec, qs: list[Question]) -> None:
-        async with sem:
-            try:
-                out[key] = await res.contexts(spec, qs)
-            except (ConfigError, DataError, MissingDependency):  # the shard meets it and reports it
-                return
-
-    await asyncio.gather(*(one(k, s, q) for k, (s, q) in todo.items()))
-    return out
-
-
 def warm(
     res: Resources,
     pipelines: Mapping[str, Mapping[str, object]],
@@ -86,14 +67,14 @@ def warm(
 
     if not sharing_enabled():
         return WarmStats()
-    todo: dict[tuple[str, tuple[str, ...]], tuple[PipelineSpec, list[Question]]] = {}
+    todo: dict[str, tuple[PipelineSpec, list[Question]]] = {}
     for pid, items in batches:
         spec = PipelineSpec.model_validate(dict(pipelines[pid]))
         if _warmable(spec):
-            todo[(pid, tuple(items))] = (spec, res.select(list(items)))
+            todo[json.dumps([pid, list(items)])] = (spec, res.select(list(items)))
     if not todo:
         return WarmStats()
-    found = run_sync(_contexts_of(res, todo))
+    found = run_sync(retrieve_all(res, todo))
     by_llm: dict[str, dict[tuple[str, tuple[str, ...], tuple[str, ...]], None]] = {}
     for key, ctxs in found.items():
         spec, qs = todo[key]
