@@ -183,8 +183,11 @@ class SentenceTransformerEmbedder:
             else:
                 from concurrent.futures import ThreadPoolExecutor
 
-                with ThreadPoolExecutor(workers, thread_name_prefix="ragrade-embed") as pool:
+                pool = ThreadPoolExecutor(workers, thread_name_prefix="ragrade-embed")
+                try:
                     results = list(pool.map(forward, feats))
+                finally:  # on Ctrl-C the queued batches are dropped, not run to the end
+                    pool.shutdown(wait=True, cancel_futures=True)
         for (idx, _), vecs in zip(batches, results, strict=True):
             out[idx] = _normalise(vecs)[: len(idx)]
         return out
