@@ -222,3 +222,22 @@ def test_warm_embeds_the_students_texts_once_before_dispatch(
     pd.testing.assert_frame_equal(frames[0], frames[1])
     assert frames[1]["pipeline"].nunique() == 2 + 2 * 2 * 2 and frames[1]["correct"].notna().all()
     assert len(frames[1]) == 10 * 12
+
+
+def test_warm_leaves_llm_retrieval_to_the_shards() -> None:
+    from ragrade.run.spec import PipelineSpec
+    from ragrade.run.warm import _warmable
+
+    def spec(**kw: str) -> PipelineSpec:
+        return PipelineSpec(chunker="small", **kw)
+
+    assert _warmable(spec(retriever="bm25")) and _warmable(spec(retriever="dense", query="rm3", post="mmr"))
+    assert _warmable(PipelineSpec(retriever="oracle")) and _warmable(PipelineSpec(retriever="closed"))
+    # an LLM in the retrieval: its calls are counted by the shards' progress, not run before the first row
+    assert not _warmable(spec(retriever="bm25", query="hyde"))
+    assert not _warmable(spec(retriever="dense", query="multi-query"))
+    assert not _warmable(spec(retriever="bm25", post="mmr+llm-rerank"))
+    # side effects or nothing to fetch
+    assert not _warmable(PipelineSpec(retriever="external:mine"))
+    assert not _warmable(spec(retriever="bm25", llm="replay/run1"))
+    assert not _warmable(spec(retriever="bm25", llm="none"))

@@ -1,5 +1,6 @@
 """Work a local sweep does once, before it dispatches its shards: the retrieval of every distinct batch, then the
-per-text work an LLM can do ahead of its requests, in one call per LLM.
+per-text work an LLM can do ahead of its requests, in one call per LLM (pipelines whose retrieval calls an LLM are
+left to their shards: :func:`_warmable`).
 
 Without this step the shards meet that work one by one: each shard's first retrieval blocks the event loop,
 and the offline baselines embed each shard's new sentences in a call of their own (many part-filled batches
@@ -51,8 +52,19 @@ class WarmStats:
 
 
 def _warmable(spec: PipelineSpec) -> bool:
-    """Pipelines whose passages can be fetched ahead without side effects (no external system, no replay)."""
-    return not spec.is_external and not spec.llm.startswith("replay/") and spec.llm not in ("none", "-")
+    """Pipelines whose passages are quick to fetch ahead, without side effects.
+
+    Not an external system, a replay or a pipeline without an LLM; and no LLM in the retrieval (HyDE,
+    multi-query, LLM rerank or compression): those calls stay in the shards, where the progress display counts
+    them, instead of running for minutes before the first row.
+    """
+    from ragrade.retrieval.transforms import POST_KIND, QUERY_KIND, needs_llm, parse_post
+
+    if spec.is_external or spec.llm.startswith("replay/") or spec.llm in ("none", "-"):
+        return False
+    if not spec.needs_index:
+        return True
+    return not needs_llm(QUERY_KIND, spec.query) and not any(needs_llm(POST_KIND, p) for p in parse_post(spec.post))
 
 
 def warm(
