@@ -3,6 +3,7 @@ and the exam generator reads them back from the embedding cache instead of embed
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +74,23 @@ def test_exam_embedder_reads_the_index_vectors(
     assert sent == [1]  # only the new text
     index = _vectors(tmp_path / "idx")
     assert all(np.array_equal(index[c.id], v) for c, v in zip(chunks, vecs, strict=False))
+
+
+def test_an_endpoint_embeds_chunks_as_it_does() -> None:
+    from ragrade.embedding.batching import ChunkEmbedding
+    from ragrade.embedding.embed import plan_chunk_key, plan_embedder
+
+    class Endpoint:  # an embedder without embed_fixed (the shape of OpenAIEmbedder)
+        name = dim = cache_key = "openai:m@http://localhost:1"
+
+        def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+        def describe(self) -> dict[str, object]:
+            return {}
+
+    rule = ChunkEmbedding.of(Endpoint(), "k")  # type: ignore[arg-type]
+    assert rule.key == "k" and rule.order is None and rule.compute(["a"]).shape == (1, 2)
+    spec = "openai:m@http://localhost:1"
+    assert plan_chunk_key(spec) == plan_embedder(spec)[2]
+    assert plan_chunk_key("minilm-st") == fixed_cache_key(plan_embedder("minilm-st")[2], INDEX_SHAPE)

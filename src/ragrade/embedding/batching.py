@@ -8,8 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ragrade.embedding.base import Embedder
 
 #: rows of every batch of :meth:`SentenceTransformerEmbedder.embed_fixed` (short batches are filled up)
 FIXED_BATCH = 16
@@ -62,6 +67,27 @@ def fixed_cache_key(key: str, shape: FixedShape) -> str:
     return f"{key}|fixed-{shape.batch}x{shape.step or 'pow2'}"
 
 
+@dataclass(frozen=True)
+class ChunkEmbedding:
+    """How chunks are embedded and cached (the index, the exam generator): the one rule for both.
+
+    A local model (an embedder with ``embed_fixed``) embeds in :data:`INDEX_SHAPE` batches under
+    :func:`fixed_cache_key`, texts sorted by length (``order``); an endpoint embeds as it does, under its own key.
+    """
+
+    key: str
+    compute: Callable[[Sequence[str]], npt.NDArray[np.float32]]
+    order: Callable[[str], int] | None
+
+    @classmethod
+    def of(cls, embedder: Embedder, key: str) -> ChunkEmbedding:
+        """The rule for ``embedder`` whose cache key is ``key``."""
+        fixed = getattr(embedder, "embed_fixed", None)
+        if fixed is None:
+            return cls(key, embedder.embed, None)
+        return cls(fixed_cache_key(key, INDEX_SHAPE), lambda texts: fixed(texts, INDEX_SHAPE), len)
+
+
 @contextlib.contextmanager
 def fixed_threads() -> Iterator[None]:
     """Run torch with :data:`FIXED_THREADS` intra-op threads inside the block (one such block at a time)."""
@@ -104,6 +130,7 @@ __all__ = [
     "INDEX_SHAPE",
     "MAX_FIXED_WORKERS",
     "WIDTH_STEP",
+    "ChunkEmbedding",
     "FixedShape",
     "fixed_cache_key",
     "fixed_shape_batches",

@@ -34,7 +34,9 @@ from ragrade.deps import require
 from ragrade.embedding.base import Embedder
 from ragrade.embedding.batching import (
     DEFAULT_SHAPE,
+    INDEX_SHAPE,
     FixedShape,
+    fixed_cache_key,
     fixed_shape_batches,
     fixed_threads,
     fixed_workers,
@@ -367,6 +369,15 @@ def plan_embedder(spec: str) -> tuple[str, str, str]:
     return spec, "minilm", key
 
 
+def plan_chunk_key(spec: str) -> str:
+    """The cache key of ``spec``'s chunk vectors (:class:`~ragrade.embedding.batching.ChunkEmbedding`), unloaded.
+
+    Every embedder :func:`plan_embedder` knows is a local model with ``embed_fixed`` but an ``openai:`` endpoint.
+    """
+    name, _, key = plan_embedder(spec)
+    return key if name.startswith("openai:") else fixed_cache_key(key, INDEX_SHAPE)
+
+
 def cpu_has_bf16() -> bool:
     """True when the CPU advertises native bf16 matrix instructions (AMX or AVX512-BF16)."""
     try:
@@ -467,5 +478,6 @@ __all__ = [
     "fixed_shape_batches",
     "minilm_backend",
     "minilm_path",
+    "plan_chunk_key",
     "plan_embedder",
 ]

@@ -7,13 +7,14 @@ read back, not embedded again, and every vector depends on its text only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ragrade.embedding.base import Embedder
+from ragrade.embedding.batching import ChunkEmbedding
 from ragrade.errors import DataError
 from ragrade.io import JSONObject
 
@@ -23,18 +24,10 @@ class MemoEmbedder:
 
     def __init__(self, inner: Embedder, max_items: int = 500_000, persistent: bool = True) -> None:
         self.inner = inner
-        from ragrade.embedding.batching import INDEX_SHAPE, fixed_cache_key
-
         key = getattr(inner, "cache_key", None)
-        fixed = getattr(inner, "embed_fixed", None)
-        self._embed: Callable[[Sequence[str]], npt.NDArray[np.float32]] = (
-            inner.embed if fixed is None else (lambda texts: fixed(texts, INDEX_SHAPE))
-        )
-        if isinstance(key, str) and key and fixed is not None:
-            key = fixed_cache_key(key, INDEX_SHAPE)
-        self._order: Callable[[str], int] | None = None if fixed is None else len
+        self._rule = ChunkEmbedding.of(inner, key if isinstance(key, str) else "")
         # embedders with a cache key also use the on-disk embedding cache ($RAGRADE_CACHE_DIR)
-        self._disk_key: str | None = key if persistent and isinstance(key, str) and key else None
+        self._disk_key: str | None = self._rule.key if persistent and isinstance(key, str) and key else None
         self._disk: Any = None
         self.name = inner.name
         self.dim = int(inner.dim)
@@ -65,11 +58,11 @@ class MemoEmbedder:
                     from ragrade.embedding.cache import EmbeddingCache
 
                     self._disk = EmbeddingCache()
-                vecs, _ = self._disk.embed(self._disk_key, texts, self._embed, order=self._order)
+                vecs, _ = self._disk.embed(self._disk_key, texts, self._rule.compute, order=self._rule.order)
                 return np.asarray(vecs, dtype=np.float32)
             except (ImportError, OSError, DataError):  # no usable disk cache: compute directly
                 self._disk_key = None
-        return np.asarray(self._embed(texts), dtype=np.float32)
+        return np.asarray(self._rule.compute(texts), dtype=np.float32)
 
     def describe(self) -> JSONObject:
         """The wrapped embedder's description."""

@@ -295,21 +295,21 @@ def _embed_cached(
     core: a chunk's vector depends on its text only (not on the chunks batched with it, the order of the corpus
     or the machine's thread count), under its own cache key. An endpoint (``openai:``) embeds as it does.
     """
-    from ragrade.embedding.batching import INDEX_SHAPE, fixed_cache_key
+    from ragrade.embedding.batching import ChunkEmbedding
     from ragrade.embedding.cache import EmbeddingCache, EmbedStats, text_sha
-    from ragrade.embedding.embed import cached_embedder, plan_embedder
+    from ragrade.embedding.embed import cached_embedder, plan_chunk_key, plan_embedder
 
-    name, space, key = plan_embedder(spec)
-    guess = key if name.startswith("openai:") else fixed_cache_key(key, INDEX_SHAPE)
+    name, space, _ = plan_embedder(spec)
+    planned = plan_chunk_key(spec)
     cache = EmbeddingCache()
     try:
         shas = [text_sha(t) for t in texts]
-        found = cache.lookup(guess, shas)
+        found = cache.lookup(planned, shas)
         if len(found) == len(set(shas)):
             if progress:
                 progress("embed", len(texts), len(texts))
             vecs = np.stack([found[s] for s in shas]).astype(np.float32)
-            info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": guess}
+            info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": planned}
             return vecs, EmbedStats(embedded=0, cached=len(texts)), info
         embedder = cached_embedder(spec)
         done = [0]
@@ -319,22 +319,16 @@ def _embed_cached(
             if progress:
                 progress("embed", done[0], len(texts))
 
-        fixed = getattr(embedder, "embed_fixed", None)
-        if fixed is not None:
-            ckey = fixed_cache_key(embedder.cache_key, INDEX_SHAPE)
-            vecs, st = cache.embed(
-                ckey, texts, lambda part: fixed(part, INDEX_SHAPE), batch=256, progress=tick, order=len
-            )
-        else:
-            ckey = getattr(embedder, "cache_key", embedder.name)
-            vecs, st = cache.embed(ckey, texts, embedder.embed, batch=128, progress=tick)
+        rule = ChunkEmbedding.of(embedder, getattr(embedder, "cache_key", embedder.name))
+        batch = 128 if rule.order is None else 256  # sorted fixed-shape calls waste less padding when larger
+        vecs, st = cache.embed(rule.key, texts, rule.compute, batch=batch, progress=tick, order=rule.order)
     finally:
         cache.close()
     info = {
         "name": embedder.name,
         "space": getattr(embedder, "space", embedder.name),
         "dim": int(vecs.shape[1]),
-        "cache_key": ckey,
+        "cache_key": rule.key,
         "describe": embedder.describe(),
     }
     return vecs, st, info

@@ -400,11 +400,7 @@ def run_sweep(
     job = GridJob(EXAM_WORKER, job_context, worker_specs, items, fp, journal_specs=pipelines)
     sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
     prepare = (
-        _precompute_retrieval(context, worker_specs, items, cfg.shard_size, share)
-        if share
-        else _warm_local(context, worker_specs, items, cfg.shard_size)
-        if exe.name == "local"
-        else None
+        _before_dispatch(context, worker_specs, items, cfg.shard_size, share) if share or exe.name == "local" else None
     )
     try:
         rows, added = run_grid(
@@ -424,40 +420,28 @@ def _shared_path(run_dir: Path, exe: Executor) -> Path | None:
     return (run_dir / SHARED_FILE).resolve() if exe.name != "local" and sharing_enabled() else None
 
 
-def _precompute_retrieval(
+def _before_dispatch(
     context: WorkerContext,
     specs: Mapping[str, Mapping[str, object]],
     items: Sequence[str],
     shard_size: int,
-    path: Path,
+    share: Path | None,
 ) -> Callable[[Journal], None]:
-    """Before dispatch: each distinct retrieval of the pending shards, once, into ``path`` (see run/shared.py)."""
+    """Work on the pending shards before dispatch: with ``share`` (workers in other processes) each distinct
+    retrieval, once, into that file (run/shared.py); in this process the warm step (run/warm.py)."""
 
     def prepare(journal: Journal) -> None:
         from ragrade.run.executors import plan_shards
         from ragrade.run.pipeline import resources_for
         from ragrade.run.shared import precompute
-
-        shards = plan_shards(journal, specs, items, shard_size)
-        precompute(resources_for(context), specs, [(s.pipeline, s.items) for s in shards], path)
-
-    return prepare
-
-
-def _warm_local(
-    context: WorkerContext, specs: Mapping[str, Mapping[str, object]], items: Sequence[str], shard_size: int
-) -> Callable[[Journal], None]:
-    """Before dispatch in this process: every pending shard's passages, and the LLMs' prefetch (run/warm.py)."""
-
-    def prepare(journal: Journal) -> None:
-        from ragrade.run.executors import plan_shards
-        from ragrade.run.pipeline import resources_for
         from ragrade.run.spec import AnswerConfig
         from ragrade.run.warm import warm
 
-        shards = plan_shards(journal, specs, items, shard_size)
-        answer = AnswerConfig.model_validate(context.get("answer", {}))
-        warm(resources_for(context), specs, [(s.pipeline, s.items) for s in shards], answer)
+        batches = [(s.pipeline, s.items) for s in plan_shards(journal, specs, items, shard_size)]
+        if share is not None:
+            precompute(resources_for(context), specs, batches, share)
+        else:
+            warm(resources_for(context), specs, batches, AnswerConfig.model_validate(context.get("answer", {})))
 
     return prepare
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ragrade.exam.files import Question
@@ -31,7 +30,7 @@ from ragrade.run.spec import AnswerConfig, PipelineSpec
 log = logging.getLogger(__name__)
 
 #: one item of :meth:`Prefetching.prefetch`: (question, passages, candidate texts)
-PrefetchItem = tuple[str, Sequence[str], Sequence[str]]
+PrefetchItem = tuple[str, tuple[str, ...], tuple[str, ...]]
 
 
 @runtime_checkable
@@ -41,14 +40,6 @@ class Prefetching(Protocol):
     def prefetch(self, items: Sequence[PrefetchItem]) -> None:
         """Prepare what scoring ``items`` needs (results are kept for the requests that follow)."""
         ...
-
-
-@dataclass(frozen=True)
-class WarmStats:
-    """What :func:`warm` did: distinct retrieval batches fetched, and items handed to LLMs' ``prefetch``."""
-
-    batches: int = 0
-    prefetched: int = 0
 
 
 def _warmable(spec: PipelineSpec) -> bool:
@@ -72,44 +63,45 @@ def warm(
     pipelines: Mapping[str, Mapping[str, object]],
     batches: Sequence[tuple[str, Sequence[str]]],
     answer: AnswerConfig,
-) -> WarmStats:
-    """Fetch the passages of every pending shard (``batches``: pipeline id, item ids) and prefetch LLM work."""
+) -> int:
+    """Fetch the passages of every pending shard (``batches``: pipeline id, item ids) and prefetch LLM work.
+
+    Returns the number of (question, passages, candidates) items handed to a ``prefetch``.
+    """
     from ragrade.llm.base import run_sync
     from ragrade.retrieval.query_memo import sharing_enabled
 
     if not sharing_enabled():
-        return WarmStats()
+        return 0
     todo: dict[str, tuple[PipelineSpec, list[Question]]] = {}
     for pid, items in batches:
         spec = PipelineSpec.model_validate(dict(pipelines[pid]))
         if _warmable(spec):
             todo[json.dumps([pid, list(items)])] = (spec, res.select(list(items)))
-    if not todo:
-        return WarmStats()
-    found = run_sync(retrieve_all(res, todo))
-    by_llm: dict[str, dict[tuple[str, tuple[str, ...], tuple[str, ...]], None]] = {}
+    found = run_sync(retrieve_all(res, todo)) if todo else {}
+    wanted: dict[str, tuple[Prefetching, dict[PrefetchItem, None]]] = {}
     for key, ctxs in found.items():
         spec, qs = todo[key]
-        llm = res.llm(spec.llm)
+        try:
+            llm = res.llm(spec.llm)
+        except Exception:  # e.g. an unknown model or a missing package: the shard meets it and reports it
+            continue
         if not isinstance(llm, Prefetching):
             continue
         method = answer_method(llm, spec)
-        wanted = by_llm.setdefault(spec.llm, {})
+        items_of = wanted.setdefault(spec.llm, (llm, {}))[1]
         for q, ctx in zip(qs, ctxs, strict=True):
             if ctx.error is None and ctx.passages:
-                wanted[(q.question, tuple(ctx.passages), tuple(candidate_texts(q, answer, method)))] = None
+                items_of[(q.question, tuple(ctx.passages), tuple(candidate_texts(q, answer, method)))] = None
     done = 0
-    for llm_spec, wanted in by_llm.items():
-        llm = res.llm(llm_spec)
-        if not isinstance(llm, Prefetching):  # pragma: no cover - checked above
-            continue
+    for llm_spec, (backend, items_of) in wanted.items():
         try:
-            llm.prefetch(list(wanted))
+            backend.prefetch(list(items_of))
         except Exception as exc:  # the shards do the work themselves and record any failure on their rows
             log.debug("prefetch for %s failed: %s", llm_spec, exc)
             continue
-        done += len(wanted)
-    return WarmStats(batches=len(found), prefetched=done)
+        done += len(items_of)
+    return done
 
 
-__all__ = ["PrefetchItem", "Prefetching", "WarmStats", "warm"]
+__all__ = ["PrefetchItem", "Prefetching", "warm"]
