@@ -59,7 +59,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_shared_prefix_equals_per_choice(tiny_model: str) -> None:
-    shared = narrow(create_llm(f"hf/{tiny_model}", cache=False), HFLLM)
+    shared = narrow(create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="shared-prefix"), HFLLM)
     naive = narrow(create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice"), HFLLM)
     reqs = [
         LoglikelihoodRequest("The capital of France is ", ("Paris", "Rome", "the river bank", "450 euros")),
@@ -79,7 +79,9 @@ def test_shared_prefix_equals_per_choice(tiny_model: str) -> None:
 
 
 def test_shared_prefix_saves_forwards_on_long_context(tiny_model: str) -> None:
-    shared = narrow(create_llm(f"hf/{tiny_model}", cache=False, max_batch=2), HFLLM)  # also exercises cache copies
+    shared = narrow(  # max_batch=2 also exercises copies of the context's cache
+        create_llm(f"hf/{tiny_model}", cache=False, max_batch=2, loglikelihood_method="shared-prefix"), HFLLM
+    )
     naive = narrow(create_llm(f"hf/{tiny_model}", cache=False, loglikelihood_method="per-choice"), HFLLM)
     ctx = " ".join(TEXT[:12])
     req = [LoglikelihoodRequest(ctx, (" Paris", " Rome is", " 100", " lazy dog"))]

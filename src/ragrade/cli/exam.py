@@ -13,6 +13,8 @@ from ragrade.cli.common import LOADING, check_out_file, command_progress, echo_j
 from ragrade.cli.flags import with_flags
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
+    DeviceOption,
+    DtypeOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
@@ -101,6 +103,8 @@ class GenerateFlags:
     no_cache: NoCacheOption = False
     timeout: TimeoutOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     temperature: Annotated[
         float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (default 0.7).")
@@ -175,7 +179,7 @@ class GenerateFlags:
         """The :class:`~ragrade.llm.options.LLMOptions` layer of the generator's LLM flags."""
         return llm_layer(
             llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-            max_retries=self.max_retries, no_cache=self.no_cache,
+            max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
         )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """The LLM flags every verb that talks to an LLM offers, declared once, and the config layer they make.
 
-``--llm-base-url``, ``--concurrency``, ``--timeout``, ``--max-retries``, ``--no-cache`` and the root
+``--llm-base-url``, ``--concurrency``, ``--timeout``, ``--max-retries``, ``--no-cache``, ``--device``,
+``--dtype`` and the root
 ``--dry-run`` fill a :class:`~ragrade.llm.options.LLMOptions` layer (:func:`llm_flag_layer`; ``None``
 means not given), merged over the config file's options by :func:`ragrade.config.build_config`. The help
 texts quote the model's defaults, so they cannot drift from it.
@@ -28,13 +29,35 @@ LlmBaseUrlOption = Annotated[
 ]
 ConcurrencyOption = Annotated[
     int | None,
-    typer.Option("--concurrency", min=1, help=f"LLM requests in flight (default {option_default('concurrency')})."),
+    typer.Option(
+        "--concurrency",
+        min=1,
+        help=f"LLM requests in flight to a server (default {option_default('concurrency')}; in-process hf/ "
+        "batches what every shard sends instead).",
+    ),
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        help="Where hf/ models run: auto (default: CUDA, else Apple MPS, else the CPU), cpu, cuda, cuda:N, mps.",
+    ),
+]
+DtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype",
+        help="hf/ weights: auto (default: bfloat16 on a GPU, float32 on the CPU), float32, bfloat16, float16.",
+    ),
 ]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Do not use the LLM response cache.")]
 TimeoutOption = Annotated[
     float | None,
     typer.Option(
-        "--timeout", min=0.1, help=f"Seconds per LLM request attempt (default {option_default('timeout'):g})."
+        "--timeout",
+        min=0.1,
+        help=f"Seconds per LLM request attempt (default {option_default('timeout'):g}; not given, it is learned "
+        "from the server's replies, up to 4 times that).",
     ),
 ]
 MaxRetriesOption = Annotated[
@@ -54,6 +77,8 @@ def llm_layer(
     timeout: float | None = None,
     max_retries: int | None = None,
     no_cache: bool = False,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> dict[str, object]:
     """The :class:`~ragrade.llm.options.LLMOptions` layer of the LLM flags (a command's typed values) and the
     root ``--dry-run``; only what was given (an absent flag never overrides a config file)."""
@@ -63,6 +88,8 @@ def llm_layer(
         "timeout": timeout,
         "max_retries": max_retries,
         "cache": False if no_cache else None,
+        "device": device,
+        "dtype": dtype,
         "dry_run": dry_run_requested() or None,  # `ragrade --dry-run`: shipped to every worker with the options
     }
     return {k: v for k, v in layer.items() if v is not None}
@@ -70,7 +97,12 @@ def llm_layer(
 
 def llm_flag_layer(params: Mapping[str, object]) -> dict[str, object]:
     """:func:`llm_layer` of a command's parsed parameters by name (``llm_base_url``, ``concurrency``,
-    ``timeout``, ``max_retries``, ``no_cache``); prefer :func:`llm_layer`, which takes them typed."""
+    ``timeout``, ``max_retries``, ``no_cache``, ``device``, ``dtype``); prefer :func:`llm_layer`, which takes
+    them typed."""
+
+    def text(name: str) -> str | None:
+        value = params.get(name)
+        return value if isinstance(value, str) else None
 
     def number(name: str) -> float | None:
         value = params.get(name)
@@ -83,11 +115,15 @@ def llm_flag_layer(params: Mapping[str, object]) -> dict[str, object]:
         timeout=number("timeout"),
         max_retries=None if retries is None else int(retries),
         no_cache=bool(params.get("no_cache")),
+        device=text("device"),
+        dtype=text("dtype"),
     )
 
 
 __all__ = [
     "ConcurrencyOption",
+    "DeviceOption",
+    "DtypeOption",
     "LlmBaseUrlOption",
     "MaxRetriesOption",
     "NoCacheOption",

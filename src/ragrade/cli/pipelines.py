@@ -24,6 +24,8 @@ from ragrade.cli.common import split_list
 from ragrade.cli.flags import with_flags
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
+    DeviceOption,
+    DtypeOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
@@ -167,6 +169,8 @@ class GridFlags:
     no_cache: NoCacheOption = False
     timeout: TimeoutOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
 
     def layer(self) -> dict[str, object]:
         """The config layer of these flags (the grid axes in the one spelling of :class:`GridConfig`)."""
@@ -187,6 +191,8 @@ class GridFlags:
             no_cache=self.no_cache,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            device=self.device,
+            dtype=self.dtype,
         )
         layer = _prune(
             {

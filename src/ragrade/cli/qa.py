@@ -22,6 +22,8 @@ from ragrade.cli.common import (
 )
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
+    DeviceOption,
+    DtypeOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
@@ -113,6 +115,8 @@ class JudgeFlags:
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, help="Answers per saved batch.")] = None
     concurrency: ConcurrencyOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
     timeout: TimeoutOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     no_cache: NoCacheOption = False
@@ -139,7 +143,7 @@ class JudgeFlags:
             "batch_size": self.batch_size,
             "llm_options": llm_layer(
                 llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-                max_retries=self.max_retries, no_cache=self.no_cache,
+                max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
             ),
         }  # fmt: skip
 
@@ -233,6 +237,8 @@ class QAGenerateFlags:
     no_cache: NoCacheOption = False
     timeout: TimeoutOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print the funnel as JSON.")] = False
 
@@ -263,7 +269,7 @@ class QAGenerateFlags:
 
         layer = llm_layer(
             llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-            max_retries=self.max_retries, no_cache=self.no_cache,
+            max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
         )  # fmt: skip
         return create_llm(self.llm, options=build_config(LLMOptions, layer, source="LLM options"))
 

@@ -15,7 +15,14 @@ import typer
 
 from ragrade.cli.common import command_progress, echo_json, output_path, split_list
 from ragrade.cli.flags import with_flags
-from ragrade.cli.llm_flags import LlmBaseUrlOption, MaxRetriesOption, TimeoutOption, llm_layer
+from ragrade.cli.llm_flags import (
+    DeviceOption,
+    DtypeOption,
+    LlmBaseUrlOption,
+    MaxRetriesOption,
+    TimeoutOption,
+    llm_layer,
+)
 from ragrade.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
@@ -43,13 +50,18 @@ POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, thres
 
 
 def _llm_options(
-    llm_base_url: str | None, *, timeout: float | None = None, max_retries: int | None = None
+    llm_base_url: str | None,
+    *,
+    timeout: float | None = None,
+    max_retries: int | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
 ) -> LLMOptions:
     """The LLM options of the LLM flags (over the defaults of LLMOptions; `ragrade --dry-run` included)."""
     from ragrade.config import build_config
     from ragrade.llm.options import LLMOptions
 
-    layer = llm_layer(llm_base_url=llm_base_url, timeout=timeout, max_retries=max_retries)
+    layer = llm_layer(llm_base_url=llm_base_url, timeout=timeout, max_retries=max_retries, device=device, dtype=dtype)
     return build_config(LLMOptions, layer, source="LLM options")
 
 
@@ -209,6 +221,8 @@ class AskFlags:
     reranker: Annotated[str | None, typer.Option("--reranker", help="Cross-encoder model folder for rerank.")] = None
     timeout: TimeoutOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
     query_tx: Annotated[str | None, typer.Option("--query", help=QUERY_HELP)] = None
     post: Annotated[str | None, typer.Option("--post", help=POST_HELP)] = None
     transform_llm: Annotated[
@@ -247,7 +261,9 @@ def _open_assistant(index_dir: Path, flags: AskFlags, *, one_question: bool) -> 
 
     from ragrade import api
 
-    options = _llm_options(flags.llm_base_url, timeout=flags.timeout, max_retries=flags.max_retries)
+    options = _llm_options(
+        flags.llm_base_url, timeout=flags.timeout, max_retries=flags.max_retries, device=flags.device, dtype=flags.dtype
+    )
     started = time.monotonic()
     assistant = api.open_assistant(
         index_dir, retriever=flags.retriever, k=flags.k, llm=flags.llm, llm_options=options,

@@ -11,6 +11,8 @@ import typer
 from ragrade.cli.flags import with_flags
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
+    DeviceOption,
+    DtypeOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
@@ -125,6 +127,8 @@ class RunFlags:
     concurrency: ConcurrencyOption = None
     timeout: TimeoutOption = None
     max_retries: MaxRetriesOption = None
+    device: DeviceOption = None
+    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     config: Annotated[Path | None, typer.Option("--config", help="TOML with a \\[robust] table of these options.")] = (
         None
@@ -147,7 +151,7 @@ class RunFlags:
             "limit": self.limit,
             "llm_options": llm_layer(
                 llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-                max_retries=self.max_retries, no_cache=self.no_cache,
+                max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
             ),
         }  # fmt: skip
 

@@ -10,6 +10,8 @@ import typer
 from ragrade.cli.common import echo_json, output_path, quiet_requested
 from ragrade.cli.llm_flags import (
     ConcurrencyOption,
+    DeviceOption,
+    DtypeOption,
     LlmBaseUrlOption,
     MaxRetriesOption,
     NoCacheOption,
@@ -79,6 +81,8 @@ def run_cmd(
     timeout: TimeoutOption = None,
     max_retries: MaxRetriesOption = None,
     no_cache: NoCacheOption = False,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
 ) -> None:
     """Run a job config end to end."""
     from ragrade import api
@@ -96,7 +100,7 @@ def run_cmd(
         overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
     llm = llm_flag_layer(
         {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
-         "max_retries": max_retries, "no_cache": no_cache}
+         "max_retries": max_retries, "no_cache": no_cache, "device": device, "dtype": dtype}
     )  # fmt: skip
     if llm:  # over the config's [llm] table (and `ragrade --dry-run run`)
         overrides["llm"] = llm

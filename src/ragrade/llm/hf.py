@@ -32,12 +32,19 @@ from ragrade.errors import ConfigError
 from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
+from ragrade.llm.coalesce import Coalescer
 from ragrade.llm.core import BaseLLM, log
+from ragrade.llm.device import resolve as resolve_placement
 from ragrade.llm.gguf import model_label
+from ragrade.llm.hf_tree import TreeScorer
 from ragrade.llm.limits import LimitConfig
 from ragrade.llm.llamacpp import gguf_identity
+from ragrade.llm.prefix_tree import Item
 
-METHODS = ("shared-prefix", "per-choice")
+METHODS = ("prefix-tree", "shared-prefix", "per-choice")
+#: token positions per forward pass on the CPU (rows x padded length); a GPU's budget follows its free memory
+CPU_BATCH_TOKENS = 8192
+GPU_BATCH_TOKENS_MAX = 65536
 
 
 @dataclass
@@ -71,13 +78,17 @@ class HFLLM(BaseLLM):
         cache: ResponseCache | None = None,
         limits: LimitConfig | None = None,
         seed: int | None = 0,
-        device: str = "cpu",
-        dtype: str = "float32",
-        loglikelihood_method: str = "shared-prefix",
+        device: str | None = None,
+        dtype: str | None = None,
+        loglikelihood_method: str = "prefix-tree",
         max_batch: int = 32,
+        batch_tokens: int | None = None,
         trust_remote_code: bool = False,
     ) -> None:
         super().__init__(model, cache=cache, limits=limits, seed=seed)
+        # the device and dtype first: a wrong one fails before any file is read
+        self.placement = resolve_placement(device, dtype, require("torch", purpose="the hf backend"), f"hf/{model}")
+        self.device, self.dtype = self.placement.device, self.placement.dtype
         self.gguf = _gguf_file(model)  # a GGUF file (embedded name or *.gguf path), loaded dequantised
         path = self.gguf.parent if self.gguf is not None else Path(model).expanduser()
         if self.gguf is None and not path.is_dir():
@@ -86,15 +97,15 @@ class HFLLM(BaseLLM):
             )
         if loglikelihood_method not in METHODS:
             raise ConfigError(f"loglikelihood_method must be one of {', '.join(METHODS)}, got '{loglikelihood_method}'")
+        if batch_tokens is not None and batch_tokens < 1:
+            raise ConfigError(f"batch_tokens must be positive, got {batch_tokens}")
         self.path = path
-        self.device = device
-        self.dtype = dtype
         self.method = loglikelihood_method
         self.max_batch = max_batch
         self.seed = seed
         self.forwards = ForwardStats()
         self._fingerprint = _fingerprint(path) if self.gguf is None else gguf_identity(model, self.gguf)[0]
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         torch = require("torch", purpose="the hf backend")
         tf = require("transformers", purpose="the hf backend")
         load_kw: JSONObject = {"trust_remote_code": trust_remote_code}
@@ -106,15 +117,21 @@ class HFLLM(BaseLLM):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             self.tokenizer = tf.AutoTokenizer.from_pretrained(str(path), **load_kw)
-            self.lm = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, dtype), **load_kw).to(
-                device
-            )
+            self.lm = tf.AutoModelForCausalLM.from_pretrained(
+                str(path), dtype=getattr(torch, self.dtype), **load_kw
+            ).to(self.device)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"hf/{model}: cannot load the model or tokenizer: {str(exc).splitlines()[0]}") from exc
         self.lm.eval()
         if self.gguf is not None:
             _gguf_chat_template(self.tokenizer, str(getattr(self.lm.config, "model_type", "")))
         self._torch = torch
+        self._batch_tokens = batch_tokens
+        self.tree = TreeScorer(self.lm, torch, self.device, budget=self._tree_budget(), empty_cache=self._empty_cache)
+        self._tree_checked: str | None = None  # None: not yet; "" passed; else why not
+        self._batcher: Coalescer[LoglikelihoodRequest, LoglikelihoodResult] = Coalescer(
+            self._loglikelihood_sync, name=f"ragrade-hf-{model_label(model)}"
+        )
 
     def _identity(self) -> JSONObject:
         return {"provider": self.provider, "model": self._fingerprint, "dtype": self.dtype}
@@ -124,7 +141,8 @@ class HFLLM(BaseLLM):
         return await asyncio.to_thread(self._locked, self._generate_sync, reqs)
 
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        return await asyncio.to_thread(self._locked, self._loglikelihood_sync, reqs)
+        # every caller's requests (all shards in flight) are merged into the batcher's next batch
+        return await self._batcher.run(reqs)
 
     def _locked(self, fn: Any, reqs: object) -> Any:
         with self._lock:
@@ -204,27 +222,109 @@ class HFLLM(BaseLLM):
         return ctx_ids, cont_ids
 
     def _loglikelihood_sync(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        out = []
-        for req in reqs:
-            try:
-                ctx, conts = self.encode_pair(req.context, req.continuations)
-                if self.method == "shared-prefix":
-                    try:
-                        scores = self.shared_prefix_scores(ctx, conts)
-                        method = "shared-prefix"
-                    except (AttributeError, NotImplementedError, TypeError) as exc:
-                        log.warning(
-                            "%s: shared-prefix scoring unsupported by this model (%s); using per-choice", self.name, exc
-                        )
-                        self.method = "per-choice"
-                        scores, method = self.per_choice_scores(ctx, conts), "per-choice"
-                else:
-                    scores, method = self.per_choice_scores(ctx, conts), "per-choice"
-                out.append(LoglikelihoodResult(logprobs=scores, token_counts=[len(c) for c in conts], method=method))
-            except Exception as exc:
-                log.debug("hf log-likelihood failed", exc_info=True)
-                out.append(LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}"))
-        return out
+        """Score ``reqs`` (every request of every caller that the batcher merged) as one batch."""
+        with self._lock:
+            encoded: list[Item | None] = []
+            out: list[LoglikelihoodResult | None] = [None] * len(reqs)
+            for n, req in enumerate(reqs):
+                try:
+                    ctx, conts = self.encode_pair(req.context, req.continuations)
+                    encoded.append(Item(tuple(ctx), tuple(tuple(c) for c in conts)))
+                except Exception as exc:  # a request the tokenizer cannot take is that request's failure
+                    log.debug("hf encoding failed", exc_info=True)
+                    encoded.append(None)
+                    out[n] = LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}")
+            todo = [n for n, it in enumerate(encoded) if it is not None]
+            items = [it for it in encoded if it is not None]
+            for n, result in zip(todo, self._score_items(items), strict=True):
+                out[n] = result
+            return [r for r in out if r is not None]
+
+    def _score_items(self, items: list[Item]) -> list[LoglikelihoodResult]:
+        """Scores of encoded requests by the configured method (prefix-tree batches by default)."""
+        if self.method == "prefix-tree" and items and self._tree_ok(items):
+            tree_ok = [n for n, it in enumerate(items) if self._fits_tree(it)]
+            results: list[LoglikelihoodResult | None] = [None] * len(items)
+            if tree_ok:
+                got = self.tree.score([items[n] for n in tree_ok], stop=_stopping)
+                for n, scores in zip(tree_ok, got, strict=True):
+                    results[n] = self._result(items[n], scores, "prefix-tree")
+            for n, it in enumerate(items):
+                if results[n] is None:  # longer than the model's sliding window: its own masks
+                    results[n] = self._one(it, "shared-prefix")
+            return [r for r in results if r is not None]
+        method = "per-choice" if self.method == "per-choice" else "shared-prefix"
+        return [self._one(it, method) for it in items]
+
+    def _one(self, it: Item, method: str) -> LoglikelihoodResult:
+        ctx, conts = list(it.ctx), [list(c) for c in it.conts]
+        try:
+            if method == "shared-prefix":
+                try:
+                    return self._result(it, self.shared_prefix_scores(ctx, conts), method)
+                except (AttributeError, NotImplementedError, TypeError) as exc:
+                    log.warning(
+                        "%s: shared-prefix scoring unsupported by this model (%s); using per-choice", self.name, exc
+                    )
+                    self.method = "per-choice"
+            return self._result(it, self.per_choice_scores(ctx, conts), "per-choice")
+        except Exception as exc:
+            log.debug("hf log-likelihood failed", exc_info=True)
+            return LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _result(it: Item, scores: list[float] | str, method: str) -> LoglikelihoodResult:
+        if isinstance(scores, str):  # the batch scorer's error for this request
+            return LoglikelihoodResult(logprobs=None, error=scores)
+        return LoglikelihoodResult(
+            logprobs=scores, token_counts=[len(c) for c in it.conts], method=method, prompt_tokens=len(it.ctx)
+        )
+
+    # -- the batched scorer's settings and its once-per-model check --------------------------------------------------
+    def _tree_budget(self) -> int:
+        """Token positions per forward pass: ``batch_tokens`` when given, else from the device's free memory."""
+        if self._batch_tokens is not None:
+            return self._batch_tokens
+        torch = self._torch
+        if self.placement.kind != "cuda":
+            return CPU_BATCH_TOKENS
+        free, _total = torch.cuda.mem_get_info(torch.device(self.device))
+        cfg = self.lm.config
+        hidden = int(getattr(cfg, "hidden_size", 0) or 4096)
+        inner = int(getattr(cfg, "intermediate_size", 0) or 4 * hidden)
+        per_token = torch.finfo(getattr(torch, self.dtype)).bits // 8 * (8 * hidden + 3 * inner)
+        return int(max(1024, min(GPU_BATCH_TOKENS_MAX, 0.4 * free / per_token)))
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Requests a grid should keep in flight to fill this backend's batches (two batches' worth)."""
+        return max(64, 2 * self.tree.budget // 256)
+
+    def _empty_cache(self) -> None:
+        if self.placement.kind == "cuda":
+            self._torch.cuda.empty_cache()
+
+    def _fits_tree(self, it: Item) -> bool:
+        """Whether the request is shorter than the model's sliding window (the tree mask has no window)."""
+        window = getattr(self.lm.config, "sliding_window", None)
+        longest = len(it.ctx) + max((len(c) for c in it.conts), default=0)
+        return not isinstance(window, int) or window <= 0 or longest <= window
+
+    def _tree_ok(self, items: Sequence[Item]) -> bool:
+        """Check once per model that batched scores equal full forwards (on up to three of ``items``)."""
+        if self._tree_checked is None:
+            probe = [it for it in items if self._fits_tree(it)][:3]
+            if not probe:
+                return True
+            tol = 1e-3 if self.dtype == "float32" else 0.25
+            why = self.tree.check(probe, lambda it: self.per_choice_scores(list(it.ctx), [list(c) for c in it.conts]),
+                                  tol)  # fmt: skip
+            self._tree_checked = why or ""
+            if why:
+                log.warning("%s: prefix-tree batching is not exact for this model (%s); scoring one request at a "
+                            "time (shared-prefix)", self.name, why)  # fmt: skip
+                self.method = "shared-prefix"
+        return not self._tree_checked
 
     def shared_prefix_scores(self, ctx: list[int], conts: list[list[int]]) -> list[float]:
         """Encode ``ctx`` once, then score all continuations from its cached keys/values (batched)."""
@@ -275,6 +375,17 @@ class HFLLM(BaseLLM):
                 scores.append(float(sum(lp[n - 1 + j, t] for j, t in enumerate(c))))
         return scores
 
+    def scoring_stats(self) -> JSONObject:
+        """Forward passes and token positions of log-likelihood scoring so far (batched and one at a time)."""
+        out: JSONObject = dict(self.tree.stats.as_dict())
+        out["one_at_a_time"] = {"forward_passes": self.forwards.calls, "token_positions": self.forwards.tokens}
+        out["batches_taken"] = len(self._batcher.batches)
+        return out
+
+    def close(self) -> None:
+        """End the batcher's thread."""
+        self._batcher.close()
+
     def describe(self) -> JSONObject:
         """Arguments for the run manifest."""
         out = super().describe()
@@ -283,14 +394,27 @@ class HFLLM(BaseLLM):
             fingerprint=self._fingerprint,
             device=self.device,
             dtype=self.dtype,
+            placement=self.placement.describe(),
             loglikelihood_method=self.method,
+            batch_tokens=self.tree.budget,
+            # what scoring computed: token positions against the plain count (one full sequence per option)
+            scoring=self.scoring_stats(),
         )
+        # requests are not limited in flight: every shard's requests join the batcher's next batch
+        out["limits"] = {"concurrency": None, "note": "in-process: batched by token positions (batch_tokens)"}
         if self.gguf is not None:
             out.update(gguf_file=str(self.gguf), file_size=self.gguf.stat().st_size)
             sha = gguf_identity(self.model, self.gguf)[1]
             if sha:
                 out["sha256"] = sha
         return out
+
+
+def _stopping() -> bool:
+    """True once a stop (Ctrl-C / SIGTERM) was asked for: the scorer leaves the remaining passes."""
+    from ragrade import interrupt
+
+    return interrupt.requested()
 
 
 def _gguf_file(model: str) -> Path | None:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 #: options that change how fast answers come, never what they are (left out of resume fingerprints)
 THROUGHPUT_OPTIONS = ("concurrency", "cache", "cache_dir", "timeout", "max_retries", "rpm", "backoff_s")
@@ -41,6 +41,7 @@ _BACKEND_OPTIONS = (
     "dtype",
     "loglikelihood_method",
     "max_batch",
+    "batch_tokens",
     "trust_remote_code",
     "replay_from",
 )
@@ -70,7 +71,11 @@ class LLMOptions(BaseModel):
         description="Base URL of an OpenAI-compatible server (default: $OPENAI_BASE_URL, else the OpenAI API).",
     )
     concurrency: int = Field(default=16, ge=1, description="LLM requests in flight (the ceiling of the adaptive cap).")
-    timeout: float = Field(default=60.0, gt=0, description="Seconds per LLM request attempt.")
+    timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds per LLM request attempt (left at the default: learned from the replies, up to 4x).",
+    )
     max_retries: int = Field(default=5, ge=0, description="Retries of a failed LLM request; then it is missing.")
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute (default: no limit).")
     backoff_s: float = Field(default=0.5, gt=0, description="First backoff delay before a retry (doubling, jittered).")
@@ -97,14 +102,43 @@ class LLMOptions(BaseModel):
     )
     n_ctx: int | None = Field(default=None, ge=16, description="llamacpp: context window in tokens (default 4096).")
     flash_attn: bool | None = Field(default=None, description="llamacpp: flash attention (default off).")
-    device: str | None = Field(default=None, description="hf: torch device (default cpu).")
-    dtype: str | None = Field(default=None, description="hf: weights dtype (default float32).")
-    loglikelihood_method: str | None = Field(default=None, description="hf: shared-prefix (default) or per-choice.")
-    max_batch: int | None = Field(default=None, ge=1, description="hf: sequences per forward pass (default 32).")
+    device: str | None = Field(
+        default=None,
+        description="hf: auto (default: CUDA, else Apple MPS, else the CPU), cpu, cuda[:N], mps.",
+    )
+    dtype: str | None = Field(
+        default=None,
+        description="hf: auto (default: bfloat16 on a GPU, float32 on the CPU), float32, bfloat16, float16.",
+    )
+    loglikelihood_method: str | None = Field(
+        default=None, description="hf: prefix-tree (default, batched), shared-prefix or per-choice (one at a time)."
+    )
+    max_batch: int | None = Field(
+        default=None, ge=1, description="hf: continuations per forward of the one-at-a-time shared-prefix method."
+    )
+    batch_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="hf: token positions per batched forward pass (default: from free GPU memory; 8192 on the CPU).",
+    )
     trust_remote_code: bool | None = Field(default=None, description="hf: run the model folder's own code.")
     replay_from: str | None = Field(
         default=None, description="replay: the finished run whose responses replay/... LLMs answer with."
     )
+
+    @field_validator("device", "dtype")
+    @classmethod
+    def _known_placement(cls, value: str | None, info: object) -> str | None:
+        """A device or dtype name that exists somewhere (whether it runs here is checked when a model loads)."""
+        from ragrade.errors import ConfigError
+        from ragrade.llm.device import check_names
+
+        name = getattr(info, "field_name", "")
+        try:
+            check_names(value if name == "device" else None, value if name == "dtype" else None)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     def backend_kwargs(self) -> dict[str, object]:
         """The backend options that are set (keyword arguments of the backend's factory)."""

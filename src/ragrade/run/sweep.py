@@ -37,7 +37,7 @@ from ragrade.exam.files import Question, read_exam
 from ragrade.io import now_iso
 from ragrade.llm.options import THROUGHPUT_OPTIONS
 from ragrade.run.answer import EXAM_WORKER
-from ragrade.run.executors import Executor, Shard, create_executor, plan_shards, run_shards
+from ragrade.run.executors import Executor, LocalExecutor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
 from ragrade.run.prompts import resolve_template
 from ragrade.run.records import Row, Sample, WorkerContext
@@ -331,6 +331,21 @@ def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
             res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
 
 
+def fill_in_process(exe: Executor, res: Resources, specs: Sequence[PipelineSpec], cfg: SweepConfig) -> None:
+    """Enough shards in flight on the local executor to fill the batches of an in-process LLM.
+
+    An in-process backend that batches (``hf/``) merges the requests of every shard in flight into its next
+    batch and says how many requests it wants in flight (``requests_in_flight``); the local executor then
+    runs that many requests' worth of shards at once, unless ``parallel_shards`` was set. ``concurrency``
+    (requests in flight to a server) does not apply to such backends.
+    """
+    if not isinstance(exe, LocalExecutor) or "parallel_shards" in cfg.model_fields_set:
+        return
+    wanted = [int(getattr(res.llm(s.llm), "requests_in_flight", 0) or 0) for s in specs if s.llm not in ("none", "-")]
+    if wanted and max(wanted) > 0:
+        exe.parallel = max(exe.parallel, -(-max(wanted) // cfg.shard_size))
+
+
 def _describe(get: Callable[..., object], *args: str | PipelineSpec) -> object:
     try:
         obj = get(*args)
@@ -361,6 +376,7 @@ def run_sweep(
     from ragrade.run.pipeline import resources_for
 
     check_components(resources_for(context), specs)  # validate everything before writing anything
+    fill_in_process(exe, resources_for(context), specs, cfg)
     if overwrite:
         clear_run_dir(run_dir)
     digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
@@ -526,6 +542,7 @@ __all__ = [
     "check_components",
     "clear_run_dir",
     "executor_for",
+    "fill_in_process",
     "pipeline_context",
     "plan_items",
     "run_grid",

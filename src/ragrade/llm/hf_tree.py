@@ -1,0 +1,198 @@
+"""The hf backend's batched scorer: prefix-tree rows (:mod:`ragrade.llm.prefix_tree`) through a transformers model.
+
+One forward pass per batch of rows: token ids padded on the right, position ids = tree depths, and a 4-D
+additive attention mask built on the device from the rows' subtree ends (``k <= q < end[k]``), which
+transformers hands to the attention as it is. Only the positions whose logits are needed (the last context
+token and each continuation token but the last) go through the output layer: a pre-hook on the model's
+output embeddings gathers their hidden states, so the model's own head, and whatever it applies after it
+(a logit soft-cap, a scale), computes ``[positions, vocabulary]`` logits instead of ``[rows, length,
+vocabulary]``. Log-softmax runs in float32 whatever the weights' dtype; sums in float64.
+
+Out of memory (CUDA, MPS or the CPU allocator) halves the token budget and retries the same rows, down to
+one row per pass; a row that does not fit alone fails its requests with the error (missing, never dropped),
+and the budget stays halved for later batches (:attr:`TreeScorer.budget`).
+
+:meth:`TreeScorer.check` compares the batched scores of a probe with full forwards of each sequence (the
+``per-choice`` method) once per model: an architecture that ignores the custom mask or positions, or whose
+head the gather changes, is caught there and the backend falls back to per-request scoring, saying so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragrade.llm.core import log
+from ragrade.llm.prefix_tree import Item, Row, TreeStats, plan_batches, plan_rows
+
+Scores = list[float] | str  # a request's scores, or the error that failed it
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for an out-of-memory error of any torch device (CUDA, MPS, the CPU allocator)."""
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+class TreeScorer:
+    """Scores encoded requests in prefix-tree batches on one transformers model (see module docstring)."""
+
+    def __init__(
+        self,
+        lm: Any,
+        torch: Any,
+        device: str,
+        *,
+        budget: int,
+        row_cap: int = 2048,
+        share: bool = True,
+        empty_cache: Callable[[], None] | None = None,
+    ) -> None:
+        self.lm, self.torch, self.device = lm, torch, device
+        self.budget = max(1, budget)
+        self.row_cap = row_cap
+        self.share = share
+        self.stats = TreeStats()
+        self._empty_cache = empty_cache or (lambda: None)
+        self._dtype = next(lm.parameters()).dtype
+        pad = getattr(lm.config, "pad_token_id", None)
+        self._pad = int(pad) if isinstance(pad, int) and pad >= 0 else 0
+
+    # -- scoring -------------------------------------------------------------------------------------------------
+    def score(self, items: Sequence[Item], stop: Callable[[], bool] = lambda: False) -> list[Scores]:
+        """Per request, the summed log-probability of each continuation (or the error that failed it)."""
+        out: list[Scores] = ["not scored"] * len(items)
+        rows = plan_rows(items, max(self.row_cap, max((it.cost for it in items), default=1)), share=self.share)
+        self.stats.requests += len(items)
+        self.stats.plain_positions += sum(it.plain for it in items)
+        pending = plan_batches(rows, self.budget)
+        while pending:
+            batch = pending.pop(0)
+            if stop():
+                for row in [r for b in [batch, *pending] for r in b]:
+                    for i in row.items:
+                        out[i] = "stopped before this request was scored"
+                break
+            try:
+                got = self.forward(batch)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                self._empty_cache()
+                self.stats.oom_splits += 1
+                if len(batch) == 1:
+                    for i in batch[0].items:
+                        out[i] = f"out of memory on one row of {len(batch[0])} token positions: {str(exc)[:200]}"
+                    continue
+                width = max(len(r) for r in batch)
+                self.budget = max(width, (len(batch) * width) // 2)
+                log.warning("hf: out of memory on %d rows x %d tokens; token budget now %d", len(batch), width,
+                            self.budget)  # fmt: skip
+                pending = plan_batches(batch, self.budget) + pending
+                continue
+            for row, per_item in zip(batch, got, strict=True):
+                for i, scores in zip(row.items, per_item, strict=True):
+                    out[i] = scores
+        return out
+
+    def forward(self, rows: Sequence[Row]) -> list[list[list[float]]]:
+        """One forward pass over ``rows``: per row, per request, the score of each continuation."""
+        torch = self.torch
+        width = max(len(r) for r in rows)
+        n = len(rows)
+        ids = np.full((n, width), self._pad, dtype=np.int64)
+        pos = np.zeros((n, width), dtype=np.int64)
+        end = np.tile(np.arange(1, width + 1, dtype=np.int64), (n, 1))  # padding attends to itself only
+        flat: list[int] = []
+        for b, row in enumerate(rows):
+            m = len(row)
+            ids[b, :m], pos[b, :m], end[b, :m] = row.tokens, row.depth, row.end
+            flat.extend(b * width + p for per in row.targets for opt in per for p, _ in opt)
+        keep = np.unique(np.asarray(flat, dtype=np.int64))
+        with torch.inference_mode():
+            dev = self.device
+            t_ids, t_pos = torch.from_numpy(ids).to(dev), torch.from_numpy(pos).to(dev)
+            t_end = torch.from_numpy(end).to(dev)
+            idx = torch.arange(width, device=dev)
+            allowed = (idx[None, None, :] <= idx[None, :, None]) & (idx[None, :, None] < t_end[:, None, :])
+            mask = torch.zeros((n, 1, width, width), dtype=self._dtype, device=dev)
+            mask.masked_fill_(~allowed[:, None], torch.finfo(self._dtype).min)
+            del allowed
+            lp = self._gathered_logprobs(t_ids, t_pos, mask, torch.from_numpy(keep).to(dev))
+        self.stats.forward_passes += 1
+        self.stats.token_positions += sum(len(r) for r in rows)
+        self.stats.padded_positions += n * width
+        self.stats.batch_sizes.append(sum(len(r.items) for r in rows))
+        return self._sums(rows, width, keep, lp)
+
+    def _gathered_logprobs(self, ids: Any, pos: Any, mask: Any, keep: Any) -> Any:
+        """Float32 log-probabilities ``[len(keep), vocabulary]`` at the flat positions ``keep`` (b * width + p)."""
+        head = self.lm.get_output_embeddings()
+
+        def gather(_module: object, args: tuple[Any, ...]) -> tuple[Any, ...]:
+            hidden = args[0]
+            return (hidden.reshape(-1, hidden.shape[-1]).index_select(0, keep).unsqueeze(0), *args[1:])
+
+        handle = head.register_forward_pre_hook(gather)
+        try:
+            out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, logits_to_keep=0)
+        finally:
+            handle.remove()
+        logits = out.logits[0].float()
+        return self.torch.log_softmax(logits, dim=-1)
+
+    @staticmethod
+    def _sums(rows: Sequence[Row], width: int, keep: Any, lp: Any) -> list[list[list[float]]]:
+        where = {int(f): k for k, f in enumerate(keep.tolist())}
+        picks: list[tuple[int, int]] = []
+        for b, row in enumerate(rows):
+            for per in row.targets:
+                for opt in per:
+                    picks.extend((where[b * width + p], tok) for p, tok in opt)
+        if picks:
+            rows_t = lp.new_tensor([r for r, _ in picks], dtype=None).long()
+            cols_t = lp.new_tensor([c for _, c in picks], dtype=None).long()
+            values = lp[rows_t, cols_t].double().cpu().tolist()
+        else:
+            values = []
+        out: list[list[list[float]]] = []
+        at = 0
+        for row in rows:
+            per_row = []
+            for per in row.targets:
+                sums = []
+                for opt in per:
+                    sums.append(math.fsum(values[at : at + len(opt)]))
+                    at += len(opt)
+                per_row.append(sums)
+            out.append(per_row)
+        return out
+
+    # -- the once-per-model check --------------------------------------------------------------------------------
+    def check(self, items: Sequence[Item], reference: Callable[[Item], list[float]], tolerance: float) -> str | None:
+        """None when the batched scores of ``items`` equal ``reference`` (full forwards) within ``tolerance``,
+        else why not."""
+        rows = plan_rows(items, 1 << 30, share=True)
+        saved, self.stats = self.stats, TreeStats()  # the check is not the run's work
+        try:
+            got = self.forward(rows)
+        except Exception as exc:
+            if is_oom(exc):
+                return None  # the check itself did not fit: not evidence against the method
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        finally:
+            self.stats = saved
+        batched = {i: s for row, per in zip(rows, got, strict=True) for i, s in zip(row.items, per, strict=True)}
+        worst = 0.0
+        for i, it in enumerate(items):
+            ref = reference(it)
+            worst = max([worst, *(abs(a - b) for a, b in zip(batched[i], ref, strict=True))])
+        return None if worst <= tolerance else f"batched scores differ from full forwards by {worst:.3g} nats"
+
+
+__all__ = ["Scores", "TreeScorer", "is_oom"]

@@ -1,0 +1,205 @@
+"""Batched prefix-tree scoring in the hf backend: equal to one request at a time, whatever the batch.
+
+A tiny random Llama (built here, no download) in float32: the batched scores must equal scoring each
+request alone to 1e-5 nats, with mixed lengths, shared prefixes across requests, an out-of-memory split and
+prefix sharing switched off; and the batcher must merge concurrent callers into one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.llm.test_llm_hf import TEXT, build_tiny_model
+from tests.support.typed import narrow, some
+
+from ragrade.errors import ConfigError
+from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
+from ragrade.llm.hf import HFLLM
+from ragrade.llm.hf_tree import TreeScorer
+from ragrade.llm.prefix_tree import Item, Row
+
+SYSTEM = "Answer the question with the passage. " + TEXT[0] + " "
+
+
+def _requests() -> list[LoglikelihoodRequest]:
+    """Mixed lengths; several share a long system prompt, two share a whole context, one has an empty option."""
+    reqs = []
+    for n in range(9):
+        passage = " ".join(TEXT[n % 4 : n % 4 + 1 + n % 3])
+        ctx = f"{SYSTEM}Passage: {passage} Question {n}: what is it? Answer:"
+        reqs.append(LoglikelihoodRequest(ctx, (" Paris", " the lazy dog near", " 100 degrees", " 450 euros")))
+    reqs.append(LoglikelihoodRequest(reqs[0].context, (" Rome", " Paris", "")))  # same context, other options
+    reqs.append(LoglikelihoodRequest("Water boils at", (" 100", " 12 degrees Celsius at sea level.")))
+    reqs.append(LoglikelihoodRequest("", ("The quick", " fox")))
+    return reqs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-llama-batch"))
+
+
+def _llm(model: str, **kw: Any) -> HFLLM:
+    return narrow(create_llm(f"hf/{model}", cache=False, **kw), HFLLM)
+
+
+def _alone(llm: HFLLM, reqs: list[LoglikelihoodRequest]) -> list[list[float]]:
+    """Each request scored in a call of its own (its own batch)."""
+    return [some(loglikelihood(llm, [r])[0].logprobs) for r in reqs]
+
+
+def test_batched_equals_one_at_a_time_and_per_choice(tiny: str) -> None:
+    reqs = _requests()
+    batched = _llm(tiny)
+    out = loglikelihood(batched, reqs)
+    assert all(r.ok and r.method == "prefix-tree" for r in out), [r.error for r in out]
+    alone = _alone(_llm(tiny), reqs)
+    naive = loglikelihood(_llm(tiny, loglikelihood_method="per-choice"), reqs)
+    for r, a, n in zip(out, alone, naive, strict=True):
+        assert some(r.logprobs) == pytest.approx(a, abs=1e-5)
+        assert some(r.logprobs) == pytest.approx(some(n.logprobs), abs=1e-4)  # an independent reference
+        assert r.token_counts == n.token_counts
+    assert some(out[9].logprobs)[2] == 0.0  # the empty option
+    stats = batched.tree.stats
+    # one call of 12 requests: a few passes, far fewer positions than one full sequence per option
+    assert stats.forward_passes <= 2 and stats.requests == len(reqs)
+    assert stats.token_positions < 0.5 * stats.plain_positions
+    scoring = batched.describe()["scoring"]
+    assert isinstance(scoring, dict) and scoring["plain_positions"] == stats.plain_positions
+
+
+def test_sharing_on_and_off_give_the_same_numbers(tiny: str) -> None:
+    reqs = _requests()
+    shared, unshared = _llm(tiny), _llm(tiny)
+    unshared.tree.share = False
+    a, b = loglikelihood(shared, reqs), loglikelihood(unshared, reqs)
+    for ra, rb in zip(a, b, strict=True):
+        assert some(ra.logprobs) == pytest.approx(some(rb.logprobs), abs=1e-5)
+    # the shared system prompt and the repeated context are computed once per row, not once per request
+    assert shared.tree.stats.token_positions < unshared.tree.stats.token_positions
+
+
+def test_small_budget_many_passes_same_numbers(tiny: str) -> None:
+    reqs = _requests()
+    big, small = _llm(tiny), _llm(tiny, batch_tokens=64)
+    a, b = loglikelihood(big, reqs), loglikelihood(small, reqs)
+    assert small.tree.stats.forward_passes > big.tree.stats.forward_passes
+    for ra, rb in zip(a, b, strict=True):
+        assert some(ra.logprobs) == pytest.approx(some(rb.logprobs), abs=1e-5)
+
+
+class _OOMScorer(TreeScorer):
+    """Raises torch's out-of-memory error for any pass above ``limit`` padded positions (a simulated card)."""
+
+    limit = 0
+
+    def forward(self, rows: Any) -> list[list[list[float]]]:
+        width = max(len(r) for r in rows)
+        if len(rows) * width > self.limit:
+            import torch
+
+            raise torch.OutOfMemoryError(f"simulated: {len(rows)} x {width} positions")
+        return super().forward(rows)
+
+
+def _with_oom_scorer(llm: HFLLM, limit: int) -> _OOMScorer:
+    scorer = _OOMScorer(llm.lm, llm._torch, llm.device, budget=llm.tree.budget)
+    scorer.limit = limit
+    llm.tree = scorer
+    return scorer
+
+
+def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny: str) -> None:
+    reqs = _requests()
+    expected = loglikelihood(_llm(tiny), reqs)
+    llm = _llm(tiny)
+    longest = max(len(r) for r in _rows(llm, reqs))
+    scorer = _with_oom_scorer(llm, limit=2 * longest)
+    out = loglikelihood(llm, reqs)
+    assert scorer.stats.oom_splits >= 1 and scorer.budget < 8192
+    for r, e in zip(out, expected, strict=True):
+        assert r.ok, r.error
+        assert some(r.logprobs) == pytest.approx(some(e.logprobs), abs=1e-5)
+
+
+def test_a_row_that_never_fits_fails_its_requests_only(tiny: str) -> None:
+    reqs = _requests()
+    llm = _llm(tiny)
+    rows = _rows(llm, reqs)
+    longest = max(len(r) for r in rows)
+    _with_oom_scorer(llm, limit=longest - 1)  # the longest row cannot run even alone
+    out = loglikelihood(llm, reqs)
+    assert len(out) == len(reqs)
+    failed = [r for r in out if not r.ok]
+    assert failed and all("out of memory" in some(r.error) for r in failed)
+    assert any(r.ok for r in out)  # shorter rows still ran
+
+
+def _rows(llm: HFLLM, reqs: list[LoglikelihoodRequest]) -> list[Row]:
+    from ragrade.llm.prefix_tree import plan_rows
+
+    items = []
+    for r in reqs:
+        ctx, conts = llm.encode_pair(r.context, r.continuations)
+        items.append(Item(tuple(ctx), tuple(tuple(c) for c in conts)))
+    return plan_rows(items, 1 << 20)
+
+
+def test_concurrent_callers_are_merged_into_one_batch(tiny: str) -> None:
+    reqs = _requests()
+    llm = _llm(tiny)
+
+    async def many() -> list[list[float]]:
+        parts = await asyncio.gather(*(llm.aloglikelihood([r]) for r in reqs))
+        return [some(p[0].logprobs) for p in parts]
+
+    from ragrade.llm.base import run_sync
+
+    got = run_sync(many())
+    assert len(llm._batcher.batches) < len(reqs)  # twelve callers, fewer batches
+    assert max(llm._batcher.batches) > 1
+    for g, a in zip(got, _alone(_llm(tiny), reqs), strict=True):
+        assert g == pytest.approx(a, abs=1e-5)
+
+
+def test_device_auto_is_the_cpu_here_and_bad_devices_fail_before_loading(tiny: str, tmp_path: Path) -> None:
+    llm = _llm(tiny)
+    assert llm.device == "cpu" and llm.dtype == "float32"
+    assert llm.placement.asked_device == "auto"
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match=r"device 'cuda' is not available here \(available: .*cpu"):
+            create_llm(f"hf/{tmp_path / 'never-read'}", device="cuda")  # no folder: the device fails first
+    with pytest.raises(ConfigError, match="unknown dtype 'float8'"):
+        create_llm(f"hf/{tiny}", dtype="float8")
+    with pytest.raises(ConfigError, match="unknown device 'tpu'"):
+        create_llm(f"hf/{tiny}", device="tpu")
+
+
+def test_exam_take_fills_the_batches_and_records_the_positions(tiny: str, tmp_path: Path) -> None:
+    """Through `exam take`: the local executor runs enough shards at once that the batcher merges several
+    shards' requests, and the manifest records the device and the positions computed against the plain count."""
+    from tests.run.fakes import make_exam
+
+    from ragrade.cli.main import main
+    from ragrade.run.manifest import read_manifest
+    from ragrade.run.summary import read_responses
+
+    exam, out = tmp_path / "exam.jsonl", tmp_path / "run"
+    make_exam(exam, 24)
+    args = ["exam", "take", str(exam), "--out", str(out), "--retrievers", "closed,oracle", "--llm", f"hf/{tiny}"]
+    assert main([*args, "--shard-size", "4", "--device", "cpu", "--no-cache"]) == 0
+    rows = read_responses(out / "responses.parquet")
+    assert len(rows) == 48 and rows["error"].isna().all() and set(rows["ll_source"]) == {"prefix-tree"}
+    manifest = read_manifest(out)
+    assert manifest["executor"]["parallel"] >= 16  # 64 requests wanted in flight / 4 per shard
+    [llm] = [v for k, v in manifest["components"].items() if k.startswith("llm:")]
+    assert llm["placement"]["device"] == "cpu" and llm["placement"]["asked_device"] == "cpu"
+    scoring = llm["scoring"]
+    assert scoring["requests"] == 48 and scoring["largest_batch_requests"] > 4  # more than one shard per batch
+    assert 0 < scoring["token_positions"] < scoring["plain_positions"]
+    assert main([*args, "--device", "cuda:7"]) == 2  # no such GPU here (nor any): refused before loading
