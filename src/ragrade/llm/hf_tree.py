@@ -123,15 +123,17 @@ class TreeScorer:
             mask = torch.zeros((n, 1, width, width), dtype=self._dtype, device=dev)
             mask.masked_fill_(~allowed[:, None], torch.finfo(self._dtype).min)
             del allowed
-            lp = self._gathered_logprobs(t_ids, t_pos, mask, torch.from_numpy(keep).to(dev))
+            logits = self._gathered_logits(t_ids, t_pos, mask, torch.from_numpy(keep).to(dev))
+            del mask
+            sums = self._sums(rows, width, keep, logits)
         self.stats.forward_passes += 1
         self.stats.token_positions += sum(len(r) for r in rows)
         self.stats.padded_positions += n * width
         self.stats.batch_sizes.append(sum(len(r.items) for r in rows))
-        return self._sums(rows, width, keep, lp)
+        return sums
 
-    def _gathered_logprobs(self, ids: Any, pos: Any, mask: Any, keep: Any) -> Any:
-        """Float32 log-probabilities ``[len(keep), vocabulary]`` at the flat positions ``keep`` (b * width + p)."""
+    def _gathered_logits(self, ids: Any, pos: Any, mask: Any, keep: Any) -> Any:
+        """Float32 logits ``[len(keep), vocabulary]`` at the flat positions ``keep`` (b * width + p)."""
         head = self.lm.get_output_embeddings()
 
         def gather(_module: object, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -143,23 +145,24 @@ class TreeScorer:
             out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, logits_to_keep=0)
         finally:
             handle.remove()
-        logits = out.logits[0].float()
-        return self.torch.log_softmax(logits, dim=-1)
+        return out.logits[0].float()
 
-    @staticmethod
-    def _sums(rows: Sequence[Row], width: int, keep: Any, lp: Any) -> list[list[list[float]]]:
+    def _sums(self, rows: Sequence[Row], width: int, keep: Any, logits: Any) -> list[list[list[float]]]:
+        """Per row, per request, per continuation: the sum of its tokens' log-probabilities (log-softmax in
+        float32 as ``logit - logsumexp``, summed in float64)."""
+        torch = self.torch
         where = {int(f): k for k, f in enumerate(keep.tolist())}
         picks: list[tuple[int, int]] = []
         for b, row in enumerate(rows):
             for per in row.targets:
                 for opt in per:
                     picks.extend((where[b * width + p], tok) for p, tok in opt)
+        values: list[float] = []
         if picks:
-            rows_t = lp.new_tensor([r for r, _ in picks], dtype=None).long()
-            cols_t = lp.new_tensor([c for _, c in picks], dtype=None).long()
-            values = lp[rows_t, cols_t].double().cpu().tolist()
-        else:
-            values = []
+            at_rows = torch.tensor([r for r, _ in picks], dtype=torch.long, device=logits.device)
+            at_cols = torch.tensor([c for _, c in picks], dtype=torch.long, device=logits.device)
+            norm = torch.logsumexp(logits, dim=-1)
+            values = (logits[at_rows, at_cols] - norm[at_rows]).double().cpu().tolist()
         out: list[list[list[float]]] = []
         at = 0
         for row in rows:
