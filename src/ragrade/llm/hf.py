@@ -1,18 +1,25 @@
-"""The local Hugging Face transformers backend (``hf/<model path>``), CPU or GPU.
+"""The local Hugging Face transformers backend (``hf/<model path>``), on a GPU, Apple MPS or the CPU.
 
 Generation applies the tokenizer's chat template to ``messages`` (a plain
-``role: content`` layout when the tokenizer has none). Log-likelihood encodes the
-shared context once and scores every continuation from its cached keys/values in
-one batched forward (``shared-prefix``): for a 500-token context and four short
-options that is ~500 + 4x(option) token positions instead of 4x(500 + option) for
-the naive ``per-choice`` method, which stays available as a reference and as the
-fallback for architectures whose cache cannot be expanded. Both tokenise
-context and continuations separately (a trailing space of the context moves to
-the continuations), so they produce the same numbers.
+``role: content`` layout when the tokenizer has none), one request at a time.
+
+Log-likelihood (``prefix-tree``, the default) scores many requests per forward pass: every caller's requests
+(all the shards a grid has in flight) are merged by a batcher (:mod:`ragrade.llm.coalesce`) into one batch,
+laid out as prefix trees (:mod:`ragrade.llm.prefix_tree`: a context shared by its options, and a prefix shared
+by several requests, computed once) and run in padded passes under a token budget
+(:mod:`ragrade.llm.hf_tree`; out of memory halves it). The scores equal scoring each request alone up to
+floating-point rounding (checked once per model against full forwards; a model that fails the check is
+scored one request at a time, with a warning). ``shared-prefix`` scores one request at a time from the
+context's cached keys/values, ``per-choice`` runs one full sequence per option (the naive reference). All
+methods tokenise context and continuations separately (a trailing space of the context moves to the
+continuations), so they produce the same numbers.
+
+``device`` and ``dtype`` default to ``auto`` (:mod:`ragrade.llm.device`: CUDA, else MPS, else the CPU;
+bfloat16 on a GPU, float32 elsewhere), checked before anything is loaded, and printed at load.
 
 Models are loaded from a local path only (no download): a model folder, or a GGUF file
 (``hf/PATH.gguf``, or ``hf/gemma-3-270m`` for the embedded model) that transformers' GGUF loader
-dequantises (to float32 by default; needs ``pip install 'ragrade[gguf]'``). A GGUF tokenizer without a
+dequantises (needs ``pip install 'ragrade[gguf]'``). A GGUF tokenizer without a
 chat template gets its family's template, as in the ``llamacpp`` backend.
 """
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,6 +131,7 @@ class HFLLM(BaseLLM):
         except (OSError, ValueError) as exc:
             raise ConfigError(f"hf/{model}: cannot load the model or tokenizer: {str(exc).splitlines()[0]}") from exc
         self.lm.eval()
+        print(f"ragrade: {self.name} runs on {self.device} in {self.dtype}", file=sys.stderr)
         if self.gguf is not None:
             _gguf_chat_template(self.tokenizer, str(getattr(self.lm.config, "model_type", "")))
         self._torch = torch
