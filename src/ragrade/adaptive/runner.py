@@ -78,6 +78,7 @@ from ragrade.run.sweep import (
     check_components,
     clear_run_dir,
     executor_for,
+    fill_in_process,
     plan_items,
     worker_context,
 )
@@ -232,6 +233,7 @@ def run_adaptive(
 
     check_components(resources_for(context), s.specs)  # every component and option value before the first write
     exe = executor or executor_for(cfg)
+    fill_in_process(exe, resources_for(context), s.specs, cfg)
     digests = {sp.prompt: resolve_template(sp.prompt, context["prompts"]).digest for sp in s.specs}
     pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
     worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
