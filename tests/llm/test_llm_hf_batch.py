@@ -203,3 +203,17 @@ def test_exam_take_fills_the_batches_and_records_the_positions(tiny: str, tmp_pa
     assert scoring["requests"] == 48 and scoring["largest_batch_requests"] > 4  # more than one shard per batch
     assert 0 < scoring["token_positions"] < scoring["plain_positions"]
     assert main([*args, "--device", "cuda:7"]) == 2  # no such GPU here (nor any): refused before loading
+
+
+def test_ask_loads_a_local_model_once(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ask --llm hf/...` without a query transform: one model in memory, not one more for rewriting."""
+    import ragrade as rg
+    from ragrade.corpus.types import Document
+
+    docs = [Document(id=f"d{i}", text=t, source=f"{i}.txt") for i, t in enumerate(TEXT[:4])]
+    index = rg.build_index(docs, tmp_path / "index", dense=False)
+    capsys.readouterr()
+    assistant = rg.open_assistant(index, retriever="bm25", k=1, llm=f"hf/{tiny}")
+    loads = [line for line in capsys.readouterr().err.splitlines() if " runs on " in line]
+    assert len(loads) == 1, loads
+    assert assistant is not None

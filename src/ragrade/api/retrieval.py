@@ -78,8 +78,13 @@ def open_assistant(
     idx = load_index(index) if isinstance(index, (str, Path)) else index
     ret = idx.retriever(retriever, **retriever_options(retriever, embedder=embedder, reranker=reranker))
     model = create_llm(llm or "offline/extractive", options=llm_options)
-    tx_spec = transform_llm or llm  # the answering LLM rewrites too, unless told otherwise
-    tx_llm = create_llm(tx_spec, options=llm_options) if tx_spec else None
+    # the answering LLM rewrites too, unless told otherwise: the same object (one load of the weights, one
+    # limiter against the server), and none at all when no query transform or post chain asks for one
+    tx_llm = None
+    if transform_llm and transform_llm != llm:
+        tx_llm = create_llm(transform_llm, options=llm_options)
+    elif llm:
+        tx_llm = model
     pipeline = retrieval_pipeline(idx, ret, query, post, tx_llm, reranker, "--transform-llm or --llm")
     assistant = Assistant(pipeline, model, k=k, prompt=prompt, chunks=idx.chunk, headings=headings)
     if report is not None:
