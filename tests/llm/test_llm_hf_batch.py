@@ -217,3 +217,13 @@ def test_ask_loads_a_local_model_once(tiny: str, tmp_path: Path, capsys: pytest.
     loads = [line for line in capsys.readouterr().err.splitlines() if " runs on " in line]
     assert len(loads) == 1, loads
     assert assistant is not None
+
+
+def test_a_cut_off_gguf_file_is_one_clear_error(tmp_path: Path) -> None:
+    import struct
+
+    pytest.importorskip("gguf")
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 5) + b"\x05\x00")  # a header that stops mid-field
+    with pytest.raises(ConfigError, match=r"cannot read the GGUF file .*cut\.gguf \(cut off or damaged\?"):
+        create_llm(f"hf/{path}")

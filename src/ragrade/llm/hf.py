@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import struct
 import sys
 import threading
 from collections.abc import Sequence
@@ -130,6 +131,13 @@ class HFLLM(BaseLLM):
             ).to(self.device)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"hf/{model}: cannot load the model or tokenizer: {str(exc).splitlines()[0]}") from exc
+        except (struct.error, EOFError, KeyError, IndexError) as exc:  # what a cut-off or damaged file raises
+            if self.gguf is None:
+                raise
+            raise ConfigError(
+                f"hf/{model}: cannot read the GGUF file {self.gguf} (cut off or damaged? "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+            ) from exc
         self.lm.eval()
         print(f"ragrade: {self.name} runs on {self.device} in {self.dtype}", file=sys.stderr)
         if self.gguf is not None:
