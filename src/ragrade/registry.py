@@ -95,6 +95,21 @@ def _load_plugins() -> None:
             importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"${PLUGINS_ENV}: cannot import '{module}' ({exc})") from exc
+        except ConfigError:
+            raise
+        except Exception as exc:  # the plugin's own code failed at import (or registered a name twice)
+            where = _plugin_line(exc)
+            raise ConfigError(
+                f"${PLUGINS_ENV}: importing '{module}' failed{where}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+
+def _plugin_line(exc: BaseException) -> str:
+    """`` at FILE:LINE`` of the innermost frame of ``exc`` outside ragrade (the plugin's own line), or ''."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/ragrade/" not in f.filename.replace("\\", "/")]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
 def names(kind: str) -> list[str]:
