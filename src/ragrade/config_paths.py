@@ -25,7 +25,12 @@ def resolve_path(value: V, base: Path) -> V | str:
     """``value`` made absolute against ``base`` when it is a relative path string (``~`` expanded first)."""
     if not isinstance(value, str) or not value or "://" in value:
         return value
-    path = Path(value).expanduser()
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError as exc:  # ``~name`` of a user this machine does not know
+        from ragrade.errors import ConfigError
+
+        raise ConfigError(f"cannot expand '{value}': {exc} (no such user here?)") from exc
     return str(path if path.is_absolute() else (base / path).resolve())
 
 

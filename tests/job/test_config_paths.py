@@ -150,3 +150,12 @@ def test_verb_config_tables_and_llm_specs(tmp_path: Path) -> None:
     assert judge == {"prompts": {"claims": str(base / "c.txt")}, "llm": "hf/org/m"}
     assert resolve_llm_spec("llamacpp//abs/q.gguf", base) == "llamacpp//abs/q.gguf"
     assert resolve_llm_spec("openai/http://x", base) == "openai/http://x"
+
+
+def test_a_home_folder_of_an_unknown_user_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text('[corpus]\npaths = ["~no-such-user-here-7/docs"]\n')
+    for extra in (["--check"], []):
+        assert main(["run", str(job), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "cannot expand '~no-such-user-here-7/docs'" in err[0], err
