@@ -233,7 +233,7 @@ def run_adaptive(
 
     check_components(resources_for(context), s.specs)  # every component and option value before the first write
     exe = executor or executor_for(cfg)
-    fill_in_process(exe, resources_for(context), s.specs, cfg)
+    fill_in_process(exe, resources_for(context), s.specs, cfg, len(s.items))
     digests = {sp.prompt: resolve_template(sp.prompt, context["prompts"]).digest for sp in s.specs}
     pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
     worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}

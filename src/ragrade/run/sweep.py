@@ -12,6 +12,9 @@ Run directory layout::
 Rerunning the same command on the same directory resumes: finished rows are
 kept, only missing ones are computed, and the final files equal those of an
 uninterrupted run (up to the volatile ``latency_s`` and ``cached`` columns).
+An interrupted run (Ctrl-C, SIGTERM) writes responses.parquet and the summaries
+over the rows that finished, marked partial (run/partial.py; ``summary.csv``'s
+``partial`` column, the manifest's status), before it exits.
 
 :func:`run_resumable` is the generic part (journal + executor + progress);
 :func:`run_grid` runs a :class:`GridJob` with it and returns the rows;
@@ -39,6 +42,7 @@ from ragrade.llm.options import THROUGHPUT_OPTIONS
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, LocalExecutor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
+from ragrade.run.partial import mark_partial, write_partial
 from ragrade.run.prompts import resolve_template
 from ragrade.run.records import Row, Sample, WorkerContext
 from ragrade.run.samples import SAMPLES_FILE, SAMPLES_VERSION, SampleLog, compact
@@ -331,19 +335,22 @@ def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
             res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
 
 
-def fill_in_process(exe: Executor, res: Resources, specs: Sequence[PipelineSpec], cfg: SweepConfig) -> None:
+def fill_in_process(
+    exe: Executor, res: Resources, specs: Sequence[PipelineSpec], cfg: SweepConfig, n_items: int
+) -> None:
     """Enough shards in flight on the local executor to fill the batches of an in-process LLM.
 
     An in-process backend that batches (``hf/``) merges the requests of every shard in flight into its next
     batch and says how many requests it wants in flight (``requests_in_flight``); the local executor then
-    runs that many requests' worth of shards at once, unless ``parallel_shards`` was set. ``concurrency``
+    runs that many requests' worth of shards (of ``min(shard_size, n_items)`` questions) at once, unless
+    ``parallel_shards`` was set. ``concurrency``
     (requests in flight to a server) does not apply to such backends.
     """
     if not isinstance(exe, LocalExecutor) or "parallel_shards" in cfg.model_fields_set:
         return
     wanted = [int(getattr(res.llm(s.llm), "requests_in_flight", 0) or 0) for s in specs if s.llm not in ("none", "-")]
     if wanted and max(wanted) > 0:
-        exe.parallel = max(exe.parallel, -(-max(wanted) // cfg.shard_size))
+        exe.parallel = max(exe.parallel, -(-max(wanted) // max(1, min(cfg.shard_size, n_items))))
 
 
 def _describe(get: Callable[..., object], *args: str | PipelineSpec) -> object:
@@ -376,7 +383,7 @@ def run_sweep(
     from ragrade.run.pipeline import resources_for
 
     check_components(resources_for(context), specs)  # validate everything before writing anything
-    fill_in_process(exe, resources_for(context), specs, cfg)
+    fill_in_process(exe, resources_for(context), specs, cfg, len(items))
     if overwrite:
         clear_run_dir(run_dir)
     digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
@@ -422,6 +429,9 @@ def run_sweep(
         rows, added = run_grid(
             run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress, on_samples=sink, prepare=prepare
         )
+    except interrupt.Interrupted:  # what finished, as the run's files marked partial (run/partial.py)
+        write_partial(run_dir, manifest, [s.id for s in specs], items)
+        raise
     finally:
         if share:
             _drop_shared(share)
@@ -517,7 +527,7 @@ def _finalise(
     write_responses(run_dir / RESPONSES_FILE, rows)
     df = pd.DataFrame(rows)
     order = [s.id for s in specs]
-    summary = summarise(df, order)
+    summary = mark_partial(summarise(df, order), df, len(items))  # the `partial` column (run/partial.py)
     write_csv(run_dir / SUMMARY_FILE, summary)
     write_csv(run_dir / SUMMARY_BY_TAG_FILE, summarise_by_tag(df, order))
     manifest["components"] = _components(context, specs, exe.name == "local")
