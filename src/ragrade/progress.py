@@ -13,15 +13,25 @@ a line every ``$RAGRADE_PROGRESS_INTERVAL`` seconds (default 10) and one at the 
 ``label: done/total (pct) rate/s ETA mm:ss failed=K``; ``quiet``: nothing (``ragrade --quiet``,
 ``RAGRADE_PROGRESS=off``). Until the first item finishes the display shows what is being set up
 (``loading models ...``) instead of ``0/0``.
+
+LLM requests are counted where they are answered (:func:`note_requests`, called by the LLM layer for
+every request sent to a model, not for replies read from the cache), so every display also says how many
+requests were answered since it started, at what rate, and how many are still waiting
+(``; requests: 45 answered (0.7/s), 16 waiting``): a step whose items finish in batches shows its requests
+moving while a batch runs, and requests already running are shown instead of the setup status. A stage
+that sends one request per item counts its items as the requests are answered
+(:func:`counting_requests`), so its counts, rate and ETA move with every answer, not only after each batch.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
@@ -36,9 +46,13 @@ BAR_WIDTH = 10
 _HIDDEN = ("none", "n/a", "default", "auto")
 Mode = Literal["tty", "plain", "quiet"]
 ProgressFn = Callable[[str, int, int], None]
+RequestListener = Callable[[int, int], None]  # (requests asked, requests answered) since the last call
 
 _failed_lock = threading.Lock()
 _failed = [0]
+_requests_lock = threading.Lock()
+_listeners: list[RequestListener] = []
+log = logging.getLogger("ragrade.progress")
 
 
 def note_failed(n: int = 1) -> None:
@@ -52,6 +66,60 @@ def failed_so_far() -> int:
     """Failed items counted by :func:`note_failed` since the process started."""
     with _failed_lock:
         return _failed[0]
+
+
+def note_requests(asked: int = 0, answered: int = 0) -> None:
+    """``asked`` more requests handed to a model (negative: asked but dropped unanswered, e.g. by a stop),
+    ``answered`` more answered by it (a success or a final failure); tells every listener
+    (:func:`counting_requests`, the displays). Called by the LLM layer, in its event loop's thread; a
+    listener that fails is logged and never fails the request."""
+    if not (asked or answered):
+        return
+    with _requests_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        try:
+            listener(int(asked), int(answered))
+        except Exception:  # a display must never cost a request its result
+            log.debug("progress listener failed", exc_info=True)
+
+
+def listen_requests(listener: RequestListener) -> Callable[[], None]:
+    """Call ``listener(asked, answered)`` for every :func:`note_requests`; returns the function that stops it."""
+    with _requests_lock:
+        _listeners.append(listener)
+
+    def stop() -> None:
+        with _requests_lock:
+            if listener in _listeners:
+                _listeners.remove(listener)
+
+    return stop
+
+
+@contextmanager
+def counting_requests(report: Callable[[int], None] | None, cap: int | None = None) -> Iterator[None]:
+    """While the block runs, ``report(n)`` each time a request is answered: ``n`` requests answered since the
+    block began (at most ``cap``). A stage that sends one request per item reports its items with it while a
+    batch runs (``report=None``: nothing is counted)."""
+    if report is None:
+        yield
+        return
+    lock = threading.Lock()
+    answered = [0]
+
+    def listener(_asked: int, n: int) -> None:
+        if n <= 0:
+            return
+        with lock:  # reports in order, also when requests are answered on several threads
+            answered[0] += n
+            report(answered[0] if cap is None else min(answered[0], cap))
+
+    stop = listen_requests(listener)
+    try:
+        yield
+    finally:
+        stop()
 
 
 def interval_s() -> float:
@@ -122,14 +190,38 @@ class _Task:
 
 
 @dataclass
+class RequestCounts:
+    """The LLM requests a display saw: asked of a model, answered by it, and when the first was asked."""
+
+    asked: int = 0
+    answered: int = 0
+    first: float | None = None
+
+    def rate(self, now: float) -> float:
+        """Requests answered per second since the first was asked."""
+        if self.first is None or self.answered <= 0 or now <= self.first:
+            return 0.0
+        return self.answered / (now - self.first)
+
+    def text(self, now: float) -> str:
+        """``requests: 45 answered (0.7/s), 16 waiting`` (waiting: asked, not yet answered)."""
+        waiting = max(0, self.asked - self.answered)
+        return f"requests: {self.answered} answered ({self.rate(now):.1f}/s)" + (
+            f", {waiting} waiting" if waiting else ""
+        )
+
+
+@dataclass
 class Snapshot:
-    """What a progress line shows: counts, the rate since the first report and the failures so far."""
+    """What a progress line shows: counts, the rate since the first report and the failures so far, and the
+    LLM requests (``requests``: their text, when the display saw any)."""
 
     label: str
     done: int
     total: int
     rate: float
     failed: int
+    requests: str | None = None
 
     def eta(self) -> float | None:
         """Seconds left at the current rate (None when unknown)."""
@@ -144,10 +236,11 @@ class Snapshot:
         return f"{self.done}/{self.total} ({100.0 * self.done / self.total:.0f}%)"
 
     def line(self) -> str:
-        """``label: done/total (pct) rate/s ETA mm:ss failed=K``."""
+        """``label: done/total (pct) rate/s ETA mm:ss failed=K`` (then ``; requests: ...`` when there are)."""
         eta = self.eta()
         left = clock(eta) if eta is not None else ("00:00" if self.total and self.done >= self.total else "--:--")
-        return f"{self.label}: {self.counts()} {self.rate:.1f}/s ETA {left} failed={self.failed}"
+        line = f"{self.label}: {self.counts()} {self.rate:.1f}/s ETA {left} failed={self.failed}"
+        return f"{line}; {self.requests}" if self.requests else line
 
 
 class Progress:
@@ -190,11 +283,15 @@ class Progress:
         self._extra_failed = 0
         self._started = self._mark = time.monotonic()  # _mark: the last report (a new step starts there)
         self._printed: str | None = None  # the last plain line (the last line is not repeated)
+        self._requests = RequestCounts()
+        self._unlisten: Callable[[], None] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Progress:
         self._failed0, self._started = failed_so_far(), time.monotonic()
         self._mark = self._started
+        if self.mode != "quiet":
+            self._unlisten = listen_requests(self._on_requests)
         if self.mode == "tty":
             self._start_rich()
         if self.mode == "tty" or (self.mode == "plain" and self.interval > 0):
@@ -208,6 +305,9 @@ class Progress:
     def close(self, last_line: bool = True) -> None:
         """Stop the display and print the last line (not in quiet mode, after an error or before any report)."""
         self._stop.set()
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
         self._thread = None
@@ -264,6 +364,24 @@ class Progress:
         with self._lock:
             self._extra_failed += int(n)
 
+    def _on_requests(self, asked: int, answered: int) -> None:
+        """Count the requests of :func:`note_requests` (the LLM layer, any thread)."""
+        with self._lock:
+            req = self._requests
+            if req.first is None and asked > 0:
+                req.first = time.monotonic()
+            req.asked += asked
+            req.answered += answered
+
+    def _requests_text(self, now: float) -> str | None:
+        with self._lock:
+            return self._requests.text(now) if self._requests.first is not None else None
+
+    def _started_work(self) -> bool:
+        """True once an item finished or a request was answered (the setup status is then replaced)."""
+        with self._lock:
+            return self._requests.answered > 0 or any(t.done > t.start_done for t in self._tasks.values())
+
     def stage(self, prefix: str = "") -> ProgressFn:
         """An absolute-count callback whose keys get ``prefix`` (e.g. a model's name)."""
         return lambda key, done, total: self.update(f"{prefix}{key}", done, total)
@@ -285,7 +403,7 @@ class Progress:
             fresh = sum(t.done - t.start_done for t in tasks)
             since = min((t.started for t in tasks), default=now)
         rate = fresh / (now - since) if fresh > 0 and now > since else 0.0
-        return Snapshot(label, done, total, rate, failed)
+        return Snapshot(label, done, total, rate, failed, self._requests_text(now))
 
     def status_line(self, now: float | None = None) -> str | None:
         """The plain line now: the setup status before the first item, else the counts (None: nothing yet).
@@ -294,16 +412,21 @@ class Progress:
         and how long the next step (e.g. loading the embedding model) has run.
         """
         now = time.monotonic() if now is None else now
+        started = self._started_work()
+        requests = self._requests_text(now)
         with self._lock:
-            started = any(t.done > t.start_done for t in self._tasks.values())
             status, mark = self._status, self._mark
             last = self._tasks.get(self._last) if self._last is not None else None
         if status and not started:
-            return f"{self.name}: {status} ({clock(now - self._started)})"
+            line = f"{self.name}: {status} ({clock(now - self._started)})"
+            return f"{line}; {requests}" if requests else line
         snap = self.snapshot(now)
         if not self.aggregate and last is not None and 0 < last.total <= last.done and now - mark >= self.interval:
-            return f"{snap.label} done ({snap.counts()}); the next step has run for {clock(now - mark)}"
-        return snap.line() if self._tasks else None
+            line = f"{snap.label} done ({snap.counts()}); the next step has run for {clock(now - mark)}"
+            return f"{line}; {requests}" if requests else line
+        if not self._tasks:
+            return f"{self.name}: {requests}" if requests else None
+        return snap.line()
 
     def render(self, width: int = WIDTH) -> str:
         """The bars as text ``width`` columns wide (what a terminal shows; for tests and logs)."""
@@ -357,15 +480,19 @@ class Progress:
         self._overall = self._rich.add_task(short_label(self.name), total=None, counts=self._status or "starting")
 
     def _counts(self) -> str:
-        """The overall bar's text: the setup status before the first item, else counts, ETA and failures."""
+        """The overall bar's text: the setup status before the first item, else counts, ETA and failures (then
+        the requests answered, when the display saw requests)."""
+        started = self._started_work()
         with self._lock:
-            started = any(t.done > t.start_done for t in self._tasks.values())
-            status = self._status
+            status, req = self._status, self._requests
+            answered, waiting = req.answered, max(0, req.asked - req.answered)
+            requests = req.first is not None
         if status and not started:
-            return status
+            return f"{status} ({waiting} requests waiting)" if waiting else status
         snap = self.snapshot()
         eta = snap.eta()
-        return f"{snap.counts()} ETA {clock(eta) if eta is not None else '--:--'} failed={snap.failed}"
+        text = f"{snap.counts()} ETA {clock(eta) if eta is not None else '--:--'} failed={snap.failed}"
+        return f"{text} req={answered}" if requests else text
 
     def _refresh(self, key: str) -> None:
         """Update the bars: the overall one, and the key's own (shown while it runs; its full name printed
@@ -393,11 +520,16 @@ __all__ = [
     "MODE_ENV",
     "Progress",
     "ProgressFn",
+    "RequestCounts",
+    "RequestListener",
     "Snapshot",
     "clock",
+    "counting_requests",
     "failed_so_far",
     "interval_s",
+    "listen_requests",
     "note_failed",
+    "note_requests",
     "resolve_mode",
     "short_label",
 ]

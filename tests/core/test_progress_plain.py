@@ -17,13 +17,26 @@ from tests.run.fakes import make_exam, repo_env
 from tests.support.openai_server import Faults, OpenAIServer
 
 from ragrade.errors import ConfigError
-from ragrade.progress import Progress, Snapshot, interval_s, note_failed, resolve_mode, short_label
+from ragrade.progress import (
+    Progress,
+    Snapshot,
+    counting_requests,
+    interval_s,
+    listen_requests,
+    note_failed,
+    note_requests,
+    resolve_mode,
+    short_label,
+)
 
 LONG_ID = (
     "llm=openai/meta-llama/Llama-3.1-8B-Instruct|retriever=hybrid|k=3|icl=2|chunker=recursive-200|prompt=default"
     "|method=auto|query=multi-query|post=rerank+compress"
 )
-LINE = re.compile(r"^exam take: (\d+)/(\d+) \((\d+)%\) ([\d.]+)/s ETA (\d\d:\d\d|--:--) failed=(\d+)$")
+LINE = re.compile(
+    r"^exam take: (\d+)/(\d+) \((\d+)%\) ([\d.]+)/s ETA (\d\d:\d\d|--:--) failed=(\d+)"
+    r"(?:; requests: (\d+) answered \([\d.]+/s\)(?:, \d+ waiting)?)?$"
+)
 
 
 def test_the_line_says_done_total_rate_eta_and_failures() -> None:
@@ -162,6 +175,7 @@ def test_exam_take_without_a_terminal_prints_progress_while_it_runs(tmp_path: Pa
     final = [m for line, _ in seen if (m := LINE.match(line))][-1]
     assert final.group(1, 2, 3) == ("24", "24", "100") and int(final.group(6)) > 0, err
     assert int(final.group(6)) == srv.faults_injected["500"], (final.group(0), srv.faults_injected)
+    assert final.group(7) == "24", final.group(0)  # every request answered (a failure too) is counted once
 
 
 def test_the_job_display_fits_80_columns() -> None:
@@ -178,3 +192,68 @@ def test_the_job_display_fits_80_columns() -> None:
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
     assert len(lines) == 2 and all(cell_len(line) <= 80 for line in lines), lines
     assert "123456/999999" in lines[1] and "\u2026" in lines[1]
+
+
+def test_requests_are_shown_as_they_are_answered_and_replace_the_setup_status() -> None:
+    stream = io.StringIO()
+    with Progress("exam take", aggregate=True, mode="plain", stream=stream, interval=10, status="loading") as p:
+        assert p.status_line() == "exam take: loading (00:00)"
+        note_requests(asked=16)
+        line = str(p.status_line())
+        assert line.startswith("exam take: loading (") and line.endswith("; requests: 0 answered (0.0/s), 16 waiting")
+        p.advance("a", 0, 40)
+        note_requests(answered=3)  # no row done yet, but requests are: the counts replace "loading"
+        line = str(p.status_line())
+        assert line.startswith("exam take: 0/40 (0%) 0.0/s ETA --:-- failed=0; requests: 3 answered (")
+        assert line.endswith("/s), 13 waiting") and "loading" not in line
+        note_requests(asked=-13)  # dropped by a stop: not waiting any more
+        assert str(p.status_line()).endswith("/s)")
+    note_requests(asked=5, answered=5)  # after the block: not this display's
+    assert p._requests.asked == 3 and p._requests.answered == 3
+    quiet = Progress("judge", mode="plain", stream=io.StringIO(), interval=10)
+    quiet.update("exact", 1, 3)
+    assert "requests" not in quiet.snapshot().line()  # a display that saw no request says nothing of them
+
+
+def test_counting_requests_reports_running_totals_up_to_the_cap_and_only_inside_the_block() -> None:
+    seen: list[int] = []
+    with counting_requests(seen.append, cap=4):
+        note_requests(asked=5)  # asked, not answered: nothing to report
+        for _ in range(3):
+            note_requests(answered=1)
+        note_requests(answered=2)
+    note_requests(answered=1)
+    assert seen == [1, 2, 3, 4]
+    with counting_requests(None):  # nothing counted, nothing fails
+        note_requests(answered=1)
+
+    def broken(asked: int, answered: int) -> None:
+        raise RuntimeError("a display bug")
+
+    stop = listen_requests(broken)
+    try:
+        note_requests(answered=1)  # a failing listener never reaches the LLM layer
+    finally:
+        stop()
+
+
+@pytest.mark.usefixtures("isolated_llm_env")
+def test_the_llm_layer_counts_each_request_sent_once_and_no_cached_reply() -> None:
+    from ragrade.llm import GenerationRequest, Message, create_llm, generate
+
+    events: list[tuple[int, int]] = []
+    stop = listen_requests(lambda asked, answered: events.append((asked, answered)))
+    try:
+        with OpenAIServer(responder=lambda body: "B", faults=Faults(script=["ok", "500"])) as srv:
+            llm = create_llm("openai/test-model", base_url=srv.base_url, max_retries=0, concurrency=1)
+            reqs = [GenerationRequest(messages=(Message("user", f"q{i}"),)) for i in range(3)]
+            first = generate(llm, [reqs[0], reqs[0], reqs[1]])  # the same request twice is sent once
+            asked_first = sum(a for a, _ in events)
+            answered_first = sum(n for _, n in events)
+            events.clear()
+            generate(llm, reqs)  # q0 from the cache; q1 failed before: asked again; q2 new
+    finally:
+        stop()
+    assert [c.ok for c in first] == [True, True, False]
+    assert (asked_first, answered_first) == (2, 2)  # a failed request is answered too (missing, not waiting)
+    assert (sum(a for a, _ in events), sum(n for _, n in events)) == (2, 2)

@@ -314,6 +314,7 @@ def _generate_rounds(
             if progress is not None:
                 progress(base + done, target, vbase + valid)
 
+        report(0, 0)  # a top-up round: the new target at once, not after its first batch
         raws.extend(writer.write(batch, report))
         parsed = [r for r in raws if r.ok]
         reasons, records = run_filters(parsed, cfg, emb)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +41,7 @@ from ragrade.journal import JOURNAL_FILE, Journal
 from ragrade.judge.inputs import AnswerItem, read_answers
 from ragrade.llm.options import LLMOptions, lift_flat_options
 from ragrade.outcome import Outcome
-from ragrade.progress import note_failed
+from ragrade.progress import counting_requests, note_failed
 
 SCORES_KIND = "judge_scores"
 SCORES_VERSION = 1
@@ -328,7 +329,12 @@ def _skip_reason(item: AnswerItem, judge: Any) -> str | None:
 def score_metric(
     judge: Any, items: Sequence[AnswerItem], store: ScoreStore, *, batch_size: int, progress: Progress | None = None
 ) -> dict[str, int]:
-    """Score ``items`` with one judge, skipping reusable records; saves after every batch."""
+    """Score ``items`` with one judge, skipping reusable records; saves after every batch.
+
+    ``progress(judge, scored, to score)`` before the first batch, after each, and while one runs as its LLM
+    requests are answered (one per answer, at most the batch: a judge asking several per answer reaches the
+    batch's end early and waits there).
+    """
     fp = judge.fingerprint()
     todo: list[AnswerItem] = []
     counts = {"reused": 0, "skipped": 0, "scored": 0}
@@ -344,9 +350,13 @@ def score_metric(
         todo.append(item)
     total = len(todo)
     interrupt.progress(len(items) - total, len(items), f"{judge.name} scores")
+    if progress is not None and total:
+        progress(judge.name, 0, total)
     for start in range(0, total, batch_size):
         batch = todo[start : start + batch_size]
-        bodies = judge.score(batch)
+        live = None if progress is None else partial(_scored, progress, judge.name, start, total)
+        with counting_requests(live, cap=len(batch)):
+            bodies = judge.score(batch)
         for item, body in zip(batch, bodies, strict=True):
             store.put({**_base(item, judge.name, fp), **body})
         note_failed(sum(1 for body in bodies if body.get("status") == "failed"))
@@ -358,6 +368,10 @@ def score_metric(
     if counts["skipped"] and not total:
         store.save()
     return counts
+
+
+def _scored(progress: Progress, name: str, start: int, total: int, answered: int) -> None:
+    progress(name, start + answered, total)
 
 
 def screen(store: ScoreStore, configs: Sequence[str], metric: str, top: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import JSONObject, iter_jsonl
 from ragrade.outcome import Outcome
-from ragrade.progress import note_failed
+from ragrade.progress import counting_requests, note_failed
 from ragrade.robust.build import Instance
 from ragrade.robust.detect import parse_verdict
 from ragrade.robust.prompts import JUDGE_SCHEMA, LangPrompts, PromptSet, judge_prompt
@@ -125,14 +125,23 @@ def ask_model(
     model: str,
     sink: RecordSink,
     progress: Progress | None,
+    answering: Progress | None = None,
 ) -> list[dict[str, Any]]:
-    """Ask the model every instance of ``todo`` in batches, appending each batch's records."""
+    """Ask the model every instance of ``todo`` in batches, appending each batch's records.
+
+    ``progress("generate", answers on disk, len(todo))`` before the first batch and after each;
+    ``answering`` (a display, not the interruption message: those answers are not on disk yet) gets the same
+    counts while a batch runs, as its requests are answered.
+    """
     from ragrade.llm.base import generate
 
     out: list[JSONObject] = []
+    if progress and todo:
+        progress("generate", 0, len(todo))
     for start in range(0, len(todo), cfg.batch_size):
         batch = todo[start : start + cfg.batch_size]
-        completions = generate(llm, [answer_request(tb, inst, lp, cfg) for inst in batch])
+        with counting_requests(_live(answering, "generate", start, len(todo)), cap=len(batch)):
+            completions = generate(llm, [answer_request(tb, inst, lp, cfg) for inst in batch])
         if len(completions) != len(batch):
             raise DataError(f"{model} returned {len(completions)} results for {len(batch)} requests")
         recs = []
@@ -158,6 +167,13 @@ def ask_model(
     return out
 
 
+def _live(progress: Progress | None, stage: str, start: int, total: int) -> Callable[[int], None] | None:
+    """``progress(stage, start + answered, total)`` as the running batch's requests are answered."""
+    if progress is None:
+        return None
+    return lambda answered: progress(stage, start + answered, total)
+
+
 def ask_judge(
     judge_llm: Any,
     records: dict[str, dict[str, Any]],
@@ -167,7 +183,10 @@ def ask_judge(
     sink: RecordSink,
     progress: Progress | None,
 ) -> int:
-    """Ask the judge about every answered record that has no verdict from it yet; returns the calls made."""
+    """Ask the judge about every answered record that has no verdict from it yet; returns the calls made.
+
+    ``progress("judge", judged, to judge)`` before the first batch, after each and while one runs.
+    """
     from ragrade.llm.base import GenerationRequest, Message, generate
 
     task = tb.judge_task
@@ -186,6 +205,8 @@ def ask_judge(
             and not (r.get("judge") or {}).get("error")
         )
     ]
+    if progress and todo:
+        progress("judge", 0, len(todo))
     for start in range(0, len(todo), cfg.batch_size):
         batch = todo[start : start + cfg.batch_size]
         reqs = [
@@ -201,7 +222,8 @@ def ask_judge(
             )
             for r in batch
         ]
-        comps = generate(judge_llm, reqs)
+        with counting_requests(_live(progress, "judge", start, len(todo)), cap=len(batch)):
+            comps = generate(judge_llm, reqs)
         for r, comp in zip(batch, comps, strict=True):
             verdict = Outcome.of(comp)
             r["judge"] = {

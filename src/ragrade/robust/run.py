@@ -252,7 +252,7 @@ def run_model(
         records, todo, fresh_skips, resumed = resume_plan(instances, sink.records(), model)
         sink.write(fresh_skips)
         tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
-        for rec in ask_model(llm, tb, todo, lp, cfg, model, sink, tick):
+        for rec in ask_model(llm, tb, todo, lp, cfg, model, sink, tick, answering=progress):
             records[rec["key"]] = rec
         if cfg.judge:
             if judge_llm is None:

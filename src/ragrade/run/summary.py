@@ -19,7 +19,7 @@ from ragrade.stats import wilson_interval
 SUMMARY_FILE = "summary.csv"
 SUMMARY_BY_TAG_FILE = "summary_by_tag.csv"
 RESPONSES_VERSION = 1
-SUMMARY_VERSION = 2  # 2: decision_rule, acc_sum, acc_per_char and ll_source columns
+SUMMARY_VERSION = 3  # 2: decision_rule, acc_sum, acc_per_char and ll_source columns; 3: partial (run/partial.py)
 # how `correct` was decided (responses' score_norm, or the method when no score decided it), named for people
 RULE_NAMES = {
     "per_char": "log-likelihood per character (acc_norm)",
