@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypeVar
 
+from ragrade.errors import ConfigError
+
 V = TypeVar("V")
 
 _LOCAL = ("./", "../", ".\\", "..\\")
@@ -28,8 +30,6 @@ def resolve_path(value: V, base: Path) -> V | str:
     try:
         path = Path(value).expanduser()
     except RuntimeError as exc:  # ``~name`` of a user this machine does not know
-        from ragrade.errors import ConfigError
-
         raise ConfigError(f"cannot expand '{value}': {exc} (no such user here?)") from exc
     return str(path if path.is_absolute() else (base / path).resolve())
 

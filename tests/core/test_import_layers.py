@@ -25,12 +25,12 @@ LAYERS: dict[str, int] = {
     "ragrade._version": 0,
     "ragrade.redact": 0,
     "ragrade.interrupt": 0,
-    "ragrade.config_paths": 0,
     # shared services
     "ragrade.registry": 1,
     "ragrade.deps": 1,
     "ragrade.schemas": 1,
     "ragrade.config": 1,
+    "ragrade.config_paths": 1,  # paths in config files (a ~user that does not exist is a ConfigError)
     "ragrade.progress": 1,
     "ragrade.io": 1,
     "ragrade.stats": 1,
