@@ -93,7 +93,12 @@ CASES["good-fenced"] = (
     None,
 )
 CASES["empty"] = ("", "parse:empty_output")
-CASES["broken-json"] = ('{"question": "Which port does Tern use?", "choices": ["1", "2"', "parse:invalid_json")
+CASES["broken-json"] = ('{"question": "Which port does Tern use?", "choices": ["1", "2",]}', "parse:invalid_json")
+CASES["cut-off"] = ('{"question": "Which port does Tern use?", "choices": ["1", "2"', "parse:truncated")
+CASES["echoed"] = (
+    '{"question": "...", "choices": ["...", "...", "...", "..."], "answer": "A"}',
+    "parse:echoed_template",
+)
 CASES["three-choices"] = (layout(BAD_Q, ["Mars", "Jupiter", "Venus"], "B"), "parse:too_few_choices")
 CASES["five-choices"] = (layout(BAD_Q, ["Mars", "Jupiter", "Venus", "Earth", "Pluto"], "B"), "parse:too_many_choices")
 CASES["duplicate"] = (layout(BAD_Q, ["Mars", "Jupiter", "mars", "Earth"], "B"), "parse:duplicate_choices")

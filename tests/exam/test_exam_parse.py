@@ -78,11 +78,19 @@ Q = "Question: Which planet is the largest in the solar system?\n"
         ("   \n", "empty_output"),
         (
             '{"question": "Which command lists running containers?", "choices": ["docker ps", "docker ls"',
-            "invalid_json",
+            "truncated",
         ),
         (
             '{"question": "Which command lists containers?", "choices": ["a", "b", "c", "d"], "answer": "A"',
+            "truncated",
+        ),
+        (
+            '{"question": "Which command lists running containers?", "choices": ["docker ps", "docker ls",]}',
             "invalid_json",
+        ),
+        (
+            '{"question": "...", "choices": ["...", "...", "...", "..."], "answer": "A"}',
+            "echoed_template",
         ),
         ("A) Mars\nB) Jupiter\nC) Venus\nD) Earth\nCorrect Answer: B", "no_question"),
         (Q + "A) Mars\nB) Jupiter\nC) Venus\nCorrect Answer: B", "too_few_choices"),

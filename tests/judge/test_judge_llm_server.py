@@ -265,3 +265,40 @@ def test_custom_prompt_file(env: Path, tmp_path: Path) -> None:
     with OpenAIServer(responder=responder) as server:
         run_judging(answers, env / "out", _cfg(server, metrics=["correctness"], prompts={"correctness": str(prompt)}))
     assert got == ["Grade It was built in 1900. #m0 against 1900. Reply with a number from 1 to 5. CUSTOM"]
+
+
+def test_echoed_examples_and_cut_off_replies_are_unparsed_for_every_judge(env: Path) -> None:
+    # m0: the prompt's own example, m1: a reply the server cuts at max_tokens, m2: a real verdict
+    replies = {
+        "m0": (
+            '{"score": 5, "reason": "<one short sentence>"}',
+            '{"verdict": "yes", "reason": "<one short sentence>"}',
+        ),
+        "m1": (
+            '{"score": 1, "reason": "The answer gives a different year than the reference does, so it is wrong."}',
+            '{"verdict": "yes", "reason": "The year given in the answer is stated in passage one, word for word."}',
+        ),
+        "m2": ('{"score": 4, "reason": "Right year."}', '{"verdict": "yes", "reason": "Stated in [1]."}'),
+    }
+
+    def responder(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        found = _MARK.search(prompt)
+        assert found is not None
+        return replies[found.group(1)][0 if "Reference answer:" in prompt else 1]
+
+    answers = _external_file(env / "o.jsonl", markers=tuple(replies))
+    with OpenAIServer(responder=responder) as server:
+        summary = run_judging(answers, env / "out", _cfg(server, max_tokens=24))
+    _, recs = read_jsonl(env / "out" / "scores.jsonl", kind="judge_scores")
+    by = {(r["id"], r["metric"]): r for r in recs}
+    for metric in ("correctness", "faithfulness"):
+        assert [_status_or_score(by[(f"q{i}", metric)]) for i in range(3)] == [
+            "unparsed",
+            "unparsed",
+            4.0 if metric == "correctness" else 1.0,
+        ]
+        echoed, cut = by[("q0", metric)]["samples"][0], by[("q1", metric)]["samples"][0]
+        assert "placeholder '<one short sentence>'" in echoed["note"] and "cut off" in cut["note"]
+        assert by[("q2", metric)]["reason"] in ("Right year.", "Stated in [1].")
+        assert summary["totals"][metric] == {"ok": 1, "unparsed": 2, "failed": 0, "skipped": 0}

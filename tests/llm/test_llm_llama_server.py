@@ -95,17 +95,24 @@ def test_forced_token_agrees_with_the_in_process_backend(llama_server: LlamaServ
 
 
 @pytest.mark.slow
-def test_the_probe_finds_forced_token_and_json_output(
+def test_the_probe_finds_forced_token_json_output_and_the_leaked_template_token(
     llama_server: LlamaServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["llm", "probe", "--llm", "openai/gemma-3-270m", "--llm-base-url", llama_server.base_url, "--timeout", "300"]
-    assert main([*args, "--need", "generate,loglikelihood,json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    code = main([*args, "--need", "generate,loglikelihood,json"])
+    out = capsys.readouterr()
+    report = json.loads(out.out)
     caps = report["capabilities"]
     assert caps["prompt_logprobs"] == "forced-token" and report["loglikelihood"]["method"] == "forced-token"
-    assert caps["chat"] and caps["completions"] and caps["logit_bias"] is True and caps["slots"] == 1
-    assert caps["json_schema"] is True and report["missing"] == []
+    assert caps["completions"] and caps["logit_bias"] is True and caps["slots"] == 1
+    assert caps["json_schema"] is True and report["loglikelihood"]["ok"]
     assert report["llm"]["loglikelihood_mode"] == "forced-token" and report["llm"]["server_slots"] == 1
+    # the base model has no chat template: the server's fallback lets the model run past its turn and the
+    # reply ends in a template token ("Reply with the word ready.<|im"): not usable, and the exit code says so
+    gen = report["generate"]
+    assert gen["ok"] is False and "chat-template token" in gen["reason"] and gen["text"]
+    assert caps["chat"] is False and "chat-template token" in caps["notes"]["chat"]
+    assert report["missing"] == ["generate"] and code == 2 and "chat-template token" in out.err
 
 
 def test_json_schema_generation_and_the_slot_cap(llama_server: LlamaServer) -> None:

@@ -5,6 +5,7 @@ the default concurrency, and ``llm probe`` saying what is missing."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
@@ -53,6 +54,24 @@ def _formats(log: list[dict[str, Any]]) -> list[str | None]:
     return [(b.get("response_format") or {}).get("type") for b in log if "messages" in b]
 
 
+def _formats_per_request(log: list[dict[str, Any]]) -> dict[str, list[str | None]]:
+    """The response formats each chat request (by its message) was sent with, in order."""
+    sent: dict[str, list[str | None]] = {}
+    for body in log:
+        if "messages" in body:
+            fmt = (body.get("response_format") or {}).get("type")
+            sent.setdefault(body["messages"][0]["content"], []).append(fmt)
+    return sent
+
+
+def _assert_no_format_skipped(sent: dict[str, list[str | None]], final: str | None) -> None:
+    """Each request's attempts ask with the same format again or the next one down, and end with ``final``."""
+    order: list[str | None] = ["json_schema", "json_object", None]
+    for formats in sent.values():
+        steps = [order.index(b) - order.index(a) for a, b in itertools.pairwise(formats)]
+        assert all(step in (0, 1) for step in steps) and formats[-1] == final, formats
+
+
 def test_echo_lists_refused_with_500_go_one_prompt_per_request(caplog: pytest.LogCaptureFixture) -> None:
     ctx = "The capital of France is"
     reqs = [LoglikelihoodRequest(ctx, (" Paris", " Rome city")), LoglikelihoodRequest("Pick:", (" yes", " no"))]
@@ -99,30 +118,57 @@ def test_forced_token_scoring_where_echo_is_ignored() -> None:
     assert not r.ok and "ignored logit_bias" in str(r.error)
 
 
-def test_a_json_schema_500_degrades_only_when_the_request_without_it_works(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_json_schema_500_degrades_only_when_the_request_one_format_down_works(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     schema_500 = OpenAIServer(reject=("json_schema",), responder=lambda b: JSON_REPLY)
     with caplog.at_level(logging.WARNING), schema_500 as srv:
         out = generate(llm := _llm(srv.base_url), [_json_request(f"q{i}") for i in range(3)])
-        # json_schema twice (HTTP 500), the retry without response_format (200), then json_object for the others
-        assert _formats(srv.log) == ["json_schema", "json_schema", None, "json_object", "json_object"]
+        # json_schema twice (HTTP 500), the retry one format down (200), then json_object for the others
+        assert _formats(srv.log) == ["json_schema", "json_schema", "json_object", "json_object", "json_object"]
     assert all(c.ok and json.loads(str(c.text)) == {"a": "blue"} for c in out)
-    assert sorted(str(c.response_format) for c in out) == ["json_object", "json_object", "text"]
+    assert [c.response_format for c in out] == ["json_object"] * 3
     assert llm._json_mode == "json_object" and llm.describe()["json_mode"] == "json_object"
     assert caplog.text.count("refused response_format=json_schema") == 1
     caplog.clear()
     with caplog.at_level(logging.WARNING), OpenAIServer(reject=("json_schema", "json_object")) as srv:
         out = generate(llm := _llm(srv.base_url), [_json_request(f"q{i}") for i in range(3)])
-        assert _formats(srv.log) == ["json_schema"] * 2 + [None] + ["json_object"] * 2 + [None, None]
+        per_request = _formats_per_request(srv.log)
+    # one format at a time: json_object only after json_schema was refused, plain text last
+    assert per_request["q0"][0] == "json_schema" and "json_object" in per_request["q0"]
+    _assert_no_format_skipped(per_request, None)
     assert all(c.ok for c in out) and [c.response_format for c in out] == ["text", "text", "text"]
     assert llm._json_mode == "none" and caplog.text.count("refused response_format") == 2
     for retries, sent in ((2, 3), (0, 1)):  # every request fails: the format is not to blame
         with OpenAIServer(faults=always("500")) as srv:
             [c] = generate(llm := _llm(srv.base_url, max_retries=retries), [_json_request()])
-            assert srv.requests_total == sent and _formats(srv.log)[-1] is None if retries else True
+            assert srv.requests_total == sent
+            assert _formats(srv.log) == (["json_schema", "json_schema", "json_object"] if retries else ["json_schema"])
         assert not c.ok and "HTTP 500" in str(c.error) and llm._json_mode == "json_schema"
     with OpenAIServer(faults=Faults(script=["500"]), responder=lambda b: JSON_REPLY) as srv:  # a passing 500
         [c] = generate(llm := _llm(srv.base_url), [_json_request()])
     assert c.ok and c.response_format == "json_schema" and llm._json_mode == "json_schema"
+
+
+@pytest.mark.parametrize("reject", [("json_schema",), ("json_schema", "json_object")])
+def test_requests_in_flight_retry_one_format_down_after_a_refusal(
+    reject: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    # several requests in flight meet the refusal together: none of their retries skips a format
+    # (8 advertised slots: eight in flight from the start, without the slow start of a server that says nothing)
+    server = OpenAIServer(reject=reject, responder=lambda b: JSON_REPLY, latency_s=0.05, slots=8, advertise_slots=True)
+    with caplog.at_level(logging.WARNING), server as srv:
+        reqs = [_json_request(f"question {i}") for i in range(8)]
+        out = generate(_llm(srv.base_url, concurrency=8), reqs)
+        assert srv.max_in_flight >= 4
+        sent = _formats_per_request(srv.log)
+    final = "json_object" if reject == ("json_schema",) else "text"
+    assert all(c.ok for c in out) and [c.response_format for c in out] == [final] * 8
+    assert len(sent) == 8
+    _assert_no_format_skipped(sent, None if final == "text" else final)
+    retried = [f for f in sent.values() if f[0] == "json_schema" and len(f) > 1]
+    assert len(retried) >= 4 and all(f[1] in ("json_schema", "json_object") for f in retried)
+    assert caplog.text.count("refused response_format") == len(reject)
 
 
 def test_a_400_naming_the_format_degrades_at_once_and_no_format_on_plain_requests() -> None:
@@ -150,18 +196,20 @@ def test_auth_rate_limits_and_timeouts_never_degrade_the_format(fault: str, capl
 
 
 def test_a_one_slot_server_finishes_a_batch_under_the_default_concurrency() -> None:
-    # the default 16 in flight against a server that handles one request at a time: the tail of the queue
-    # times out, the cap halves until the queue fits in the timeout, and every request ends answered
+    # up to the default 16 in flight against a server that handles one request at a time and advertises no
+    # slots: slow start from one, and growth stops where the queue would no longer be answered well within
+    # the timeout (0.4 s / (2 x 0.04 s) = 5), instead of a queue of 16 whose tail times out
     reqs = [GenerationRequest(messages=(Message("user", f"question {i}"),)) for i in range(60)]
     with OpenAIServer(slots=1, latency_s=0.04) as srv:
         llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False, timeout=0.4)
         t0 = time.monotonic()
         out = generate(llm, reqs)
         elapsed = time.monotonic() - t0
-        assert srv.probes["/props"] == 1 and srv.dropped > 0  # requests whose client gave up were dropped
+        assert srv.probes["/props"] == 1 and srv.max_in_flight <= 5
+        assert srv.dropped + srv.abandoned < 5  # (a loaded machine may still time one out now and then)
     limiter = llm.limiter  # type: ignore[attr-defined]
     assert all(c.ok for c in out), [c.error for c in out if not c.ok][:3]
-    assert limiter.adaptive.cuts >= 1 and limiter.adaptive.lowest <= 8 and limiter.fatal is None
+    assert limiter.adaptive.lowest == 1 and 2 <= limiter.cap <= 5 and limiter.fatal is None
     assert elapsed < 30
     # advertised slots start the cap there: no timeout at all
     with OpenAIServer(slots=1, advertise_slots=True, latency_s=0.02) as srv:
@@ -234,3 +282,37 @@ def test_the_probe_exits_2_when_a_needed_capability_is_missing(capsys: pytest.Ca
         ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", "http://127.0.0.1:9/v1", "--need", "x"]
     )
     assert code == 2 and "--need takes a comma list" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("ready", None),
+        ("", "the reply is empty"),
+        ("   \n", "the reply is empty"),
+        ("ready.<|im", "chat-template token '<|im'"),  # cut off inside the token
+        ("ready<end_of_turn>\n<start_of_turn>user", "chat-template token '<end_of_turn>'"),
+        ("ready</s>", "chat-template token '</s>'"),
+        ("ready<|eot_id|>", "chat-template token '<|eot_id|>'"),
+    ],
+)
+def test_the_probe_exit_code_equals_its_table(
+    reply: str, reason: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with OpenAIServer(responder=lambda b: reply) as srv:
+        code = main(
+            ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", srv.base_url, "--max-retries", "0"]
+        )
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    gen, caps = report["generate"], report["capabilities"]
+    assert code == (2 if report["missing"] else 0)  # the exit code says what the table says
+    assert gen["ok"] is (reason is None) and (gen["reason"] is None) is (reason is None)
+    assert report["missing"] == ([] if reason is None else ["generate"])
+    # the chat capability (four tokens of the same reply) is judged by the same rule
+    assert caps["chat"] is (reason is None)
+    if reason is not None:
+        assert reason in gen["reason"] and reason.split(" '")[0] in caps["notes"]["chat"]
+        assert out.err.startswith("ragrade: error:") and out.err.count("\n") == 1 and reason in out.err
+    else:
+        assert not out.err and gen["text"] == "ready"

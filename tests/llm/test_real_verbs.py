@@ -144,12 +144,17 @@ def test_probe_reports_how_loglikelihoods_are_computed(
     code, out, err = _cli(
         capsys, "llm", "probe", "--llm", backend["llm"], *backend["args"], "--need", "generate,loglikelihood"
     )
-    assert code == 0, err
     report = json.loads(out)
     assert report["loglikelihood"]["ok"]
     expected = "forced-token" if backend["name"] == "server" else "shared-prefix"
     assert report["loglikelihood"]["method"] == expected
-    assert report["missing"] == []
+    # the exit code follows the table: llama-server has no chat template for the base model and lets its reply
+    # run into a template token ("ready.<|im"), which is not a usable reply; in process the turn ends cleanly
+    gen = report["generate"]
+    assert gen["ok"] is (backend["name"] == "inprocess") and (gen["reason"] is None) is gen["ok"]
+    assert report["missing"] == ([] if gen["ok"] else ["generate"]) and code == (0 if gen["ok"] else 2), err
+    if not gen["ok"]:
+        assert "chat-template token" in gen["reason"] and "chat-template token" in err
     if backend["name"] == "server":
         caps = report["capabilities"]
         assert caps["prompt_logprobs"] == "forced-token"  # llama-server ignores echo: it must not be taken for it

@@ -249,21 +249,21 @@ def test_judge_score_rows_and_summary_record_the_response_format(
     assert summary["response_format"] == {"correctness": {fmt: n}, "faithfulness": {fmt: n}, "claims": {fmt: n}}
 
 
-def test_judge_rows_made_of_several_requests_record_the_weakest_format(judge_env: Path) -> None:
-    """HTTP 500 for json_schema: one request goes out as plain text (the check that the format is to blame),
-    the rest with json_object; the claims row holding that request is "text", the others "json_object"."""
-    with OpenAIServer(responder=_judge_reply, reject=("json_schema",)) as srv:
-        options = LLMOptions(base_url=srv.base_url, concurrency=1, cache=False)
-        cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", llm_options=options)
+def test_judge_rows_after_a_json_schema_500_are_json_object_never_text(judge_env: Path) -> None:
+    """HTTP 500 for json_schema, several requests in flight: each request retried after it asks with json_object,
+    the next format down, never with plain text, and every row records json_object (a row made of requests of
+    several formats records the weakest: see the rerun test below)."""
+    with OpenAIServer(responder=_judge_reply, reject=("json_schema",), latency_s=0.02) as srv:
+        options = LLMOptions(base_url=srv.base_url, concurrency=4, cache=False, backoff_s=0.01)
+        cfg = JudgeRunConfig(metrics=["claims", "correctness"], llm="openai/test-model", llm_options=options)
         summary = run_judging(_answers(judge_env), judge_env / "out", cfg)
+        assert _sent_formats(srv.log) == {"json_schema", "json_object"} and srv.max_in_flight > 1
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
-    assert all(r["status"] == "ok" for r in recs)
-    per_request = [f for r in recs for f in r["response_formats"].values()]
-    assert sorted(set(per_request)) == ["json_object", "text"] and per_request.count("text") == 1
-    [weak] = [r for r in recs if "text" in r["response_formats"].values()]
-    assert weak["response_format"] == "text" and set(weak["response_formats"].values()) == {"json_object", "text"}
-    assert all(r["response_format"] == "json_object" for r in recs if r is not weak)
-    assert summary["response_format"] == {"claims": {"json_object": len(ANSWERS) - 1, "text": 1}}
+    assert all(r["status"] == "ok" and r["response_format"] == "json_object" for r in recs)
+    per_request = [f for r in recs if r["metric"] == "claims" for f in r["response_formats"].values()]
+    assert set(per_request) == {"json_object"}
+    n = len(ANSWERS)
+    assert summary["response_format"] == {"claims": {"json_object": n}, "correctness": {"json_object": n}}
     # a rerun reuses the rows (same settings) with their formats
     with OpenAIServer(responder=_judge_reply) as srv:
         again = run_judging(_answers(judge_env), judge_env / "out", _at(cfg, srv.base_url))

@@ -78,7 +78,7 @@ def test_generate_with_llm_counts_funnel(tmp_path: Path, monkeypatch: pytest.Mon
         if "Eiffel" in prompt:
             return '{"question": "When was the Eiffel Tower completed?", "answer": "1889"}'
         if "Danube" in prompt:
-            return "garbage without fields"
+            return '{"question": "...", "answer": "..."}'  # the prompt's example: unparsed, not a short question
         if "Curie" in prompt:
             return '{"question": "Which river is longest in Asia?", "answer": "Yangtze"}'  # not in the passage
         return '{"question": "When was the  Eiffel Tower completed", "answer": "code"}'  # same question again

@@ -29,8 +29,10 @@ server stops), ``"malformed"`` (HTTP 200 with invalid JSON), ``"truncated"``
 (Content-Length larger than the body, then the connection closes), ``"ok"``;
 ``"400"`` and ``"401"`` (the key rejected) only when asked for explicitly.
 
-Shapes of real servers: ``slots=1`` handles one POST at a time (each after ``latency_s``;
-a request whose client hung up while queued is dropped, as llama.cpp does), and
+Shapes of real servers: ``slots=1`` handles one POST at a time (each after ``latency_s``, or a
+time drawn per request from a ``(low, high)`` range; a request whose client hung up while queued
+is dropped, as llama.cpp does; one whose client hung up while it ran is counted in ``abandoned``:
+work thrown away), :func:`throttled` is that on a slow CPU without advertised slots, and
 ``reject=("prompt-list", "json_schema", "json_object")`` answers HTTP ``reject_status``
 (default 500) to a list of text prompts on ``/v1/completions`` or to that
 ``response_format`` (what llama-cpp-python's server does). Like llama.cpp's server,
@@ -160,6 +162,8 @@ class _State:
     max_in_flight: int = 0
     probes: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
+    abandoned: int = 0
+    draws: int = 0
 
 
 class OpenAIServer:
@@ -168,7 +172,7 @@ class OpenAIServer:
     def __init__(
         self,
         responder: Responder | None = None,
-        latency_s: float = 0.0,
+        latency_s: float | tuple[float, float] = 0.0,
         faults: Faults | dict[str, Any] | Sequence[str] | None = None,
         prompt_logprobs: bool = True,
         embedding_dim: int = 32,
@@ -276,6 +280,22 @@ class OpenAIServer:
     def dropped(self) -> int:
         """Requests of a ``slots`` server dropped because their client hung up while they waited."""
         return self._state.dropped
+
+    @property
+    def abandoned(self) -> int:
+        """Requests that ran to the end after their client had hung up (the server's work thrown away)."""
+        return self._state.abandoned
+
+    def _delay(self) -> float:
+        """Seconds the next request takes: ``latency_s``, or drawn from its ``(low, high)`` range (seeded)."""
+        if not isinstance(self.latency_s, tuple):
+            return self.latency_s
+        with self._state.lock:
+            self._state.draws += 1
+            n = self._state.draws
+        u = int.from_bytes(hashlib.sha256(f"latency\x00{n}".encode()).digest()[:8], "big") / 2**64
+        low, high = self.latency_s
+        return low + (high - low) * u
 
     @property
     def auth_headers_seen(self) -> int:
@@ -511,8 +531,12 @@ class _Handler(BaseHTTPRequestHandler):
         return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
 
     def _answer(self, path: str, body: dict[str, Any], kind: str) -> None:
-        if self.srv.latency_s > 0:
-            time.sleep(self.srv.latency_s)
+        delay = self.srv._delay()
+        if delay > 0:
+            time.sleep(delay)
+            if self._hung_up():  # the client gave up while this ran: the work is thrown away
+                with self.srv._state.lock:
+                    self.srv._state.abandoned += 1
         if kind != "ok":
             self._fault(kind)
             return
@@ -567,6 +591,12 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     return type("Handler", (_Handler,), {"srv": server})
 
 
+def throttled(latency_s: float | tuple[float, float] = (5.0, 50.0), **kw: Any) -> OpenAIServer:
+    """llama-cpp-python's server on a slow CPU: one request at a time, each taking ``latency_s`` (a range: drawn
+    per request), and no slots advertised (404 on ``/props`` and ``/slots``)."""
+    return OpenAIServer(latency_s=latency_s, slots=1, advertise_slots=False, **kw)
+
+
 __all__ = [
     "EXTRA_KINDS",
     "FAULT_KINDS",
@@ -579,6 +609,7 @@ __all__ = [
     "default_reply",
     "embed_text",
     "recovers_after",
+    "throttled",
     "token_logprob",
     "tokenize",
 ]

@@ -10,7 +10,7 @@ import typer
 from ragrade.cli.llm_flags import LlmBaseUrlOption, llm_flag_layer
 
 if TYPE_CHECKING:
-    from ragrade.llm.base import LLM, Completion, LoglikelihoodResult
+    from ragrade.llm.base import LLM, LoglikelihoodResult
 
 cache_app = typer.Typer(help="Inspect or clear the LLM response cache ($RAGRADE_CACHE_DIR).", no_args_is_help=True)
 llm_app = typer.Typer(help="Check an LLM backend.", no_args_is_help=True)
@@ -89,8 +89,10 @@ def llm_probe(
 
     For an OpenAI-compatible server: chat, completions, prompt log-probabilities and by which method
     (echo-batched, echo, forced-token or none), JSON output by schema and by object, logit_bias and the
-    server's slots. Exits 2, after printing the report, when something ``--need`` names is missing or
-    generation returns no usable text (server down, key rejected, empty replies, ...).
+    server's slots. ``generate`` is usable only when the request succeeds with a reply that is not empty
+    and shows no chat-template token (``<|im_end|>``, ``<end_of_turn>``, or the start of one where the
+    text ends); each verdict that fails gives its reason. Exits 2, after printing the report, exactly
+    when something ``--need`` names is not usable: ``missing`` names those, and the error line says why.
     """
     from ragrade.cli.common import echo_json, split_list
     from ragrade.config import build_config
@@ -104,6 +106,7 @@ def llm_probe(
         generate,
         loglikelihood,
     )
+    from ragrade.llm.capabilities import text_verdict
 
     needs = split_list(need, "--need") or []
     unknown = [n for n in needs if n not in NEEDS]
@@ -123,28 +126,39 @@ def llm_probe(
             )
         ],
     )
-    caps = _capabilities(model, gen, ll, "json" in needs)
-    missing = _missing(needs, gen, ll, caps)
+    gen_ok, gen_why = text_verdict(gen.text, gen.error)
+    caps = _capabilities(model, gen_ok, ll, "json" in needs)
+    missing = _missing(needs, gen_why, ll, caps)
     echo_json(
         {
             "llm": model.describe(),
-            "generate": {"ok": gen.ok, "text": gen.text, "error": gen.error, "latency_s": round(gen.latency_s, 3)},
-            "loglikelihood": {"ok": ll.ok, "method": ll.method, "logprobs": ll.logprobs, "error": ll.error},
+            "generate": {
+                "ok": gen_ok,
+                "reason": gen_why,
+                "text": gen.text,
+                "error": gen.error,
+                "latency_s": round(gen.latency_s, 3),
+            },
+            "loglikelihood": {
+                "ok": ll.ok,
+                "reason": None if ll.ok else ll.error,
+                "method": ll.method,
+                "logprobs": ll.logprobs,
+                "error": ll.error,
+            },
             "capabilities": caps,
             "need": needs,
             "missing": sorted(missing),
         }
     )
-    if not gen.ok:
-        raise BackendError(f"{model.name}: the generation request failed: {gen.error}")
     if missing:
         why = "; ".join(f"{k}: {v}" for k, v in sorted(missing.items()))
         raise BackendError(f"{model.name} cannot serve what --need asks ({why})")
 
 
-def _capabilities(model: LLM, gen: Completion, ll: LoglikelihoodResult, check_json: bool) -> dict[str, object]:
+def _capabilities(model: LLM, gen_ok: bool, ll: LoglikelihoodResult, check_json: bool) -> dict[str, object]:
     """Each capability of ``model``: the full probe for an OpenAI-compatible server, else what the
-    generation and log-likelihood requests showed (and JSON output, when asked)."""
+    generation (``gen_ok``: its verdict) and log-likelihood requests showed (and JSON output, when asked)."""
     from ragrade.llm import GenerationRequest, Message, generate, run_sync
     from ragrade.llm.openai import OpenAILLM
 
@@ -152,7 +166,7 @@ def _capabilities(model: LLM, gen: Completion, ll: LoglikelihoodResult, check_js
         from ragrade.llm.capabilities import probe_capabilities
 
         return run_sync(probe_capabilities(model))
-    caps: dict[str, object] = {"generate": bool(gen.ok and (gen.text or "").strip())}
+    caps: dict[str, object] = {"generate": gen_ok}
     caps["prompt_logprobs"] = ll.method if ll.ok else "none"
     if check_json:
         from ragrade.llm.capabilities import PROBE_SCHEMA
@@ -172,14 +186,16 @@ def _is_json_object(text: str | None) -> bool:
         return False
 
 
-def _missing(needs: list[str], gen: Completion, ll: LoglikelihoodResult, caps: Mapping[str, object]) -> dict[str, str]:
-    """What ``--need`` names that the probe did not find, with the reason."""
+def _missing(
+    needs: list[str], gen_why: str | None, ll: LoglikelihoodResult, caps: Mapping[str, object]
+) -> dict[str, str]:
+    """What ``--need`` names that the probe did not find usable, with the reason (``gen_why``: generation's)."""
     notes = caps.get("notes")
     if not isinstance(notes, dict):  # the full probe's reasons; none from the short one
         notes = {}
     missing: dict[str, str] = {}
-    if "generate" in needs and gen.ok and not (gen.text or "").strip():
-        missing["generate"] = "the reply is empty"
+    if "generate" in needs and gen_why is not None:
+        missing["generate"] = gen_why
     if "loglikelihood" in needs and not ll.ok:
         missing["loglikelihood"] = str(ll.error)
     if "json" in needs and not (caps.get("json_schema") or caps.get("json_object")):

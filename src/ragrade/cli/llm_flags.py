@@ -32,8 +32,8 @@ ConcurrencyOption = Annotated[
     typer.Option(
         "--concurrency",
         min=1,
-        help=f"LLM requests in flight to a server (default {option_default('concurrency')}; in-process hf/ "
-        "batches what every shard sends instead).",
+        help=f"LLM requests in flight to a server (default {option_default('concurrency')}); in-process hf/ "
+        "batches what every shard sends instead.",
     ),
 ]
 DeviceOption = Annotated[
@@ -56,8 +56,8 @@ TimeoutOption = Annotated[
     typer.Option(
         "--timeout",
         min=0.1,
-        help=f"Seconds per LLM request attempt (default {option_default('timeout'):g}; not given, it is learned "
-        "from the server's replies, up to 4 times that).",
+        help=f"Seconds per LLM request attempt (default {option_default('timeout'):g}); when not given, learned "
+        "from the server's replies, up to 4 times that.",
     ),
 ]
 MaxRetriesOption = Annotated[

@@ -1,7 +1,10 @@
 """Parse an LLM's raw question: structured JSON first, then a tolerant text-layout parser.
 
 Every failure has exactly one reason from :data:`PARSE_REASONS`, checked in a
-fixed order, so a funnel can count them.
+fixed order, so a funnel can count them. A reply cut off (``truncated``) or one
+that repeats the prompt's placeholders (``echoed_template``: ``"..."``,
+``<option>``) is refused before any parsing, by the rule every reader of
+generated replies shares (:func:`ragrade.llm.replies.reply_problem`).
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ragrade.exam.text import normalise_choice
+from ragrade.llm.replies import reply_problem
 
 LETTERS = "ABCD"
 
 #: parse failure reasons, in the order they are checked
 PARSE_REASONS = (
     "empty_output",
+    "truncated",
+    "echoed_template",
     "invalid_json",
     "no_question",
     "too_few_choices",
@@ -232,10 +238,18 @@ def check_question_text(question: str, min_chars: int) -> ParseFailure | None:
     return None
 
 
-def parse_question(text: str | None, min_question_chars: int = 20) -> ParsedQuestion | ParseFailure:
-    """Parse one raw LLM output into a valid question, or a :class:`ParseFailure` with one reason."""
+def parse_question(
+    text: str | None, min_question_chars: int = 20, *, finish_reason: str | None = None, template: str | None = None
+) -> ParsedQuestion | ParseFailure:
+    """Parse one raw LLM output into a valid question, or a :class:`ParseFailure` with one reason.
+
+    ``finish_reason`` and ``template`` (the prompt before filling) serve the shared reply rule (module docstring).
+    """
     if text is None or not text.strip():
         return ParseFailure("empty_output", "the model returned no text")
+    problem = reply_problem(text, finish_reason, template)
+    if problem is not None:
+        return ParseFailure(problem.kind, problem.note)
     obj, looked_like_json = _extract_json(text)
     result: ParsedQuestion | ParseFailure
     if obj is not None:

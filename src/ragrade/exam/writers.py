@@ -15,7 +15,7 @@ from ragrade.exam.prompts import QUESTION_SCHEMA, SYSTEM_PROMPT, USER_PROMPT, lo
 from ragrade.exam.text import derived_seed, stable_hash
 from ragrade.io import JSONObject
 from ragrade.llm.base import LLM, GenerationRequest, Message, generate
-from ragrade.progress import note_failed
+from ragrade.progress import counting_requests, note_failed
 from ragrade.registry import register
 
 #: reasons a chunk yields no candidate at all (stage "generation"): ``llm_error`` is a failed request (missing,
@@ -79,6 +79,7 @@ class LLMWriter:
         self.user_template = load_template(cfg.prompt_file, USER_PROMPT, require_document=True)
         self.system_template = load_template(cfg.system_prompt_file, SYSTEM_PROMPT, require_document=False)
         self.prompt_id = stable_hash(self.system_template, self.user_template)
+        self.templates = f"{self.system_template}\n{self.user_template}"  # whose placeholders a reply must not echo
 
     def request(self, chunk: Chunk) -> GenerationRequest:
         """The generation request for ``chunk``."""
@@ -99,13 +100,18 @@ class LLMWriter:
         )
 
     def write(self, chunks: Sequence[Chunk], progress: Progress | None = None) -> list[Raw]:
-        """Generate in batches (the LLM layer handles concurrency, cache and retries) and parse."""
+        """Generate in batches (the LLM layer handles concurrency, cache and retries) and parse.
+
+        ``progress(chunks done, valid so far)`` after each batch and, while a batch runs, as each of its
+        requests is answered (the batch's chunks then count as done as their replies arrive).
+        """
         out: list[Raw] = []
         valid = 0
         step = self.cfg.batch_size
         for b in range(0, len(chunks), step):
             batch = chunks[b : b + step]
-            completions = generate(self.llm, [self.request(c) for c in batch])
+            with counting_requests(_live(progress, len(out), valid), cap=len(batch)):
+                completions = generate(self.llm, [self.request(c) for c in batch])
             if len(completions) != len(batch):
                 raise RuntimeError(f"{self.llm.name} returned {len(completions)} results for {len(batch)} requests")
             for chunk, comp in zip(batch, completions, strict=True):
@@ -123,7 +129,9 @@ class LLMWriter:
                         Raw(chunk, stage="generation", reason="llm_error", detail=str(comp.error)[:300], generator=gen)
                     )
                     continue
-                res = parse_question(comp.text, self.cfg.min_question_chars)
+                res = parse_question(
+                    comp.text, self.cfg.min_question_chars, finish_reason=comp.finish_reason, template=self.templates
+                )
                 if not isinstance(res, ParsedQuestion) and is_refusal(comp.text):
                     detail = str(comp.text).strip()[:300]
                     out.append(
@@ -153,6 +161,13 @@ class LLMWriter:
             "max_tokens": self.cfg.max_tokens,
             "json_output": self.cfg.json_output,
         }
+
+
+def _live(progress: Progress | None, done: int, valid: int) -> Callable[[int], None] | None:
+    """The report of a running batch: ``done`` chunks before it plus its requests answered so far."""
+    if progress is None:
+        return None
+    return lambda answered: progress(done + answered, valid)
 
 
 class ClozeWriter:

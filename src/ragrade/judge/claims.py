@@ -190,7 +190,9 @@ class ClaimsJudge:
             if not comp.ok:
                 out.append({"status": "failed", "error": comp.error or "no text", "attempts": comp.attempts})
                 continue
-            parsed = parse_claims(comp.text)
+            parsed = parse_claims(
+                comp.text, finish_reason=comp.finish_reason, template=self.templates["claims_extract"]
+            )
             sub: dict[str, object] = {"status": parsed.status, "raw": comp.text}
             sub.update({"claims": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
             if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase
@@ -205,7 +207,8 @@ class ClaimsJudge:
             if not comp.ok:
                 out.append({"status": "failed", "error": comp.error or "no text", "attempts": comp.attempts})
                 continue
-            parsed = parse_verdicts(comp.text, len(job.claims))
+            template = self.templates["claims_check"]
+            parsed = parse_verdicts(comp.text, len(job.claims), finish_reason=comp.finish_reason, template=template)
             sub: dict[str, object] = {"status": parsed.status, "raw": comp.text, "n_claims": len(job.claims)}
             sub.update({"verdicts": parsed.items} if parsed.status == "ok" else {"note": parsed.note})
             if comp.response_format is not None:  # moved to the record's ``response_formats`` by _phase

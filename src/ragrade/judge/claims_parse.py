@@ -8,7 +8,9 @@ booleans, 0/1 or objects with a ``verdict`` (or ``supported``, ``label``, ...)
 field and an optional 1-based ``claim`` / ``index`` / ``id``. One entry that
 cannot be read makes that claim's verdict None (unparsed, counted), never a
 guess; a list whose length does not match the claims makes every verdict of
-the reply unparsed.
+the reply unparsed. A reply cut off or repeating the prompt's placeholders
+(``["<claim>"]``, ``"yes" or "no"``) is unparsed, by the rule every reader of
+generated replies shares (:func:`ragrade.llm.replies.reply_problem`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragrade.judge.parse import _to_verdict
+from ragrade.llm.replies import reply_problem
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _CLAIM_KEYS = ("claims", "facts", "statements", "atomic_claims")
@@ -72,10 +75,20 @@ def _find_list(value: object, keys: tuple[str, ...]) -> list[object] | None:
     return None
 
 
-def parse_claims(text: str | None) -> ParsedList:
-    """The claims of an extraction reply (an empty list is a valid answer: no facts)."""
+def _unusable(text: str, finish_reason: str | None, template: str | None) -> ParsedList | None:
+    problem = reply_problem(text, finish_reason, template)
+    return None if problem is None else ParsedList("unparsed", note=problem.note)
+
+
+def parse_claims(text: str | None, *, finish_reason: str | None = None, template: str | None = None) -> ParsedList:
+    """The claims of an extraction reply (an empty list is a valid answer: no facts).
+
+    ``finish_reason`` and ``template`` (the prompt before filling) serve the shared reply rule (module docstring).
+    """
     if text is None or not text.strip():
         return ParsedList("unparsed", note="empty output")
+    if (bad := _unusable(text, finish_reason, template)) is not None:
+        return bad
     for value in _json_values(text):
         found = _find_list(value, _CLAIM_KEYS)
         if found is None:
@@ -101,10 +114,14 @@ def _entry(entry: object) -> tuple[int | None, float | None]:
     return None, _to_verdict(entry)
 
 
-def parse_verdicts(text: str | None, n: int) -> ParsedList:
-    """``n`` verdicts (1.0 entailed, 0.0 not, None unreadable) from a check reply."""
+def parse_verdicts(
+    text: str | None, n: int, *, finish_reason: str | None = None, template: str | None = None
+) -> ParsedList:
+    """``n`` verdicts (1.0 entailed, 0.0 not, None unreadable) from a check reply (arguments: :func:`parse_claims`)."""
     if text is None or not text.strip():
         return ParsedList("unparsed", note="empty output")
+    if (bad := _unusable(text, finish_reason, template)) is not None:
+        return bad
     for value in _json_values(text):
         found = _find_list(value, _VERDICT_LIST_KEYS)
         if found is None:

@@ -5,7 +5,8 @@ instead), asks for JSON (a JSON schema goes with the request; servers that
 refuse it still get the instruction in the prompt), and reads the reply with
 the tolerant parser of :mod:`ragrade.judge.parse`. Every sample ends as one
 of ``ok`` (a value), ``unparsed`` (the raw text is kept) or ``failed`` (the
-request error is kept); nothing becomes a number it was not.
+request error is kept); nothing becomes a number it was not: a reply cut off
+at the token limit, or one that repeats the prompt's placeholders, is unparsed.
 
 Self-consistency: with ``samples > 1`` each answer is judged several times
 at a temperature above zero with distinct seeds; the score is the mean
@@ -280,11 +281,11 @@ class LLMJudge:
             for i in range(n)
         ]
 
-    def parse(self, text: str | None) -> Parsed:
-        """Parse one reply with this metric's scale."""
+    def parse(self, text: str | None, finish_reason: str | None = None) -> Parsed:
+        """Parse one reply with this metric's scale (cut off, or this prompt's placeholders echoed: unparsed)."""
         if self.spec.kind == "score":
-            return parse_score(text, self.spec.low, self.spec.high)
-        return parse_verdict(text)
+            return parse_score(text, self.spec.low, self.spec.high, finish_reason=finish_reason, template=self.template)
+        return parse_verdict(text, finish_reason=finish_reason, template=self.template)
 
     async def ascore(self, items: Sequence[AnswerItem]) -> list[JSONObject]:
         """One metric record per item (items must be judgeable: see :meth:`missing`)."""
@@ -299,7 +300,7 @@ class LLMJudge:
         for i, _item in enumerate(items):
             samples = []
             for comp in completions[i * n : (i + 1) * n]:
-                samples.append(_sample_record(comp, self.parse(comp.text) if comp.ok else None))
+                samples.append(_sample_record(comp, self.parse(comp.text, comp.finish_reason) if comp.ok else None))
             rec = aggregate(self.spec.kind, samples)
             rec["response_format"] = weakest_format(s.get("response_format") for s in samples)
             rec["samples"] = samples

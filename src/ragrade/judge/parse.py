@@ -10,6 +10,13 @@ with its raw text kept by the caller.
 Rules are tried from the most to the least explicit (JSON, then labelled
 values, then a bare leading value). Within one rule, several candidates that
 disagree make the verdict unparsed ("conflicting") rather than picking one.
+
+Before any rule, a reply that was cut off or that repeats the prompt's
+placeholders (``"reason": "<one short sentence>"``) is unparsed, by the one
+rule every reader of generated replies shares
+(:func:`ragrade.llm.replies.reply_problem`). A reason is the model's own
+words: a JSON ``reason`` field, or the lines after the verdict without JSON
+syntax, other fields or a ``Reason:`` label.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragrade.io import JSONObject
+from ragrade.llm.replies import reply_problem
 
 Status = Literal["ok", "unparsed"]
 
@@ -67,13 +75,14 @@ _VERDICT_WORDS = (
     r"(not\s+supported|not\s+relevant|yes|no|true|false|supported|unsupported|pass|fail|irrelevant|relevant)"
 )
 _LABELLED_VERDICT = re.compile(
-    r"\b(?:verdict|answer|decision|judge?ment|result|final\s+answer|label|conclusion)\b\s*[:=\-]?\s*[*_`\"']*\s*"
+    r"\b(?:verdict|answer|decision|judge?ment|result|final\s+answer|label|conclusion)\b[\"']?\s*[:=\-]?\s*[*_`\"']*\s*"
     + _VERDICT_WORDS
     + r"\b",
     re.IGNORECASE,
 )
 _LEADING_VERDICT = re.compile(r"^[\s*_#>`\"'\[(]*" + _VERDICT_WORDS + r"\b", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_FIELD_LINE = re.compile(r"^[*_]*\"?([A-Za-z_ ]{1,30}?)\"?[*_]*\s*:\s*(.*?)\s*,?$")  # "key": value / Reason: text
 
 
 @dataclass(frozen=True)
@@ -173,8 +182,21 @@ def _in_range(parsed: Parsed, low: float, high: float) -> Parsed:
 
 
 def _text_reason(text: str) -> str | None:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return "\n".join(lines[1:]) if len(lines) > 1 else None
+    """The lines after the verdict, as the model's words: no JSON syntax, no other fields, no ``Reason:`` label."""
+    kept: list[str] = []
+    for line in [ln.strip() for ln in text.strip().splitlines() if ln.strip()][1:]:
+        if line.startswith("```") or not line.strip("{}[],` "):
+            continue
+        field = _FIELD_LINE.match(line)
+        if field:
+            key = field.group(1).strip().lower()
+            if key in _SCORE_KEYS or key in _VERDICT_KEYS:
+                continue
+            if key in _REASON_KEYS:
+                line = field.group(2).strip().strip('"').strip()
+        if line:
+            kept.append(line)
+    return "\n".join(kept) or None
 
 
 def _parse_json(text: str, keys: tuple[str, ...], convert: Callable[[object], float | None]) -> Parsed | None:
@@ -189,10 +211,28 @@ def _parse_json(text: str, keys: tuple[str, ...], convert: Callable[[object], fl
     return None
 
 
-def parse_score(text: str | None, low: float = 1.0, high: float = 5.0) -> Parsed:
-    """Parse a numeric score in ``[low, high]`` (default a 1-5 scale) from a judge's output."""
+def _unusable(text: str, finish_reason: str | None, template: str | None) -> Parsed | None:
+    """Unparsed when the reply was cut off or repeats the prompt's placeholders (None when it can be read)."""
+    problem = reply_problem(text, finish_reason, template)
+    return None if problem is None else Parsed("unparsed", note=problem.note)
+
+
+def parse_score(
+    text: str | None,
+    low: float = 1.0,
+    high: float = 5.0,
+    *,
+    finish_reason: str | None = None,
+    template: str | None = None,
+) -> Parsed:
+    """Parse a numeric score in ``[low, high]`` (default a 1-5 scale) from a judge's output.
+
+    ``finish_reason`` and ``template`` (the prompt before filling) serve the shared reply rule (module docstring).
+    """
     if text is None or not text.strip():
         return Parsed("unparsed", note="empty output")
+    if (bad := _unusable(text, finish_reason, template)) is not None:
+        return bad
     got = _parse_json(text, _SCORE_KEYS, _to_number)
     if got is not None:
         return _in_range(got, low, high)
@@ -220,10 +260,12 @@ def parse_score(text: str | None, low: float = 1.0, high: float = 5.0) -> Parsed
     return Parsed("unparsed", note="no score found")
 
 
-def parse_verdict(text: str | None) -> Parsed:
-    """Parse a binary verdict (1.0 = yes/supported, 0.0 = no) from a judge's output."""
+def parse_verdict(text: str | None, *, finish_reason: str | None = None, template: str | None = None) -> Parsed:
+    """Parse a binary verdict (1.0 = yes/supported, 0.0 = no) from a judge's output (arguments: :func:`parse_score`)."""
     if text is None or not text.strip():
         return Parsed("unparsed", note="empty output")
+    if (bad := _unusable(text, finish_reason, template)) is not None:
+        return bad
     got = _parse_json(text, _VERDICT_KEYS + _SCORE_KEYS, _to_verdict)
     if got is not None:
         return got

@@ -89,7 +89,9 @@ def create_llm(
     a keyword named like one of its fields (``timeout=``, ``concurrency=``, ...) overrides it, ``None``
     meaning not given. ``dry_run`` returns a :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what would
     be sent without sending it (its counts go to :data:`ragrade.llm.dryrun.LEDGER`). ``api_key``: default
-    ``$OPENAI_API_KEY``. Extra keyword arguments go to the backend.
+    ``$OPENAI_API_KEY``. Extra keyword arguments go to the backend. A timeout left at its default is
+    learned from the server's replies, up to 4 times the default (:mod:`ragrade.llm.pacing`); one given
+    (here, or different from the default in ``options``) is used as it is.
     """
     given = {
         "base_url": base_url,
@@ -111,6 +113,8 @@ def create_llm(
         timeout=opts.timeout,
         max_retries=opts.max_retries,
         backoff_base_s=opts.backoff_s,
+        # a timeout left at its default is learned from the replies (ragrade.llm.pacing); a given one is kept
+        learn_timeout=timeout is None and opts.timeout == LLMOptions.model_fields["timeout"].default,
     )
     if opts.dry_run:  # a setting of the run, carried in the LLM options to every worker (never process state)
         from ragrade.llm.dryrun import DryRunLLM

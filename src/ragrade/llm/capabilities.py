@@ -10,7 +10,9 @@
   every request then fails with one error that names what was tried and the way out. A probe that
   failed for another reason (timeout, network, rejected key) settles nothing: the request it stood
   for fails with that error, and the next one probes again.
-- :func:`probe_capabilities`: the report of ``ragrade llm probe``.
+- :func:`probe_capabilities`: the report of ``ragrade llm probe``; a capability holds only when the
+  server's reply is usable (:func:`text_verdict`: not empty, no leaked chat-template token), and
+  ``notes`` say why one does not.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ragrade.llm.openai_loglik import (
     message_text,
     tokenize,
 )
+from ragrade.llm.replies import leaked_template_token
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -160,6 +163,22 @@ def _text(data: Mapping[str, object] | None) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def text_verdict(text: str | None, error: str | None = None) -> tuple[bool, str | None]:
+    """Whether a generated reply is usable, and why not: the request failed, the reply is empty, or it
+    shows a chat-template token (the server does not apply the model's template or stop at its turn end)."""
+    if error is not None or text is None:
+        return False, f"the request failed: {error or 'no text in the reply'}"
+    if not text.strip():
+        return False, "the reply is empty"
+    token = leaked_template_token(text)
+    if token is not None:
+        return False, (
+            f"the reply contains the chat-template token {token!r} (the server does not apply the model's "
+            "chat template or does not stop at its end of turn)"
+        )
+    return True, None
+
+
 def _json_object(text: str | None) -> bool:
     try:
         return isinstance(json.loads(text or ""), dict)
@@ -174,8 +193,9 @@ async def _json_output(llm: OpenAIClient, path: str, fmt: Mapping[str, object]) 
         ask = {"prompt": "A colour, as JSON:"}
     data, error = await _ask(llm, path, {**ask, "max_tokens": 24, "response_format": fmt})
     text = _text(data)
-    if error is not None or text is None:
-        return False, error or "no text in the reply"
+    usable, why = text_verdict(text, error)
+    if not usable or text is None:
+        return False, why
     if _json_object(text):
         return True, None
     if text.lstrip().startswith("{"):
@@ -209,16 +229,15 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
     async with llm._batch():
         hello = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
         chat, chat_error = await _ask(llm, "/chat/completions", hello)
-        caps["chat"] = _text(chat) is not None
         completion, completion_error = await _ask(llm, "/completions", {"prompt": PROBE_CONTEXT, "max_tokens": 4})
-        caps["completions"] = _text(completion) is not None
-        for key, error in (("chat", chat_error), ("completions", completion_error)):
-            if not caps[key]:
-                notes[key] = error or "no text in the reply"
+        for key, data, error in (("chat", chat, chat_error), ("completions", completion, completion_error)):
+            caps[key], why = text_verdict(_text(data), error)
+            if why:
+                notes[key] = why
         caps["prompt_logprobs"] = llm.prompt_logprobs_method()
         if llm.no_loglikelihood:
             notes["prompt_logprobs"] = llm.no_loglikelihood
-        path = "/chat/completions" if caps["chat"] else "/completions"
+        path = "/chat/completions" if _text(chat) is not None else "/completions"  # the chat endpoint answers
         schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": PROBE_SCHEMA, "strict": False}}
         for key, fmt in (("json_schema", schema), ("json_object", {"type": "json_object"})):
             caps[key], note = await _json_output(llm, path, fmt)
@@ -233,4 +252,11 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
     return caps
 
 
-__all__ = ["LETTER_HINT", "detect_loglikelihood", "fetch_slots", "probe_capabilities", "server_root"]
+__all__ = [
+    "LETTER_HINT",
+    "detect_loglikelihood",
+    "fetch_slots",
+    "probe_capabilities",
+    "server_root",
+    "text_verdict",
+]

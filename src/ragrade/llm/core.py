@@ -5,6 +5,10 @@ A backend subclasses :class:`BaseLLM` and implements ``_generate_one`` /
 :class:`~ragrade.llm.limits.TransientError` or
 :class:`~ragrade.llm.limits.PermanentError`), or overrides the ``_batch``
 methods when it computes locally in batches (Hugging Face, offline baselines).
+
+Every request sent to a model (not one read from the cache) is counted for the progress displays
+(:func:`ragrade.progress.note_requests`): asked when its batch starts, answered as its result arrives
+(a backend computing whole batches: when the batch ends), and taken back when a stop drops it unanswered.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, TypeVar
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache, make_key
 from ragrade.llm.limits import LimitConfig, Limiter, Outcome
+from ragrade.progress import note_requests
 from ragrade.redact import redact_text
 
 log = logging.getLogger("ragrade.llm")
@@ -89,7 +94,8 @@ class _CacheWriter:
     or ``interval_s`` seconds, so that a crash or kill loses at most the last few seconds of paid answers.
 
     Writes run on the event loop's thread (one SQLite connection; WAL commits without fsync take about
-    a millisecond); a failing write is logged once and never costs the batch its results.
+    a millisecond); a failing write is logged once and never costs the batch its results. It also counts
+    each request answered, once (:func:`~ragrade.progress.note_requests`), with or without a cache.
     """
 
     def __init__(
@@ -106,6 +112,7 @@ class _CacheWriter:
         self.every, self.interval_s = every, interval_s
         self.pending: list[tuple[str, dict[str, Any]]] = []
         self.seen: set[str] = set()
+        self.answered: set[str] = set()
         self.last = time.monotonic()
         self.failed = False
 
@@ -116,8 +123,11 @@ class _CacheWriter:
             self.add_key(key, result)
 
     def add_key(self, key: str, result: Completion | LoglikelihoodResult) -> None:
-        """Queue ``result`` under ``key`` unless queued already."""
-        if key in self.seen or not result.ok:
+        """Count ``result`` as answered and queue it under ``key`` (each key once; successes only, with a cache)."""
+        if key not in self.answered:
+            self.answered.add(key)
+            note_requests(answered=1)
+        if key in self.seen or not result.ok or self.llm.cache is None:
             return
         self.seen.add(key)
         self.pending.append((key, self.encode(result)))
@@ -190,7 +200,7 @@ class BaseLLM:
         self.base_url = base_url
         self.cache = cache
         self.limits = limits or LimitConfig()
-        self.limiter = Limiter(self.limits, seed=seed)
+        self.limiter = Limiter(self.limits, seed=seed, name=self.name)
         self.usage = UsageTotals()
 
     # -- hooks ---------------------------------------------------------------------------------
@@ -312,24 +322,23 @@ class BaseLLM:
         """Run the uncached requests ``todo`` (key -> request); results reach the cache as they arrive."""
         if not todo:
             return {}
-        writer = (
-            _CacheWriter(self, kind, todo, encode, self.cache_flush_every, self.cache_flush_interval_s)
-            if self.cache is not None
-            else None
-        )
+        writer = _CacheWriter(self, kind, todo, encode, self.cache_flush_every, self.cache_flush_interval_s)
         token = _WRITER.set(writer)
+        note_requests(asked=len(todo))
         try:
             fresh = dict(zip(todo, await batch(list(todo.values())), strict=True))
         except BaseException:  # cancelled (a stop request) or broken: keep the answers that already arrived
-            if writer is not None:
-                writer.flush()
+            writer.flush()
+            note_requests(asked=-(len(todo) - len(writer.answered)))  # dropped unanswered
             raise
         finally:
             _WRITER.reset(token)
-        if writer is not None:  # backends that compute whole batches (HF, offline) report here
-            for key, result in fresh.items():
-                writer.add_key(key, result)
-            writer.flush()
+        unreported = [key for key in fresh if key not in writer.answered]  # whole batches (HF, offline) end here
+        writer.answered.update(unreported)
+        note_requests(answered=len(unreported))
+        for key, result in fresh.items():
+            writer.add_key(key, result)
+        writer.flush()
         return fresh
 
     def _cache_get(self, keys: list[str]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ per group (a pipeline, a testbed) and per model; :meth:`FailureTally.check`
 raises
 
 - :class:`~ragrade.errors.BackendError` (exit 2) when a backend was declared
-  unusable (the server rejected the API key, or its first requests all failed),
+  unusable (the server rejected the API key; its first requests, or its recent
+  ones, all failed; or it gave no reply in time to requests sent one at a time,
+  in which case the message gives the latencies seen and the settings to rerun with),
 - :class:`~ragrade.errors.FailedRequests` (exit 3) when some group has more than
   ``max_share`` of its requests failed, or every request of one model failed,
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from ragrade.errors import BackendError, ConfigError, FailedRequests
 from ragrade.llm.dryrun import DRY_RUN_ERROR
-from ragrade.llm.limits import AUTH_REJECTED, UNREACHABLE
+from ragrade.llm.limits import AUTH_REJECTED, TOO_SLOW, UNREACHABLE
 
 DEFAULT_MAX_FAILED = 0.05
 MAX_FAILED_ENV = "RAGRADE_MAX_FAILED"
@@ -49,11 +51,13 @@ def max_failed_share(value: float | None = None) -> float:
 
 
 def fatal_kind(error: str | None) -> str | None:
-    """``"auth"`` or ``"unreachable"`` when ``error`` says the backend was declared unusable, else None."""
+    """``"auth"``, ``"slow"`` or ``"unreachable"`` when ``error`` says the backend was declared unusable, else None."""
     if not error:
         return None
     if AUTH_REJECTED in error:
         return "auth"
+    if TOO_SLOW in error:
+        return "slow"
     if UNREACHABLE in error:
         return "unreachable"
     return None
@@ -85,7 +89,7 @@ class FailureTally:
             self.model_failed[model] += 1
         kind = fatal_kind(error)
         if kind is not None:
-            self.fatal.setdefault(kind, (model or "the LLM", error))
+            self._note_fatal(kind, model or "the LLM", error)
         elif self.first_error is None:
             self.first_error = error
 
@@ -96,7 +100,14 @@ class FailureTally:
         fatal = getattr(getattr(llm, "limiter", None), "fatal", None)
         kind = fatal_kind(fatal)
         if kind is not None and fatal:
-            self.fatal.setdefault(kind, (str(getattr(llm, "name", "the LLM")), fatal))
+            self._note_fatal(kind, str(getattr(llm, "name", "the LLM")), f"not sent: {fatal}")
+
+    def _note_fatal(self, kind: str, model: str, error: str) -> None:
+        """Keep the first stop reason of each kind; a request refused for it (``not sent: ...``) tells it whole,
+        so it replaces the error of a request that was in flight when the backend was stopped."""
+        known = self.fatal.get(kind)
+        if known is None or (not known[1].startswith("not sent:") and error.startswith("not sent:")):
+            self.fatal[kind] = (model, error)
 
     def add_rows(self, rows: Iterable[dict[str, object]], group: str, model: str, error: str = "error") -> None:
         """Count dict rows: ``row[group]`` names the group, ``row[model]`` the model, ``row[error]`` the failure."""
@@ -135,6 +146,13 @@ class FailureTally:
             raise BackendError(
                 f"{model}: {AUTH_REJECTED} (HTTP 401/403); {self.n_failed} of {self.n_total} requests failed "
                 f"or were not sent. Set OPENAI_API_KEY to a valid key, then {resume}"
+            )
+        if "slow" in self.fatal:
+            model, error = self.fatal["slow"]
+            cause = error.split(f"{TOO_SLOW}:", 1)[-1].strip()
+            raise BackendError(
+                f"{model}: {TOO_SLOW}: {cause}. {self.n_failed} of {self.n_total} requests failed or were not "
+                f"sent; {resume}"
             )
         if "unreachable" in self.fatal:
             model, error = self.fatal["unreachable"]

@@ -2,11 +2,13 @@
 
 Generation uses chat completions for ``messages`` and completions for ``prompt``.
 Structured output asks for ``response_format`` ``json_schema``; a server that refuses
-it gets ``json_object``, then plain text, each step logged once. A refusal is a
-400/404/422 that names the format, or one that the same request without
-``response_format`` does not get; or HTTP 500 for two requests with the format
-(none answered) when a retry without it succeeds: the retry goes without it, so
-that ``max_retries=0`` keeps its meaning and a broken server costs no extra request.
+it gets ``json_object``, then plain text, each step logged once and none skipped: a
+request that meets a refusal asks again with the next format down (plain text only
+once ``json_object`` is refused too). A refusal is a 400/404/422 that names the
+format, or one that the same request one format down does not get; or HTTP 500 for
+two requests with the format (none answered) when a retry one format down succeeds:
+from the second such 500 on, every attempt goes one format down, so that
+``max_retries=0`` keeps its meaning and a broken server costs no extra request.
 401/403, 429 and timeouts never degrade it. Each
 :class:`~ragrade.llm.base.Completion` records the format it was asked with.
 
@@ -20,7 +22,11 @@ endpoint only when allowed (``letter_fallback=True`` or ``loglikelihood_mode``
 fails with one error that says what was tried and what to do instead.
 
 The server's advertised slots (llama.cpp ``/props`` or ``/slots``) seed the adaptive
-in-flight cap (:mod:`ragrade.llm.limits`), looked up once per backend.
+in-flight cap (:mod:`ragrade.llm.limits`), looked up once per backend; a server that
+advertises none starts from one request in flight (slow start). Each request is sent
+with the running attempt's timeout and reports its reply's latency to the limiter,
+which learns the timeout of later requests from them when the user left it at its
+default (:mod:`ragrade.llm.pacing`).
 
 Requests go out through one client per event loop, with a connection pool sized
 to the concurrency limit, shared by every request of the batches on that loop;
@@ -43,6 +49,7 @@ import importlib
 import importlib.util
 import json
 import os
+import time
 import urllib.parse
 import weakref
 from collections import Counter
@@ -57,7 +64,7 @@ from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import _WRITER, BaseLLM, log
-from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError
+from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError, request_timeout
 from ragrade.llm.openai_http import DirectClient, retry_after, scrub
 from ragrade.llm.openai_loglik import (
     FALLBACK_PROMPT,
@@ -74,6 +81,7 @@ from ragrade.llm.openai_loglik import (
 TRANSPORTS = ("auto", "aiohttp", "httpx")
 LOGLIKELIHOOD_MODES = ("auto", "echo", "forced-token", "chat-logprobs", "letter-choice")
 FORMAT_STATUS = (400, 404, 422)  # refusals that may mean "not this response_format" (500: see _chat_with_schema)
+JSON_MODES = ("json_schema", "json_object", "none")  # strongest first; "none" asks for plain text
 FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema", "grammar", "schema")
 
 
@@ -210,6 +218,7 @@ class OpenAILLM(BaseLLM):
         self._json_mode = "json_schema"  # degrades to json_object, then none, when the server refuses
         self._format_500s: Counter[str] = Counter()  # HTTP 500 answers to requests with each format
         self._format_ok: set[str] = set()  # formats the server has answered
+        self._last_500: dict[int, str] = {}  # id of a request in a batch -> the format its last HTTP 500 came with
         self.transport = transport
         from ragrade.llm.capabilities import server_root
 
@@ -224,6 +233,7 @@ class OpenAILLM(BaseLLM):
             weakref.WeakKeyDictionary()
         )
         self.limiter.grace_s = min(5.0, 0.5 * self.limits.timeout)  # the HTTP client enforces the timeout itself
+        self.limiter.start_slow()  # one request in flight until the server's slots or its replies say more
 
     # -- client --------------------------------------------------------------------------------
     def _openai(self) -> Any:
@@ -292,7 +302,11 @@ class OpenAILLM(BaseLLM):
 
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
         async with self._batch():
-            return await super()._generate_batch(reqs)
+            try:
+                return await super()._generate_batch(reqs)
+            finally:
+                for req in reqs:
+                    self._last_500.pop(id(req), None)
 
     async def _post(self, path: str, body: Mapping[str, object], extra: bool = True) -> JSONObject:
         """POST ``body`` (plus ``extra_body`` when ``extra``); the parsed JSON object of the reply.
@@ -305,10 +319,15 @@ class OpenAILLM(BaseLLM):
         session = self._session()
         if self.extra_body and extra:
             body = {**body, **self.extra_body}
+        wait = request_timeout(self.limits.timeout)  # the running attempt's (learned from the replies, or given)
+        sent = time.perf_counter()
         if session.direct:
-            content = await session.client.post(path, body)
+            content = await session.client.post(path, body, wait)
         else:
-            content = (await self._call(session.client.post, path, body=body, cast_to=session.response_type)).content
+            options = {"timeout": wait}
+            post = session.client.post
+            content = (await self._call(post, path, body=body, cast_to=session.response_type, options=options)).content
+        self.limiter.observe(time.perf_counter() - sent)
         try:
             data = json.loads(content)
         except ValueError as exc:  # JSONDecodeError and undecodable bytes
@@ -335,7 +354,8 @@ class OpenAILLM(BaseLLM):
         try:
             return await fn(*args, **kwargs)
         except openai.APITimeoutError as exc:
-            raise TransientError(f"timed out after {self.limits.timeout:g}s", timeout=True) from exc
+            wait = request_timeout(self.limits.timeout)
+            raise TransientError(f"timed out after {wait:g}s", timeout=True) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             raise TransientError(scrub(f"connection error: {type(cause).__name__}: {cause}", self._key)) from exc
@@ -366,7 +386,7 @@ class OpenAILLM(BaseLLM):
                 raise TransientError("unreadable response: the choice has no text")
         else:
             messages = [{"role": m.role, "content": m.content} for m in req.messages]
-            data, fmt = await self._chat_with_schema({**common, "messages": messages}, req.json_schema)
+            data, fmt = await self._chat_with_schema({**common, "messages": messages}, req.json_schema, id(req))
             choice = first_choice(data)
             message = as_dict(choice.get("message"))
             text = message_text(message.get("content"))
@@ -382,52 +402,67 @@ class OpenAILLM(BaseLLM):
             response_format=fmt,
         )
 
-    async def _chat_with_schema(self, body: JSONObject, schema: JSONObject | None) -> tuple[JSONObject, str | None]:
+    async def _chat_with_schema(
+        self, body: JSONObject, schema: JSONObject | None, key: int | None = None
+    ) -> tuple[JSONObject, str | None]:
         """Chat call asking for JSON when ``schema`` is given, degrading as the server allows (module docstring).
 
-        Returns the reply and the response format it was asked with (None without ``schema``).
+        Returns the reply and the response format it was asked with (None without ``schema``). An attempt
+        starts from the backend's current format, one step down for each format that is suspect (HTTP 500s,
+        never answered); the retry of request ``key`` after an HTTP 500 goes at most one step below the
+        format that got it, so no format is skipped.
         """
         if schema is None:
             return await self._post("/chat/completions", body), None
+        mode = self._json_mode
+        last = self._last_500.pop(key, None) if key is not None else None
+        floor = JSON_MODES.index(_below(last)) if last is not None else len(JSON_MODES)
+        while self._suspect(mode) and JSON_MODES.index(mode) < floor:  # a retry steps one format down at most
+            mode = _below(mode)
+        refused: dict[str, Exception] = {}  # 4xx answers this request got that may mean "not this format"
+        checking: Exception | None = None  # the first of them that did not name the format: raised if not settled
         while True:
-            mode = self._json_mode
-            if mode == "none":
-                return await self._post("/chat/completions", body), "text"
-            if self._format_500s[mode] >= 2 and mode not in self._format_ok:
-                # requests with this format got HTTP 500 (twice or more) and none succeeded: this attempt goes
-                # without it; if that works, the format was to blame (a failure is retried as usual)
-                plain = await self._post("/chat/completions", body)
-                self._degrade(mode, f"HTTP 500 for {self._format_500s[mode]} requests with it, 200 without")
-                return plain, "text"
-            fmt: JSONObject = {"type": "json_object"}
-            if mode == "json_schema":
-                fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
             try:
-                data = await self._post("/chat/completions", {**body, "response_format": fmt})
+                data = await self._post("/chat/completions", _with_format(body, mode, schema))
             except TransientError as exc:
-                if exc.status == 500:
+                if checking is not None:  # what the format below meets does not settle the refusal
+                    raise checking from None
+                if exc.status == 500 and mode != "none":
                     self._format_500s[mode] += 1
+                    if key is not None:
+                        self._last_500[key] = mode
                 raise
             except PermanentError as exc:
-                if isinstance(exc, AuthError) or exc.status not in FORMAT_STATUS:
-                    raise
+                if isinstance(exc, AuthError) or exc.status not in FORMAT_STATUS or mode == "none":
+                    raise (checking or exc) from None
+                refused[mode] = exc
                 if any(w in str(exc).lower() for w in FORMAT_WORDS):
                     self._degrade(mode, exc)  # the answer names the format
-                    continue
-                try:  # is it the format? the same request without it tells
-                    plain = await self._post("/chat/completions", body)
-                except (PermanentError, TransientError):
-                    raise exc from None
-                self._degrade(mode, exc)
-                return plain, "text"
+                elif checking is None:
+                    checking = exc  # is it the format? the same request one format down tells
+                mode = _below(mode)
+                continue
+            self._answered(mode, refused)
+            return data, "text" if mode == "none" else mode
+
+    def _suspect(self, mode: str) -> bool:
+        """Whether requests with ``mode`` got HTTP 500 twice or more and none was answered."""
+        return mode != "none" and self._format_500s[mode] >= 2 and mode not in self._format_ok
+
+    def _answered(self, mode: str, refused: Mapping[str, Exception]) -> None:
+        """The server answered a request asked with ``mode``: every format above it is refused."""
+        if mode != "none":
             self._format_ok.add(mode)
-            return data, mode
+        label = "no response_format" if mode == "none" else mode
+        for above in JSON_MODES[: JSON_MODES.index(mode)]:
+            n = self._format_500s[above]
+            self._degrade(above, refused.get(above) or f"HTTP 500 for {n} requests with it, 200 with {label}")
 
     def _degrade(self, mode: str, exc: Exception | str) -> None:
         """Step the JSON mode down from ``mode`` (once, whichever request saw the refusal first)."""
         if self._json_mode != mode:
             return
-        self._json_mode = "json_object" if mode == "json_schema" else "none"
+        self._json_mode = _below(mode)
         log.warning(
             "%s: the server refused response_format=%s (%s); asking with %s from now on",
             self.name,
@@ -522,6 +557,21 @@ class OpenAILLM(BaseLLM):
     def close(self) -> None:
         """Drop the HTTP clients (those of finished batches are closed already)."""
         self._sessions = {}
+
+
+def _below(mode: str) -> str:
+    """The JSON mode one step weaker than ``mode`` ("none" stays)."""
+    return JSON_MODES[min(JSON_MODES.index(mode) + 1, len(JSON_MODES) - 1)]
+
+
+def _with_format(body: JSONObject, mode: str, schema: JSONObject) -> JSONObject:
+    """``body`` asking for ``mode``'s response format (as it is for "none")."""
+    if mode == "none":
+        return body
+    fmt: JSONObject = {"type": "json_object"}
+    if mode == "json_schema":
+        fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": False}}
+    return {**body, "response_format": fmt}
 
 
 def _error_message(exc: object) -> str:

@@ -155,10 +155,14 @@ class DirectClient:
             url = self._urls[path] = join_url(self.base, path, self.query)
         return url
 
-    async def post(self, path: str, body: Mapping[str, object]) -> bytes:
-        """POST ``body`` as JSON to ``path``; the reply's bytes (2xx), else the mapped error is raised."""
+    async def post(self, path: str, body: Mapping[str, object], timeout: float | None = None) -> bytes:
+        """POST ``body`` as JSON to ``path``; the reply's bytes (2xx), else the mapped error is raised.
+
+        ``timeout``: seconds for this request instead of the session's (a timeout learned from the replies).
+        """
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return await self._send("POST", self._url(path), payload, self._client_timeout)
+        limit = self._client_timeout if timeout is None or timeout == self.timeout else self._timeout(timeout)
+        return await self._send("POST", self._url(path), payload, limit)
 
     async def get(self, url: str, timeout: float) -> bytes:
         """GET ``url`` (or a path under the base URL) with ``timeout``; the reply's bytes or a mapped error."""

@@ -38,7 +38,8 @@ from ragrade.exam.generate import interleave_by_document
 from ragrade.exam.writers import is_refusal
 from ragrade.judge.lexical import answer_tokens, normalize_answer
 from ragrade.llm.failures import fatal_kind
-from ragrade.progress import note_failed
+from ragrade.llm.replies import reply_problem
+from ragrade.progress import counting_requests, note_failed
 from ragrade.qa.files import QAItem
 
 if TYPE_CHECKING:
@@ -370,9 +371,15 @@ def load_generation_prompt(path: str | None) -> str:
     return text
 
 
-def parse_generation(text: str | None) -> tuple[str, str] | None:
-    """``(question, answer)`` from a reply (JSON preferred; ``Question: ... Answer: ...`` accepted)."""
-    if not text:
+def parse_generation(
+    text: str | None, *, finish_reason: str | None = None, template: str | None = None
+) -> tuple[str, str] | None:
+    """``(question, answer)`` from a reply (JSON preferred; ``Question: ... Answer: ...`` accepted).
+
+    None when there is none, and for a reply cut off or repeating the placeholders of the prompt ``template``
+    (``"..."``), by the rule every reader of generated replies shares (:func:`ragrade.llm.replies.reply_problem`).
+    """
+    if not text or reply_problem(text, finish_reason, template) is not None:
         return None
     from ragrade.judge.parse import _json_objects
 
@@ -431,9 +438,12 @@ def _llm(
             for c in batch
         ]
         interrupt.progress(start, len(cand), "generation requests")
-        if progress is not None and start:
+        if progress is not None:  # triplets from the start (its rate), then what runs, before the first answer
             progress("triplets", funnel.accepted, cfg.n)
-        for chunk, comp in zip(batch, generate(llm, reqs), strict=True):
+            progress("requests", start, len(cand))
+        with counting_requests(_answered(progress, start, len(cand)), cap=len(batch)):
+            completions = generate(llm, reqs)
+        for chunk, comp in zip(batch, completions, strict=True):
             funnel.sampled += 1
             if not comp.ok:
                 funnel.failed += 1
@@ -444,7 +454,7 @@ def _llm(
             fmt = comp.response_format
             if fmt is not None:
                 funnel.response_format[fmt] = funnel.response_format.get(fmt, 0) + 1
-            parsed = parse_generation(comp.text)
+            parsed = parse_generation(comp.text, finish_reason=comp.finish_reason, template=template)
             if parsed is None and is_refusal(comp.text):
                 funnel.refused += 1
                 continue
@@ -464,6 +474,13 @@ def _llm(
                 return
 
 
+def _answered(progress: Callable[[str, int, int], None] | None, start: int, total: int) -> Callable[[int], None] | None:
+    """``progress("requests", start + answered, total)`` as the running batch's requests are answered."""
+    if progress is None:
+        return None
+    return lambda answered: progress("requests", start + answered, total)
+
+
 def generate_qa(
     chunks: Sequence[Chunk],
     llm: LLM | None,
@@ -472,7 +489,9 @@ def generate_qa(
 ) -> tuple[list[QAItem], Funnel]:
     """Generate up to ``cfg.n`` deduplicated triplets; ``llm=None`` uses the offline extractive baseline.
 
-    ``progress("triplets", accepted, n)`` is called after every batch of LLM requests and at the end.
+    ``progress("triplets", accepted, n)`` is called before every batch of LLM requests and at the end, and
+    ``progress("requests", answered, asked at most)`` as the LLM's requests are answered (at most one per
+    candidate chunk: fewer when ``n`` triplets are accepted first).
     """
     if cfg.n < 1:
         raise ConfigError(f"--n must be at least 1, got {cfg.n}")

@@ -1,0 +1,87 @@
+"""`exam take` against a server that fails everything, and against a slow one (issue 35, items 8 and 1).
+
+A backend whose requests all fail the same way is stopped once and the rest of the run is left missing for
+the rerun (exit 2, one line); a slow server is asked one request at a time and every request finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from tests.support.openai_server import OpenAIServer, always, throttled
+
+from ragrade.cli.main import main
+from ragrade.exam.files import Question, write_exam
+
+pytestmark = pytest.mark.usefixtures("isolated_llm_env")
+
+
+def _exam(tmp_path: Path, n: int) -> Path:
+    qs = [
+        Question(
+            id=f"q{i}",
+            question=f"Which value does setting {i} take?",
+            choices=[f"v{i}a", f"v{i}b", f"v{i}c", f"v{i}d"],
+            answer=1,
+            doc_id=f"d{i}",
+            chunk_id=f"d{i}#0",
+            source="s",
+            tags={"topic": "t"},
+            context=f"setting {i} takes v{i}b",
+        )
+        for i in range(n)
+    ]
+    path = tmp_path / "exam.jsonl"
+    write_exam(path, qs)
+    return path
+
+
+def _take(exam: Path, url: str, out: Path, *extra: str) -> list[str]:
+    return ["exam", "take", str(exam), "--out", str(out), "--llm", "openai/test-model", "--retrievers", "closed",
+            "--llm-base-url", url, *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["loglikelihood", "generate"])
+def test_eighty_requests_to_a_server_failing_everything_exit_2_within_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
+) -> None:
+    # default retries (5, with backoff) and up to 16 in flight: before, 80 log-likelihood requests showed
+    # 8/80 for more than 10 minutes, each request probing and retrying on its own
+    exam, out = _exam(tmp_path, 80), tmp_path / "run"
+    with OpenAIServer(faults=always("500")) as srv:
+        t0 = time.monotonic()
+        code = main(_take(exam, srv.base_url, out, "--method", method, "--timeout", "5"))
+        elapsed = time.monotonic() - t0
+        assert srv.requests_total <= 8  # a handful of requests, then nothing more was sent
+    err = capsys.readouterr().err
+    assert code == 2 and elapsed < 30, (code, elapsed)
+    assert err.count("\n") == 1 and err.startswith("ragrade: error: openai/test-model: server unreachable (its last ")
+    assert "all failed the same way (last: HTTP 500: injected server error)" in err
+    assert "80 of 80 requests failed or were not sent" in err and "rerun the same command" in err
+    df = pd.read_parquet(out / "responses.parquet")
+    assert len(df) == 80 and df["correct"].isna().all()  # missing, never wrong
+    assert json.loads((out / "manifest.json").read_text())["missing"] == 80
+
+
+def test_a_slow_server_with_a_tight_timeout_stops_with_the_settings_that_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exam = _exam(tmp_path, 10)
+    with throttled(latency_s=(1.0, 1.5)) as srv:
+        t0 = time.monotonic()
+        code = main(_take(exam, srv.base_url, tmp_path / "run", "--method", "generate", "--timeout", "0.4"))
+        elapsed = time.monotonic() - t0
+        assert srv.requests_total == 2  # one at a time: two sent, none left queued at the server
+    err = capsys.readouterr().err
+    assert code == 2 and elapsed < 10
+    assert "no reply within 0.4s (--timeout) to 2 requests sent one at a time" in err
+    assert "rerun with --timeout 1.6 --concurrency 1" in err and err.count("\n") == 1
+    with throttled(latency_s=(0.05, 0.15)) as srv:  # the advice taken (scaled down): every item answered
+        code = main(_take(exam, srv.base_url, tmp_path / "run", "--method", "generate", "--timeout", "1.6"))
+        assert code == 0 and srv.dropped == 0 and srv.abandoned == 0
+    df = pd.read_parquet(tmp_path / "run" / "responses.parquet")
+    assert df["error"].isna().all() and len(df) == 10
