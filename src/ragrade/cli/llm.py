@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ragrade.cli.llm_flags import LlmBaseUrlOption, llm_flag_layer
+from ragrade.cli.llm_flags import DeviceOption, DtypeOption, LlmBaseUrlOption, llm_flag_layer
 
 if TYPE_CHECKING:
     from ragrade.llm.base import LLM, LoglikelihoodResult
@@ -84,6 +84,8 @@ def llm_probe(
         "--need",
         help="What the model must serve, a comma list of generate, loglikelihood, json; exit 2 when one is missing.",
     ),
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
 ) -> None:
     """Send a few requests; report each capability of the backend as JSON.
 
@@ -112,7 +114,9 @@ def llm_probe(
     unknown = [n for n in needs if n not in NEEDS]
     if unknown:
         raise ConfigError(f"--need takes a comma list of {', '.join(NEEDS)}; got '{unknown[0]}'")
-    flags = llm_flag_layer({"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries})
+    flags = llm_flag_layer(
+        {"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries, "device": device, "dtype": dtype}
+    )
     model = create_llm(llm, options=build_config(LLMOptions, PROBE_OPTIONS, flags, source="probe options"))
     ask = "Reply with the word ready."
     [gen] = generate(
