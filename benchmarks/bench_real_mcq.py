@@ -280,6 +280,9 @@ def run_llamacpp(items: list[dict[str, Any]], args: argparse.Namespace, path: Pa
     t0 = time.perf_counter()
     llm, how = create_with_threads(SPECS["llamacpp"], args.threads)
     load_s = time.perf_counter() - t0
+    info = llm.describe()
+    if "usable_cores" in info:  # the cores the process may run on (its CPU affinity), beside the threads used
+        how = f"{how}; {info['usable_cores']} usable cores"
     return {"load_s": load_s, "note": how, **score_with_ragrade(llm, items)}
 
 

@@ -12,32 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.cli.test_failed_requests import _exam
 from tests.support.openai_server import OpenAIServer, always, throttled
 
 from ragrade.cli.main import main
-from ragrade.exam.files import Question, write_exam
 
 pytestmark = pytest.mark.usefixtures("isolated_llm_env")
-
-
-def _exam(tmp_path: Path, n: int) -> Path:
-    qs = [
-        Question(
-            id=f"q{i}",
-            question=f"Which value does setting {i} take?",
-            choices=[f"v{i}a", f"v{i}b", f"v{i}c", f"v{i}d"],
-            answer=1,
-            doc_id=f"d{i}",
-            chunk_id=f"d{i}#0",
-            source="s",
-            tags={"topic": "t"},
-            context=f"setting {i} takes v{i}b",
-        )
-        for i in range(n)
-    ]
-    path = tmp_path / "exam.jsonl"
-    write_exam(path, qs)
-    return path
 
 
 def _take(exam: Path, url: str, out: Path, *extra: str) -> list[str]:

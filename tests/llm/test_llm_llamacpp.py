@@ -17,7 +17,7 @@ from tests.support.typed import narrow, some
 from ragrade.errors import ConfigError, MissingDependency
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.hf import HFLLM
-from ragrade.llm.llamacpp import LlamaCppLLM
+from ragrade.llm.llamacpp import THREADS_VAR, LlamaCppLLM, usable_cores
 
 pytestmark = pytest.mark.llamacpp
 pytest.importorskip("ik_llama_cpp")
@@ -100,6 +100,24 @@ def test_scores_do_not_depend_on_the_other_continuations(llm: LlamaCppLLM) -> No
         some(loglikelihood(llm, [LoglikelihoodRequest(req.context, (c,))])[0].logprobs)[0] for c in req.continuations
     ]
     assert together.logprobs == pytest.approx(alone, abs=1e-9)
+
+
+def test_a_request_scores_the_same_alone_and_in_a_batch(llm: LlamaCppLLM) -> None:
+    # questions of mixed lengths (contexts of 1 to ~170 tokens, continuations of 0 to 40 tokens) in one batch,
+    # then each on its own: the schedule per request is fixed, so not a digit may move
+    reqs = [
+        ITEMS[1],
+        ITEMS[0],
+        LoglikelihoodRequest("One, two, three, four,", (" five", " seven", " ten", " zero")),
+        ITEMS[2],
+        LoglikelihoodRequest(PASSAGE[:300] + "The tower stands in", (" Paris", " a field of sunflowers")),
+    ]
+    together = loglikelihood(llm, reqs)
+    for req, res in zip(reqs, together, strict=True):
+        [alone] = loglikelihood(llm, [req])
+        assert res.ok and alone.ok, (res.error, alone.error)
+        assert res.logprobs == alone.logprobs and res.token_counts == alone.token_counts
+    assert len({len(llm.encode_pair(r.context, r.continuations)[0]) for r in reqs}) == len(reqs)  # mixed lengths
 
 
 def test_paris_beats_banana(llm: LlamaCppLLM) -> None:
@@ -188,17 +206,20 @@ def test_cache_returns_the_same_numbers_without_computing(tmp_path: Path, monkey
         backend.close()
 
 
-def test_label_is_not_a_path(llm: LlamaCppLLM) -> None:
+def test_label_is_not_a_path(llm: LlamaCppLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     assert llm.name == "llamacpp/gemma-3-270m"
     info = llm.describe()
     assert info["path"] == str(llm.path) and info["file_size"] == llm.path.stat().st_size
     assert len(str(info["sha256"])) == 64 and str(info["runtime"]).startswith("ik-llama-cpp-python ")
     assert info["n_threads"] == 1 and info["n_ctx"] == 4096
-    by_path = narrow(create_llm(f"llamacpp/{llm.path}", cache=False, n_threads=1, n_ctx=256), LlamaCppLLM)
+    assert info["n_threads_from"] == "n_threads option" and info["usable_cores"] == usable_cores()[0]
+    monkeypatch.setenv(THREADS_VAR, "1")
+    by_path = narrow(create_llm(f"llamacpp/{llm.path}", cache=False, n_ctx=256), LlamaCppLLM)
     try:
         assert by_path.name == "llamacpp/gemma-3-270m-q4_k_m"
         assert by_path.describe()["path"] == str(llm.path)
         assert "sha256" not in by_path.describe()  # a user file is identified by path, size and mtime
+        assert by_path.describe()["n_threads"] == 1 and by_path.describe()["n_threads_from"] == THREADS_VAR
     finally:
         by_path.close()
 

@@ -11,10 +11,23 @@ moves to the continuations, the context gets the start token, each continuation 
 without special tokens, and log-softmax runs in float64 over the whole vocabulary. A context longer than
 the window keeps its end.
 
-Why not all continuations at once on separate sequences sharing the context's cache cells (``seq_cp``)?
-Measured with ik-llama-cpp-python 0.1.5 on the embedded model: with flash attention such batches gave
-scores off by up to 15 nats once the cache held more than ~128 cells, and without flash attention still
-by up to 0.45 nats, while the one-after-another schedule costs about the same (the context dominates).
+Why one request, and one continuation, at a time on one sequence? The KV cache's cells are shared by all
+sequences, and the numbers depend on which cell holds a token, not only on its position. Measured with
+ik-llama-cpp-python 0.1.5 on the embedded model (x86 AVX2, flash attention off, 1 and 2 threads): a
+context that starts on a cell whose index is not a multiple of 8 (another sequence's cells before it)
+scores up to 0.5 nats away from the same request alone, and continuation cells that lie off their
+positions modulo 8 move some scores by 0.02 nats. That is why sharing the context's cells between the
+continuations (``seq_cp``) gave scores off by up to 0.45 nats: each continuation lands after the others.
+Filling spare cells on a pad sequence so that every cell index equals its position modulo 8 makes
+several sequences per ``llama_decode`` call reproduce the one-at-a-time numbers exactly, but on 2 cores
+no such schedule was faster (``benchmarks/bench_llamacpp_sequences.py``, 8 items, busy machine): several
+questions on their own sequence ids (4 at a time) ran at 0.67x the speed with 1 thread and 0.77x with 2,
+because every row attends to every cell in the cache, the other questions' contexts included; the options
+of one question on their own sequence ids sharing its context (one call instead of one per option) at
+0.79x and 0.91x (1.03x at best in another run), and the period 8 is this machine's (wider vectors may
+need 16, which ran at 0.90x). So each request is scored alone. What did pay off: several contexts, each
+scoring its own requests one at a time, give the same numbers to the last digit, and 2 contexts of 1
+thread ran at 3.3x one context of 2 threads (the benchmark's ``contexts`` schedule; not used here yet).
 
 llama.cpp's numbers also depend on how tokens are grouped into ``llama_decode`` calls: batches of 32
 tokens or more use other kernels. Decoding context and continuation in one call instead of context first
@@ -31,7 +44,11 @@ numpy generator seeded per request. It stops at an end-of-generation token, a ``
 ``max_tokens``. ``json_schema`` is not enforced (no grammar): the model writes plain text and the
 callers' tolerant parsing reads it.
 
-One context serves one request at a time: the work runs in a worker thread under a lock.
+Threads: the ``n_threads`` option, else ``$RAGRADE_LLAMACPP_THREADS``, else the cores this process may
+run on (its CPU affinity, which a container or ``taskset`` limits, not the machine's core count);
+``describe()`` records the count and where it came from. With flash attention off the count does not
+change the numbers (1, 2 and 3 threads gave identical scores). One context serves one request at a time:
+the work runs in a worker thread under a lock.
 """
 
 from __future__ import annotations
@@ -60,6 +77,8 @@ from ragrade.llm.limits import LimitConfig
 # the scores equal token-by-token decoding whatever the chunking (at 32 and more it switches kernels, and
 # the scores move by up to ~0.3 nats on the embedded model)
 ROWS_PER_DECODE = 31
+#: environment variable with llama.cpp's default thread count (see :func:`thread_count`)
+THREADS_VAR = "RAGRADE_LLAMACPP_THREADS"
 
 
 def gguf_identity(model: str, path: Path) -> tuple[str, str | None]:
@@ -87,16 +106,36 @@ def _stopping() -> bool:
     return interrupt.requested()
 
 
-def _default_threads() -> int:
-    """``$RAGRADE_LLAMACPP_THREADS`` when set (e.g. 1 on a machine shared with other work: llama.cpp's
-    threads spin while they wait, so fewer threads than cores is faster there), else every core."""
-    value = os.environ.get("RAGRADE_LLAMACPP_THREADS", "").strip()
-    if not value:
-        return os.cpu_count() or 1
+def usable_cores() -> tuple[int, str]:
+    """How many cores this process may run on, and how that was found: its CPU affinity where the OS
+    reports one (a container or ``taskset`` limit shows there, not in the machine's core count), else
+    ``os.cpu_count()``."""
     try:
-        return int(value)
+        return max(1, len(os.sched_getaffinity(0))), "cpu affinity"
+    except (AttributeError, OSError):  # no affinity call on this OS
+        return max(1, os.cpu_count() or 1), "os.cpu_count()"
+
+
+def thread_count(n_threads: int | None = None) -> tuple[int, str]:
+    """llama.cpp's thread count and where it comes from: the ``n_threads`` option, else
+    ``$RAGRADE_LLAMACPP_THREADS`` (e.g. 1 on a machine shared with other work: llama.cpp's threads spin
+    while they wait, so fewer threads than cores is faster there), else every usable core
+    (:func:`usable_cores`). A count that is not a positive whole number is a :class:`ConfigError`
+    naming the setting and the value."""
+    if n_threads is not None:
+        if int(n_threads) < 1:
+            raise ConfigError(f"llamacpp: n_threads must be a positive whole number, got {n_threads}")
+        return int(n_threads), "n_threads option"
+    value = os.environ.get(THREADS_VAR, "").strip()
+    if not value:
+        return usable_cores()
+    try:
+        count = int(value)
     except ValueError:
-        raise ConfigError(f"RAGRADE_LLAMACPP_THREADS must be a whole number, got '{value}'") from None
+        count = 0
+    if count < 1:
+        raise ConfigError(f"{THREADS_VAR} must be a positive whole number of threads, got '{value}'")
+    return count, THREADS_VAR
 
 
 class LlamaCppLLM(BaseLLM):
@@ -125,9 +164,7 @@ class LlamaCppLLM(BaseLLM):
             raise ConfigError(f"llamacpp: unknown option(s) {names} (options: n_threads, n_ctx, flash_attn, seed)")
         if int(n_ctx) < 16:
             raise ConfigError(f"llamacpp: n_ctx must be at least 16, got {n_ctx}")
-        threads = int(n_threads) if n_threads else _default_threads()
-        if threads < 1:
-            raise ConfigError(f"llamacpp: n_threads must be positive, got {threads}")
+        threads, self.threads_from = thread_count(n_threads)
         try:
             llamacpp_lib.api()
         except OSError as exc:  # the package is there but its shared library cannot be loaded
@@ -359,6 +396,8 @@ class LlamaCppLLM(BaseLLM):
             runtime=f"ik-llama-cpp-python {self.runtime_version}",
             architecture=self.architecture,
             n_threads=self.rt.n_threads,
+            n_threads_from=self.threads_from,
+            usable_cores=usable_cores()[0],
             flash_attn=self.rt.flash_attn,
             n_ctx=self.n_ctx,
             n_ctx_train=self.rt.n_ctx_train,
@@ -393,4 +432,4 @@ def _first_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(hits) if hits else None
 
 
-__all__ = ["ROWS_PER_DECODE", "LlamaCppLLM", "gguf_identity"]
+__all__ = ["ROWS_PER_DECODE", "THREADS_VAR", "LlamaCppLLM", "gguf_identity", "thread_count", "usable_cores"]

@@ -35,6 +35,7 @@ _c_void_p, _i32, _bool = ctypes.c_void_p, ctypes.c_int32, ctypes.c_bool
 # symbol -> (argument types, result type): bound on first use, on the package's library handle
 _EXTRA: dict[str, tuple[list[Any], Any]] = {
     "llama_kv_cache_seq_rm": ([_c_void_p, _i32, _i32, _i32], _bool),
+    "llama_kv_cache_seq_cp": ([_c_void_p, _i32, _i32, _i32, _i32], None),
     "llama_model_meta_val_str": ([_c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], _i32),
     "llama_n_vocab": ([_c_void_p], _i32),
     "llama_n_ctx_train": ([_c_void_p], _i32),
@@ -110,11 +111,15 @@ def package_version() -> str:
 class LlamaRuntime:
     """One model and one context on it (CPU), with a reusable token batch.
 
-    ``n_ctx`` is capped at the model's training context. Everything runs on sequence 0 (see
-    :mod:`ragrade.llm.llamacpp` for why continuations are not spread over several sequences).
+    ``n_ctx`` is capped at the model's training context; ``n_seq`` is how many sequence ids the
+    context accepts. The backend runs everything on sequence 0 (see :mod:`ragrade.llm.llamacpp` for why
+    requests and continuations are not spread over several sequences); ``benchmarks/bench_llamacpp_sequences.py``
+    measures the schedules that would.
     """
 
-    def __init__(self, path: Path, *, n_ctx: int, n_threads: int, seed: int = 0, flash_attn: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, n_ctx: int, n_threads: int, seed: int = 0, flash_attn: bool = False, n_seq: int = 1
+    ) -> None:
         self.C = api()
         self.lib = self.C._lib
         self.path = path
@@ -131,6 +136,7 @@ class LlamaRuntime:
         cparams = self.C.llama_context_default_params()
         cparams.n_ctx = n_ctx
         cparams.n_batch = min(n_ctx, 2048)
+        cparams.n_seq_max = self.n_seq = max(1, n_seq)
         cparams.n_threads = cparams.n_threads_batch = n_threads
         cparams.seed = seed & 0xFFFFFFFF
         if flash_attn and not cpu_has_vnni():
@@ -254,6 +260,11 @@ class LlamaRuntime:
             if final:
                 last = out[0].copy()
         return last
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        """Let ``dst`` share the cells of ``src`` at positions ``[p0, p1)`` (-1: open end); no copy is made."""
+        self._live()
+        self.lib.llama_kv_cache_seq_cp(self.ctx, src, dst, p0, p1)
 
     def seq_rm(self, seq: int, p0: int = -1, p1: int = -1) -> bool:
         """Forget the positions ``[p0, p1)`` of ``seq`` (-1: open end); False when the cache cannot."""

@@ -98,7 +98,9 @@ class LLMOptions(BaseModel):
         default=None, description="openai: extra JSON fields sent with every request."
     )
     n_threads: int | None = Field(
-        default=None, ge=1, description="llamacpp: threads (default $RAGRADE_LLAMACPP_THREADS, else all cores)."
+        default=None,
+        ge=1,
+        description="llamacpp: threads (default $RAGRADE_LLAMACPP_THREADS, else the cores of the CPU affinity).",
     )
     n_ctx: int | None = Field(default=None, ge=16, description="llamacpp: context window in tokens (default 4096).")
     flash_attn: bool | None = Field(default=None, description="llamacpp: flash attention (default off).")
