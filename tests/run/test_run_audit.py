@@ -58,7 +58,7 @@ def test_summary_names_the_decision_rule_and_gives_both_loglikelihood_accuracies
     closed = summary.loc[next(p for p in summary.index if "make_llm" in p and "closed" in p)]
     assert closed["acc_sum"] != pytest.approx(closed["acc_per_char"])  # the two rules differ on this exam
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["outputs"]["summary.csv"]["version"] == 2
+    assert manifest["outputs"]["summary.csv"]["version"] == 3  # 3: the partial column
 
 
 def test_score_sum_makes_the_sum_the_headline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
