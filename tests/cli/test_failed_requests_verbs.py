@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord"]
 pytestmark = pytest.mark.usefixtures("isolated_llm_env")
 
 
-def _chunks(tmp_path: Path) -> Path:
+def _chunks(tmp_path: Path, words: Sequence[str] = WORDS) -> Path:
+    """One chunk per word, each about that word's valve (its number in the text: see :func:`_which`)."""
     chunks = []
-    for i, w in enumerate(WORDS):
+    for i, w in enumerate(words):
         text = (
             f"Chunk {i} about the {w} valve. The {w} valve of the Tern pump opens at {10 + i} bar and closes "
             f"at {5 + i} bar; operators replace its {w} seal every {3 + i} months. " * 3
@@ -37,7 +39,7 @@ def _chunks(tmp_path: Path) -> Path:
 
 def _which(body: dict[str, Any]) -> int:
     text = " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
-    m = re.search(r"Chunk (\d) about", text)
+    m = re.search(r"Chunk (\d+) about", text)
     return int(m.group(1)) if m else 0
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.cli.test_failed_requests_verbs import _chunks as _valve_chunks
+from tests.cli.test_failed_requests_verbs import _which
 from tests.run.fakes import make_exam
 from tests.support.openai_server import OpenAIServer
 
 from ragrade.cli.main import main
-from ragrade.corpus.files import write_chunks
-from ragrade.corpus.types import Chunk
 
 pytestmark = pytest.mark.usefixtures("isolated_llm_env")
 
@@ -38,22 +38,7 @@ WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbo
 
 
 def _chunks(tmp_path: Path, n: int = 6) -> Path:
-    chunks = []
-    for i, w in enumerate(WORDS[:n]):
-        text = (
-            f"Chunk {i} about the {w} valve. The {w} valve of the Tern pump opens at {10 + i} bar and closes "
-            f"at {5 + i} bar; operators replace its {w} seal every {3 + i} months. " * 3
-        )
-        chunks.append(Chunk(id=f"c{i}", doc_id=f"d{i}", text=text, start=0, end=len(text), strategy="t", source=w))
-    path = tmp_path / "chunks.jsonl"
-    write_chunks(path, chunks)
-    return path
-
-
-def _which(body: dict[str, Any]) -> int:
-    text = " ".join(str(m.get("content", "")) for m in body.get("messages") or [])
-    m = re.search(r"Chunk (\d+) about", text)
-    return int(m.group(1)) if m else 0
+    return _valve_chunks(tmp_path, WORDS[:n])
 
 
 def _question_writer(body: dict[str, Any]) -> str:
