@@ -303,11 +303,16 @@ def timed(cmd: list[str], out: Path, log: Path) -> dict[str, Any]:
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True) as proc,
     ):
         assert proc.stdout is not None
+        shown = 0.0
         for line in proc.stdout:
-            fh.write(f"{time.time() - start:8.1f} {line}")
+            now = time.time() - start
+            fh.write(f"{now:8.1f} {line}")
             hit = PROGRESS.match(line)
             if first is None and hit and int(hit.group(1)) > 0:
-                first = (time.time() - start, int(hit.group(1)))
+                first = (now, int(hit.group(1)))
+            if not hit or now - shown >= 15:  # the child's lines as they come (progress every 15 s at most)
+                print(f"  | {now:7.1f} s  {line.rstrip()[:200]}", flush=True)
+                shown = now if hit else shown
     wall = time.time() - start
     summary = out / "summary.csv"
     if proc.returncode != 0 or not summary.is_file():
@@ -416,8 +421,9 @@ def ensure_model(folder: Path, args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     before = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, args.weights_dtype))  # created and saved in it
+    on = "cuda" if args.device in ("auto", "cuda") and torch.cuda.is_available() else None
     try:
-        build_model(str(folder), SHAPES[args.shape])
+        build_model(str(folder), SHAPES[args.shape], device=on)  # random init on a GPU: seconds, not minutes
     finally:
         torch.set_default_dtype(before)
     stamp.write_text(json.dumps(want))

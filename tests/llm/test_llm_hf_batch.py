@@ -18,7 +18,7 @@ from tests.support.typed import narrow, some
 from ragrade.errors import ConfigError
 from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
 from ragrade.llm.hf import HFLLM
-from ragrade.llm.hf_tree import TreeScorer
+from ragrade.llm.hf_tree import Pass, TreeScorer
 from ragrade.llm.prefix_tree import Item, Row
 
 SYSTEM = "Answer the question with the passage. " + TEXT[0] + " "
@@ -91,18 +91,61 @@ def test_small_budget_many_passes_same_numbers(tiny: str) -> None:
         assert some(ra.logprobs) == pytest.approx(some(rb.logprobs), abs=1e-5)
 
 
+class _Recorder(TreeScorer):
+    """Records the order of launches and collections."""
+
+    events: list[str]
+
+    def launch(self, rows: Any) -> Pass:
+        self.events.append("launch")
+        return super().launch(rows)
+
+    def collect(self, flight: Pass) -> list[list[list[float]]]:
+        self.events.append("collect")
+        return super().collect(flight)
+
+
+def test_the_next_pass_is_queued_before_the_last_is_read(tiny: str) -> None:
+    reqs = _requests()
+    expected = loglikelihood(_llm(tiny), reqs)
+    llm = _llm(tiny, batch_tokens=64)
+    rec = _Recorder(llm.lm, llm._torch, llm.device, budget=64)
+    llm.tree = rec
+    rec.events = []
+    loglikelihood(llm, reqs[:1])  # the once-per-model check runs here
+    rec.events = []
+    out = loglikelihood(llm, reqs)
+    passes = rec.events.count("launch")
+    assert passes >= 2 and rec.events.count("collect") == passes
+    # one pass always queued ahead of the one being read back
+    assert rec.events == ["launch"] + ["launch", "collect"] * (passes - 1) + ["collect"]
+    for r, e in zip(out, expected, strict=True):
+        assert some(r.logprobs) == pytest.approx(some(e.logprobs), abs=1e-5)
+    seconds = rec.stats.as_dict()
+    assert seconds["launch_s"] > 0 and "wait_s" in seconds and "plan_s" in seconds
+
+
 class _OOMScorer(TreeScorer):
-    """Raises torch's out-of-memory error for any pass above ``limit`` padded positions (a simulated card)."""
+    """Raises torch's out-of-memory error when the passes in flight would hold more than ``limit`` padded
+    positions (a simulated card: a pass holds its memory from launch until its results are collected)."""
 
     limit = 0
+    held = 0
+    peak = 0
 
-    def forward(self, rows: Any) -> list[list[list[float]]]:
-        width = max(len(r) for r in rows)
-        if len(rows) * width > self.limit:
+    def launch(self, rows: Any) -> Pass:
+        size = len(rows) * max(len(r) for r in rows)
+        if self.held + size > self.limit:
             import torch
 
-            raise torch.OutOfMemoryError(f"simulated: {len(rows)} x {width} positions")
-        return super().forward(rows)
+            raise torch.OutOfMemoryError(f"simulated: {len(rows)} rows, {size} positions, {self.held} held")
+        self.held += size
+        self.peak = max(self.peak, self.held)
+        return super().launch(rows)
+
+    def collect(self, flight: Pass) -> list[list[list[float]]]:
+        self.held -= len(flight.rows) * max(len(r) for r in flight.rows)
+        return super().collect(flight)
 
 
 def _with_oom_scorer(llm: HFLLM, limit: int) -> _OOMScorer:

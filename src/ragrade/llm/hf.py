@@ -31,6 +31,7 @@ import os
 import struct
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,34 +226,58 @@ class HFLLM(BaseLLM):
 
     def encode_pair(self, context: str, continuations: Sequence[str]) -> tuple[list[int], list[list[int]]]:
         """Token ids of the context (with a start token) and of each continuation, encoded separately."""
-        stripped = context.rstrip(" ")
-        moved = context[len(stripped) :]
-        conts = [moved + c for c in continuations]
+        return self.encode_pairs([(context, continuations)])[0]
+
+    def encode_pairs(self, pairs: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[list[int], list[list[int]]]]:
+        """:meth:`encode_pair` of many requests with two tokenizer calls (a fast tokenizer encodes a list at
+        once); the ids are those of encoding each string on its own."""
+        stripped = [context.rstrip(" ") for context, _ in pairs]
+        conts = [context[len(s) :] + c for s, (context, cs) in zip(stripped, pairs, strict=True) for c in cs]
         tok = self.tokenizer
-        ctx_ids = [self._start_id()] + [int(i) for i in tok(stripped, add_special_tokens=False).input_ids]
-        cont_ids = [[int(i) for i in tok(c, add_special_tokens=False).input_ids] for c in conts]
+        ctx_ids = tok(stripped, add_special_tokens=False).input_ids if stripped else []
+        cont_ids = tok(conts, add_special_tokens=False).input_ids if conts else []
         limit = int(getattr(self.lm.config, "max_position_embeddings", 0) or 0)
-        longest = max((len(c) for c in cont_ids), default=0)
-        if limit and len(ctx_ids) + longest > limit:  # keep the end of the context
-            keep = max(1, limit - longest)
-            ctx_ids = ctx_ids[-keep:]
-        return ctx_ids, cont_ids
+        start = self._start_id()
+        out = []
+        at = 0
+        for ids, (_, cs) in zip(ctx_ids, pairs, strict=True):
+            ctx = [start, *(int(i) for i in ids)]
+            mine = [[int(i) for i in c] for c in cont_ids[at : at + len(cs)]]
+            at += len(cs)
+            longest = max((len(c) for c in mine), default=0)
+            if limit and len(ctx) + longest > limit:  # keep the end of the context
+                ctx = ctx[-max(1, limit - longest) :]
+            out.append((ctx, mine))
+        return out
+
+    def _encode_all(self, reqs: Sequence[LoglikelihoodRequest]) -> list[Item | str]:
+        """Each request's :class:`Item`, or the error that its encoding raised (that request's failure alone:
+        a batch the tokenizer refuses is encoded again one request at a time)."""
+        t0 = time.perf_counter()
+        try:
+            pairs = self.encode_pairs([(r.context, r.continuations) for r in reqs])
+            got: list[Item | str] = [Item(tuple(c), tuple(tuple(x) for x in o)) for c, o in pairs]
+        except Exception:
+            got = []
+            for req in reqs:
+                try:
+                    ctx, conts = self.encode_pair(req.context, req.continuations)
+                    got.append(Item(tuple(ctx), tuple(tuple(c) for c in conts)))
+                except Exception as exc:
+                    log.debug("hf encoding failed", exc_info=True)
+                    got.append(f"{type(exc).__name__}: {exc}")
+        self.tree.stats.add_seconds("encode", time.perf_counter() - t0)
+        return got
 
     def _loglikelihood_sync(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         """Score ``reqs`` (every request of every caller that the batcher merged) as one batch."""
         with self._lock:
-            encoded: list[Item | None] = []
-            out: list[LoglikelihoodResult | None] = [None] * len(reqs)
-            for n, req in enumerate(reqs):
-                try:
-                    ctx, conts = self.encode_pair(req.context, req.continuations)
-                    encoded.append(Item(tuple(ctx), tuple(tuple(c) for c in conts)))
-                except Exception as exc:  # a request the tokenizer cannot take is that request's failure
-                    log.debug("hf encoding failed", exc_info=True)
-                    encoded.append(None)
-                    out[n] = LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}")
-            todo = [n for n, it in enumerate(encoded) if it is not None]
-            items = [it for it in encoded if it is not None]
+            encoded = self._encode_all(reqs)
+            out: list[LoglikelihoodResult | None] = [
+                LoglikelihoodResult(logprobs=None, error=e) if isinstance(e, str) else None for e in encoded
+            ]
+            todo = [n for n, it in enumerate(encoded) if isinstance(it, Item)]
+            items = [it for it in encoded if isinstance(it, Item)]
             for n, result in zip(todo, self._score_items(items), strict=True):
                 out[n] = result
             return [r for r in out if r is not None]

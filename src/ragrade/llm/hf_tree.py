@@ -20,7 +20,9 @@ head the gather changes, is caught there and the backend falls back to per-reque
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +42,16 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+@dataclass
+class Pass:
+    """A forward pass queued on the device: its rows, the picked log-probabilities (a device tensor, sorted
+    by gathered position; None when nothing is picked) and the order that sorted them."""
+
+    rows: list[Row]
+    picked: Any
+    order: np.ndarray
 
 
 class TreeScorer:
@@ -68,43 +80,71 @@ class TreeScorer:
 
     # -- scoring -------------------------------------------------------------------------------------------------
     def score(self, items: Sequence[Item], stop: Callable[[], bool] = lambda: False) -> list[Scores]:
-        """Per request, the summed log-probability of each continuation (or the error that failed it)."""
+        """Per request, the summed log-probability of each continuation (or the error that failed it).
+
+        Passes overlap with the host's work: pass i+1 is prepared and queued on the device before the
+        results of pass i are read back, so a GPU never waits for the host between passes."""
         out: list[Scores] = ["not scored"] * len(items)
+        t0 = time.perf_counter()
         rows = plan_rows(items, max(self.row_cap, max((it.cost for it in items), default=1)), share=self.share)
+        self.stats.add_seconds("plan", time.perf_counter() - t0)
         self.stats.requests += len(items)
         self.stats.plain_positions += sum(it.plain for it in items)
         pending = plan_batches(rows, self.budget)
-        while pending:
-            batch = pending.pop(0)
-            if stop():
-                for row in [r for b in [batch, *pending] for r in b]:
+        flight: Pass | None = None
+        while pending or flight is not None:
+            queued: Pass | None = None
+            if pending and stop():
+                for row in [r for b in pending for r in b]:
                     for i in row.items:
                         out[i] = "stopped before this request was scored"
-                break
-            try:
-                got = self.forward(batch)
-            except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                self._empty_cache()
-                self.stats.oom_splits += 1
-                if len(batch) == 1:
-                    for i in batch[0].items:
-                        out[i] = f"out of memory on one row of {len(batch[0])} token positions: {str(exc)[:200]}"
+                pending = []
+            elif pending:
+                batch = pending.pop(0)
+                try:
+                    queued = self.launch(batch)
+                except Exception as exc:
+                    if not is_oom(exc):
+                        raise
+                    self._empty_cache()
+                    if flight is not None:  # finish what is in flight, then retry with the memory it held
+                        self._deliver(flight, out)
+                        flight = None
+                        pending.insert(0, batch)
+                        continue
+                    pending = self._split(batch, exc, out) + pending
                     continue
-                width = max(len(r) for r in batch)
-                self.budget = max(width, (len(batch) * width) // 2)
-                log.warning("hf: out of memory on %d rows x %d tokens; token budget now %d", len(batch), width,
-                            self.budget)  # fmt: skip
-                pending = plan_batches(batch, self.budget) + pending
-                continue
-            for row, per_item in zip(batch, got, strict=True):
-                for i, scores in zip(row.items, per_item, strict=True):
-                    out[i] = scores
+            if flight is not None:
+                self._deliver(flight, out)
+            flight = queued
         return out
+
+    def _split(self, batch: list[Row], exc: BaseException, out: list[Scores]) -> list[list[Row]]:
+        """After out of memory on ``batch`` alone: halve the token budget and re-plan it (a lone row that does
+        not fit fails its own requests)."""
+        self.stats.oom_splits += 1
+        if len(batch) == 1:
+            for i in batch[0].items:
+                out[i] = f"out of memory on one row of {len(batch[0])} token positions: {str(exc)[:200]}"
+            return []
+        width = max(len(r) for r in batch)
+        self.budget = max(width, (len(batch) * width) // 2)
+        log.warning("hf: out of memory on %d rows x %d tokens; token budget now %d", len(batch), width, self.budget)
+        return plan_batches(batch, self.budget)
+
+    def _deliver(self, flight: Pass, out: list[Scores]) -> None:
+        for row, per_item in zip(flight.rows, self.collect(flight), strict=True):
+            for i, scores in zip(row.items, per_item, strict=True):
+                out[i] = scores
 
     def forward(self, rows: Sequence[Row]) -> list[list[list[float]]]:
         """One forward pass over ``rows``: per row, per request, the score of each continuation."""
+        return self.collect(self.launch(rows))
+
+    def launch(self, rows: Sequence[Row]) -> Pass:
+        """Prepare one forward pass over ``rows`` and queue it on the device (on a GPU this returns before the
+        device has finished; :meth:`collect` reads the results)."""
+        t0 = time.perf_counter()
         torch = self.torch
         width = max(len(r) for r in rows)
         n = len(rows)
@@ -112,11 +152,18 @@ class TreeScorer:
         pos = np.zeros((n, width), dtype=np.int64)
         end = np.tile(np.arange(1, width + 1, dtype=np.int64), (n, 1))  # padding attends to itself only
         flat: list[int] = []
+        cols: list[int] = []
         for b, row in enumerate(rows):
             m = len(row)
             ids[b, :m], pos[b, :m], end[b, :m] = row.tokens, row.depth, row.end
-            flat.extend(b * width + p for per in row.targets for opt in per for p, _ in opt)
-        keep = np.unique(np.asarray(flat, dtype=np.int64))
+            for per in row.targets:
+                for opt in per:
+                    flat.extend(b * width + p for p, _ in opt)
+                    cols.extend(tok for _, tok in opt)
+        at = np.asarray(flat, dtype=np.int64)
+        keep = np.unique(at)
+        rank = np.searchsorted(keep, at)  # each pick's row among the gathered logits
+        order = np.argsort(rank, kind="stable")
         with torch.inference_mode():
             dev = self.device
             t_ids, t_pos = torch.from_numpy(ids).to(dev), torch.from_numpy(pos).to(dev)
@@ -128,12 +175,35 @@ class TreeScorer:
             del allowed
             logits = self._gathered_logits(t_ids, t_pos, mask, torch.from_numpy(keep).to(dev))
             del mask
-            sums = self._sums(rows, width, keep, logits)
+            picked = self._picked(logits, rank[order], np.asarray(cols, dtype=np.int64)[order])
         self.stats.forward_passes += 1
         self.stats.token_positions += sum(len(r) for r in rows)
         self.stats.padded_positions += n * width
         self.stats.batch_sizes.append(sum(len(r.items) for r in rows))
-        return sums
+        self.stats.add_seconds("launch", time.perf_counter() - t0)
+        return Pass(list(rows), picked, order)
+
+    def collect(self, flight: Pass) -> list[list[list[float]]]:
+        """Per row, per request, per continuation of a launched pass: the sum of its tokens' log-probabilities
+        (log-softmax in float32, summed in float64). Blocks until the device has finished the pass."""
+        t0 = time.perf_counter()
+        got = flight.picked.double().cpu().numpy() if flight.picked is not None else np.zeros(0)
+        self.stats.add_seconds("wait", time.perf_counter() - t0)
+        values = np.empty(len(got), dtype=np.float64)
+        values[flight.order] = got
+        listed = values.tolist()
+        out: list[list[list[float]]] = []
+        at = 0
+        for row in flight.rows:
+            per_row = []
+            for per in row.targets:
+                sums = []
+                for opt in per:
+                    sums.append(math.fsum(listed[at : at + len(opt)]))
+                    at += len(opt)
+                per_row.append(sums)
+            out.append(per_row)
+        return out
 
     def _gathered_logits(self, ids: Any, pos: Any, mask: Any, keep: Any) -> Any:
         """Float32 logits ``[len(keep), vocabulary]`` at the flat positions ``keep`` (b * width + p)."""
@@ -150,38 +220,22 @@ class TreeScorer:
             handle.remove()
         return out.logits[0].float()
 
-    def _sums(self, rows: Sequence[Row], width: int, keep: Any, logits: Any) -> list[list[list[float]]]:
-        """Per row, per request, per continuation: the sum of its tokens' log-probabilities (log-softmax in
-        float32, summed in float64)."""
+    def _picked(self, logits: Any, rows: np.ndarray, cols: np.ndarray) -> Any:
+        """The log-probabilities at (``rows[i]``, ``cols[i]``) of ``logits``, ``rows`` ascending, on the device
+        (no synchronisation: the slices are cut on the host)."""
         torch = self.torch
-        where = {int(f): k for k, f in enumerate(keep.tolist())}
-        picks: list[tuple[int, int]] = []
-        for b, row in enumerate(rows):
-            for per in row.targets:
-                for opt in per:
-                    picks.extend((where[b * width + p], tok) for p, tok in opt)
-        values: list[float] = []
-        if picks:
-            at_rows = torch.tensor([r for r, _ in picks], dtype=torch.long, device=logits.device)
-            at_cols = torch.tensor([c for _, c in picks], dtype=torch.long, device=logits.device)
-            picked = torch.empty(len(picks), dtype=torch.float32, device=logits.device)
-            for start in range(0, logits.shape[0], LOGSOFTMAX_ROWS):  # a slice of rows at a time: bounded memory
-                part = torch.log_softmax(logits[start : start + LOGSOFTMAX_ROWS], dim=-1)
-                sel = (at_rows >= start) & (at_rows < start + LOGSOFTMAX_ROWS)
-                picked[sel] = part[at_rows[sel] - start, at_cols[sel]]
-            values = picked.double().cpu().tolist()
-        out: list[list[list[float]]] = []
-        at = 0
-        for row in rows:
-            per_row = []
-            for per in row.targets:
-                sums = []
-                for opt in per:
-                    sums.append(math.fsum(values[at : at + len(opt)]))
-                    at += len(opt)
-                per_row.append(sums)
-            out.append(per_row)
-        return out
+        if not len(rows):
+            return None
+        dev = logits.device
+        t_rows, t_cols = torch.from_numpy(rows).to(dev), torch.from_numpy(cols).to(dev)
+        parts = []
+        for start in range(0, logits.shape[0], LOGSOFTMAX_ROWS):  # a slice of rows at a time: bounded memory
+            a, b = np.searchsorted(rows, [start, start + LOGSOFTMAX_ROWS])
+            if a == b:
+                continue
+            part = torch.log_softmax(logits[start : start + LOGSOFTMAX_ROWS], dim=-1)
+            parts.append(part[t_rows[a:b] - start, t_cols[a:b]])
+        return torch.cat(parts)
 
     # -- the once-per-model check --------------------------------------------------------------------------------
     def check(self, items: Sequence[Item], reference: Callable[[Item], list[float]], tolerance: float) -> str | None:
@@ -205,4 +259,4 @@ class TreeScorer:
         return None if worst <= tolerance else f"batched scores differ from full forwards by {worst:.3g} nats"
 
 
-__all__ = ["Scores", "TreeScorer", "is_oom"]
+__all__ = ["Pass", "Scores", "TreeScorer", "is_oom"]

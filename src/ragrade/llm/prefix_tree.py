@@ -77,6 +77,13 @@ class TreeStats:
     plain_positions: int = 0
     oom_splits: int = 0
     batch_sizes: list[int] = field(default_factory=list)
+    #: host seconds by step: encode (tokenizer), plan (rows and passes), launch (preparing and queueing passes;
+    #: on the CPU the computation itself), wait (blocked on a device's results)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add_seconds(self, step: str, secs: float) -> None:
+        """Add ``secs`` to the host seconds of ``step``."""
+        self.seconds[step] = self.seconds.get(step, 0.0) + secs
 
     def as_dict(self) -> dict[str, int | float]:
         """JSON for the manifest (batch sizes summarised)."""
@@ -93,6 +100,7 @@ class TreeStats:
             "out_of_memory_splits": self.oom_splits,
             "largest_batch_requests": max(sizes, default=0),
             "mean_batch_requests": round(sum(sizes) / len(sizes), 2) if sizes else 0.0,
+            **{f"{step}_s": round(secs, 3) for step, secs in sorted(self.seconds.items())},
         }
 
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Issue 40's GPU figures in one device call: both benchmarks, each under its own time limit, logs and JSON in $OUT.
+#
+# Prepare here first (nothing of this travels unless a device call names it in `carry`):
+#   benchmarks/gpu_carry.sh                          # .gpu_carry/: ragrade's wheel and the 8 wheels it needs
+#   and, for lm-eval's own HFLM beside the method written out, .gpu_carry/lmeval_site/: lm_eval 0.4.13's files
+#   without the sub-folders of lm_eval/tasks/, plus dill, pytz, sqlitedict, more_itertools, word2number (with
+#   their .dist-info folders); without it the benchmark says HFLM did not run and goes on.
+# Then one device call, carry [".gpu_carry"], timeout_s about 580:
+#   bash benchmarks/gpu_session.sh
+#
+# Budget (one H200, 2026-11-27): the 1.1B comparison took 255 s with both dtypes and the harness (model built
+# on the CPU then); a 7B built on the CPU took 194 s before any scoring, so both scripts now draw the random
+# weights on the GPU. MCQ_S and GRID_S (seconds) bound the two parts; the grid gets what is left.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+MCQ_S=${MCQ_S:-200}
+GRID_S=${GRID_S:-330}
+
+nvidia-smi --query-gpu=name,memory.total,memory.used,utilization.gpu --format=csv,noheader
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu_carry/*.whl || exit 9
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+[ -d .gpu_carry/lmeval_site ] && export PYTHONPATH=$PYTHONPATH:$PWD/.gpu_carry/lmeval_site
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+quiet() { grep --line-buffered -v -e Warning -e 'Loading weights' -e 'Writing model' -e 'pretrained' -e 'Passed an'; }
+
+timeout "$MCQ_S" python3 benchmarks/bench_gpu_mcq.py --shape 1b --requests 600 --dtypes bfloat16,float32 \
+    --batch-sizes 64,128,256 --harness --harness-batch 64 --device cuda --json-out "$OUT/mcq.json" 2>&1 \
+    | quiet | tee "$OUT/mcq.log"
+echo "mcq exit ${PIPESTATUS[0]}"
+
+timeout "$GRID_S" python3 benchmarks/bench_gpu_grid.py --shape 7b --weights-dtype bfloat16 --device cuda \
+    --dtype bfloat16 --adaptive --work /tmp/grid --json-out "$OUT/grid.json" 2>&1 | quiet | tee "$OUT/grid.log"
+echo "grid exit ${PIPESTATUS[0]}"
+cp /tmp/grid/*.log "$OUT/" 2>/dev/null || true
