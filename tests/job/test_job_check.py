@@ -29,6 +29,11 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
         ('[sweep]\nllms = ["offline/student", "offline/studnet"]\n', "[sweep] llms"),
         ('[robust]\nllms = ["nosuch/model"]\n', "[robust] llms"),
         ('[judge]\nenabled = true\nmetrics = ["correctness"]\njudge_llm = "offline/judge"\n', "[judge] judge_llm"),
+        # every path the job names, checked before the first stage (a missing one failed only at its stage)
+        ('[exam]\npath = "."\n', "is a folder; give the exam"),
+        ('[exam]\npath = "nosuch.jsonl"\n', "[exam] path: "),
+        ('[exam]\noptions = { prompt_file = "nosuch.txt" }\n', "[exam.options] prompt_file"),
+        ('[robust]\ndata = "nosuch.jsonl"\n', "[robust] data: "),
     ],
 )
 def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(
@@ -40,6 +45,18 @@ def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(
     assert err.startswith("ragrade: error:") and word in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
     assert main(["run", "--check", str(cfg)]) == 2
+
+
+def test_a_missing_corpus_path_fails_the_check_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _config(tmp_path)
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace('"docs"', '"docs", "nosuch"'), encoding="utf-8")
+    assert main(["run", "--check", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "[corpus] paths: " in err and "nosuch does not exist" in err and err.count("\n") == 1
+    assert main(["run", str(cfg)]) == 2
+    assert not (tmp_path / "run").exists()
 
 
 def test_check_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -28,3 +29,19 @@ def test_bootstrap_contains_mean_and_is_seeded() -> None:
     assert a == bootstrap_ci(vals, seed=1)
     assert a[0] < 0.5 < a[1]
     assert math.isnan(bootstrap_ci([])[0])
+
+
+def test_summary_csv_reads_back_the_same_floats(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from ragrade.run.summary import write_csv
+
+    acc = 2 / 3
+    df = pd.DataFrame({"pipeline": ["a", "b"], "accuracy": [acc, 0.1 + 0.2], "ci_low": [acc, 1e-9 / 3],
+                       "ci_high": [acc, 0.999999949]})  # fmt: skip
+    write_csv(tmp_path / "s.csv", df)
+    back = pd.read_csv(tmp_path / "s.csv")
+    assert back["accuracy"].tolist() == df["accuracy"].tolist()  # exact, not to 6 digits
+    assert back["ci_low"].tolist() == df["ci_low"].tolist() and back["ci_high"].tolist() == df["ci_high"].tolist()
+    row = back.iloc[0]
+    assert row["ci_low"] <= row["accuracy"] <= row["ci_high"]  # a zero-width interval still holds its estimate

@@ -127,6 +127,34 @@ def _check_human_labels(cfg: JobConfig) -> None:
         raise ConfigError(f"[calibration] human: {exc}") from exc
 
 
+def _need_file(path: str | Path | None, where: str, what: str) -> None:
+    """ConfigError unless ``path`` (when set) is a readable file: a folder and a missing path are told apart."""
+    if not path:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{where}: {p} is a folder; give the {what} file itself")
+    if not p.is_file():
+        raise ConfigError(f"{where}: {p} does not exist; give the path of the {what} file")
+
+
+def _check_paths(cfg: JobConfig) -> None:
+    """Every file and folder the job names, checked before the first stage (``run --check`` included): a run
+    must not fail at a later stage on a path that was wrong from the start."""
+    if not cfg.corpus.demo:
+        for raw in cfg.corpus.paths:
+            if not Path(raw).exists():
+                raise ConfigError(f"[corpus] paths: {raw} does not exist; fix it or remove it from the list")
+    if cfg.exam.enabled:
+        _need_file(cfg.exam.path, "[exam] path", "exam (JSONL, from `ragrade exam generate`)")
+        options = cfg.exam.options or {}
+        for key in ("prompt_file", "system_prompt_file"):
+            value = options.get(key) if isinstance(options, dict) else None
+            _need_file(value if isinstance(value, str) else None, f"[exam.options] {key}", "prompt")
+    if cfg.robust.enabled:
+        _need_file(cfg.robust.data, "[robust] data", "robustness data")
+
+
 def check_job(cfg: JobConfig) -> None:
     """Raise a ConfigError for the first bad component name or model spec of ``cfg`` (see the module)."""
     from ragrade.irt.model import MODELS
@@ -138,8 +166,7 @@ def check_job(cfg: JobConfig) -> None:
         _known("chunker", c.strategy, f"[[chunkers]] {c.label}")
     if cfg.exam.enabled and not cfg.exam.path and cfg.exam.llm.strip().lower() not in _OFFLINE_EXAM:
         check_llm_spec(cfg.exam.llm, "[exam] llm", llm_kwargs)
-    if cfg.exam.path and not Path(cfg.exam.path).is_file():
-        raise ConfigError(f"[exam] path: {cfg.exam.path} not found")
+    _check_paths(cfg)
     if cfg.sweep.enabled:
         for spec in cfg.sweep.llms:
             check_llm_spec(spec, "[sweep] llms", llm_kwargs)
@@ -157,8 +184,6 @@ def check_job(cfg: JobConfig) -> None:
             _known("testbed", tb, "[robust] testbeds")
         for spec in cfg.robust.llms:
             check_llm_spec(spec, "[robust] llms", llm_kwargs)
-        if cfg.robust.data and not Path(cfg.robust.data).is_file():
-            raise ConfigError(f"[robust] data: {cfg.robust.data} not found")
     if cfg.judge.enabled:
         for m in cfg.judge.metrics:
             _known("judge", m, "[judge] metrics")

@@ -237,8 +237,9 @@ def summarise_by_tag(df: pd.DataFrame, order: Sequence[str] | None = None) -> pd
 
 
 def write_csv(path: str | Path, df: pd.DataFrame) -> None:
-    """Write a CSV atomically (floats with 6 significant digits)."""
-    atomic_write_text(path, df.to_csv(index=False, float_format="%.6g"))
+    """Write a CSV atomically, floats at full precision (each reads back as the very same float: an interval
+    rounded on the way out could exclude its own point estimate)."""
+    atomic_write_text(path, df.to_csv(index=False))
 
 
 def write_csv_rows(path: str | Path, rows: Iterable[Mapping[str, object]], columns: Sequence[str]) -> None:
