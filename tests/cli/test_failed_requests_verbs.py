@@ -204,3 +204,20 @@ def test_index_with_a_bad_store_fails_before_embedding(tmp_path: Path, capsys: p
     out = tmp_path / "idx"
     assert main(["index", str(_chunks(tmp_path)), "--out", str(out), "--store", "bogus"]) == 2
     assert "unknown vector_store 'bogus'" in capsys.readouterr().err and not out.exists()
+
+
+def test_exam_generate_stops_once_a_hanging_server_is_judged_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 38.5: a server that accepts connections and never answers; every candidate of the exam would fail
+    with OpenAIServer(faults=always("hang", hang_s=5)) as srv:
+        args = ["exam", "generate", str(_chunks(tmp_path)), "--out", str(tmp_path / "exam.jsonl"), "-n", "20",
+                "--llm", "openai/test-model", "--llm-base-url", srv.base_url, "--timeout", "0.5",
+                "--max-retries", "1"]  # fmt: skip
+        assert main(args) == 2
+        sent = srv.requests_total
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # (the embedding model's loading bar comes first)
+    assert last.startswith("ragrade: error:") and "unreachable or too slow" in last and "Traceback" not in err
+    assert sent <= 3  # judged from the first requests, sent one at a time: the rest are never sent
+    assert "rerun the same command" in err
