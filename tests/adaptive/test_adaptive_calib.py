@@ -99,3 +99,40 @@ def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path: Path, m
     assert "40 of 41 questions" in partial.source and partial.d[-1] == 1.0 and partial.b[-1] == 0.0
     with pytest.raises(ConfigError, match="covers 3 of the exam's 43"):
         load_calibration(tmp_path / "large" / "irt.json", [*items[:3], *(f"x{i}" for i in range(40))])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"version": 99}, "irt.json version 99 is newer than this ragrade reads"),
+        ({"version": "2"}, "'version' must be a positive whole number"),
+        ({"items.q1.difficulty": None}, "question 'q1' has no difficulty"),
+        ({"items.q2.guessing": 1.5}, r"guessing must lie in \[0, 1\).*1.5 for question 'q2'"),
+        ({"items.q0.guessing": -0.1}, r"guessing must lie in \[0, 1\)"),
+    ],
+)
+def test_a_calibration_file_that_cannot_be_right_is_refused(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    # issue 38.3: these were read without a word (null difficulty as 0, guessing clipped to 0.99, any version)
+    import json
+
+    from ragrade.adaptive.calibration import load_calibration
+
+    items = {f"q{i}": {"discrimination": 1.0, "difficulty": 0.1 * i, "guessing": 0.25} for i in range(4)}
+    doc: dict[str, object] = {"kind": "irt", "version": 2, "items": items}
+    for key, value in change.items():
+        parts = key.split(".")
+        if parts[0] == "items":
+            items[parts[1]][parts[2]] = value  # type: ignore[assignment]
+        else:
+            doc[key] = value
+    path = tmp_path / "irt.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_calibration(path, list(items))
+    doc["version"], items["q1"]["difficulty"] = 2, 0.1  # the same file, set right, is read
+    for q in items:
+        items[q]["guessing"] = 0.25
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert load_calibration(path, list(items)).source.startswith("file:")

@@ -32,8 +32,9 @@ def evaluate_retrieval(
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals per retriever (``ragrade retrieval-eval``).
 
     ``qrels``: a qrels JSONL (query + relevant ids) or an exam file; ``level``: ``chunk`` or ``doc`` ids.
-    Queries with no relevant id are skipped (``empty_queries="skip"``, as trec_eval) or scored 0 (``"zero"``,
-    as ranx). Writes the results with per-query rows as JSON to ``out`` when given.
+    Queries with no relevant id: as trec_eval (``empty_queries="skip"``), one with no judged id is skipped and one
+    judged only not relevant (grade 0) scores 0; as ranx (``"zero"``), both score 0. Writes the results with
+    per-query rows as JSON to ``out`` when given.
     """
     from ragrade.retrieval.evaluate import evaluate_retrieval as _evaluate
 

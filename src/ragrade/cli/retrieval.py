@@ -321,14 +321,18 @@ def _raise_if_failed(failed: int) -> None:
         raise BackendError(f"{failed} question(s) got no answer from the LLM (the error is printed above)")
 
 
-def _empty_note(n_all: int, n_relevant: int, mode: str) -> str:
+def _empty_note(n_all: int, n_relevant: int, n_skipped: int, mode: str) -> str:
     """How many queries have no relevant id and what was done with them."""
-    done = (
-        "skipped: left out of every mean (trec_eval's convention; --empty-queries zero scores them 0)"
-        if mode == "skip"
-        else "scored 0 on every metric (ranx's convention)"
+    n_empty = n_all - n_relevant
+    if mode != "skip":
+        return f"{n_empty} of {n_all} queries have no relevant id, scored 0 on every metric (ranx's convention)"
+    done = [f"{n_skipped} with no judged id skipped (left out of every mean)"] if n_skipped else []
+    if n_empty - n_skipped:
+        done.append(f"{n_empty - n_skipped} judged only not relevant scored 0 (kept in the means)")
+    return (
+        f"{n_empty} of {n_all} queries have no relevant id: {', '.join(done)}; "
+        "trec_eval's convention, --empty-queries zero scores them all 0"
     )
-    return f"{n_all - n_relevant} of {n_all} queries have no relevant id, {done}"
 
 
 def eval_cmd(
@@ -346,8 +350,8 @@ def eval_cmd(
     empty_queries: str = typer.Option(
         "skip",
         "--empty-queries",
-        help="Queries with no relevant id: skip (left out of the means and counted, as trec_eval) or zero "
-        "(scored 0 on every metric, as ranx).",
+        help="Queries with no relevant id: skip (as trec_eval: one with no judged id is left out of the means "
+        "and counted, one judged only not relevant scores 0) or zero (both score 0 on every metric, as ranx).",
     ),
 ) -> None:
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals for each retriever."""
@@ -360,15 +364,20 @@ def eval_cmd(
         empty_queries=empty_queries, out=output_path(out),  # `ragrade --dry-run`: the run's temporary folder
     )  # fmt: skip
     n_relevant = ev.n_queries - ev.n_empty_queries
+    note = _empty_note(ev.n_queries, n_relevant, ev.n_skipped_queries, ev.empty_queries)
     if ev.n_empty_queries:
-        typer.echo(f"ragrade: warning: {_empty_note(ev.n_queries, n_relevant, ev.empty_queries)}", err=True)
-    empty = {"n_empty_queries": ev.n_empty_queries, "empty_queries": ev.empty_queries}
+        typer.echo(f"ragrade: warning: {note}", err=True)
+    empty = {
+        "n_empty_queries": ev.n_empty_queries,
+        "n_skipped_queries": ev.n_skipped_queries,
+        "empty_queries": ev.empty_queries,
+    }
     if as_json:
         results = [r.to_dict() for r in ev.reports]
         echo_json({"k": k, "level": ev.level, "n_queries": ev.n_queries, **empty, "results": results})
         return
-    note = f" ({_empty_note(ev.n_queries, n_relevant, ev.empty_queries)})" if ev.n_empty_queries else ""
-    typer.echo(f"{ev.n_queries} queries{note}, k={k}, {level}-level relevance, 95% bootstrap intervals")
+    shown = f" ({note})" if ev.n_empty_queries else ""
+    typer.echo(f"{ev.n_queries} queries{shown}, k={k}, {level}-level relevance, 95% bootstrap intervals")
     header = f"{'retriever':<22}" + "".join(f"{m + '@' + str(k):>24}" for m in METRICS)
     typer.echo(header)
     for r in ev.reports:

@@ -451,6 +451,7 @@ def load_item_params(path: str | Path) -> pd.DataFrame:
     doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("kind") != "irt":
         raise DataError(f"{path}: not an irt.json file")
+    _check_version(doc.get("version"), path)
     if isinstance(doc.get("items"), dict):
         items = doc["items"]
         bad = next((q for q, rec in items.items() if not isinstance(rec, dict)), None)
@@ -480,6 +481,38 @@ def load_item_params(path: str | Path) -> pd.DataFrame:
 ITEM_PARAMS = ("discrimination", "difficulty", "guessing")  # numeric columns of an item table (difficulty required)
 
 
+def _check_version(version: object, path: Path) -> None:
+    """DataError for a version this ragrade does not read (a newer ragrade's file, or no number at all)."""
+    from ragrade.irt.output import IRT_VERSION
+
+    if version is None:
+        return  # files of the first releases carried none: read as version 1
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise DataError(f"{path}: 'version' must be a positive whole number, got {version!r}")
+    if version > IRT_VERSION:
+        raise DataError(
+            f"{path}: irt.json version {version} is newer than this ragrade reads (1 to {IRT_VERSION}); "
+            "upgrade ragrade or fit again with this one (`ragrade irt fit`)"
+        )
+
+
+def _check_ranges(df: pd.DataFrame, where: Path) -> None:
+    """DataError for a question without a difficulty, or a guessing parameter outside [0, 1)."""
+    empty = df["difficulty"].isna()
+    if empty.any():
+        q = df.index[int(np.flatnonzero(empty.to_numpy())[0])]
+        raise DataError(f"{where}: question '{q}' has no difficulty ({int(empty.sum())} such); fit again")
+    if "guessing" in df.columns:
+        g = pd.to_numeric(df["guessing"], errors="coerce")
+        bad = g.notna() & ((g < 0) | (g >= 1))
+        if bad.any():
+            pos = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(
+                f"{where}: guessing must lie in [0, 1) (a probability below certainty), got {float(g.iloc[pos])!r} "
+                f"for question '{df.index[pos]}'"
+            )
+
+
 def _checked_items(df: pd.DataFrame, where: Path) -> pd.DataFrame:
     """``df`` when it is a usable item table (one row per question, numeric parameters); DataError otherwise."""
     if df.empty:
@@ -499,6 +532,7 @@ def _checked_items(df: pd.DataFrame, where: Path) -> pd.DataFrame:
             pos = int(np.flatnonzero(wrong.to_numpy())[0])
             got, q = values.iloc[pos], df.index[pos]
             raise DataError(f"{where}: '{col}' must hold numbers, got {got!r} for question '{q}'")
+    _check_ranges(df, where)
     return df
 
 

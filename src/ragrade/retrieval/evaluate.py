@@ -28,6 +28,7 @@ class RetrievalEvaluation:
     n_empty_queries: int  # of them, with no relevant id (skipped or scored 0, as ``empty_queries`` says)
     empty_queries: str
     reports: list[RetrievalReport]
+    n_skipped_queries: int = 0  # of those, left out of the means: with no judged id, under ``"skip"``
 
 
 def evaluate_retrieval(
@@ -47,8 +48,9 @@ def evaluate_retrieval(
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals per retriever .
 
     ``qrels``: a qrels JSONL (query + relevant ids) or an exam file; ``level``: ``chunk`` or ``doc`` ids.
-    Queries with no relevant id are skipped (``empty_queries="skip"``, as trec_eval) or scored 0 (``"zero"``,
-    as ranx). Writes the results with per-query rows as JSON to ``out`` when given.
+    Queries with no relevant id: as trec_eval (``empty_queries="skip"``), one with no judged id is skipped and one
+    judged only not relevant (grade 0) scores 0; as ranx (``"zero"``), both score 0. Writes the results with
+    per-query rows as JSON to ``out`` when given.
     """
     from ragrade.io import write_json
     from ragrade.retrieval.index import load_index
@@ -78,7 +80,8 @@ def evaluate_retrieval(
         reports.append(
             evaluate_run(run, gold, k, retriever=ret.name, level=lvl, n_boot=n_boot, seed=seed, empty_queries=mode)
         )
-    result = RetrievalEvaluation(k, lvl, len(gold), len(gold) - len(queries), mode, reports)
+    n_skipped = sum(1 for g in gold.values() if not g) if mode == "skip" else 0  # no judged id: no qrels line
+    result = RetrievalEvaluation(k, lvl, len(gold), len(gold) - len(queries), mode, reports, n_skipped)
     if out is not None:
         write_json(
             out,
@@ -89,6 +92,7 @@ def evaluate_retrieval(
                 "qrels": str(qrels),
                 "n_queries": result.n_queries,
                 "n_empty_queries": result.n_empty_queries,
+                "n_skipped_queries": result.n_skipped_queries,
                 "empty_queries": mode,
                 "results": [r.to_dict(with_queries=True) for r in reports],
             },

@@ -15,12 +15,14 @@ Qrels files are JSONL, one query per line: ``{"query": ..., "relevant": [ids]}``
 ``doc_id``/``doc_ids``), or a ragrade exam file (its questions with their source chunk
 and document). A record without any of these fields is an error.
 
-A query whose relevant ids are an empty list (or whose grades are all 0) has
-no defined metric. ``empty_queries="skip"`` (the default, trec_eval's
-convention) leaves it out of the means and the intervals and counts it
-(``n_empty_queries``, ``skipped_queries``); ``"zero"`` (ranx's convention)
-scores it 0 on every metric, so it stays in the denominator. Neither stops the
-run.
+A query with no relevant id is either unjudged (its relevant ids are an empty
+list: no qrels line at all, in trec_eval's terms) or judged only not relevant
+(no grade above 0). ``empty_queries="skip"`` (the default) does what trec_eval
+does: an unjudged query is left out of the means and the intervals and counted
+(``skipped_queries``), and a query judged only not relevant is kept and scores
+0 on every metric (``no_relevant`` in its row). ``"zero"`` (ranx's convention)
+scores both kinds 0, so every qrels query stays in the denominator. Both are
+counted in ``n_empty_queries``; neither stops the run.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class RetrievalReport:
             "k": self.k,
             "n_queries": self.n_queries,
             "n_empty_queries": self.n_empty_queries,
+            "n_skipped_queries": len(self.skipped_queries),
             "empty_queries": self.empty_queries,
             "level": self.level,
             "metrics": {
@@ -122,7 +125,8 @@ def evaluate_run(
 ) -> RetrievalReport:
     """Score ``run`` (query -> ranked ids) against ``qrels``; every qrels query with a relevant id must be in the run.
 
-    A query with no relevant id is skipped (counted) or scored 0, as ``empty_queries`` says; it needs no ranking.
+    A query with no relevant id needs no ranking. ``empty_queries="skip"`` (trec_eval): one with no judged id is
+    skipped (counted), one judged only not relevant scores 0; ``"zero"`` (ranx): both score 0.
     """
     from ragrade.stats import bootstrap_ci
 
@@ -135,11 +139,14 @@ def evaluate_run(
     missing = [q for q in qrels if q not in run and q not in empty_set]
     if missing:
         raise DataError(f"{len(missing)} qrels queries have no ranking, e.g. '{missing[0][:80]}'")
+    # trec_eval leaves out only a query without any qrels line; one judged only not relevant scores 0 and is kept
+    skipped = [q for q in empty if not qrels[q]] if empty_queries == "skip" else []
+    skipped_set = set(skipped)
     rows: list[JSONObject] = []
     for q, rel in qrels.items():
         if q not in empty_set:
             rows.append({"query": q, **per_query(run[q], rel, k)})
-        elif empty_queries == "zero":
+        elif q not in skipped_set:
             rows.append({"query": q, **dict.fromkeys(METRICS, 0.0), "no_relevant": True})
     metrics: dict[str, MetricSummary] = {}
     for m in METRICS:
@@ -154,7 +161,7 @@ def evaluate_run(
         metrics=metrics,
         per_query=rows,
         empty_queries=empty_queries,
-        skipped_queries=empty if empty_queries == "skip" else [],
+        skipped_queries=skipped,
         n_empty_queries=len(empty),
     )
 
