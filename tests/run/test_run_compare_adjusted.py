@@ -53,3 +53,20 @@ def test_adjusted_interval_is_bonferroni_level_and_printed_beside_the_unadjusted
         assert "unadjusted" in ln and "adjusted for the pairs compared" in ln and "(by the adjusted p)" in ln
     (line,) = [ln for ln in lines if "A-B +10.0%" in ln]
     assert "(the unadjusted interval excludes 0; the verdict is the holm-adjusted exact McNemar test" in line
+
+
+def test_a_significant_verdict_beside_an_interval_holding_zero_says_why() -> None:
+    # issue 36.8: "[-1.0%, +16.0%]" printed beside "a better" (Holm, p 0.032) with no note
+    from ragrade.run.compare import interval_text
+
+    record = {"ci_level": 0.95, "ci_low": 0.004, "ci_high": 0.15, "correction": "holm", "verdict": "a better",
+              "ci_adjusted_low": -0.01, "ci_adjusted_high": 0.16, "ci_adjusted_level": 1 - 0.05 / 3,
+              "a_only": 9, "b_only": 1}  # fmt: skip
+    text = interval_text(record)
+    assert "[-1.0%, +16.0%]" in text
+    assert "holm-adjusted exact McNemar test on 10 discordant questions, which rejects" in text
+    assert "adjusted interval of the accuracy difference still includes 0" in text
+    plain = {**record, "correction": "none", "ci_adjusted_low": None, "ci_adjusted_high": None, "ci_low": -0.002}
+    assert "the bootstrap interval of the accuracy difference still includes 0" in interval_text(plain)
+    agreeing = {**record, "ci_adjusted_low": 0.001}  # verdict and interval agree: no note
+    assert "(" not in interval_text(agreeing)

@@ -72,27 +72,36 @@ class Comparison:
 
 
 def interval_text(c: dict[str, Any]) -> str:
-    """The intervals of a comparison record, each named (unadjusted / adjusted), and how the verdict was decided."""
+    """The intervals of a comparison record, each named (unadjusted / adjusted), and, where the verdict and the
+    interval that matches it disagree (in either direction), why."""
     level = float(c.get("ci_level") or 0.95)
     text = f"{level:.0%} CI [{c['ci_low']:+.1%}, {c['ci_high']:+.1%}]"
     adjusted = c.get("ci_adjusted_low") is not None and c.get("ci_adjusted_high") is not None
-    if c.get("correction", "none") == "none":
-        return text
-    text += " unadjusted"
+    correction = c.get("correction", "none")
+    if correction != "none":
+        text += " unadjusted"
     if adjusted:
         text += (
             f"; {float(c['ci_adjusted_level']):.1%} CI adjusted for the pairs compared "
             f"[{c['ci_adjusted_low']:+.1%}, {c['ci_adjusted_high']:+.1%}]"
         )
-    if c.get("verdict") != "no significant difference" or not (c["ci_low"] > 0 or c["ci_high"] < 0):
+    test = "exact McNemar test" if correction == "none" else f"{correction}-adjusted exact McNemar test"
+    discordant = f"{c['a_only'] + c['b_only']} discordant questions"
+    if c.get("verdict") != "no significant difference":
+        low, high = (c["ci_adjusted_low"], c["ci_adjusted_high"]) if adjusted else (c["ci_low"], c["ci_high"])
+        if low <= 0 <= high:
+            which = "adjusted interval" if adjusted else "interval"
+            return text + (
+                f" (the verdict is the {test} on {discordant}, which rejects; the bootstrap {which} of the "
+                "accuracy difference still includes 0: the two disagree this close to the threshold)"
+            )
+        return text
+    if correction == "none" or not (c["ci_low"] > 0 or c["ci_high"] < 0):
         return text
     which = "unadjusted interval excludes 0"
     if adjusted and (c["ci_adjusted_low"] > 0 or c["ci_adjusted_high"] < 0):
-        which = f"bootstrap intervals exclude 0 on {c['a_only'] + c['b_only']} discordant questions"
-    return (
-        text
-        + f" (the {which}; the verdict is the {c['correction']}-adjusted exact McNemar test, which does not reject)"
-    )
+        which = f"bootstrap intervals exclude 0 on {discordant}"
+    return text + f" (the {which}; the verdict is the {test}, which does not reject)"
 
 
 def resolve_pipeline(name: str, pipelines: Sequence[str]) -> str:
