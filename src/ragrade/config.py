@@ -85,7 +85,8 @@ def describe_validation(exc: ValidationError, model: type[BaseModel] | None = No
             continue
         value = err.get("input")
         shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and len(repr(value)) < 60 else ""
-        parts.append(f"{loc}: {err['msg']}{shown}")
+        msg = err["msg"].removeprefix("Value error, ")  # a validator's own message says what is wrong
+        parts.append(f"{loc}: {msg}{shown}")
     return "; ".join(parts)
 
 

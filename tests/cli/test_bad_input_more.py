@@ -3,7 +3,10 @@ traceback, and no run folder or output written.
 
 A damaged calibration table, an unknown or bad ``transform_options`` entry, a judge LLM that cannot judge or
 is not there, an empty prompt file, and ``ragrade run --check`` on ``[adaptive]``, ``[calibration] human``,
-``[sweep] query`` and ``[judge] judge_llm`` settings that used to fail only after the earlier stages ran.
+``[sweep] query`` and ``[judge] judge_llm`` settings that used to fail only after the earlier stages ran; and
+(issue 38) settings once taken without a word: a value repeated on a grid axis, ``max_retries`` beyond 0..100 or
+not whole, a ``qa generate --prompt`` file without ``{passage}``, and ``robust run --min-positives`` above every
+question's supporting passages.
 One small BM25-only index and a hand-made exam are built once for the module.
 """
 
@@ -240,6 +243,15 @@ def _job_cases(p: dict[str, Path], t: Path) -> dict[str, tuple[str, str]]:
             f'{judge}metrics = ["claims"]\njudge_llm = "offline/student"\n',
             "[judge] judge_llm = offline/student cannot judge claims",
         ),
+        # issue 38: settings that used to be taken without a word
+        "sweep-k-repeated": ("[sweep]\nk = [3, 3]\n", "sweep.k: 3 is listed twice; list each value once"),
+        "sweep-retriever-repeated": ('[sweep]\nretrievers = ["bm25", "closed", "bm25"]\n', "sweep.retrievers: 'bm25'"),
+        "judge-retriever-repeated": (f'{judge}retrievers = ["bm25", "bm25"]\n', "judge.retrievers: 'bm25' is listed"),
+        "llm-max-retries-huge": (
+            "[llm]\nmax_retries = 1e9\n",
+            "llm.max_retries: Input should be less than or equal to 100",
+        ),
+        "llm-max-retries-fraction": ("[llm]\nmax_retries = 2.5\n", "llm.max_retries: Input should be a valid integer"),
     }
 
 
@@ -292,3 +304,171 @@ def test_adaptive_exam_take_checks_option_values_before_its_run_folder(
     code, _, err = _run(args, capsys)
     _assert_user_error(code, err, "compress budget must be positive, got 0")
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- issue 38: settings taken without a word
+
+
+@pytest.mark.parametrize(
+    ("flags", "sweep", "words"),
+    [
+        (["--k", "3,3"], "", "grid.k: 3 is listed twice; list each value once"),
+        (["--retrievers", "bm25,closed,bm25"], "", "grid.retrievers: 'bm25' is listed twice"),
+        (["--icl", "0,1,0"], "", "grid.icl: 0 is listed twice"),
+        (["--llm", "offline/student,offline/student"], "", "grid.llms: 'offline/student' is listed twice"),
+        (["--chunkers", "r,r"], "", "grid.chunkers: 'r' is listed twice"),
+        ([], "[grid]\nk = [3, 3]\n", "grid.k: 3 is listed twice"),
+        ([], '[grid]\npost = ["none", "mmr", "none"]\n', "grid.post: 'none' is listed twice"),
+        ([], '[grid]\nretrievers = ["bm25", "bm25"]\n[external]\nmine = "mod:fn"\n', "grid.retrievers: 'bm25'"),
+    ],
+)
+def test_exam_take_refuses_a_value_repeated_on_a_grid_axis(
+    flags: list[str], sweep: str, words: str, base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    args: list[object] = ["exam", "take", base["exam"], "--index", f"r={base['idx']}", *flags]
+    if sweep:
+        (tmp_path / "sweep.toml").write_text(sweep, encoding="utf-8")
+        args += ["--config", tmp_path / "sweep.toml"]
+    if "--llm" not in flags:
+        args += ["--llm", "offline/student"]
+    if "--retrievers" not in flags and "retrievers" not in sweep:
+        args += ["--retrievers", "bm25"]
+    out = tmp_path / "run"
+    code, _, err = _run([*args, "--out", out], capsys)
+    _assert_user_error(code, err, words)
+    assert not out.exists()
+
+
+def test_every_grid_axis_refuses_a_repeated_value() -> None:
+    from pydantic import ValidationError
+
+    from ragrade.run.spec import GRID_AXES, GridConfig
+
+    assert tuple(GridConfig.model_fields) == GRID_AXES  # a new axis is checked too
+    for axis, value in GridConfig().model_dump().items():
+        if value is None:  # chunkers: every index by default
+            value = ["r"]
+        with pytest.raises(ValidationError, match=f"{value[0]!r} is listed twice"):
+            GridConfig.model_validate({axis: [value[0], value[0]]})
+    assert GridConfig(k=[1, 3], retrievers=["closed", "bm25"]).k == [1, 3]  # distinct values are kept in order
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("1000000000", "--max-retries': Input should be less than or equal to 100"),
+        ("1e9", "--max-retries': Input should be a valid integer"),
+        ("2.5", "--max-retries': Input should be a valid integer"),
+        ("-1", "--max-retries': Input should be greater than or equal to 0"),
+    ],
+)
+def test_max_retries_flag_is_bounded(
+    value: str, words: str, base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    out = tmp_path / "run"
+    code, _, err = _run(["exam", "take", base["exam"], "--index", f"r={base['idx']}", "--llm", "offline/student",
+                         "--retrievers", "bm25", "--max-retries", value, "--out", out], capsys)  # fmt: skip
+    _assert_user_error(code, err, words)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("1e9", "llm_options.max_retries: Input should be less than or equal to 100 (got 1000000000.0)"),
+        ("101", "llm_options.max_retries: Input should be less than or equal to 100 (got 101)"),
+        ("2.5", "llm_options.max_retries: Input should be a valid integer, got a number with a fractional part"),
+    ],
+)
+def test_max_retries_in_a_sweep_file_is_bounded(
+    value: str, words: str, base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(f"[llm_options]\nmax_retries = {value}\n", encoding="utf-8")
+    out = tmp_path / "run"
+    code, _, err = _run(["exam", "take", base["exam"], "--index", f"r={base['idx']}", "--llm", "offline/student",
+                         "--retrievers", "bm25", "--config", sweep, "--out", out], capsys)  # fmt: skip
+    _assert_user_error(code, err, words)
+    assert not out.exists()
+
+
+def test_max_retries_is_bounded_in_the_options_and_the_limits() -> None:
+    from pydantic import ValidationError
+
+    from ragrade.errors import ConfigError
+    from ragrade.llm.limits import LimitConfig
+    from ragrade.llm.options import MAX_RETRIES, LLMOptions
+
+    assert LLMOptions(max_retries=MAX_RETRIES).max_retries == 100 and LLMOptions(max_retries=0).max_retries == 0
+    for bad in (101, 10**9, 2.5, -1):
+        with pytest.raises(ValidationError, match="max_retries"):
+            LLMOptions.model_validate({"max_retries": bad})
+        with pytest.raises(ConfigError, match="max_retries must be a whole number from 0 to 100"):
+            LimitConfig(max_retries=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("llm", ["offline", "openai/m"])
+def test_qa_generate_refuses_a_prompt_without_its_placeholder(
+    llm: str, base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Write one question and its answer about the text above.\n", encoding="utf-8")
+    out = tmp_path / "qa.jsonl"
+    code, _, err = _run(["qa", "generate", base["idx"], "--n", "2", "--llm", llm, "--llm-base-url", dead_base_url(),
+                         "--max-retries", "0", "--prompt", prompt, "--out", out], capsys)  # fmt: skip
+    line = _assert_user_error(code, err, f"{prompt}: the prompt must contain the placeholder {{passage}}")
+    assert line.endswith("(also available: {source})")
+    assert list(tmp_path.iterdir()) == [prompt]
+    # the check `exam generate --prompt` makes, worded the same way
+    code, _, err = _run(["exam", "generate", base["idx"], "--n", "2", "--llm", "offline", "--prompt", prompt,
+                         "--out", out], capsys)  # fmt: skip
+    _assert_user_error(code, err, f"{prompt}: the prompt must contain the placeholder {{document}}")
+    assert list(tmp_path.iterdir()) == [prompt]
+
+
+def test_qa_generate_still_takes_a_prompt_with_its_placeholder(
+    base: dict[str, Path], tmp_path: Path, capsys: Cap
+) -> None:
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Passage from {source}:\n{passage}\nWrite one question.\n", encoding="utf-8")
+    out = tmp_path / "qa.jsonl"
+    code, _, err = _run(["qa", "generate", base["idx"], "--n", "2", "--llm", "offline", "--min-chars", "20",
+                         "--prompt", prompt, "--out", out], capsys)  # fmt: skip
+    assert code == 0, err
+    assert out.is_file()
+
+
+def _rgb(path: Path) -> Path:
+    noise = [f"The Tallow Fair sells candles, stall {i}." for i in range(6)]
+    rows = [
+        {"id": "b1", "query": "Which town hosts the Tallow Fair?", "answer": "Brimholt",
+         "positive": ["The Tallow Fair is held in Brimholt.", "Brimholt hosts the Tallow Fair."], "negative": noise},
+        {"id": "b2", "query": "Which river runs past the Tallow Fair?", "answer": "the Ashby",
+         "positive": ["The Tallow Fair lies on the Ashby."], "negative": noise},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_robust_run_refuses_min_positives_no_question_has(tmp_path: Path, capsys: Cap) -> None:
+    data = _rgb(tmp_path / "base.jsonl")
+    out = tmp_path / "run"
+    args: list[object] = ["robust", "run", data, "--llm", "offline/extractive", "--out", out]
+    for many in ("1000000", "3"):
+        code, _, err = _run([*args, "--testbed", "noise", "--min-positives", many], capsys)
+        _assert_user_error(
+            code, err, f"--min-positives must be between 0 and 2 (the most supporting passages of a question in {data}",
+            f"for the noise testbed), got {many}: every question would be skipped",
+        )  # fmt: skip
+        assert not out.exists()
+    code, _, err = _run([*args, "--testbed", "noise", "--min-positives", "3", "--limit", "1"], capsys)
+    _assert_user_error(code, err, f"in the first 1 questions of {data} for the noise testbed")
+    assert not out.exists()
+    # the most any question has is taken; b2 (one passage) is skipped as before
+    code, _, err = _run([*args, "--testbed", "noise", "--min-positives", "2", "--noise-ratios", "0"], capsys)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["n"] == 1 and metrics["skipped"] == 1
+    # negative rejection shows noise only and ignores the setting, as it did
+    code, _, err = _run([*args[:-1], tmp_path / "neg", "--testbed", "negative", "--min-positives", "9"], capsys)
+    assert code == 0, err

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ragrade.cli.llm_flags import DeviceOption, DtypeOption, LlmBaseUrlOption, llm_flag_layer
+from ragrade.llm.options import MAX_RETRIES
 
 if TYPE_CHECKING:
     from ragrade.llm.base import LLM, LoglikelihoodResult
@@ -77,7 +78,11 @@ def llm_probe(
         None, "--timeout", min=0.1, help=f"Seconds per request (default {PROBE_OPTIONS['timeout']:g})."
     ),
     max_retries: int | None = typer.Option(
-        None, "--max-retries", min=0, help=f"Retries of a failed request (default {PROBE_OPTIONS['max_retries']})."
+        None,
+        "--max-retries",
+        min=0,
+        max=MAX_RETRIES,
+        help=f"Retries of a failed request (default {PROBE_OPTIONS['max_retries']}).",
     ),
     need: str = typer.Option(
         "generate",

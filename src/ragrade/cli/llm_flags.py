@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from ragrade.cli.common import dry_run_requested
-from ragrade.llm.options import option_default
+from ragrade.llm.options import MAX_RETRIES, option_default
 
 LlmBaseUrlOption = Annotated[
     str | None,
@@ -65,6 +65,7 @@ MaxRetriesOption = Annotated[
     typer.Option(
         "--max-retries",
         min=0,
+        max=MAX_RETRIES,
         help=f"Retries of a failed LLM request (default {option_default('max_retries')}); then it is missing.",
     ),
 ]

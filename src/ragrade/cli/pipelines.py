@@ -235,10 +235,9 @@ def external_pipelines(layer: dict[str, object], file_layer: Mapping[str, object
     if not isinstance(grid, dict):
         grid = layer["grid"] = {}
     file_grid = file_layer.get("grid")
-    base = grid.get("retrievers") or (file_grid.get("retrievers") if isinstance(file_grid, dict) else None)
-    if base is None:
-        base = [f"external:{n}" for n in names]
-    grid["retrievers"] = list(dict.fromkeys([*base, *(f"external:{n}" for n in names)]))
+    base = grid.get("retrievers") or (file_grid.get("retrievers") if isinstance(file_grid, dict) else None) or []
+    added = [r for r in dict.fromkeys(f"external:{n}" for n in names) if r not in base]
+    grid["retrievers"] = [*base, *added]  # the list given kept as it is: a value listed twice is refused
 
 
 def check_grid_failures(

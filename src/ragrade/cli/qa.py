@@ -282,13 +282,15 @@ def qa_generate(
 ) -> None:
     """Generate synthetic (question, reference answer, context) triplets from chunks."""
     from ragrade.qa.files import write_qa, write_qrels
-    from ragrade.qa.generate import generate_qa
+    from ragrade.qa.generate import generate_qa, load_generation_prompt
 
     out, qrels = output_path(check_out_file(flags.out)), output_path(flags.qrels)  # `--dry-run`: a temporary folder
+    cfg = flags.config()
+    load_generation_prompt(cfg.prompt_file)  # as `exam generate --prompt`: checked whichever generator runs
     chunks = _load_chunks(source)
     model = flags.model()
     with command_progress("qa generate") as shown:
-        items, funnel = generate_qa(chunks, model, flags.config(), progress=shown.update)
+        items, funnel = generate_qa(chunks, model, cfg, progress=shown.update)
     tally = FailureTally()
     tally.add_backend(model)
     for i in range(funnel.sampled):

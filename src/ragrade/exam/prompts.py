@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,22 +58,32 @@ QUESTION_SCHEMA: dict[str, Any] = {
 PLACEHOLDERS = ("{document}", "{domain}", "{title}")
 
 
-def load_template(path: str | Path | None, default: str, *, require_document: bool) -> str:
-    """A prompt template: ``default`` or the text of ``path``; ConfigError when unreadable or incomplete."""
-    if path is None:
-        return default
+def read_prompt_file(path: str | Path, *, placeholder: str | None = None, also: Sequence[str] = ()) -> str:
+    """The text of the prompt file ``path``; ConfigError naming the file when it is unreadable, not UTF-8, empty,
+    or lacks ``placeholder`` (the one placeholder it must hold; ``also``: the optional ones, named in the error).
+
+    The one check of the prompt files of ``exam generate --prompt/--system-prompt`` and ``qa generate --prompt``.
+    """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the prompt file ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: the prompt file is not UTF-8 text") from exc
     if not text.strip():
         raise ConfigError(f"{p}: the prompt file is empty")
-    if require_document and "{document}" not in text:
-        raise ConfigError(
-            f"{p}: the prompt must contain the placeholder {{document}} (also available: {{domain}}, {{title}})"
-        )
+    if placeholder is not None and placeholder not in text:
+        more = f" (also available: {', '.join(also)})" if also else ""
+        raise ConfigError(f"{p}: the prompt must contain the placeholder {placeholder}{more}")
     return text
+
+
+def load_template(path: str | Path | None, default: str, *, require_document: bool) -> str:
+    """A prompt template: ``default`` or the text of ``path``; ConfigError when unreadable or incomplete."""
+    if path is None:
+        return default
+    return read_prompt_file(path, placeholder="{document}" if require_document else None, also=PLACEHOLDERS[1:])
 
 
 def render(template: str, *, document: str, domain: str, title: str) -> str:
@@ -83,4 +94,12 @@ def render(template: str, *, document: str, domain: str, title: str) -> str:
     return out.replace(marker, document)
 
 
-__all__ = ["PLACEHOLDERS", "QUESTION_SCHEMA", "SYSTEM_PROMPT", "USER_PROMPT", "load_template", "render"]
+__all__ = [
+    "PLACEHOLDERS",
+    "QUESTION_SCHEMA",
+    "SYSTEM_PROMPT",
+    "USER_PROMPT",
+    "load_template",
+    "read_prompt_file",
+    "render",
+]

@@ -11,14 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
 from ragrade.llm.options import LLMOptions
 from ragrade.run.adaptive_config import AdaptiveConfig
-from ragrade.run.spec import GridConfig, GridRunSettings
+from ragrade.run.spec import GridConfig, GridRunSettings, no_repeats
 
 
 class _Section(BaseModel):
@@ -169,6 +169,11 @@ class JudgeSection(_Section):
     k: int | None = Field(default=None, ge=1)  # passages per answer (default: the sweep's first k)
     metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
     judge_llm: str | None = None
+
+    @field_validator("answer_llms", "retrievers", "chunkers")
+    @classmethod
+    def _no_repeats(cls, values: list[str] | None) -> list[str] | None:
+        return no_repeats(values)  # the axes of the grid that answers, refused here rather than at the judge stage
 
 
 class CalibrationSection(_Section):

@@ -80,7 +80,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ragrade.llm.options import LLMOptions
+from ragrade.llm.options import MAX_RETRIES, LLMOptions
 from ragrade.llm.pacing import SAMPLE, TOO_SLOW, UNREACHABLE, Pace, Watch, seconds
 
 T = TypeVar("T")
@@ -160,8 +160,8 @@ class LimitConfig:
             raise ConfigError(f"timeout must be > 0 seconds, got {self.timeout}")
         if self.timeout_max is not None and self.timeout_max < self.timeout:
             raise ConfigError(f"timeout_max must be >= timeout ({self.timeout:g}), got {self.timeout_max}")
-        if self.max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not isinstance(self.max_retries, int) or not 0 <= self.max_retries <= MAX_RETRIES:
+            raise ConfigError(f"max_retries must be a whole number from 0 to {MAX_RETRIES}, got {self.max_retries}")
         for name in ("unreachable_after", "fail_streak", "dead_after"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -22,6 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 #: options that change how fast answers come, never what they are (left out of resume fingerprints)
 THROUGHPUT_OPTIONS = ("concurrency", "cache", "cache_dir", "timeout", "max_retries", "rpm", "backoff_s")
+#: the most retries of one request (``max_retries``, ``--max-retries``); every retry is one more attempt of up to
+#: ``timeout`` seconds after a backoff of up to 30 s, so a larger number is a typo (``1e9`` would wait for ever)
+MAX_RETRIES = 100
 #: the fields of ``ragrade run``'s ``[llm]`` table before it became an :class:`LLMOptions`; stage keys always hold
 #: them, later fields only when set (so that earlier job runs keep their stage keys)
 _JOB_KEY_FIELDS = ("base_url", "concurrency", "timeout", "max_retries", "cache")
@@ -76,7 +79,12 @@ class LLMOptions(BaseModel):
         gt=0,
         description="Seconds per LLM request attempt (left at the default: learned from the replies, up to 4x).",
     )
-    max_retries: int = Field(default=5, ge=0, description="Retries of a failed LLM request; then it is missing.")
+    max_retries: int = Field(
+        default=5,
+        ge=0,
+        le=MAX_RETRIES,  # an integer: 2.5 is refused, not cut to 2
+        description=f"Retries of a failed LLM request (0 to {MAX_RETRIES}); then it is missing.",
+    )
     rpm: float | None = Field(default=None, gt=0, description="Requests per minute (default: no limit).")
     backoff_s: float = Field(default=0.5, gt=0, description="First backoff delay before a retry (doubling, jittered).")
     cache: bool = Field(default=True, description="Use the SQLite response cache (--no-cache: false).")
@@ -216,4 +224,4 @@ def option_default(name: str) -> object:
     return LLMOptions.model_fields[name].default
 
 
-__all__ = ["THROUGHPUT_OPTIONS", "CreateKwargs", "LLMOptions", "lift_flat_options", "option_default"]
+__all__ = ["MAX_RETRIES", "THROUGHPUT_OPTIONS", "CreateKwargs", "LLMOptions", "lift_flat_options", "option_default"]

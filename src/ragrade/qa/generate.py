@@ -28,7 +28,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragrade import interrupt
@@ -359,16 +358,13 @@ def _offline(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callab
 
 
 def load_generation_prompt(path: str | None) -> str:
-    """The generation prompt template (ours, or a file that contains ``{passage}``)."""
+    """The generation prompt template: ours, or a file that contains ``{passage}`` (ConfigError otherwise, by the
+    check of ``exam generate --prompt``: :func:`ragrade.exam.prompts.read_prompt_file`)."""
     if path is None:
         return resources.files("ragrade.qa").joinpath("prompts", "generate.txt").read_text(encoding="utf-8")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read the QA generation prompt {path}: {exc.strerror or exc}") from exc
-    if "{passage}" not in text:
-        raise ConfigError(f"the QA generation prompt {path} lacks the placeholder {{passage}}")
-    return text
+    from ragrade.exam.prompts import read_prompt_file
+
+    return read_prompt_file(path, placeholder="{passage}", also=("{source}",))
 
 
 def parse_generation(
@@ -495,6 +491,7 @@ def generate_qa(
     """
     if cfg.n < 1:
         raise ConfigError(f"--n must be at least 1, got {cfg.n}")
+    load_generation_prompt(cfg.prompt_file)  # a bad --prompt file is refused whichever generator runs
     funnel = Funnel()
     order = sample_chunks(chunks, cfg, funnel)
     if not order:

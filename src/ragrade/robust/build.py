@@ -63,6 +63,22 @@ def supporting_passages(item: RGBItem, testbed: str | Testbed) -> int:
     return _hooks(testbed).supporting_passages(item)
 
 
+def check_min_positives(items: Sequence[RGBItem], testbed: Testbed, min_positives: int, source: str) -> None:
+    """ConfigError when ``--min-positives`` is above the supporting passages of every question in ``items`` (read
+    from ``source``), as ``robust build`` refuses one above ``--max-positive``: every question would be skipped.
+
+    Testbeds that build their own documents, and noise-only ones (which ignore the setting), are not checked.
+    """
+    if min_positives < 1 or not isinstance(testbed, SharedConstruction) or testbed.noise_only:
+        return
+    most = max((testbed.supporting_passages(item) for item in items), default=0)
+    if min_positives > most:
+        raise ConfigError(
+            f"--min-positives must be between 0 and {most} (the most supporting passages of a question in {source} "
+            f"for the {testbed.name} testbed), got {min_positives}: every question would be skipped"
+        )
+
+
 def build_instance(
     item: RGBItem, testbed: str | Testbed, ratio: float, opts: BuildOptions, condition: str = "documents"
 ) -> Instance:
@@ -256,6 +272,7 @@ __all__ = [
     "assemble",
     "build_instance",
     "build_rgb_instance",
+    "check_min_positives",
     "noise_count",
     "ratio_notes",
     "rgb_base_docs",

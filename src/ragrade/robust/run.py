@@ -41,7 +41,7 @@ from ragrade.io import drop_torn_tail, now_iso, write_json, write_jsonl
 from ragrade.journal import JOURNAL_FILE, Journal
 from ragrade.llm.options import LLMOptions
 from ragrade.outcome import Outcome
-from ragrade.robust.build import BuildOptions
+from ragrade.robust.build import BuildOptions, check_min_positives
 from ragrade.robust.config import RobustRunConfig
 from ragrade.robust.data import RGBData, describe_report, fake_equals_answer, load_rgb
 from ragrade.robust.detect import Detectors, build_detectors
@@ -296,13 +296,16 @@ def run_model(
 
 
 def _load_data(cfg: RobustRunConfig, tb: Testbed) -> RGBData:
-    """The data file, whose records must be of a shape the testbed accepts."""
+    """The data file, whose records must be of a shape the testbed accepts, with a question that
+    ``--min-positives`` keeps (both checked before anything is asked or written)."""
     data = load_rgb(cfg.data, limit=cfg.limit)
     if data.kind not in tb.data_kinds:
         raise DataError(
             f"{cfg.data}: the {tb.name} testbed needs {' or '.join(tb.data_kinds)} records, "
             f"the file has {data.kind} records"
         )
+    source = f"the first {cfg.limit} questions of {cfg.data}" if cfg.limit is not None else str(cfg.data)
+    check_min_positives(data.items, tb, cfg.min_positives, source)
     return data
 
 

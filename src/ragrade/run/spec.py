@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +35,7 @@ EXTERNAL_PREFIX = "external:"
 NO_TRANSFORM = "none"  # the untransformed query / no post-processing (a real level of the query and post factors)
 NOT_APPLICABLE = "n/a"  # the query and post factors of pipelines that search no index (closed, oracle, external)
 
+T = TypeVar("T")
 AnswerMethod = Literal["auto", "loglikelihood", "generate"]
 ScoreNorm = Literal["auto", "per_char", "per_token", "sum"]
 
@@ -156,6 +157,22 @@ DEPRECATED_AXES = {
 }
 
 
+#: the axes of :class:`GridConfig`, in the order of its fields
+GRID_AXES = (
+    "llms",
+    "retrievers",
+    "k",
+    "icl",
+    "chunkers",
+    "prompts",
+    "methods",
+    "query",
+    "post",
+    "temperature",
+    "max_tokens",
+)
+
+
 def upgrade_grid_keys(table: object, where: str = "[grid]") -> None:
     """Rename the old spellings of grid axes in ``table`` (in place), with one deprecation line on stderr.
 
@@ -181,8 +198,22 @@ def upgrade_grid_keys(table: object, where: str = "[grid]") -> None:
     )
 
 
+def no_repeats(values: list[T] | None) -> list[T] | None:
+    """``values`` unchanged; ValueError naming the first value listed twice (a config list is a set of levels:
+    a repeat is a typo, never a second pipeline)."""
+    seen: list[object] = []
+    for value in values or ():
+        if value in seen:
+            raise ValueError(f"{value!r} is listed twice; list each value once")
+        seen.append(value)
+    return values
+
+
 class GridConfig(BaseModel):
-    """Axes of the pipeline grid; every combination becomes a pipeline (the grid's defaults live here only)."""
+    """Axes of the pipeline grid; every combination becomes a pipeline (the grid's defaults live here only).
+
+    A value listed twice on one axis is refused (``k = [3, 3]``, ``--k 3,3``), as a chunker named twice is.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -207,6 +238,11 @@ class GridConfig(BaseModel):
             data = dict(data)
             upgrade_grid_keys(data, cls._table)
         return data
+
+    @field_validator(*GRID_AXES)
+    @classmethod
+    def _no_repeats(cls, values: list[T] | None) -> list[T] | None:
+        return no_repeats(values)
 
 
 class GridRunSettings(BaseModel):
@@ -387,6 +423,7 @@ def fingerprint(obj: object) -> str:
 
 __all__ = [
     "EXTERNAL_PREFIX",
+    "GRID_AXES",
     "INDEX_FREE",
     "NOT_APPLICABLE",
     "NO_INDEX",
@@ -401,5 +438,6 @@ __all__ = [
     "fingerprint",
     "llm_label",
     "load_sweep_file",
+    "no_repeats",
     "upgrade_grid_keys",
 ]
