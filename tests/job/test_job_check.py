@@ -34,6 +34,8 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
         ('[exam]\npath = "nosuch.jsonl"\n', "[exam] path: "),
         ('[exam]\noptions = { prompt_file = "nosuch.txt" }\n', "[exam.options] prompt_file"),
         ('[robust]\ndata = "nosuch.jsonl"\n', "[robust] data: "),
+        ("[sweep]\nllms = []\n", "grid axis 'llms' is empty"),  # said "the sweep has no pipelines"
+        ("[sweep]\nk = []\n", "grid axis 'k' is empty"),
     ],
 )
 def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(

@@ -313,6 +313,11 @@ def expand_pipelines(cfg: SweepConfig) -> list[PipelineSpec]:
     else:
         g = cfg.grid
         chunkers = g.chunkers if g.chunkers is not None else (labels or [NO_INDEX])
+        empty = [name for name in GRID_AXES if name != "chunkers" and not getattr(g, name)]
+        if empty or not chunkers:
+            name = empty[0] if empty else "chunkers"
+            raise ConfigError(f"grid axis '{name}' is empty (= []): give it at least one value, or leave it out "
+                              "for its default")  # fmt: skip
         raw = []
         axes = (g.llms, g.retrievers, g.k, g.icl, chunkers, g.prompts, g.methods, g.query, g.post, g.temperature)
         for llm, ret, k, icl, chunker, prompt, method, query, post, temp in itertools.product(*axes):
