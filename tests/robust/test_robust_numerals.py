@@ -138,6 +138,59 @@ def test_strict_matching_reads_chinese_like_a_careful_grader(text: str, alias: s
     assert contains(text, alias) is expected
 
 
+@pytest.mark.parametrize(
+    ("response", "answer", "parts"),
+    [
+        # issue 38 item 6b: wrong before, right now
+        ("答案是十。", [["10"]], [True]),  # a lone numeral after 是, before punctuation
+        ("答案是八和9。", [["8"], ["9"]], [True, True]),  # 八 between 是 and 和
+        ("八强", [["8强"]], [True]),  # 强 (rank) is a measure word
+        ("十一月九", [["11月9"]], [True]),  # 九 after a date character, at the end
+        ("木村隆二十五日被捕", [["木村隆二"]], [True]),  # 二十五 reads as 25, but the name is literally there
+        # right before, and still right
+        ("答案：十。", [["10"]], [True]),
+        ("三%", [["3%"]], [True]),
+        # must stay wrong: numerals inside words are not numbers
+        ("我们一起去北湾市。", [["1"]], [False]),
+        ("两省实现了统一。", [["1"]], [False]),
+        ("两种方法的效果一样。", [["1"]], [False]),
+        ("这件事十分重要。", [["10"]], [False]),  # 十分: "very"
+        ("答案是一样的。", [["1"]], [False]),  # after 是, but glued to 样
+        # must stay wrong: a number of the answer is never part of a longer number
+        ("他今年三十六岁。", [["十六"]], [False]),
+        ("答案是十五。", [["10"]], [False]),
+        # a two-part answer needs both parts
+        ("答案是八。", [["8"], ["9"]], [True, False]),
+    ],
+)
+def test_strict_scoring_reads_lone_numerals_in_context(
+    response: str, answer: list[list[str]], parts: list[bool]
+) -> None:
+    assert match_parts(response, answer) == parts
+    labels = label_response(response, answer, build_detectors())
+    assert labels["matched_parts"] == parts and labels["correct"] is all(parts)
+
+
+def test_lone_numerals_are_numbers_only_where_they_read_as_one() -> None:
+    def spans(text: str) -> list[tuple[str, Fraction | int]]:
+        return [(text[s:e], v) for s, e, v in number_spans(text)]
+
+    assert spans("答案是十。") == [("十", 10)]  # after a copula, before punctuation
+    assert spans("答案为三") == [("三", 3)]  # after a copula, at the end
+    assert spans("是八和九") == [("八", 8), ("九", 9)]  # around a conjunction
+    assert spans("十一月九") == [("十一", 11), ("九", 9)]  # after a date character
+    assert spans("进入八强") == [("八", 8)]  # before a rank
+    assert spans("是一样的") == [] and spans("一起") == [] and spans("统一。") == []
+    assert spans("木村隆二十五日") == [("二十五", 25)]  # a run of numerals is one number
+
+
+def test_a_name_is_found_literally_even_where_its_numeral_starts_a_number() -> None:
+    assert contains("木村隆二十五日被捕", "木村隆二")
+    assert contains("山田太一十五日抵达。", "山田太一")
+    assert not contains("木村隆三十五日被捕", "木村隆二")  # a different character is a different name
+    assert not contains("他今年三十六岁。", "十六")  # a number of the alias is not literal: never inside a number
+
+
 def test_multi_part_answers_joined_by_a_full_width_comma_are_correct() -> None:
     detectors = build_detectors()
     answer = [["8"], ["9"]]

@@ -16,6 +16,27 @@ and "about 70." but not in "A70" or "3.70.1". CJK characters need no boundary
 (Chinese has no spaces), and Chinese numeral characters inside names are
 characters of the name ("木村隆二" is found in "木村隆二25日").
 
+Which Chinese numerals are numbers is decided by
+:func:`ragrade.robust.numerals.number_spans` (see :mod:`ragrade.robust.numerals`):
+runs of two or more numerals always are ("十一月九" equals "11月9"); a
+lone numeral is when it reads as one ("答案是十。", "答案是八和9。", "八强",
+"三%"), not inside words ("统一", "一起", "一样" never contain "1"). An
+alias matches the text when, reading both this way, each number of the
+alias is a whole number of the text (same value, or same characters) and
+each of its other characters is the same character of the text, also where
+that character is part of a number of the text: "木村隆二" is found in
+"木村隆二十五日被捕", where 二十五 reads as 25, because the name is literally
+there. A number of the alias is never found inside a longer number of the
+text, so "十六" is still not in "三十六" although it is a substring.
+
+The original benchmark's scorer (``--scoring rgb``,
+:mod:`ragrade.robust.rgb_scoring`) finds an answer only as a raw substring:
+it finds "木村隆二" and "十六" in "三十六" alike, and never finds "10" in
+"答案是十。" or "8强" in "八强". We read numbers by value because a model
+that answers in Chinese numerals is right, and keep the literal match for
+characters that are not numbers of the alias so that reading a number never
+loses a name that is there.
+
 :func:`find_spans` and :func:`replace_all` (used to rewrite documents) work on
 the raw text, character by character, with Chinese numerals counted as digits.
 """
@@ -159,17 +180,56 @@ def _bounded(text: str, start: int, end: int) -> bool:
     return True
 
 
+@lru_cache(maxsize=1024)
+def _number_starts(text: str) -> dict[int, _Atom]:
+    """The number atoms of ``text`` by start offset."""
+    return {a.start: a for a in _atoms(text) if a.value is not None}
+
+
+def _match_at(text: str, needle: tuple[_Atom, ...], start: int) -> int | None:
+    """End offset of ``needle`` read from ``text[start:]``, or None: each number of the needle is a whole
+    number of the text (same characters or same value), each other character the same character."""
+    numbers = _number_starts(text)
+    pos = start
+    for atom in needle:
+        if atom.value is None:
+            if not text.startswith(atom.text, pos):
+                return None
+            pos += len(atom.text)
+        else:
+            hit = numbers.get(pos)
+            if hit is None or not _same(hit, atom):
+                return None
+            pos = hit.end
+    return pos
+
+
+def _find_all(text: str, sub: str) -> list[int]:
+    """Every offset where ``sub`` starts in ``text`` (overlapping)."""
+    out: list[int] = []
+    k = text.find(sub)
+    while k != -1:
+        out.append(k)
+        k = text.find(sub, k + 1)
+    return out
+
+
 def contains_normalised(text: str, alias: str) -> bool:
-    """Whether normalised ``alias`` occurs in normalised ``text`` at a boundary, numbers compared by value."""
+    """Whether normalised ``alias`` occurs in normalised ``text`` at a boundary, numbers compared by value.
+
+    The numbers of the alias must be whole numbers of the text; its other characters are matched
+    character by character, also inside a number of the text ("木村隆二" in "木村隆二十五日").
+    """
     if not alias:
         return False
     needle = _atoms(alias)
     if alias not in text and all(a.value is None for a in needle):  # characters only: a substring or nothing
         return False
-    hay = _atoms(text)
-    n = len(needle)
-    for i in range(len(hay) - n + 1):
-        if all(_same(hay[i + k], needle[k]) for k in range(n)) and _bounded(text, hay[i].start, hay[i + n - 1].end):
+    first = needle[0]
+    starts = sorted(_number_starts(text)) if first.value is not None else _find_all(text, first.text)
+    for start in starts:
+        end = _match_at(text, needle, start)
+        if end is not None and _bounded(text, start, end):
             return True
     return False
 

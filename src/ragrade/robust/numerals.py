@@ -13,11 +13,26 @@ for anything that is not one well-formed number (``"十十"``, ``"万"``,
 :func:`ragrade.robust.match.normalise`): maximal runs of digits and numerals,
 each read as one value, so that ``"三十六"`` yields 36 and never 16, and
 ``"2万"`` yields 20000 and never 2. A run that is not one number is split
-into pieces that are (``"隆二25日"``: 2 and 25). A lone numeral character
-counts only where it reads as a number: before a measure word or unit
-(``"五次"``, ``"两个"``), after 第, 初 or 周 (``"第一"``, ``"周三"``), or with no
-ideograph on either side (``"答案：五。"``); inside words (``"统一"``,
-``"四川"``, ``"一些"``) it is just a character.
+into pieces that are (``"隆二25日"``: 2 and 25). A run of two or more
+numerals is always a number (``"十一月"``, ``"二十五日"``).
+
+A lone numeral character is the hard case: 一 is a number in "答案是一。" and
+a plain character in 一起, 一样, 统一. It counts as a number when
+
+- a measure word, unit or rank follows it (``"五次"``, ``"两个"``, ``"八强"``),
+  or 第, 初 or 周 comes before it (``"第一"``, ``"初五"``, ``"周三"``); or
+- both of its sides are free. The left side is free at the start of the
+  text, after anything that is not an ideograph (a digit, punctuation, a
+  colon: ``"答案：五。"``), after the copulas 是/为/為 (``"答案是十。"``),
+  after a conjunction 和/与/與/及/或 (``"八和九"``), or after a date
+  character 年/月/日/号/號 (``"十一月九"``). The right side is free at the
+  end of the text, before anything that is not an ideograph (punctuation,
+  a digit, ``%``: ``"三%"``), or before a conjunction (``"答案是八和9。"``).
+
+So a numeral glued to an ordinary word stays a character: 一起, 一样, 统一,
+四川, 一些, 十分 (before 分, which also means "very") and 一点 ("a little")
+are not numbers. The one known false reading is an idiom such as 合二为一,
+whose last 一 stands after 为 at a sentence end and so reads as 1.
 """
 
 from __future__ import annotations
@@ -42,12 +57,15 @@ BIG_UNITS: dict[str, int] = {**dict.fromkeys("万萬", 10**4), **dict.fromkeys("
 UNITS = {**SMALL_UNITS, **BIG_UNITS}
 NUMERAL_CHARS = frozenset(DIGITS) | frozenset(UNITS)
 POINTS = frozenset("点點")
-# characters after which a lone numeral reads as a number: measure words, units of time, money, size
+# characters before which a lone numeral reads as a number: measure words, units of time, money, size, rank
 MEASURE_CHARS = frozenset(
-    "个個次名位年岁歲届屆人件项項条條种種场場枚座家本部号號倍天月日周週秒元块塊米克吨噸公升"
+    "个個次名位年岁歲届屆人件项項条條种種场場枚座家本部号號倍天月日周週秒元块塊米克吨噸公升强強"
     "层層期轮輪章节節集页頁张張辆輛架艘颗顆首篇句队隊所间間台臺串对對只隻栋棟回遍例"
 )
 ORDINAL_CHARS = frozenset("第初周週")  # after these a lone numeral is an ordinal, a day or a weekday
+# after these a lone numeral may be a number (if its right side is free too): copulas, conjunctions, dates
+LEFT_FREE_CHARS = frozenset("是为為和与與及或年月日号號")
+RIGHT_FREE_CHARS = frozenset("和与與及或")  # before these, likewise (if its left side is free too)
 _ARABIC = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _ARABIC_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
 _ARABIC_PIECE = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
@@ -197,13 +215,15 @@ def _ideograph(ch: str) -> bool:
 
 
 def _lone_ok(text: str, start: int, end: int) -> bool:
-    """Whether a one-character numeral reads as a number: before a measure word (五次), after 第/初/周
-    (第一, 初五, 周三), or standing alone (no ideograph on either side: "答案：五。")."""
+    """Whether a one-character numeral reads as a number (see the module docstring): before a measure
+    word (五次, 八强), after 第/初/周 (第一, 初五, 周三), or with both sides free ("答案是十。", "八和9")."""
     after = text[end] if end < len(text) else ""
     before = text[start - 1] if start > 0 else ""
     if after in MEASURE_CHARS or before in ORDINAL_CHARS:
         return True
-    return not _ideograph(before) and not _ideograph(after)
+    left_free = not _ideograph(before) or before in LEFT_FREE_CHARS
+    right_free = not _ideograph(after) or after in RIGHT_FREE_CHARS
+    return left_free and right_free
 
 
 def _pieces(text: str, start: int, end: int) -> list[tuple[int, int, Fraction]]:
