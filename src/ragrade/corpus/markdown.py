@@ -1,15 +1,21 @@
-"""Markdown (CommonMark + MyST + MkDocs admonitions) to structured plain text, with markdown-it-py.
+"""Markdown (CommonMark + MyST + MkDocs Material) to structured plain text, with markdown-it-py.
 
 The text keeps the structure that chunkers and readers need and drops the markup that is not content:
 
-* headings stay ``#`` lines (``## Section``), attribute lists (``{ #anchor }``) dropped;
+* headings stay ``#`` lines (``## Section``), attribute lists (``{ #anchor }``) dropped; the page title is
+  the front matter ``title:``, else the first level-1 heading (a ``##`` never titles the page);
 * code stays code: fenced and indented blocks and MyST ``{code-block}`` / ``{code}`` directives become
-  fenced blocks with their language (directive options dropped); inline code keeps its backticks;
+  fenced blocks with their language (directive options and fence attributes such as
+  ``{requires="3.12"}`` dropped; Material code annotation markers ``# (1)!`` removed); inline code
+  keeps its backticks;
 * MyST roles become their text (``{ref}`text <label>``` -> ``text``); roles that name code objects
   (``{class}``, ``{func}``, ...) become inline code; targets ``(label)=``, ``%`` comments, ``+++``
   breaks, ``{toctree}`` and other navigation directives are dropped;
 * admonitions (MyST ``{note}``, MkDocs ``!!! note "Title"``, ``??? tip``, pymdownx ``/// tip | Title``)
-  keep their title line and content; links and images become their text; emphasis markers go.
+  keep their title line and content; MkDocs Material content tabs (``=== "pip"`` + indented body)
+  become a ``pip:`` label line and their body, parsed as Markdown;
+* links and images become their text, mkdocs-autorefs links (``[text][pkg.Name]``, ``[pkg.Name][]``)
+  too; emphasis markers go.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ragrade.corpus.mkdocs import drop_annotations, drop_autorefs, fence_language, tabs_plugin
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
 from ragrade.io import JSONObject
 
 _ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$")
 _BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
-_TAB_RE = re.compile(r"^([ \t]*)===\+?[ \t]+\"([^\"]*)\"[ \t]*$", re.M)
 _TAG_RE = re.compile(r"<[^>]*>")
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 _DIRECTIVE_RE = re.compile(r"^\{([\w:.-]+)\}[ \t]*(.*)$")
@@ -53,22 +59,30 @@ def _parser() -> Any:
         md = MarkdownIt("commonmark", {"html": True}).enable("table").enable("strikethrough")
         for plugin in (front_matter_plugin, myst_role_plugin, myst_block_plugin, colon_fence_plugin, admon_plugin):
             md.use(plugin)
+        md.use(tabs_plugin)
         md.use(deflist_plugin).use(dollarmath_plugin, allow_space=True, double_inline=True)
         _PARSER = md
     return _PARSER
 
 
 def _pymdownx_blocks(text: str) -> str:
-    """pymdownx ``/// note | Title`` ... ``///`` blocks and ``=== "Tab"`` markers as plain title lines."""
+    """pymdownx ``/// note | Title`` ... ``///`` blocks as plain title lines (``/// tab | pip`` as ``pip:``)."""
 
     def block(m: re.Match[str]) -> str:
         if not m.group(2):
             return ""
+        if m.group(2) == "tab" and m.group(3):
+            return f"{m.group(1)}{_label(m.group(3))}\n"
         title = m.group(3) if m.group(3) else m.group(2).replace("-", " ").capitalize()
         return f"{m.group(1)}{title}\n"
 
-    text = _BLOCK_RE.sub(block, text)
-    return _TAB_RE.sub(lambda m: f"{m.group(1)}{m.group(2)}\n", text)
+    return _BLOCK_RE.sub(block, text)
+
+
+def _label(text: str) -> str:
+    """A tab label as a short line of its own: ``pip`` -> ``pip:``."""
+    text = " ".join(text.split())
+    return text if not text or text.endswith((":", ".", "?", "!")) else f"{text}:"
 
 
 class _Renderer:
@@ -102,7 +116,7 @@ class _Renderer:
                 out.append(tok.content)
             elif kind == "html_inline":
                 continue  # tags carry no text; their inner text is an ordinary text token
-        text = "".join(out)
+        text = drop_autorefs("".join(out))
         return _ATTR_LIST_RE.sub("", text)
 
     # ------------------------------------------------------------------ blocks
@@ -121,7 +135,8 @@ class _Renderer:
                 level = int(tok.tag[1])
                 title = " ".join(self.inline(tokens[i + 1].children or []).split())
                 if title:
-                    self.meta.setdefault("title", title)
+                    if level == 1:
+                        self.meta.setdefault("title", title)
                     out.append(f"{'#' * level} {title}")
                 i += 3
                 continue
@@ -141,6 +156,10 @@ class _Renderer:
                 out.append(tok.content.strip())
             elif kind == "admonition_title_open":
                 pass  # the title's inline token follows
+            elif kind == "tab_open":  # the label's inline token follows
+                out.append(_label(self.inline(tokens[i + 1].children or [])))
+                i += 2
+                continue
             elif kind in ("bullet_list_open", "ordered_list_open"):
                 j = _close(tokens, i)
                 out.append(self.list_items(tokens[i + 1 : j], ordered=kind == "ordered_list_open"))
@@ -183,10 +202,10 @@ class _Renderer:
     def fence(self, tok: Any) -> str:
         info = tok.info.strip() if tok.type != "code_block" else ""
         m = _DIRECTIVE_RE.match(info)
-        if m is None:
+        if m is None or m.group(1).startswith((".", "#")):  # ``{.python}``: attributes, not a directive
             if tok.type == "colon_fence":
                 return self.render_nested(tok.content)
-            return fenced(info.split()[0] if info else "", tok.content)
+            return fenced(fence_language(info), drop_annotations(tok.content))
         self.myst = True
         name, arg = m.group(1).lower(), m.group(2).strip()
         body = _directive_body(tok.content)

@@ -1,0 +1,126 @@
+"""MkDocs Material syntax as authors see it: content tabs, autorefs, code annotations, fence attributes.
+
+Used by :mod:`ragrade.corpus.markdown`:
+
+* :func:`tabs_plugin` parses pymdownx content tabs (``=== "pip"`` with a body indented by four
+  spaces) as ``tab_open`` / ``tab_close`` containers holding the label (an ``inline`` token) and
+  the body parsed as Markdown, so fenced code in a tab stays a code block and prose stays prose;
+* :func:`drop_autorefs` turns mkdocs-autorefs links (``[text][pkg.Name]``, ``[pkg.Name][]``: a
+  reference with no link definition in the page, which markdown-it leaves as text) into their text;
+* :func:`drop_annotations` removes Material's code annotation markers (a comment holding only
+  ``(1)`` or ``(1)!``) from code lines;
+* :func:`fence_language` reads the language of a fence info string with attributes
+  (``python {requires="3.12"}``, ``{ .python .annotate }``, ``py title="app.py"``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
+
+# ``=== "Label"``; ``===+`` selects the tab, ``===!`` starts a new group
+_TAB_RE = re.compile(r"===[+!]{0,2}[ \t]+\"(.*)\"[ \t]*")
+_TAB_INDENT = 4
+# inline code spans are kept as they are; ``[text][label]`` / ``[label][]`` left over by markdown-it
+_AUTOREF_RE = re.compile(
+    r"(?P<code>`[^`\n]*`)"
+    r"|\[(?P<text>(?:`[^`\n]*`|[^\[\]`])+)\]\[(?P<label>[A-Za-z_][\w.:-]*)?\]"
+)
+_IDENT_RE = re.compile(r"`?[A-Za-z_][\w.:-]*`?")
+# a trailing comment holding only an annotation marker: ``# (1)!``, ``// (2)``, ``/* (3) */``, ``<!-- (4) -->``
+_ANNOTATION_RE = re.compile(r"(?<![^ \t])(?:#|//|--|;|%|/\*|<!--)[ \t]*\(\d+\)!?[ \t]*(?:\*/|-->)?[ \t]*$")
+_LANG_RE = re.compile(r"[^\s{]+")
+_ATTR_LANG_RE = re.compile(r"(?:^|\s)\.([\w+#-]+)")
+
+
+def _tab_rule(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """Block rule: a ``=== "Label"`` line and the lines indented under it, up to the first one that is not."""
+    if state.is_code_block(start_line):
+        return False
+    start = state.bMarks[start_line] + state.tShift[start_line]
+    m = _TAB_RE.fullmatch(state.src, start, state.eMarks[start_line])
+    if m is None:
+        return False
+    if silent:
+        return True
+    body_indent = state.sCount[start_line] + _TAB_INDENT
+    next_line = start_line + 1
+    last = start_line + 1  # one past the last line of the body that is not blank
+    while next_line < end_line:
+        if not state.isEmpty(next_line):
+            if state.sCount[next_line] < body_indent:
+                break
+            last = next_line + 1
+        next_line += 1
+    old_parent, old_line_max, old_indent = state.parentType, state.lineMax, state.blkIndent
+    state.parentType = "tab"
+    state.lineMax = last
+    state.blkIndent = body_indent
+    token = state.push("tab_open", "div", 1)
+    token.block = True
+    token.markup = "==="
+    token.map = [start_line, last]
+    token = state.push("inline", "", 0)
+    token.content = m.group(1).strip()
+    token.map = [start_line, start_line + 1]
+    token.children = []
+    state.md.block.tokenize(state, start_line + 1, last)
+    token = state.push("tab_close", "div", -1)
+    token.block = True
+    state.parentType, state.lineMax, state.blkIndent = old_parent, old_line_max, old_indent
+    state.line = last
+    return True
+
+
+def tabs_plugin(md: MarkdownIt) -> None:
+    """Parse pymdownx.tabbed content tabs (``=== "Label"`` + indented body) as ``tab_open``/``tab_close``."""
+    md.block.ruler.before("fence", "mkdocs_tab", _tab_rule, {"alt": ["paragraph", "reference", "blockquote", "list"]})
+
+
+def drop_autorefs(text: str) -> str:
+    """Reference links left unresolved (``[text][pkg.Name]``, ``[pkg.Name][]``) as their text.
+
+    markdown-it has already turned every reference with a definition in the page into a link, so
+    what is left in the rendered text is an autoref (or a broken link); inline code is left alone.
+    """
+
+    def one(m: re.Match[str]) -> str:
+        if m.group("code") is not None:
+            return m.group(0)
+        shown = m.group("text")
+        if m.group("label") is None and not _IDENT_RE.fullmatch(shown):
+            return m.group(0)  # ``[some words][]`` names no object: not an autoref
+        return shown
+
+    return _AUTOREF_RE.sub(one, text) if "][" in text else text
+
+
+def drop_annotations(code: str) -> str:
+    """``code`` without Material's annotation markers (a trailing comment holding only ``(N)`` or ``(N)!``)."""
+    if "(" not in code:
+        return code
+    out = []
+    for line in code.split("\n"):
+        cut, found = _ANNOTATION_RE.subn("", line)
+        if not found:
+            out.append(line)
+        elif cut.strip():  # a line that held only the marker goes
+            out.append(cut.rstrip())
+    return "\n".join(out)
+
+
+def fence_language(info: str) -> str:
+    """The language of a fence info string, its attributes dropped (``""`` when it names none)."""
+    info = info.strip()
+    if info.startswith("{"):
+        m = _ATTR_LANG_RE.search(info[1:].split("}", 1)[0])
+        return m.group(1) if m else ""
+    m = _LANG_RE.match(info)
+    return m.group(0) if m else ""
+
+
+__all__ = ["drop_annotations", "drop_autorefs", "fence_language", "tabs_plugin"]
