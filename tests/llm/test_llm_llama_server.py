@@ -175,3 +175,21 @@ def test_cost_of_a_four_option_question(llama_server: LlamaServer, capsys: pytes
         )
     # the context's tokens per question; the options' were asked once, before
     assert posts.count("completions") <= 4 * n and posts.count("tokenize") == n
+
+
+def test_a_server_that_recomputes_cached_prompts_is_named_once_with_the_fix(
+    llama_server: LlamaServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Gemma 3 has sliding-window layers: llama-server's default SWA cache recomputes ~5 tokens of a cached
+    # prompt per request (timings.prompt_n), --swa-full only the new one (measured: 35-50 ms against 15-20 ms)
+    reqs = [LoglikelihoodRequest(c, [" a small red house", " the river bank", " nine", " Spain"]) for c in CONTEXTS[:2]]
+    with caplog.at_level("WARNING", logger="ragrade"):
+        loglikelihood(_llm(llama_server), reqs)
+    told = [r.getMessage() for r in caplog.records if "recomputes" in r.getMessage()]
+    assert len(told) == 1 and "--swa-full" in told[0]
+    caplog.clear()
+    with LlamaServer(args=("--swa-full",)) as full, caplog.at_level("WARNING", logger="ragrade"):
+        llm = _llm(full)
+        loglikelihood(llm, reqs)
+        assert llm.cache_watch.replies >= 8 and llm.cache_watch.recomputing == 0
+    assert not [r for r in caplog.records if "recomputes" in r.getMessage()]

@@ -65,6 +65,7 @@ from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import _WRITER, BaseLLM, log
 from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError, request_timeout
+from ragrade.llm.openai_client import CacheWatch
 from ragrade.llm.openai_http import DirectClient, retry_after, scrub
 from ragrade.llm.openai_loglik import (
     FALLBACK_PROMPT,
@@ -226,6 +227,7 @@ class OpenAILLM(BaseLLM):
         self.slots: int | None = None  # advertised by the server (llama.cpp /props or /slots)
         self.n_ctx: int | None = None  # context size per slot, when advertised
         self.token_cache: dict[tuple[str, bool], list[tuple[int, str | None]]] = {}  # short texts' /tokenize
+        self.cache_watch = CacheWatch()  # does the server recompute cached prompts? (forced-token scoring)
         self._slots_checked = False
         self._sessions: dict[int, _Session] = {}
         self._sdk: object = None

@@ -9,10 +9,21 @@ this small module rather than on the client's (imports run one way: openai -> he
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
 from ragrade.llm.limits import Limiter, Outcome
+
+
+@dataclass
+class CacheWatch:
+    """Replies to requests that extend a cached prompt: how many, how many recomputed several prompt tokens,
+    and whether the user was told (:func:`ragrade.llm.openai_loglik.note_recomputed`)."""
+
+    replies: int = 0
+    recomputing: int = 0
+    warned: bool = False
 
 
 class OpenAIClient(Protocol):
@@ -25,6 +36,7 @@ class OpenAIClient(Protocol):
     slots: int | None
     n_ctx: int | None
     token_cache: dict[tuple[str, bool], list[tuple[int, str | None]]]
+    cache_watch: CacheWatch
     loglikelihood_mode: str | None
     no_loglikelihood: str | None
     letter_fallback: bool

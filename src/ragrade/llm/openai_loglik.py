@@ -274,6 +274,8 @@ async def forced_logprob(
         "cache_prompt": cache_prompt,
     }
     data = await llm._post("/completions", body)
+    if cache_prompt:
+        note_recomputed(llm, data.get("timings"))
     choice = first_choice(data)
     logprobs = as_dict(choice.get("logprobs"))
     content = logprobs.get("content")
@@ -305,6 +307,31 @@ async def forced_logprob(
 
 
 # -- letter choice -----------------------------------------------------------------------------
+#: a request extending a cached prompt needs one position computed; llama-server with a sliding-window model
+#: (Gemma 3, ...) and its default SWA cache recomputes several (5-6 seen), which makes forced-token scoring
+#: about 1.3-2x slower (benchmarks/bench_real_mcq.py: 0.40x in-process speed without --swa-full, 0.53x with)
+RECOMPUTE_WARN_TOKENS, RECOMPUTE_WARN_AFTER = 4, 8
+
+
+def note_recomputed(llm: OpenAIClient, timings: object) -> None:
+    """Count replies whose ``timings.prompt_n`` (llama-server: prompt tokens computed) shows that the server
+    recomputed several tokens of a cached prompt; warn once when most do, with the setting that avoids it."""
+    if not isinstance(timings, Mapping) or not isinstance(timings.get("prompt_n"), int):
+        return
+    seen = llm.cache_watch
+    seen.replies += 1
+    seen.recomputing += timings["prompt_n"] >= RECOMPUTE_WARN_TOKENS
+    if not seen.warned and seen.replies >= RECOMPUTE_WARN_AFTER and 2 * seen.recomputing > seen.replies:
+        seen.warned = True
+        log.warning(
+            "%s: the server recomputes %d prompt tokens per request that extends a cached prompt (1 is "
+            "needed): a sliding-window model's cache (Gemma 3, ...) in llama-server; start llama-server with "
+            "--swa-full to score options about 1.3-2x faster",
+            llm.name,
+            timings["prompt_n"],
+        )
+
+
 async def letter_choice(llm: OpenAIClient, req: LoglikelihoodRequest) -> LoglikelihoodResult:
     """Ask the chat endpoint to pick a lettered option (only when the user allowed it)."""
     n = len(req.continuations)
