@@ -13,7 +13,7 @@ import pytest
 
 import ragrade
 from ragrade.corpus.files import read_documents
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import ConfigError, DataError, RagradeError
 from ragrade.io import JSONObject
 
 HEAVY = ("torch", "pandas", "numpy", "pyarrow", "pydantic", "typer", "onnxruntime", "ragrade.api")
@@ -140,3 +140,19 @@ def test_an_exam_with_no_survivor_writes_only_the_sidecars_and_says_why(tmp_path
         write_exam_checked(out, result, ExamConfig(n=3))
     assert not out.exists() and (tmp_path / "exam.funnel.json").is_file()
     assert len((tmp_path / "exam.rejected.jsonl").read_text(encoding="utf-8").splitlines()) >= 3
+
+
+def test_qa_answer_resumes_after_a_throughput_change_and_refuses_an_answer_change(tmp_path: Path) -> None:
+    # issue 37.1: exam take resumed when only the concurrency changed, qa answer refused with a journal mismatch
+    from ragrade.qa.files import QAItem, write_qa
+
+    items = [QAItem(f"q{i}", f"Question {i}?", "blue", "It is blue.", f"c{i}", f"d{i}") for i in range(3)]
+    write_qa(tmp_path / "qa.jsonl", items)
+    grid = {"llms": "offline/extractive", "retrievers": "closed"}
+    first = ragrade.answer_qa(tmp_path / "qa.jsonl", tmp_path / "run", llm_options={"concurrency": 2}, **grid)
+    again = ragrade.answer_qa(
+        tmp_path / "qa.jsonl", tmp_path / "run", llm_options={"concurrency": 3, "timeout": 7, "max_retries": 1}, **grid
+    )
+    assert len(again.rows) == len(first.rows) == 3
+    with pytest.raises(RagradeError, match="other inputs or settings"):  # a change that changes answers
+        ragrade.answer_qa(tmp_path / "qa.jsonl", tmp_path / "run", max_tokens=64, **grid)

@@ -73,13 +73,13 @@ from ragrade.run.summary import (
     write_responses,
 )
 from ragrade.run.sweep import (
-    _THROUGHPUT_OPTIONS,
     SweepResult,
     check_components,
     clear_run_dir,
     executor_for,
     fill_in_process,
     plan_items,
+    resume_fingerprint,
     worker_context,
 )
 
@@ -240,13 +240,7 @@ def run_adaptive(
     manifest = _manifest(exam_path, cfg, acfg, s, exe, config_files)
     # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
     # reuses every journaled answer and asks only what is new)
-    fp = {
-        "exam": manifest["exam"].get("sha256"),
-        "items": s.items,
-        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options")},
-        "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
-        "kind": "adaptive",
-    }
+    fp = resume_fingerprint("exam", manifest["exam"].get("sha256"), s.items, context, kind="adaptive")
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = Journal(run_dir / JOURNAL_FILE)
     try:

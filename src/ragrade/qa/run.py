@@ -135,7 +135,7 @@ def run_qa_answers(
     from ragrade.run.records import WorkerContext
     from ragrade.run.spec import expand_pipelines, fingerprint
     from ragrade.run.summary import write_csv_rows
-    from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, run_grid
+    from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, resume_fingerprint, run_grid
 
     qa_path = Path(qa_path)
     run_dir = Path(out_dir)
@@ -180,11 +180,7 @@ def run_qa_answers(
             "outputs": {ANSWERS_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}},
         },
     )
-    fp = {
-        "qa": manifest["inputs"]["qa"].get("sha256"),
-        "items": ids,
-        "context": {k: v for k, v in context.items() if k != "qa"},
-    }
+    fp = resume_fingerprint("qa", manifest["inputs"]["qa"].get("sha256"), ids, context)
     job = GridJob(QA_WORKER, context, pipelines, ids, fp)
     rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
     order = [s.id for s in specs]

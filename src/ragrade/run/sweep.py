@@ -262,6 +262,32 @@ def run_grid(
     return rows, added
 
 
+def resume_fingerprint(
+    source: str,
+    digest: object,
+    items: Sequence[str],
+    context: WorkerContext,
+    *,
+    leave_out: Sequence[str] = (),
+    **extra: object,
+) -> dict[str, object]:
+    """What a grid run's answers depend on, for its journal's resume check (one shape for ``exam take``,
+    ``exam take --adaptive`` and ``qa answer``): the input file's ``digest`` under ``source``, the items, the
+    worker context less the input's path, ``leave_out`` and the LLM options, and the LLM options that can change
+    answers. Throughput knobs (concurrency, timeouts, retries, cache) are left out, so a rerun that changes only
+    them resumes; a change of model, prompt, grid or options that change answers is refused."""
+    opts = context.get("llm_options") or {}
+    assert isinstance(opts, dict)
+    skip = {source, "llm_options", *leave_out}
+    return {
+        source: digest,
+        "items": list(items),
+        "context": {k: v for k, v in context.items() if k not in skip},
+        "llm_options": {k: v for k, v in opts.items() if k not in _THROUGHPUT_OPTIONS},
+        **extra,
+    }
+
+
 def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> WorkerContext:
     """The worker context every grid run shares: index dirs, external systems, prompt files, options, seed, ICL pool.
 
@@ -409,13 +435,7 @@ def run_sweep(
             },
         },
     )
-    fp = {
-        "exam": manifest["exam"].get("sha256"),
-        "items": items,
-        "context": {k: v for k, v in context.items() if k not in ("exam", "llm_options", "samples")},
-        # options that change answers (not throughput knobs such as concurrency, cache or timeouts)
-        "llm_options": {k: v for k, v in context["llm_options"].items() if k not in _THROUGHPUT_OPTIONS},
-    }
+    fp = resume_fingerprint("exam", manifest["exam"].get("sha256"), items, context, leave_out=("samples",))
     share = _shared_path(run_dir, exe)
     job_context = context.copy()
     if share:
