@@ -204,11 +204,12 @@ class RequestCounts:
         return self.answered / (now - self.first)
 
     def text(self, now: float) -> str:
-        """``requests: 45 answered (0.7/s), 16 waiting`` (waiting: asked, not yet answered)."""
+        """``requests: 45 answered (0.7/s), 16 waiting (~00:23)`` (waiting: asked, not yet answered; the time
+        they take at the rate so far, once there is one)."""
         waiting = max(0, self.asked - self.answered)
-        return f"requests: {self.answered} answered ({self.rate(now):.1f}/s)" + (
-            f", {waiting} waiting" if waiting else ""
-        )
+        rate = self.rate(now)
+        left = f" (~{clock(waiting / rate)})" if waiting and rate > 0 else ""
+        return f"requests: {self.answered} answered ({rate:.1f}/s)" + (f", {waiting} waiting{left}" if waiting else "")
 
 
 @dataclass

@@ -35,7 +35,7 @@ LONG_ID = (
 )
 LINE = re.compile(
     r"^exam take: (\d+)/(\d+) \((\d+)%\) ([\d.]+)/s ETA (\d\d:\d\d|--:--) failed=(\d+)"
-    r"(?:; requests: (\d+) answered \([\d.]+/s\)(?:, \d+ waiting)?)?$"
+    r"(?:; requests: (\d+) answered \([\d.]+/s\)(?:, \d+ waiting(?: \(~\d\d:\d\d\))?)?)?$"
 )
 
 
@@ -205,7 +205,7 @@ def test_requests_are_shown_as_they_are_answered_and_replace_the_setup_status() 
         note_requests(answered=3)  # no row done yet, but requests are: the counts replace "loading"
         line = str(p.status_line())
         assert line.startswith("exam take: 0/40 (0%) 0.0/s ETA --:-- failed=0; requests: 3 answered (")
-        assert line.endswith("/s), 13 waiting") and "loading" not in line
+        assert re.search(r"/s\), 13 waiting \(~\d\d:\d\d\)$", line) and "loading" not in line
         note_requests(asked=-13)  # dropped by a stop: not waiting any more
         assert str(p.status_line()).endswith("/s)")
     note_requests(asked=5, answered=5)  # after the block: not this display's
@@ -213,6 +213,15 @@ def test_requests_are_shown_as_they_are_answered_and_replace_the_setup_status() 
     quiet = Progress("judge", mode="plain", stream=io.StringIO(), interval=10)
     quiet.update("exact", 1, 3)
     assert "requests" not in quiet.snapshot().line()  # a display that saw no request says nothing of them
+
+
+def test_the_requests_waiting_come_with_the_time_they_take_at_the_rate_so_far() -> None:
+    from ragrade.progress import RequestCounts
+
+    counts = RequestCounts(asked=16, answered=4, first=100.0)
+    assert counts.text(108.0) == "requests: 4 answered (0.5/s), 12 waiting (~00:24)"  # 12 / 0.5 per second
+    assert RequestCounts(asked=16, answered=0, first=100.0).text(108.0) == "requests: 0 answered (0.0/s), 16 waiting"
+    assert RequestCounts(asked=4, answered=4, first=100.0).text(108.0) == "requests: 4 answered (0.5/s)"
 
 
 def test_counting_requests_reports_running_totals_up_to_the_cap_and_only_inside_the_block() -> None:
