@@ -206,6 +206,27 @@ def test_index_with_a_bad_store_fails_before_embedding(tmp_path: Path, capsys: p
     assert "unknown vector_store 'bogus'" in capsys.readouterr().err and not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--embedder", "bogus"], "unknown embedder 'bogus'"),
+        (["--embedder", "st:/nonexistent/model"], "model folder '/nonexistent/model' not found"),
+        (["--store", "pgvector"], "needs a connection string"),
+        (["--embedder", "openai:text-embedding-3-small@http://127.0.0.1:9/v1"], "Connection refused"),
+    ],
+)
+def test_index_with_a_bad_embedder_or_store_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, flags: list[str], says: str
+) -> None:
+    # issue 38.2: these failed after writing bm25/ and chunks.jsonl (and dense/) into --out
+    monkeypatch.delenv("RAGRADE_PG_DSN", raising=False)
+    out = tmp_path / "idx"
+    assert main(["index", str(_chunks(tmp_path)), "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not out.exists()  # checked before any file is written, or a failed new index removed
+
+
 def test_exam_generate_stops_once_a_hanging_server_is_judged_unreachable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

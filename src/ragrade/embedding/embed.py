@@ -345,6 +345,8 @@ def plan_embedder(spec: str) -> tuple[str, str, str]:
     """
     spec = spec.strip()
     head, rest = _split_spec(spec)
+    if head in ("st", "onnx") and rest:
+        _check_model_path(rest)  # a local folder that is not there: said before anything is loaded or written
     if head == "st" and rest:
         return spec, f"st:{rest}", _st_key(f"st:{rest}", False)
     if head == "onnx" and rest:

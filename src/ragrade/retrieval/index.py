@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -242,10 +243,49 @@ def build_index(
     from ragrade.retrieval.bm25 import check_bm25_config
 
     check_bm25_config(cfg.bm25)
+    _check_dense(cfg)
     chunks, n_docs, chunker_desc = _resolve_chunks(chunks_or_docs, cfg, progress)
     timings["chunk"] = time.perf_counter() - t0
 
     out = Path(out_dir)
+    fresh = not out.exists()
+    try:
+        return _build_into(out, chunks, n_docs, chunker_desc, cfg, progress, timings, t0)
+    except BaseException:
+        if fresh:  # a failed or interrupted build leaves no half index behind (a rebuild keeps no manifest)
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _check_dense(cfg: IndexConfig) -> None:
+    """The embedder spec and the vector store's settings, checked before any file is written or text embedded
+    (a store may also check what it needs through a ``ready()`` method: pgvector its connection string)."""
+    if not cfg.dense:
+        return
+    from ragrade.embedding.embed import plan_embedder
+    from ragrade.retrieval.store import create_store
+
+    plan_embedder(cfg.embedder)
+    if cfg.store != "exact":
+        with tempfile.TemporaryDirectory(prefix="ragrade-store-check-") as tmp:
+            store = create_store(cfg.store, Path(tmp) / "dense", 8, **cfg.store_options)
+            ready = getattr(store, "ready", None)
+            if callable(ready):
+                ready()
+
+
+def _build_into(
+    out: Path,
+    chunks: list[Chunk],
+    n_docs: int,
+    chunker_desc: JSONObject,
+    cfg: IndexConfig,
+    progress: Progress | None,
+    timings: dict[str, float],
+    t0: float,
+) -> IndexStats:
+    """:func:`build_index`'s files: chunks, BM25, the dense store, then the manifest (last: a folder without
+    one is not an index)."""
     _start_index_dir(out, chunks, chunker_desc)
 
     t = time.perf_counter()

@@ -338,6 +338,12 @@ class PgVectorStore:
         self.hnsw = hnsw
         self._conn: object = None
 
+    def ready(self) -> None:
+        """ConfigError (or the install hint) for what connecting would need: a connection string and psycopg."""
+        if not self.dsn:
+            raise ConfigError("the pgvector store needs a connection string: pass dsn=... or set RAGRADE_PG_DSN")
+        require("psycopg", package="psycopg[binary]", extra="pgvector", purpose="the pgvector store")
+
     def _connect(self) -> Any:
         if self._conn is None:
             if not self.dsn:
