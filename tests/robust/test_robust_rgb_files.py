@@ -274,3 +274,23 @@ def test_several_names_in_answer1_are_all_required(tmp_path: Path) -> None:
     assert match_parts(partial, answer) == [True, False, True]
     assert not label_response(partial, answer, build_detectors())["correct"]
     assert not rgb_label_response(partial, answer, "zh")["correct"]
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [(99, r"version 99 is newer than this ragrade supports \(1\)"), ("2", "must be a positive whole number")],
+)
+def test_a_robust_data_file_of_a_future_or_malformed_version_is_refused(
+    tmp_path: Path, version: object, says: str
+) -> None:
+    # issue 38.3: version 99 was read without a word (documents and chunks files of version 99 are refused)
+    from ragrade.errors import DataError
+
+    rec = {"id": "q1", "query": "Who?", "answer": ["Ann"], "positive": ["Ann did."], "negative": ["Bob ran."]}
+    path = tmp_path / "data.jsonl"
+    head = {"ragrade": {"kind": "robust_data", "version": version}}
+    path.write_text(json.dumps(head) + "\n" + json.dumps(rec) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=says):
+        load_rgb(path)
+    path.write_text(json.dumps({"ragrade": {"kind": "robust_data", "version": 1}}) + "\n" + json.dumps(rec) + "\n")
+    assert [it.id for it in load_rgb(path).items] == ["q1"]
