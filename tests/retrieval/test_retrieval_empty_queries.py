@@ -83,10 +83,13 @@ def test_zero_scores_them_zero_in_the_denominator() -> None:
     assert (r.metrics["mrr"].mean, r.metrics["recall"].mean) == pytest.approx((0.5, 2 / 3))
 
 
-def test_only_empty_queries_give_no_number_and_no_error() -> None:
-    r = evaluate_run({}, {"q3": {}}, 3, n_boot=50)
-    assert r.n_queries == 0 and r.n_empty_queries == 1
-    assert dig(r.to_dict(), "metrics", "mrr") == {"mean": None, "ci_low": None, "ci_high": None}  # JSON, not NaN
+def test_only_unjudged_queries_are_an_error_not_a_table_of_nan() -> None:
+    # issue 38.3: a qrels file whose queries all have empty relevant lists printed a table of nan, exit 0
+    with pytest.raises(DataError, match="none of the 1 qrels queries has a judged id"):
+        evaluate_run({}, {"q3": {}}, 3, n_boot=50)
+    r = evaluate_run({}, {"q3": {}}, 3, n_boot=50, empty_queries="zero")  # asked for: each scores 0
+    assert r.n_queries == 1 and r.n_empty_queries == 1
+    assert dig(r.to_dict(), "metrics", "mrr") == {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.0}
     with pytest.raises(DataError, match="skip or zero"):
         evaluate_run(RUN, QRELS, 3, empty_queries="drop")  # type: ignore[arg-type]
 

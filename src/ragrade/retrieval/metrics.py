@@ -148,6 +148,11 @@ def evaluate_run(
             rows.append({"query": q, **per_query(run[q], rel, k)})
         elif q not in skipped_set:
             rows.append({"query": q, **dict.fromkeys(METRICS, 0.0), "no_relevant": True})
+    if qrels and not rows:
+        raise DataError(
+            f"none of the {len(qrels)} qrels queries has a judged id (every relevant list is empty): nothing to "
+            "evaluate; give relevant ids, or score such queries 0 (empty_queries = zero)"
+        )
     metrics: dict[str, MetricSummary] = {}
     for m in METRICS:
         vals = np.array([r[m] for r in rows], dtype=np.float64)
