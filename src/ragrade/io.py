@@ -191,6 +191,18 @@ def header_record(kind: str, version: int, meta: Mapping[str, object] | None = N
     return {HEADER_KEY: head}
 
 
+def check_file_version(version: object, path: str | Path, kind: str, supported: int, fix: str) -> None:
+    """DataError unless a file's ``version`` is a whole number from 1 to ``supported`` (a newer ragrade's file,
+    or a version that is no number, says so, naming ``fix``: how to make one this ragrade reads)."""
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise DataError(f"{path}: the {kind} file's version must be a positive whole number, got {version!r}")
+    if version > supported:
+        raise DataError(
+            f"{path}: {kind} file version {version} is newer than this ragrade supports ({supported}); "
+            f"upgrade ragrade, or {fix}"
+        )
+
+
 def write_jsonl(
     path: str | Path,
     records: Iterable[Mapping[str, object]],

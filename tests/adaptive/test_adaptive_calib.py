@@ -104,8 +104,8 @@ def test_calibration_reads_the_per_item_parquet_of_a_large_fit(tmp_path: Path, m
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"version": 99}, "irt.json version 99 is newer than this ragrade reads"),
-        ({"version": "2"}, "'version' must be a positive whole number"),
+        ({"version": 99}, "irt.json file version 99 is newer than this ragrade supports"),
+        ({"version": "2"}, "version must be a positive whole number"),
         ({"items.q1.difficulty": None}, "question 'q1' has no difficulty"),
         ({"items.q2.guessing": 1.5}, r"guessing must lie in \[0, 1\).*1.5 for question 'q2'"),
         ({"items.q0.guessing": -0.1}, r"guessing must lie in \[0, 1\)"),

@@ -59,3 +59,22 @@ def test_drop_torn_tail_cuts_only_a_half_written_last_line(tmp_path: Path) -> No
     assert drop_torn_tail(path) == len(long_tail) and path.read_bytes() == whole
     path.write_bytes(b'{"ragrade": {"ki')  # even the header was torn
     assert drop_torn_tail(path) == 16 and path.read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [(2, r"documents file version 2 is newer than this ragrade supports \(1\); upgrade ragrade, or write it"),
+     ("x", "version must be a positive whole number, got 'x'"), (True, "got True"), (0, "got 0")],
+)  # fmt: skip
+def test_a_file_version_that_is_no_number_or_too_new_is_one_clear_error(
+    tmp_path: Path, version: object, says: str
+) -> None:
+    # one check for documents, chunks, robust data and irt.json files (a version "x" was a ValueError before)
+    from ragrade.corpus.files import read_documents
+
+    path = tmp_path / "docs.jsonl"
+    head = {"ragrade": {"kind": "documents", "version": version}}
+    doc = {"id": "d1", "text": "Some text.", "source": "a.txt"}
+    path.write_text(json.dumps(head) + "\n" + json.dumps(doc) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=says):
+        read_documents(path)

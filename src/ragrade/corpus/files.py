@@ -17,7 +17,7 @@ from typing import Any
 
 from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, DOCUMENTS_KIND, DOCUMENTS_VERSION, Chunk, Document
 from ragrade.errors import DataError
-from ragrade.io import HEADER_KEY, JSONObject, iter_jsonl, write_jsonl
+from ragrade.io import HEADER_KEY, JSONObject, check_file_version, iter_jsonl, write_jsonl
 from ragrade.schemas import check_chunk, check_document
 
 
@@ -50,10 +50,7 @@ def _records(path: str | Path, kind: str, version: int) -> tuple[JSONObject, lis
             found = str(head.get("kind", ""))
             if found != kind:
                 raise DataError(f"{path}: expected a '{kind}' file, found a '{found}' file")
-            if int(head.get("version", 1)) > version:
-                raise DataError(
-                    f"{path}: {kind} file version {head.get('version')} is newer than this ragrade supports ({version})"
-                )
+            check_file_version(head.get("version", 1), path, kind, version, "write it again with this one")
             meta = {k: v for k, v in head.items() if k not in ("kind", "version")}
             continue
         out.append((lineno, rec))

@@ -482,18 +482,12 @@ ITEM_PARAMS = ("discrimination", "difficulty", "guessing")  # numeric columns of
 
 
 def _check_version(version: object, path: Path) -> None:
-    """DataError for a version this ragrade does not read (a newer ragrade's file, or no number at all)."""
+    """DataError for a version this ragrade does not read (files of the first releases carried none: 1)."""
+    from ragrade.io import check_file_version
     from ragrade.irt.output import IRT_VERSION
 
-    if version is None:
-        return  # files of the first releases carried none: read as version 1
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise DataError(f"{path}: 'version' must be a positive whole number, got {version!r}")
-    if version > IRT_VERSION:
-        raise DataError(
-            f"{path}: irt.json version {version} is newer than this ragrade reads (1 to {IRT_VERSION}); "
-            "upgrade ragrade or fit again with this one (`ragrade irt fit`)"
-        )
+    if version is not None:
+        check_file_version(version, path, "irt.json", IRT_VERSION, "fit again with this one (`ragrade irt fit`)")
 
 
 def _check_ranges(df: pd.DataFrame, where: Path) -> None:

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.errors import DataError
-from ragrade.io import JSONObject, iter_jsonl, write_jsonl
+from ragrade.io import JSONObject, check_file_version, iter_jsonl, write_jsonl
 from ragrade.schemas import check_rgb
 
 DATA_KIND = "robust_data"
 DATA_VERSION = 1
+REBUILD = "build the file again with this one (`ragrade robust build`)"
 ITEM_KINDS = ("base", "integration", "counterfactual")
 
 Answer = tuple[tuple[str, ...], ...]
@@ -195,17 +196,6 @@ class RGBData:
     report: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def _check_version(version: object, path: Path) -> None:
-    """DataError for a header version that is not a whole number or is newer than this ragrade writes."""
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise DataError(f"{path}: the header's version must be a positive whole number, got {version!r}")
-    if version > DATA_VERSION:
-        raise DataError(
-            f"{path}: {DATA_KIND} file version {version} is newer than this ragrade supports ({DATA_VERSION}); "
-            "upgrade ragrade, or build the file again with this one (`ragrade robust build`)"
-        )
-
-
 def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = None) -> RGBData:
     """Read and validate an RGB-shaped JSONL file; ``kind`` checks the shape when given.
 
@@ -220,7 +210,7 @@ def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = N
             head_kind = rec["ragrade"].get("kind")
             if head_kind != DATA_KIND:
                 raise DataError(f"{path}: expected a '{DATA_KIND}' file, found a '{head_kind}' file")
-            _check_version(rec["ragrade"].get("version", 1), path)
+            check_file_version(rec["ragrade"].get("version", 1), path, DATA_KIND, DATA_VERSION, REBUILD)
             continue
         where = f"{path}:{lineno}"
         item = parse_item(rec, where)
