@@ -141,3 +141,20 @@ def test_clean_text_rules() -> None:
     assert clean_text("<doc>\nDocument 12 of 40\nBody text.\n</doc>", pats) == "Body text."
     with pytest.raises(ConfigError, match="not a valid regular expression"):
         compile_patterns(["(unclosed"])
+
+
+def test_symlink_loops_are_read_once_and_reported(tmp_path: Path) -> None:
+    # issue 38.3: a folder link back to its parent was followed 40 levels deep with 40 warnings, and file link
+    # loops were skipped with no message
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("The Arlen lighthouse has ninety steps. " * 5, encoding="utf-8")
+    (root / "sub" / "b.txt").write_text("The harbour guild built it in 1850. " * 5, encoding="utf-8")
+    (root / "sub" / "up").symlink_to(root, target_is_directory=True)  # a loop through a folder
+    (root / "x.txt").symlink_to(root / "y.txt")
+    (root / "y.txt").symlink_to(root / "x.txt")  # a loop between two file links
+    report = load_corpus([str(root)], CorpusConfig())
+    assert sorted(Path(d.source).relative_to(root).as_posix() for d in report.documents) == ["a.txt", "sub/b.txt"]
+    kinds = dict(report.skip_kinds)
+    assert kinds == {"symlink-loop": 1, "broken-link": 2}
+    assert any("already read" in why for _, why in report.skipped)

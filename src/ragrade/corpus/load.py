@@ -113,6 +113,7 @@ def iter_files(root: Path, report: LoadReport) -> Iterator[tuple[Path, str]]:
         yield root, root.name
         return
     stack = [root]
+    visited = {_real(root)}  # folders listed, by real path: a symlink back to one of them is a loop
     while stack:
         folder = stack.pop()
         try:
@@ -125,10 +126,25 @@ def iter_files(root: Path, report: LoadReport) -> Iterator[tuple[Path, str]]:
             if entry.name.startswith("."):
                 report.hidden_ignored += 1
             elif entry.is_dir():
+                real = _real(entry)
+                if real in visited:
+                    report.skip(str(entry), "symlink-loop", f"a link to {real}, already read: not read again")
+                    continue
+                visited.add(real)
                 subdirs.append(entry)
             elif entry.is_file():
                 yield entry, entry.relative_to(root).as_posix()
+            elif entry.is_symlink():
+                report.skip(str(entry), "broken-link", "a symbolic link that leads nowhere (missing or a loop)")
         stack.extend(reversed(subdirs))
+
+
+def _real(path: Path) -> str:
+    """``path`` with every symbolic link resolved (its own path when that fails)."""
+    try:
+        return str(path.resolve(strict=True))
+    except (OSError, RuntimeError):
+        return str(path)
 
 
 class _Loader:
