@@ -12,8 +12,10 @@ an embedded model's short name, or a path to a ``.gguf`` file.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 from ragrade.errors import ConfigError
 
@@ -111,4 +113,74 @@ def llm_label(spec: str) -> str:
     return f"{provider}/{name}" if name and name not in (".", "..", "~") else spec
 
 
-__all__ = ["EMBEDDED_MODELS", "embedded_model_path", "llm_label", "model_label", "models_dir", "resolve_gguf"]
+_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
+
+
+def gguf_problem(path: str | Path) -> str | None:
+    """Why ``path`` is not a whole GGUF file, read from its header (None when the header and the tensor offsets
+    fit in the file): the magic, a header cut short, or tensor data that starts past the end of the file."""
+    path = Path(path)
+    size = path.stat().st_size
+    try:
+        with path.open("rb") as fh:
+            if fh.read(4) != b"GGUF":
+                return "not a GGUF file (it does not start with GGUF)"
+            _version, n_tensors, n_kv = struct.unpack("<IQQ", _read(fh, 20))
+            alignment = 32
+            for _ in range(n_kv):
+                key = _read(fh, struct.unpack("<Q", _read(fh, 8))[0]).decode("utf-8", "replace")
+                vtype = struct.unpack("<I", _read(fh, 4))[0]
+                value = _skip_value(fh, vtype)
+                if key == "general.alignment" and isinstance(value, int) and value > 0:
+                    alignment = value
+            last = 0
+            for _ in range(n_tensors):
+                _read(fh, struct.unpack("<Q", _read(fh, 8))[0])  # name
+                n_dims = struct.unpack("<I", _read(fh, 4))[0]
+                _read(fh, 8 * n_dims + 4)  # dimensions, type
+                last = max(last, struct.unpack("<Q", _read(fh, 8))[0])
+            data_start = -(-fh.tell() // alignment) * alignment
+    except EOFError:
+        return f"its header is cut off ({size:,} bytes)"
+    except (ValueError, struct.error):
+        return None  # a header this reader does not know: no verdict
+    if data_start + last >= size:
+        return f"it ends ({size:,} bytes) before its tensor data does (cut off?)"
+    return None
+
+
+def _read(fh: BinaryIO, n: int) -> bytes:
+    data = fh.read(n)
+    if len(data) < n:
+        raise EOFError
+    return data
+
+
+def _skip_value(fh: BinaryIO, vtype: int) -> int | None:
+    """Read past one GGUF value of type ``vtype``; the value itself when it is an unsigned integer."""
+    if vtype in _SCALAR:
+        raw = _read(fh, _SCALAR[vtype])
+        return int.from_bytes(raw, "little") if vtype in (4, 10) else None
+    if vtype == 8:  # string
+        _read(fh, struct.unpack("<Q", _read(fh, 8))[0])
+        return None
+    if vtype == 9:  # array: item type, count, items
+        itype, count = struct.unpack("<IQ", _read(fh, 12))
+        if itype in _SCALAR:
+            _read(fh, _SCALAR[itype] * count)
+        else:
+            for _ in range(count):
+                _skip_value(fh, itype)
+        return None
+    raise ValueError(f"unknown GGUF value type {vtype}")  # the rest cannot be read
+
+
+__all__ = [
+    "EMBEDDED_MODELS",
+    "embedded_model_path",
+    "gguf_problem",
+    "llm_label",
+    "model_label",
+    "models_dir",
+    "resolve_gguf",
+]

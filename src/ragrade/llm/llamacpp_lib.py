@@ -127,7 +127,13 @@ class LlamaRuntime:
         params.n_gpu_layers = 0
         self.model = self.C.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not self.model:
-            raise ConfigError(f"{path}: llama.cpp could not load this GGUF file (unsupported architecture?)")
+            from ragrade.llm.gguf import gguf_problem
+
+            why = gguf_problem(path)
+            raise ConfigError(
+                f"{path}: llama.cpp could not load this GGUF file: "
+                + (why or "an architecture this llama.cpp build does not know, or a damaged file")
+            )
         self.ctx: int | None = None
         self.batch: Any = None
         self.n_vocab = int(self.lib.llama_n_vocab(self.model))
