@@ -180,6 +180,9 @@ def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
         typer.echo(f"ignored {sum(assets.values()):,} images, stylesheets, scripts and other assets ({kinds})")
     if summary["lines_dropped"]:
         typer.echo(f"dropped {summary['lines_dropped']:,} lines matching --drop-pattern")
+    for kind, n in summary.get("left_out", {}).items():
+        what = "autodoc directives (they need the package imported)" if kind == "autodoc" else f"{kind} directives"
+        typer.echo(f"left out {n:,} {what}")
 
 
 def chunk_cmd(

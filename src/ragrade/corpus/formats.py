@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ragrade.corpus.clean import implausible_text, looks_binary
@@ -41,6 +42,8 @@ class Extracted:
     key: str = ""  # "" for a whole file, ":<line>" or "#<index>" for a record
     doc_id: str | None = None  # an id given by the record itself
     source: str | None = None
+    warnings: list[str] = field(default_factory=list)  # for the load report (a missing included file ...)
+    left_out: dict[str, int] = field(default_factory=dict)  # directives left out, by kind (autodoc)
 
 
 @dataclass
@@ -153,12 +156,27 @@ def read_markdown(text: str) -> Extracted:
     return Extracted(text=out, metadata=meta)
 
 
-def read_rst(text: str) -> Extracted:
-    """reStructuredText parsed with docutils (Sphinx roles and directives reduced to text)."""
-    from ragrade.corpus.rst import rst_to_text
+def read_rst(
+    text: str,
+    path: Path | None = None,
+    *,
+    root: Path | None = None,
+    max_bytes: int | None = None,
+    encodings: Sequence[str] = ("cp1252",),
+) -> Extracted:
+    """reStructuredText parsed with docutils (Sphinx roles and directives reduced to text).
 
-    out, meta = rst_to_text(text)
-    return Extracted(text=out, metadata=meta)
+    ``path`` is the file (its includes are relative to its folder), ``root`` the docs source root
+    (a leading ``/`` in an include's path); included files larger than ``max_bytes`` are left out.
+    """
+    from ragrade.corpus.rst import rst_to_text
+    from ragrade.corpus.rst_include import RstContext
+
+    ctx = RstContext(page=path, root=root, encodings=encodings)
+    if max_bytes is not None:
+        ctx.max_bytes = max_bytes
+    out, meta = rst_to_text(text, ctx)
+    return Extracted(text=out, metadata=meta, warnings=ctx.warnings, left_out=dict(ctx.left_out))
 
 
 # --------------------------------------------------------------------------- html

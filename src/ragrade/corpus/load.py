@@ -62,6 +62,7 @@ class LoadReport:
     hidden_ignored: int = 0
     lines_dropped: int = 0
     assets_ignored: Counter[str] = field(default_factory=Counter)
+    left_out: Counter[str] = field(default_factory=Counter)  # directives not rendered, by kind (autodoc)
 
     def skip(self, path: str, kind: str, reason: str) -> None:
         """Record one skipped file or record."""
@@ -89,6 +90,7 @@ class LoadReport:
             "hidden_ignored": self.hidden_ignored,
             "assets_ignored": dict(sorted(self.assets_ignored.items())),
             "lines_dropped": self.lines_dropped,
+            "left_out": dict(sorted(self.left_out.items())),
         }
 
 
@@ -155,6 +157,7 @@ class _Loader:
         self.fields = fmt.FieldMap(cfg.text_field, cfg.id_field, cfg.meta_fields)
         self.seen_ids: dict[str, str] = {}
         self.seen_text: dict[str, str] = {}
+        self.root: Path | None = None  # the folder being loaded: the docs source root of its reST includes
 
     def load_file(self, path: Path, rel: str, topic: str | None) -> None:
         ext = path.suffix.lower()
@@ -179,6 +182,8 @@ class _Loader:
             if isinstance(item, fmt.BadRecord):
                 self.report.skip(f"{path}{item.key}", item.kind, item.reason)
             else:
+                self.report.warnings.extend((str(path), note) for note in item.warnings)
+                self.report.left_out.update(item.left_out)
                 self._add(path, rel, kind, topic, item)
 
     def _extract(self, path: Path, kind: str) -> list[fmt.Extracted | fmt.BadRecord]:
@@ -203,7 +208,11 @@ class _Loader:
         if kind == "md":
             return [fmt.read_markdown(text)]
         if kind == "rst":
-            return [fmt.read_rst(text)]
+            return [
+                fmt.read_rst(
+                    text, path, root=self.root, max_bytes=self.cfg.max_bytes, encodings=self.cfg.fallback_encodings
+                )
+            ]
         if kind == "jsonl":
             return fmt.read_jsonl(text, self.fields)
         if kind == "json":
@@ -255,6 +264,7 @@ def load_corpus(
         if not root.exists():
             report.skip(str(root), "not-found", "no such file or folder")
             continue
+        loader.root = root if root.is_dir() else root.parent
         for path, rel in iter_files(root, report):
             parts = rel.split("/")
             topic = parts[0] if len(parts) > 1 else None

@@ -53,6 +53,44 @@ CODE_ROLES = frozenset(
         "role",
     ]
 )
+# roles naming an object of a domain (Python, C, C++, JavaScript; ``any``): a leading ``.`` is a search
+# hint and ``~`` shows only the last component, neither is shown
+OBJECT_ROLES = frozenset(
+    [
+        "func",
+        "meth",
+        "class",
+        "attr",
+        "mod",
+        "obj",
+        "data",
+        "exc",
+        "const",
+        "type",
+        "var",
+        "member",
+        "macro",
+        "struct",
+        "union",
+        "enum",
+        "enumerator",
+        "function",
+        "method",
+        "property",
+        "decorator",
+        "deco",
+        "attribute",
+        "module",
+        "object",
+        "exception",
+        "concept",
+        "expr",
+        "texpr",
+        "any",
+    ]
+)
+# roles whose text is shown as written (a file name, a sample, keys): no title, no ``!``, ``.`` or ``~``
+VERBATIM_ROLES = frozenset(["file", "samp", "code", "literal", "kbd", "regexp", "command", "program", "math"])
 # roles whose text is a label or a link with an optional title: ``text <label>`` -> text
 LINK_ROLES = frozenset(
     ["ref", "doc", "term", "numref", "download", "any", "eq", "pep", "rfc", "abbr", "keyword", "token"]
@@ -106,6 +144,7 @@ _VERSION_TITLES = {
     "deprecated": "Deprecated since version",
     "versionremoved": "Removed in version",
 }
+_ABBR_RE = re.compile(r"\s*\([^()]*\)$")
 _TITLE_RE = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
 # a role in running text: reST ``:name:`text``` or MyST ``{name}`text```
 _INLINE_ROLE_RE = re.compile(r"(?::([\w.+-]+(?::[\w.+-]+)?):|\{([\w.+:-]+)\})`([^`]+)`")
@@ -119,23 +158,41 @@ def fenced(lang: str, code: str) -> str:
 
 
 def role_text(name: str, content: str) -> str:
-    """The text a role shows: ``title <target>`` -> title, ``~a.b.C`` -> C, ``!x`` -> x."""
+    """The text a role shows in the built docs, as Sphinx renders it.
+
+    An explicit title wins (``title <target>`` -> title); otherwise the target, without the ``!`` that
+    suppresses the link; for the roles naming code objects also without the leading ``.`` (a search
+    hint) and, after a ``~``, only its last component (``~a.b.C`` -> C). Verbatim roles (``:file:``,
+    ``:samp:``, ``:kbd:`` ...) keep their text as written.
+    """
     text = content.strip()
     short = name.split(":")[-1]
+    if short in VERBATIM_ROLES:
+        return text
+    if short == "abbr":
+        return _ABBR_RE.sub("", text)
     m = _TITLE_RE.match(text)
     if m and m.group(1):
         return m.group(1).strip()
     if m:
         text = m.group(2).strip()
     text = text.removeprefix("!")
-    if text.startswith("~"):
-        text = text[1:].rsplit(".", 1)[-1]
+    if short in OBJECT_ROLES:
+        text = _object_name(text)
     if short == "pep":
         return f"PEP {text}"
     if short == "rfc":
         return f"RFC {text}"
     if short in ("ref", "numref", "term", "doc") and m is None and "/" in text:
         text = text.rsplit("/", 1)[-1]
+    return text
+
+
+def _object_name(target: str) -> str:
+    """An object target as shown: ``.Request`` -> Request, ``~pkg.mod.func`` -> func (``::`` for C++)."""
+    text = target.lstrip(".")
+    if text.startswith("~"):
+        text = re.split(r"\.|::", text[1:].lstrip("."))[-1]
     return text
 
 
@@ -164,4 +221,14 @@ def directive_title(name: str, argument: str) -> str:
     return f"{label}: {argument}" if argument else label
 
 
-__all__ = ["CODE_ROLES", "DROP_DIRECTIVES", "LINK_ROLES", "directive_title", "fenced", "role_text", "roles_in_text"]
+__all__ = [
+    "CODE_ROLES",
+    "DROP_DIRECTIVES",
+    "LINK_ROLES",
+    "OBJECT_ROLES",
+    "VERBATIM_ROLES",
+    "directive_title",
+    "fenced",
+    "role_text",
+    "roles_in_text",
+]

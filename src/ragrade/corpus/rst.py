@@ -11,6 +11,10 @@ Sphinx roles and directives that docutils does not know are not errors: docutils
 (never printed: reports are silenced) and keeps their source, which is turned into text here:
 an unknown role's ``:name:`text``` becomes the role's text, an unknown directive becomes its
 title (``versionadded``, ``seealso``, ``py:function`` signatures ...) and its content parsed as reST.
+Roles show what the built docs show (:func:`ragrade.corpus.roles.role_text`: ``:class:`.Request```
+-> ```Request```, ``~`` and ``!`` gone); ``:ref:`label``` shows the title of the page's section with
+that label. ``include`` and ``literalinclude`` are inlined and autodoc directives counted and left
+out (:mod:`ragrade.corpus.rst_include`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ import io
 import re
 import textwrap
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
 from ragrade.io import JSONObject
+
+if TYPE_CHECKING:
+    from ragrade.corpus.rst_include import RstContext
 
 _ROLE_RE = re.compile(r"^:(?:([\w.+-]+(?::[\w.+-]+)?):)?`(.*)`(?::([\w.+-]+(?::[\w.+-]+)?):)?_{0,2}$", re.S)
 _DIRECTIVE_RE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)::[ \t]*(.*)$")
@@ -111,18 +118,22 @@ def _base_settings() -> Any:
     return settings
 
 
-def _doctree(text: str) -> object:
+def _doctree(text: str, ctx: RstContext) -> Any:
     try:
         from docutils.core import publish_doctree
         from docutils.utils import SystemMessage
+
+        from ragrade.corpus.rst_include import file_directives
     except ImportError as exc:  # pragma: no cover - base dependency
         from ragrade.errors import ConfigError
 
         raise ConfigError("reading reStructuredText needs docutils: pip install docutils") from exc
     settings = copy.copy(_base_settings())
     settings.warning_stream = io.StringIO()
+    settings.ragrade_context = ctx
     try:
-        return publish_doctree(text, settings=settings)
+        with file_directives():
+            return publish_doctree(text, source_path=ctx.source, settings=settings)
     except (SystemMessage, ValueError, IndexError, AttributeError, TypeError) as exc:
         from ragrade.corpus.types import Skip
 
@@ -130,8 +141,20 @@ def _doctree(text: str) -> object:
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, ctx: RstContext) -> None:
         self.title = ""
+        self.ctx = ctx
+
+    def collect_labels(self, tree: Any) -> None:
+        """Explicit labels (``.. _name:``) of the page's sections, for ``:ref:`name``` to show the title."""
+        explicit = getattr(tree, "nametypes", {})
+        for section in tree.findall(lambda n: getattr(n, "tagname", "") == "section"):
+            if not section.children or section.children[0].tagname != "title":
+                continue
+            title = " ".join(self.inline(section.children[0]).split())
+            for name in section.get("names", []):
+                if explicit.get(name) and title:
+                    self.ctx.labels.setdefault(str(name), title)
 
     def blocks(self, node: Any, depth: int) -> list[str]:
         """Text blocks of ``node``'s children; ``depth`` is the section nesting."""
@@ -178,7 +201,7 @@ class _Writer:
         if name == "literal":
             return f"`{node.astext()}`"
         if name == "problematic":
-            return _role_source(node.astext())
+            return self.role(node.astext())
         if name in ("math",):
             return str(node.astext())
         if name == "image":
@@ -208,6 +231,21 @@ class _Writer:
             rows.append(" | ".join(" ".join("\n".join(self.blocks(e, 0)).split()) for e in row.children))
         return "\n".join(rows)
 
+    def role(self, raw: str) -> str:
+        """The text of an unknown (Sphinx) role's source ``:name:`text```; other problems keep their text.
+
+        ``:ref:`label``` without a title shows the title of the page's section with that label.
+        """
+        m = _ROLE_RE.match(raw.strip())
+        if m is None:
+            return raw
+        name = m.group(1) or m.group(3) or ""
+        short = name.split(":")[-1]
+        text = role_text(name, m.group(2))
+        if short == "ref" and not m.group(2).rstrip().endswith(">"):
+            text = self.ctx.labels.get(" ".join(text.lower().split()), text)
+        return f"`{text}`" if short in CODE_ROLES and text else text
+
     def unknown_directive(self, node: Any) -> list[str]:
         """An unknown (Sphinx) directive, from the source docutils kept in its error report."""
         blocks = [c for c in node.children if c.tagname == "literal_block"]
@@ -227,7 +265,7 @@ class _Writer:
             return []
         if short in _CODE_DIRECTIVES:
             return [fenced(arg.split()[0] if arg else "", body)]
-        inner = rst_to_text(body)[0] if body.strip() else ""
+        inner = rst_to_text(body, self.ctx)[0] if body.strip() else ""
         head = f"`{arg}`" if short in _OBJECT_DIRECTIVES and arg else directive_title(short, arg)
         return [b for b in (head, inner) if b]
 
@@ -253,20 +291,17 @@ def _is_text(node: object) -> bool:
     return bool(getattr(node, "tagname", "") == "#text")
 
 
-def _role_source(raw: str) -> str:
-    """The text of an unknown role's source ``:name:`text```; other problems keep their text."""
-    m = _ROLE_RE.match(raw.strip())
-    if m is None:
-        return raw
-    name = m.group(1) or m.group(3) or ""
-    text = role_text(name, m.group(2))
-    return f"`{text}`" if name.split(":")[-1] in CODE_ROLES and text else text
+def rst_to_text(text: str, context: RstContext | None = None) -> tuple[str, JSONObject]:
+    """reST ``text`` as structured text and its metadata (the title: the first section title).
 
+    ``context`` names the file (for its includes) and collects the warnings and the directives left out.
+    """
+    from ragrade.corpus.rst_include import RstContext
 
-def rst_to_text(text: str) -> tuple[str, JSONObject]:
-    """reST ``text`` as structured text and its metadata (the title: the first section title)."""
-    tree = _doctree(text)
-    writer = _Writer()
+    ctx = context or RstContext()
+    tree = _doctree(text, ctx)
+    writer = _Writer(ctx)
+    writer.collect_labels(tree)
     out = "\n\n".join(writer.blocks(tree, 0))
     return out, ({"title": writer.title} if writer.title else {})
 
