@@ -245,6 +245,9 @@ def ask_cmd(
 ) -> None:
     """Answer questions from an index, citing chunk ids and source files.
 
+    Only the \\[n] markers the model wrote count, for passages it was given: a reply that repeats the prompt
+    (as a base model's does) is cut to the model's own words, with a note, and one with none is a failed answer.
+
     Without a question it reads one per line from standard input (or asks interactively), loading the models
     once; what it loads and how long that took goes to standard error.
     """

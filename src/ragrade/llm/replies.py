@@ -26,12 +26,23 @@ a usable reply, else a :class:`ReplyProblem` whose ``kind`` is ``"truncated"`` o
 chat-template control token in the text (``<|im_end|>``, ``<end_of_turn>``, ``</s>``, ...), or the
 start of one where the text ends (``ready.<|im``), which a server shows when it does not apply the
 model's chat template or does not stop at its end of turn. ``ragrade llm probe`` reports it.
+
+:func:`cut_echo` finds the third: a reply that **repeats the prompt itself**, as a base model does when it
+continues the prompt instead of answering it (the instructions again, the passages with their numbers,
+``Question: ... Answer:``). An echoed span is a run of at least ``min_words`` (8) words the prompt has in
+the same order that is not a quote: a run that stays inside one of the prompt's ``fields`` (a passage or
+the question, which an answer may quote) is the model's own, one with two or more words of the prompt's
+own text (instructions, labels, passage headers) or that runs across fields is an echo. A run of three
+words or more that ends the reply after an echo counts too (the reply was cut off repeating the prompt),
+and so does a line between echoed spans that is a whole line of the prompt's own (``Answer:``). The rest of
+the reply, its own pieces (each kept once: a model in a loop repeats them), is what it said.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -185,6 +196,144 @@ def leaked_template_token(text: str) -> str | None:
     return max(starts, key=len) if starts else None
 
 
+_WORD = re.compile(r"\w+")
+_MARKER_END = re.compile(r"\[\d{1,3}$")  # the start of a numbered marker, "[2", just before an echoed span
+
+
+@dataclass(frozen=True)
+class EchoCut:
+    """A reply with the spans that repeat its prompt cut out (:func:`cut_echo`).
+
+    ``text`` is what the model said itself: the reply unchanged when nothing was echoed, else its own pieces
+    (each once, in order) on separate lines, "" when there are none. ``spans`` are the echoed character spans
+    of the reply and ``echoed_words`` how many words they hold.
+    """
+
+    text: str
+    spans: tuple[tuple[int, int], ...] = ()
+    echoed_words: int = 0
+
+    @property
+    def echoed(self) -> bool:
+        """True when part of the reply repeats the prompt."""
+        return bool(self.spans)
+
+    @property
+    def only_echo(self) -> bool:
+        """True when the reply repeats the prompt and says nothing of its own."""
+        return self.echoed and not self.text
+
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(0).casefold(), m.start(), m.end()) for m in _WORD.finditer(text)]
+
+
+def _field_of_each_char(prompt: str, fields: Sequence[str]) -> list[int]:
+    """For each character of ``prompt``: the occurrence of a field it lies in (numbered from 0), or -1."""
+    ranges: list[tuple[int, int]] = []
+    for field in dict.fromkeys(f.strip() for f in fields):
+        at = prompt.find(field) if field else -1
+        while at >= 0:
+            ranges.append((at, at + len(field)))
+            at = prompt.find(field, at + len(field))
+    owner_of_char = [-1] * len(prompt)
+    for n, (a, b) in sorted(enumerate(ranges), key=lambda r: r[1][0] - r[1][1]):  # the longest first
+        for c in range(a, b):
+            if owner_of_char[c] < 0:
+                owner_of_char[c] = n
+    return owner_of_char
+
+
+def _is_echo(owner: list[int], k: int, n: int) -> bool:
+    """Whether prompt words ``k .. k+n-1``, repeated, are an echo (not a quote of one field)."""
+    run = owner[k : k + n]
+    own_words = sum(1 for o in run if o < 0)
+    return own_words >= 2 or len({o for o in run if o >= 0}) >= 2
+
+
+def _longest(rw: list[str], i: int, pw: list[str], starts: Sequence[int]) -> tuple[int, int]:
+    """The longest run of reply words from ``i`` the prompt has in order: (its length, where it starts there)."""
+    best_n, best_k = 0, 0
+    for k in starts:
+        n = 0
+        while i + n < len(rw) and k + n < len(pw) and rw[i + n] == pw[k + n]:
+            n += 1
+        if n > best_n:
+            best_n, best_k = n, k
+    return best_n, best_k
+
+
+def _char_span(reply: str, prompt: str, start: int, end: int, p_start: int, p_end: int) -> tuple[int, int]:
+    """A word run's span widened over the punctuation around it that the prompt has too (and over a renumbered
+    ``[n`` just before it: a passage header repeated with another number)."""
+    while start > 0 and p_start > 0 and not reply[start - 1].isalnum() and reply[start - 1] == prompt[p_start - 1]:
+        start, p_start = start - 1, p_start - 1
+    before, p_before = _MARKER_END.search(reply[:start]), _MARKER_END.search(prompt[:p_start])
+    if before and p_before:
+        start = before.start()
+    while end < len(reply) and p_end < len(prompt) and not reply[end].isalnum() and reply[end] == prompt[p_end]:
+        end, p_end = end + 1, p_end + 1
+    return start, end
+
+
+def cut_echo(reply: str, prompt: str, fields: Sequence[str] = (), *, min_words: int = 8) -> EchoCut:
+    """``reply`` with the spans that repeat ``prompt`` cut out (module docstring).
+
+    ``fields`` are the texts filled into the prompt that an answer may quote (passages, the question): a run
+    inside one of them is not an echo.
+    """
+    text = reply.strip()
+    rwords, pwords = _words(reply), _words(prompt)
+    rw, pw = [w for w, _, _ in rwords], [w for w, _, _ in pwords]
+    if len(rw) < min_words or len(pw) < min_words:
+        return EchoCut(text)
+    of_char = _field_of_each_char(prompt, fields)
+    owner = [o if (o := of_char[start]) == of_char[end - 1] else -1 for _, start, end in pwords]  # -1: the prompt's own
+    grams: dict[tuple[str, ...], list[int]] = {}
+    for k in range(len(pw) - min_words + 1):
+        grams.setdefault(tuple(pw[k : k + min_words]), []).append(k)
+    runs: list[tuple[int, int, int]] = []  # (first reply word, length, first prompt word)
+    i = 0
+    while i <= len(rw) - min_words:
+        starts = grams.get(tuple(rw[i : i + min_words]))
+        n, k = _longest(rw, i, pw, starts) if starts else (0, 0)
+        if n and _is_echo(owner, k, n):
+            runs.append((i, n, k))
+            i += n
+        else:
+            i += 1
+    if runs:  # the reply cut off while repeating the prompt: a shorter run that ends it
+        done = runs[-1][0] + runs[-1][1]
+        for i in range(max(done, len(rw) - min_words + 1), len(rw) - 2):
+            n, k = _longest(rw, i, pw, range(len(pw)))
+            if i + n == len(rw) and _is_echo(owner, k, n):
+                runs.append((i, n, k))
+                break
+    if not runs:
+        return EchoCut(text)
+    spans: list[tuple[int, int]] = []
+    for i, n, k in runs:
+        span = _char_span(reply, prompt, rwords[i][1], rwords[i + n - 1][2], pwords[k][1], pwords[k + n - 1][2])
+        if spans and span[0] <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(span[1], spans[-1][1]))
+        else:
+            spans.append(span)
+    prompt_lines = {  # the prompt's own lines (labels, instructions), not a passage's, which an answer may quote
+        _squash(m.group(0)).casefold()
+        for m in re.finditer(r"[^\n]+", prompt)
+        if any(of_char[m.start() + w.start()] < 0 for w in _WORD.finditer(m.group(0)))
+    }
+    pieces: dict[str, str] = {}
+    at = 0
+    for start, end in [*spans, (len(reply), len(reply))]:
+        lines = reply[at:start].strip().splitlines()  # less a whole line of the prompt (Answer:, Question: ...)
+        piece = "\n".join(line for line in lines if _squash(line).casefold() not in prompt_lines).strip()
+        if _WORD.search(piece):
+            pieces.setdefault(_squash(piece), piece)
+        at = end
+    return EchoCut("\n".join(pieces.values()), tuple(spans), sum(n for _, n, _ in runs))
+
+
 def reply_problem(
     text: str | None, finish_reason: str | None = None, template: str | None = None
 ) -> ReplyProblem | None:
@@ -207,8 +356,10 @@ def reply_problem(
 
 __all__ = [
     "TEMPLATE_TOKENS",
+    "EchoCut",
     "ProblemKind",
     "ReplyProblem",
+    "cut_echo",
     "echoed_placeholder",
     "leaked_template_token",
     "reply_problem",

@@ -2,6 +2,11 @@
 
 With an LLM the answer is generated from the numbered passages and cites them as
 ``[n]``; the reply lists which chunk id and source file each number stands for.
+Only citations the model wrote count: a reply that repeats the prompt (a base model
+continues it: the instructions again, the passages, ``Question: ... Answer:``) has the
+repeated part cut out (:func:`ragrade.llm.replies.cut_echo`), with a note, and a marker
+``[n]`` counts only outside it and when passage ``n`` was given. A reply with nothing of
+its own is no answer: it fails as an LLM error does.
 Without one, the ``offline/extractive`` reader picks the best sentence of the
 passages (or refuses), and the output says it is an extractive baseline.
 The prompt is a template with ``{question}`` and ``{passages}``; ``--prompt-file``
@@ -80,10 +85,31 @@ class Answer:
     error: str | None = None
     transform_error: str | None = None  # a query rewrite / post-processing step that failed and fell back
     shown: list[str] = field(default_factory=list)  # the passage texts the LLM saw (fences balanced, headings)
+    reply: str | None = None  # the model's whole reply, when ``answer`` is only its own part of it
+    echoed_words: int = 0  # words of the reply that repeat the prompt (cut out of ``answer``)
+    uncounted: list[int] = field(default_factory=list)  # citation numbers of passages not given
+
+    def notes(self) -> list[str]:
+        """What was left out of the answer and its citations, one line each."""
+        notes = []
+        if self.echoed_words:
+            notes.append(
+                f"the model repeated its prompt ({self.echoed_words} words of its instructions or passages); "
+                "that part is not shown and its citations are not counted"
+            )
+        if self.uncounted:
+            marks = " ".join(f"[{n}]" for n in self.uncounted)
+            given = len(self.hits)
+            notes.append(
+                f"{marks} cite{'s' if len(self.uncounted) == 1 else ''} no passage given "
+                f"({given} passage{'' if given == 1 else 's'}); not counted"
+            )
+        return notes
 
     def citations(self) -> list[JSONObject]:
-        """The passages the answer cites (all passages when it cites none explicitly)."""
-        numbers = self.cited or list(range(1, len(self.hits) + 1))
+        """The passages the answer cites: the markers the model wrote (none when it wrote none or failed)."""
+        if self.error is not None:
+            return []
         return [
             {
                 "n": n,
@@ -91,7 +117,7 @@ class Answer:
                 "doc_id": self.hits[n - 1].doc_id,
                 "source": self.hits[n - 1].source,
             }
-            for n in numbers
+            for n in self.cited
             if 1 <= n <= len(self.hits)
         ]
 
@@ -109,6 +135,8 @@ class Answer:
             "error": self.error,
             "transform_error": self.transform_error,
             "citations": self.citations(),
+            "notes": self.notes(),
+            **({"reply": self.reply} if self.reply is not None else {}),
             "passages": [
                 {
                     "rank": h.rank,
@@ -160,6 +188,7 @@ class Assistant:
     def ask(self, question: str) -> Answer:
         """Retrieve passages for ``question`` and answer from them."""
         from ragrade.llm.base import GenerationRequest, Message, generate
+        from ragrade.llm.replies import cut_echo
 
         question = question.strip()
         if not question:
@@ -187,11 +216,31 @@ class Assistant:
             return Answer(
                 question, "", hits, name, self.extractive, error=comp.error, transform_error=tx_error, shown=shown
             )
-        answer = (comp.text or "").strip()
-        cited = [int(m) for m in dict.fromkeys(_CITE.findall(answer))]
+        reply = (comp.text or "").strip()
         if self.extractive:  # the reader quotes a passage sentence: cite the passage it came from
-            cited = [n for n, p in enumerate(shown, start=1) if answer and answer in p][:1]
-        return Answer(question, answer, hits, name, self.extractive, cited=cited, transform_error=tx_error, shown=shown)
+            cited = [n for n, p in enumerate(shown, start=1) if reply and reply in p][:1]
+            return Answer(question, reply, hits, name, True, cited=cited, transform_error=tx_error, shown=shown)
+        cut = cut_echo(reply, text, [*shown, question])
+        numbers = [int(m) for m in dict.fromkeys(_CITE.findall(cut.text))]
+        ans = Answer(
+            question,
+            cut.text,
+            hits,
+            name,
+            False,
+            cited=[n for n in numbers if 1 <= n <= len(hits)],
+            transform_error=tx_error,
+            shown=shown,
+            reply=reply if cut.echoed else None,
+            echoed_words=cut.echoed_words,
+            uncounted=[n for n in numbers if not 1 <= n <= len(hits)],
+        )
+        if cut.only_echo:
+            ans.error = (
+                "the model gave no answer of its own: its reply only repeats the prompt (as a base model "
+                "continuing the text does; an instruction-tuned model answers)"
+            )
+        return ans
 
 
 def warm_up(index: Index, retriever: str, llm: LLM, report: Callable[[str], None]) -> float:
@@ -232,7 +281,8 @@ def render(ans: Answer) -> str:
         lines.append(f"Answer failed: {ans.error}")
     else:
         lines.append(f"Answer: {ans.answer}")
-    cites = ans.citations() if ans.cited else []
+    lines.extend(f"Note: {note}" for note in ans.notes())
+    cites = ans.citations()
     if cites:
         lines.append("Cited:")
         lines.extend(f"  [{c['n']}] {c['chunk_id']}  ({c['source'] or c['doc_id']})" for c in cites)
