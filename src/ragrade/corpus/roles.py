@@ -4,90 +4,17 @@ from __future__ import annotations
 
 import re
 
-# roles naming code objects: rendered as inline code, as Sphinx renders them
-CODE_ROLES = frozenset(
-    [
-        "func",
-        "meth",
-        "class",
-        "attr",
-        "mod",
-        "obj",
-        "data",
-        "exc",
-        "const",
-        "type",
-        "var",
-        "member",
-        "macro",
-        "struct",
-        "union",
-        "enum",
-        "enumerator",
-        "function",
-        "method",
-        "property",
-        "decorator",
-        "deco",
-        "attribute",
-        "module",
-        "object",
-        "exception",
-        "data",
-        "py:func",
-        "command",
-        "program",
-        "option",
-        "envvar",
-        "file",
-        "samp",
-        "code",
-        "literal",
-        "kbd",
-        "regexp",
-        "mailheader",
-        "makevar",
-        "confval",
-        "setting",
-        "directive",
-        "role",
-    ]
-)
 # roles naming an object of a domain (Python, C, C++, JavaScript; ``any``): a leading ``.`` is a search
 # hint and ``~`` shows only the last component, neither is shown
-OBJECT_ROLES = frozenset(
-    [
-        "func",
-        "meth",
-        "class",
-        "attr",
-        "mod",
-        "obj",
-        "data",
-        "exc",
-        "const",
-        "type",
-        "var",
-        "member",
-        "macro",
-        "struct",
-        "union",
-        "enum",
-        "enumerator",
-        "function",
-        "method",
-        "property",
-        "decorator",
-        "deco",
-        "attribute",
-        "module",
-        "object",
-        "exception",
-        "concept",
-        "expr",
-        "texpr",
-        "any",
-    ]
+_NAMED = (
+    "attr attribute class const data deco decorator enum enumerator exc exception func function macro member meth "
+    "method mod module obj object property struct type union var"
+)
+OBJECT_ROLES = frozenset(f"{_NAMED} any concept expr texpr".split())
+# roles naming code objects: rendered as inline code, as Sphinx renders them
+CODE_ROLES = frozenset(
+    f"{_NAMED} code command confval directive envvar file kbd literal mailheader makevar option program py:func "
+    "regexp role samp setting".split()
 )
 # roles whose text is shown as written (a file name, a sample, keys): no title, no ``!``, ``.`` or ``~``
 VERBATIM_ROLES = frozenset(["file", "samp", "code", "literal", "kbd", "regexp", "command", "program", "math"])
