@@ -148,11 +148,10 @@ def test_qa_answer_resumes_after_a_throughput_change_and_refuses_an_answer_chang
 
     items = [QAItem(f"q{i}", f"Question {i}?", "blue", "It is blue.", f"c{i}", f"d{i}") for i in range(3)]
     write_qa(tmp_path / "qa.jsonl", items)
-    grid = {"llms": "offline/extractive", "retrievers": "closed"}
-    first = ragrade.answer_qa(tmp_path / "qa.jsonl", tmp_path / "run", llm_options={"concurrency": 2}, **grid)
-    again = ragrade.answer_qa(
-        tmp_path / "qa.jsonl", tmp_path / "run", llm_options={"concurrency": 3, "timeout": 7, "max_retries": 1}, **grid
-    )
+    qa, run = tmp_path / "qa.jsonl", tmp_path / "run"
+    first = ragrade.answer_qa(qa, run, llms="offline/extractive", retrievers="closed", llm_options={"concurrency": 2})
+    faster = {"concurrency": 3, "timeout": 7, "max_retries": 1}
+    again = ragrade.answer_qa(qa, run, llms="offline/extractive", retrievers="closed", llm_options=faster)
     assert len(again.rows) == len(first.rows) == 3
     with pytest.raises(RagradeError, match="other inputs or settings"):  # a change that changes answers
-        ragrade.answer_qa(tmp_path / "qa.jsonl", tmp_path / "run", max_tokens=64, **grid)
+        ragrade.answer_qa(qa, run, llms="offline/extractive", retrievers="closed", max_tokens=64)

@@ -182,7 +182,8 @@ def test_a_server_that_recomputes_cached_prompts_is_named_once_with_the_fix(
 ) -> None:
     # Gemma 3 has sliding-window layers: llama-server's default SWA cache recomputes ~5 tokens of a cached
     # prompt per request (timings.prompt_n), --swa-full only the new one (measured: 35-50 ms against 15-20 ms)
-    reqs = [LoglikelihoodRequest(c, [" a small red house", " the river bank", " nine", " Spain"]) for c in CONTEXTS[:2]]
+    options = (" a small red house", " the river bank", " nine", " Spain")
+    reqs = [LoglikelihoodRequest(c, options) for c in CONTEXTS[:2]]
     with caplog.at_level("WARNING", logger="ragrade"):
         loglikelihood(_llm(llama_server), reqs)
     told = [r.getMessage() for r in caplog.records if "recomputes" in r.getMessage()]
