@@ -89,3 +89,16 @@ def test_a_folder_the_report_cannot_read_is_one_error(tmp_path: Path, capsys: py
     assert main(["report", str(sweep), "--adaptive", str(sweep)]) == 2
     err = capsys.readouterr().err
     assert "not a run folder the report reads" in err and "not an adaptive run" in err and "Traceback" not in err
+
+
+def test_a_second_exam_run_is_refused_not_shown_in_place_of_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 36.8: `report RUN --add OTHER` replaced the leaderboard with OTHER's while the other sections
+    # still described RUN, and the order of the folders decided which one was shown
+    first, second = _sweep(tmp_path / "first"), _sweep(tmp_path / "second")
+    assert main(["report", str(first), "--add", str(second), "--out", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragrade: error:") and "a report shows one exam run" in err and str(second) in err
+    assert not (tmp_path / "r.html").exists()
+    assert main(["report", str(first), "--add", str(first), "--out", str(tmp_path / "r.html")]) == 0  # itself

@@ -184,8 +184,8 @@ def report_cmd(
     add: list[Path] = typer.Option(
         [],
         "--add",
-        help="Another run folder kept outside RUN_DIR (an `exam take` run, an IRT fit's folder, a "
-        "`robust run` output, `judge` scores); repeat for several.",
+        help="Another run folder kept outside RUN_DIR (an `exam take` run when RUN_DIR holds none, an IRT fit's "
+        "folder, a `robust run` output, `judge` scores); repeat for several.",
     ),
 ) -> None:
     """Render the HTML report of a run directory."""

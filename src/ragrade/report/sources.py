@@ -112,11 +112,22 @@ class RunFiles:
         return sorted(out)
 
     def with_extra(self, folders: Sequence[Path]) -> RunFiles:
-        """These files plus run folders kept elsewhere (see :func:`extra_aliases`); a later folder wins."""
-        aliases = dict(self.aliases)
+        """These files plus run folders kept elsewhere (see :func:`extra_aliases`); a later folder wins, except
+        that a second ``exam take`` run is refused: the leaderboard, the IRT section and the comparisons would
+        each describe another run (merging runs into one leaderboard is not supported yet)."""
+        files = self
         for folder in folders:
-            aliases.update(extra_aliases(folder))
-        return RunFiles(self.root, aliases)
+            new = extra_aliases(folder)
+            if "sweep/" in new and files.has("sweep/responses.parquet"):
+                held = files.path("sweep/responses.parquet").parent
+                if held.resolve() != folder.resolve():
+                    raise DataError(
+                        f"{folder}: an `exam take` run, and the report already shows one ({held}); a report "
+                        "shows one exam run, so render each run's report on its own (merging runs is not "
+                        "supported yet)"
+                    )
+            files = RunFiles(files.root, {**files.aliases, **new})
+        return files
 
 
 def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
