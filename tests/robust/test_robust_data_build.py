@@ -226,3 +226,22 @@ def test_rgb_construction_order_is_the_seed_2333_shuffle() -> None:
 def test_parse_item_keeps_meta() -> None:
     it = parse_item({"id": "x", "query": "q", "answer": "a", "positive": ["a"], "negative": [], "meta": {"k": 1}}, "w")
     assert it.meta == {"k": 1} and it.to_record()["meta"] == {"k": 1}
+
+
+def test_fewer_keeps_the_requested_ratio_with_fewer_documents() -> None:
+    # issue 36.9: a corpus-built noise testbed padded short positive pools with noise, so ratio 0 held 0.36
+    # noise on average and accuracy did not move with the ratio
+    from ragrade.robust.build import fewer_noise
+
+    assert [fewer_noise(2, 5, r) for r in (0.0, 0.2, 0.4, 0.6, 0.8)] == [0, 1, 1, 3, 5]  # by hand: m / (2 + m)
+    assert fewer_noise(2, 1, 0.6) == 1  # at most the noise there is
+    assert fewer_noise(1, 5, 0.25) == 0  # 0 and 1/2 are both 0.25 away: the fewer documents
+    item = load_rgb(DATA / "en_base.jsonl").items[1]  # 2 positives, 5 negatives
+    zero = build_instance(item, "noise", 0.0, BuildOptions(shortfall="fewer"))
+    assert (zero.n_positive, zero.n_noise) == (2, 0) and zero.noise_ratio_actual == 0.0
+    assert any("fewer documents: 2 positive and 0 noise" in f for f in zero.flags)
+    assert any("2 documents instead of 5" in f for f in zero.flags)
+    high = build_instance(item, "noise", 0.6, BuildOptions(shortfall="fewer"))  # not short: 2 + 3, as asked
+    assert (high.n_positive, high.n_noise) == (2, 3) and not any("pool too small" in f for f in high.flags)
+    some = build_instance(item, "noise", 0.2, BuildOptions(shortfall="fewer"))
+    assert (some.n_positive, some.n_noise) == (2, 1)  # 1/3 is the share nearest 0.2 with 2 positives

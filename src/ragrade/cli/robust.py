@@ -87,9 +87,13 @@ class RunFlags:
     construction: Annotated[
         str | None, typer.Option("--construction", help="ragrade | rgb (the original document selection).")
     ] = None
-    shortfall: Annotated[str | None, typer.Option("--shortfall", help="pad | skip, when a document pool is short.")] = (
-        None
-    )
+    shortfall: Annotated[
+        str | None,
+        typer.Option(
+            "--shortfall",
+            help="pad | skip | fewer, when a document pool is short (fewer: fewer documents at the requested ratio).",
+        ),
+    ] = None
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of document order (default 0).")] = None
     correct_ratio: Annotated[
         float | None,

@@ -13,7 +13,9 @@ When a pool is too small the item is flagged, and ``shortfall`` decides:
 the actual ratio (counterfactual items are never padded with noise: with too
 few corrupted passages they get fewer documents, as in the original
 construction, so ratio 0 stays noise-free); ``skip`` leaves the item out of that ratio, counted as
-skipped. Nothing is changed silently: every instance records the requested and
+skipped; ``fewer`` keeps every positive of a short pool and only as much noise as keeps the requested
+ratio (:func:`fewer_noise`), so the ratio holds and the item has fewer documents. Nothing is changed
+silently: every instance records the requested and
 actual ratio, the counts, and each document's pool and index in prompt order.
 
 ``construction="rgb"`` reproduces the original benchmark's document selection
@@ -126,12 +128,18 @@ def assemble(
         if opts.shortfall == "skip":
             inst.skipped = msg
             return inst
-        if short_pos and tb.pad_with_noise:
+        fewer = bool(short_pos and opts.shortfall == "fewer" and positives)
+        if fewer:
+            kept = fewer_noise(len(positives), len(negatives), ratio)
+            negatives = negatives[:kept]
+            inst.flags.append(msg + f"; fewer documents: {len(positives)} positive and {kept} noise")
+        elif short_pos and tb.pad_with_noise:
             extra = item.negative[want_noise : want_noise + short_pos]
             negatives += [Doc("negative", want_noise + i, t) for i, t in enumerate(extra)]
-        if short_neg and not tb.noise_only:
+        if short_neg and not tb.noise_only and not fewer:
             positives = tb.positives(item, want_pos + short_neg, want_correct)
-        inst.flags.append(msg + (f"; {tb.short_note}" if short_pos and not tb.pad_with_noise else "; padded"))
+        if not fewer:
+            inst.flags.append(msg + (f"; {tb.short_note}" if short_pos and not tb.pad_with_noise else "; padded"))
     docs = positives + negatives
     _rng(opts.seed, item.id, ratio, condition).shuffle(docs)
     inst.docs = docs
@@ -143,6 +151,14 @@ def assemble(
     if not tb.noise_only and not any(d.pool != "negative" for d in docs):
         inst.flags.append("no positive document at this ratio")
     return inst
+
+
+def fewer_noise(n_pos: int, n_noise: int, ratio: float) -> int:
+    """Noise documents beside ``n_pos`` positives whose share comes closest to ``ratio`` (at most ``n_noise``;
+    the fewer on a tie): ``shortfall = "fewer"`` keeps the requested ratio with fewer documents instead of
+    padding a short positive pool with noise (2 positives at ratio 0: no noise; at 0.6: 3 noise)."""
+    target = Fraction(repr(float(ratio)))
+    return min(range(n_noise + 1), key=lambda m: (abs(Fraction(m, n_pos + m) - target), m))
 
 
 RATIO_TOLERANCE = 0.05  # a mean actual noise ratio further than this from the requested one is warned about
@@ -178,8 +194,8 @@ def actual_ratio_notes(instances: Sequence[Instance], testbed: str, *, strict: b
             notes.append(
                 f"{testbed} at noise ratio {ratio:g}: the actual noise ratio is {mean:.2f} on average "
                 f"({differ} of {len(group)} items differ: a document pool is too small); "
-                "--shortfall skip leaves such items out, --min-positives N keeps only items with "
-                "N supporting passages"
+                "--shortfall fewer keeps the ratio with fewer documents, --shortfall skip leaves such items out, "
+                "--min-positives N keeps only items with N supporting passages"
             )
     return notes
 

@@ -24,7 +24,7 @@ class RobustRunConfig(BaseModel):
     lang: Literal["auto", "en", "zh"] = "auto"
     scoring: Literal["default", "rgb"] = "default"
     construction: Literal["ragrade", "rgb"] = "ragrade"
-    shortfall: Literal["pad", "skip"] = "pad"
+    shortfall: Literal["pad", "skip", "fewer"] = "pad"
     seed: int = 0
     correct_ratio: float = 0.0
     min_positives: int = 0

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ragrade.robust.detect import Detectors
     from ragrade.robust.prompts import LangPrompts
 
-Shortfall = Literal["pad", "skip"]
+Shortfall = Literal["pad", "skip", "fewer"]
 Construction = Literal["ragrade", "rgb"]
 
 
@@ -42,8 +42,8 @@ class BuildOptions:
             raise ConfigError(f"--min-positives must be at least 0, got {self.min_positives}")
         if self.n_docs < 1:
             raise ConfigError(f"--docs must be at least 1, got {self.n_docs}")
-        if self.shortfall not in ("pad", "skip"):
-            raise ConfigError(f"--shortfall must be 'pad' or 'skip', got '{self.shortfall}'")
+        if self.shortfall not in ("pad", "skip", "fewer"):
+            raise ConfigError(f"--shortfall must be 'pad', 'skip' or 'fewer', got '{self.shortfall}'")
         if self.construction not in ("ragrade", "rgb"):
             raise ConfigError(f"--construction must be 'ragrade' or 'rgb', got '{self.construction}'")
         if not 0.0 <= self.correct_ratio <= 1.0:
