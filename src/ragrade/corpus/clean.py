@@ -19,10 +19,12 @@ offsets refer to:
 
 from __future__ import annotations
 
+import codecs
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from ragrade.corpus.types import Skip
 from ragrade.errors import ConfigError
 
 # format characters that carry no text and break tokenisation or search
@@ -115,10 +117,48 @@ def implausible_text(text: str) -> bool:
     return letters / len(sample) < 0.6
 
 
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode_bytes(data: bytes, fallbacks: Sequence[str]) -> tuple[str, str | None]:
+    """Decode ``data``: BOM, then UTF-8, then each fallback; returns the text and the fallback used.
+
+    Raises :class:`Skip` for binary data or bytes no encoding fits.
+    """
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(enc), None
+            except UnicodeDecodeError as exc:
+                raise Skip("encoding", f"has a {enc} byte-order mark but is not valid {enc} ({exc.reason})") from exc
+    if looks_binary(data):
+        raise Skip("binary", "binary file (NUL or control bytes), not text")
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        first = f"invalid UTF-8 byte 0x{data[exc.start]:02x} at offset {exc.start}"
+    for enc in fallbacks:
+        try:
+            text = data.decode(enc)
+        except (UnicodeDecodeError, LookupError):
+            continue
+        if not implausible_text(text):
+            return text, enc
+    tried = ", ".join(fallbacks) or "none"
+    raise Skip("encoding", f"not valid UTF-8 ({first}) and no fallback encoding fits (tried: {tried})")
+
+
 __all__ = [
     "clean_text",
     "clean_text_counted",
     "compile_patterns",
+    "decode_bytes",
     "drop_lines",
     "implausible_text",
     "looks_binary",

@@ -8,7 +8,6 @@ the rest of the file still loads.
 
 from __future__ import annotations
 
-import codecs
 import io
 import json
 import logging
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragrade.corpus.clean import implausible_text, looks_binary
+from ragrade.corpus.clean import decode_bytes
 from ragrade.corpus.types import Skip
 from ragrade.io import JSONObject
 
@@ -65,42 +64,6 @@ class FieldMap:
 
 
 # --------------------------------------------------------------------------- decoding
-
-_BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
-def decode_bytes(data: bytes, fallbacks: Sequence[str]) -> tuple[str, str | None]:
-    """Decode ``data``: BOM, then UTF-8, then each fallback; returns the text and the fallback used.
-
-    Raises :class:`Skip` for binary data or bytes no encoding fits.
-    """
-    for bom, enc in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(enc), None
-            except UnicodeDecodeError as exc:
-                raise Skip("encoding", f"has a {enc} byte-order mark but is not valid {enc} ({exc.reason})") from exc
-    if looks_binary(data):
-        raise Skip("binary", "binary file (NUL or control bytes), not text")
-    try:
-        return data.decode("utf-8"), None
-    except UnicodeDecodeError as exc:
-        first = f"invalid UTF-8 byte 0x{data[exc.start]:02x} at offset {exc.start}"
-    for enc in fallbacks:
-        try:
-            text = data.decode(enc)
-        except (UnicodeDecodeError, LookupError):
-            continue
-        if not implausible_text(text):
-            return text, enc
-    tried = ", ".join(fallbacks) or "none"
-    raise Skip("encoding", f"not valid UTF-8 ({first}) and no fallback encoding fits (tried: {tried})")
 
 
 # --------------------------------------------------------------------------- text and markdown
@@ -169,10 +132,11 @@ def read_rst(
     ``path`` is the file (its includes are relative to its folder), ``root`` the docs source root
     (a leading ``/`` in an include's path); included files larger than ``max_bytes`` are left out.
     """
+    from ragrade.corpus.markdown import markdown_to_text
     from ragrade.corpus.rst import rst_to_text
     from ragrade.corpus.rst_include import RstContext
 
-    ctx = RstContext(page=path, root=root, encodings=encodings)
+    ctx = RstContext(page=path, root=root, encodings=encodings, markdown=lambda md: markdown_to_text(md)[0])
     if max_bytes is not None:
         ctx.max_bytes = max_bytes
     out, meta = rst_to_text(text, ctx)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ from typing import Any
 from docutils import nodes, statemachine
 from docutils.parsers.rst import Directive, directives, states
 
-from ragrade.corpus.formats import decode_bytes
+from ragrade.corpus.clean import decode_bytes
 from ragrade.corpus.types import Skip
 
 AUTODOC_KIND = "autodoc"
@@ -81,6 +81,9 @@ class RstContext:
     labels: dict[str, str] = field(default_factory=dict)  # explicit label -> its section's title
     chains: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # source of inserted lines -> includers
     includes: int = 0
+    #: Markdown to text for an ``include`` with a MyST/Markdown ``:parser:`` (given by the caller, which may
+    #: import the Markdown reader: this module must not, as that reader reads reST blocks through this one)
+    markdown: Callable[[str], str] | None = None
 
     @property
     def source(self) -> str:
@@ -275,11 +278,9 @@ class _Include(_FileDirective):
         if "literal" in self.options or "code" in self.options:
             return [_code(text, str(self.options.get("code") or ""))]
         parser = str(self.options.get("parser") or "").lower()
-        if "myst" in parser or "markdown" in parser:
-            from ragrade.corpus.markdown import markdown_to_text
-
-            return [nodes.container("", nodes.Text(markdown_to_text(text)[0]))]
         ctx = _context(self)
+        if ("myst" in parser or "markdown" in parser) and ctx.markdown is not None:
+            return [nodes.container("", nodes.Text(ctx.markdown(text)))]
         label = str(path) if str(path) not in ctx.chains else f"{path} (include {ctx.includes})"
         ctx.chains[label] = (*chain, path)
         tab_width = int(self.state.document.settings.tab_width)
