@@ -88,6 +88,9 @@ params = st.sampled_from([24, 40, 64, 120]).flatmap(lambda size: st.tuples(st.ju
 @pytest.mark.parametrize("strategy", ["recursive", "sentence", "semantic"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=pages(), sp=params)
+# a run of headings over text that fits alone but not with them all: the text's own heading ended the chunk
+# before it (recursive: the run was split at words, where no line is a heading any more)
+@example(text="\n\n".join(["# queue"] * 8 + ["# queue queue queue"] * 2 + ["Queue queue."]), sp=(24, 0))
 # a run of empty headings larger than a chunk: once split the last heading line in two (recursive)
 @example(
     text="\n\n".join(["# queue"] * 5 + ["# queue queue", "# queue queue queue", "### queue retries retries"]),

@@ -141,6 +141,14 @@ def recursive_spans(
         if n <= size and (fits_after or index.count(good[k][0], e) <= size):
             good.append((s, e))
             continue
+        if n <= size and not fits_after:  # keep with the text the longest run of its headings that fits with it
+            m = k
+            while m < len(good) and index.count(good[m][0], e) > size:
+                m += 1
+            if m < len(good):  # the headings before it head empty sections: they end a span of their own
+                out.extend(merge(good[:m], index, size, overlap))
+                good = [*good[m:], (s, e)]
+                continue
         if k < len(good):
             s = good[k][0]
             del good[k:]
