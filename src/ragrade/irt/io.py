@@ -41,16 +41,23 @@ NotApplicable = Mapping[str, Sequence[str]]
 # factors of the retrieval step, which closed book (no passages) and the oracle (handed the gold passage) lack:
 # for these pipelines they are not applicable unless a factor's not-applicable values are given explicitly
 RETRIEVAL_ONLY_FACTORS = ("k", "chunker", "query", "post")
-NO_INDEX_RETRIEVERS = ("closed", "oracle")
 NO_INDEX_LABEL = "n/a"  # the not-applicable value shown for them
 
 
 def no_index_rows(df: pd.DataFrame) -> npt.NDArray[np.bool_]:
-    """Per row: a closed-book or oracle pipeline (column ``retriever``; all False without that column)."""
+    """Per row: a pipeline whose retriever is registered as searching no index (closed book, the oracle), by
+    column ``retriever`` (case-insensitive); all False without that column."""
+    from ragrade.retrieval.base import retriever_caps
+
     if "retriever" not in df.columns:
         return np.zeros(len(df), dtype=bool)
-    text = df["retriever"].map(lambda v: "" if pd.isna(v) else str(v).strip().lower())
-    return np.asarray(text.isin(NO_INDEX_RETRIEVERS).to_numpy(), dtype=bool)
+    text = df["retriever"].map(lambda v: "" if pd.isna(v) else str(v).strip())
+    free = {
+        name
+        for name in set(text)
+        if name and not (retriever_caps(name).needs_index and retriever_caps(name.lower()).needs_index)
+    }
+    return np.asarray(text.isin(free).to_numpy(), dtype=bool)
 
 
 @dataclass

@@ -62,8 +62,7 @@ def _check_retriever(spec: str) -> None:
     if not m:
         raise ConfigError(f"[sweep] retrievers: invalid retriever spec '{spec}'; expected e.g. bm25 or rerank(dense)")
     name, arg = m.group(1), m.group(2)
-    if name not in ("closed", "oracle"):
-        _known("retriever", name, "[sweep] retrievers")
+    _known("retriever", name, "[sweep] retrievers")
     if arg is not None:
         if name != "rerank":
             raise ConfigError(f"[sweep] retrievers: '{name}' takes no argument in parentheses")

@@ -117,8 +117,8 @@ def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> Row:
         "contexts": list(ctx.passages),
         "retrieved": list(ctx.chunk_ids),
         "retrieved_docs": list(ctx.doc_ids),
-        "gold_chunk_retrieved": (item.chunk_id in ctx.chunk_ids) if spec.retriever != "closed" else None,
-        "gold_doc_retrieved": (item.doc_id in ctx.doc_ids) if spec.retriever != "closed" else None,
+        "gold_chunk_retrieved": (item.chunk_id in ctx.chunk_ids) if spec.retrieves else None,
+        "gold_doc_retrieved": (item.doc_id in ctx.doc_ids) if spec.retrieves else None,
         "method": None,
         "error": ctx.error,
         "transform_error": ctx.transform_error,
@@ -154,7 +154,7 @@ async def qa_shard(context: WorkerContext, spec: Mapping[str, object], items: Se
             pending.append(i)
     if not pending:
         return rows
-    if pipe.llm in ("none", "-"):
+    if not pipe.has_llm:
         for i in pending:
             rows[i]["error"] = "the pipeline has no LLM and gave no answer"
         return rows

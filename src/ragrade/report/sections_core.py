@@ -10,6 +10,7 @@ import pandas as pd
 from ragrade.report import charts
 from ragrade.report.html import Section, Table, fmt
 from ragrade.report.sources import RunFiles
+from ragrade.retrieval.base import retriever_caps
 
 SUMMARY = "sweep/summary.csv"
 BY_TAG = "sweep/summary_by_tag.csv"
@@ -33,7 +34,7 @@ def pipeline_role(pid: str) -> str:
     """``upper bound`` (oracle: handed the gold passage), ``offline baseline`` (an ``offline/`` LLM), else ``""``."""
     parts = dict(p.partition("=")[::2] for p in str(pid).split("|"))
     roles = []
-    if parts.get("retriever") == "oracle":
+    if retriever_caps(parts.get("retriever", "")).needs_gold:
         roles.append("upper bound")
     if str(parts.get("llm", "")).removeprefix("replay/").startswith("offline"):  # a replayed offline model too
         roles.append("offline baseline")
@@ -49,7 +50,8 @@ def short_pipeline(pid: str) -> str:
 def _short(pid: str) -> str:
     parts = dict(p.partition("=")[::2] for p in str(pid).split("|"))
     bits = [parts.get("retriever", "?")]
-    if parts.get("k") not in (None, "0", "1") or parts.get("retriever") not in ("closed", "oracle"):
+    fixed_k = retriever_caps(parts.get("retriever", "")).fixed_k is not None  # closed book, oracle: k says nothing
+    if parts.get("k") not in (None, "0", "1") or not fixed_k:
         bits.append(f"k={parts.get('k')}")
     bits.append(f"icl={parts.get('icl', '0')}")
     if parts.get("chunker") not in (None, "none"):

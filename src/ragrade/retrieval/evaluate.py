@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from ragrade.errors import ConfigError
+from ragrade.retrieval.base import Hit, retriever_caps
 from ragrade.retrieval.setup import retriever_options
 
 if TYPE_CHECKING:
+    from ragrade.retrieval.base import GoldRetriever
     from ragrade.retrieval.index import Index
     from ragrade.retrieval.metrics import RetrievalReport
 
@@ -69,13 +71,17 @@ def evaluate_retrieval(
     queries = [q for q, g in gold.items() if any(x > 0 for x in g.values())]  # the others need no ranking
     reports = []
     for spec in retrievers:
-        kw = retriever_options(spec, embedder=embedder, reranker=reranker)
-        if spec.strip() == "oracle":
-            if lvl != "chunk":
-                raise ConfigError("the oracle retriever needs --level chunk")
-            kw["gold"] = {q: [i for i, x in gold[q].items() if x > 0] for q in queries}
-        ret = idx.retriever(spec, **kw)
-        hits = ret.retrieve(queries, k) if queries else []
+        needs_gold = retriever_caps(spec).needs_gold  # handed the relevant chunks of each query
+        if needs_gold and lvl != "chunk":
+            raise ConfigError(f"the {spec.strip()} retriever needs --level chunk")
+        ret = idx.retriever(spec, **retriever_options(spec, embedder=embedder, reranker=reranker))
+        if not queries:
+            hits = []
+        elif needs_gold:
+            relevant = [_gold_hits(idx, [i for i, x in gold[q].items() if x > 0][:k]) for q in queries]
+            hits = cast("GoldRetriever", ret).retrieve(queries, k, gold=relevant)
+        else:
+            hits = ret.retrieve(queries, k)
         run = {q: hits_to_ids(h, lvl) for q, h in zip(queries, hits, strict=True)}
         reports.append(
             evaluate_run(run, gold, k, retriever=ret.name, level=lvl, n_boot=n_boot, seed=seed, empty_queries=mode)
@@ -98,6 +104,13 @@ def evaluate_retrieval(
             },
         )
     return result
+
+
+def _gold_hits(index: Index, chunk_ids: Sequence[str]) -> list[Hit]:
+    """The relevant chunks as hits (score 1.0, in qrels order): what a ``needs_gold`` retriever is handed (the
+    first k of each query; a chunk id not in the index is a DataError)."""
+    chunks = [index.chunk(cid) for cid in chunk_ids]
+    return [Hit(c.id, c.doc_id, 1.0, rank, c.text, c.source) for rank, c in enumerate(chunks, start=1)]
 
 
 __all__ = ["RetrievalEvaluation", "evaluate_retrieval"]

@@ -3,6 +3,8 @@
 
 Factories are registered under kind ``retriever`` with the CLI names; each takes the
 loaded :class:`~ragrade.retrieval.index.Index` as ``index=`` plus its own options.
+``closed`` and ``oracle`` declare that they search no index (``index=None`` in a pipeline), their fixed k,
+and (the oracle) that they are handed the gold passages: see :func:`~ragrade.retrieval.base.register_retriever`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 from ragrade.errors import BackendError, ConfigError, DataError
 from ragrade.io import JSONObject
 from ragrade.registry import register
-from ragrade.retrieval.base import Hit, Retriever
+from ragrade.retrieval.base import Hit, Retriever, register_retriever
 
 if TYPE_CHECKING:
     from ragrade.retrieval.index import Index
@@ -271,7 +273,7 @@ def load_cross_encoder(model: str) -> Any:
 
 
 class ClosedRetriever:
-    """Closed book: never returns a passage (the lower bound of an exam)."""
+    """Closed book: never returns a passage (the lower bound of an exam); needs no index, its k is fixed at 0."""
 
     name = "closed"
 
@@ -279,8 +281,8 @@ class ClosedRetriever:
         self.index = index
 
     def retrieve(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """An empty hit list per query."""
-        check_queries(queries, k)
+        """An empty hit list per query (``k`` may be 0, the closed book's fixed k)."""
+        check_queries(queries, 1 if k == 0 and not isinstance(k, bool) else k)
         return [[] for _ in queries]
 
     def describe(self) -> JSONObject:
@@ -291,18 +293,20 @@ class ClosedRetriever:
 class OracleRetriever:
     """Returns the gold chunks of each query first (the upper bound of an exam).
 
-    ``gold`` maps a query text to its relevant chunk ids (in order); it can also
-    be given per call. A query without gold is an error, never an empty result.
+    ``gold`` maps a query text to its relevant chunk ids (in order); it can also be given per call, per query
+    as chunk ids (looked up in the index) or as the gold passages themselves (:class:`Hit`, no index needed:
+    how a pipeline hands over each question's source passage). A query without gold is an error, never an
+    empty result.
     """
 
     name = "oracle"
 
-    def __init__(self, index: Index, gold: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(self, index: Index | None = None, gold: Mapping[str, Sequence[str]] | None = None) -> None:
         self.index = index
         self.gold = {q: list(ids) for q, ids in (gold or {}).items()}
 
     def retrieve(
-        self, queries: Sequence[str], k: int, *, gold: Sequence[Sequence[str]] | None = None
+        self, queries: Sequence[str], k: int, *, gold: Sequence[Sequence[str | Hit]] | None = None
     ) -> list[list[Hit]]:
         """The gold chunks (at most ``k``) of each query with score 1.0."""
         check_queries(queries, k)
@@ -313,8 +317,23 @@ class OracleRetriever:
             ids = list(gold[i]) if gold is not None else self.gold.get(q)
             if ids is None:
                 raise DataError(f"oracle: no gold chunk ids for query '{q[:80]}'")
-            pairs = [(self.index.position(cid), 1.0) for cid in list(dict.fromkeys(ids))[:k]]
-            out.append(to_hits(self.index, pairs))
+            out.append(self._hits(ids, k))
+        return out
+
+    def _hits(self, gold: Sequence[str | Hit], k: int) -> list[Hit]:
+        """The first ``k`` distinct gold chunks, ranked from 1 with score 1.0."""
+        first: dict[str, str | Hit] = {}
+        for g in gold:
+            first.setdefault(g.chunk_id if isinstance(g, Hit) else g, g)
+        out: list[Hit] = []
+        for rank, g in enumerate(list(first.values())[:k], start=1):
+            if isinstance(g, Hit):
+                out.append(Hit(g.chunk_id, g.doc_id, 1.0, rank, g.text, g.source))
+            elif self.index is None:
+                raise ConfigError("oracle: gold chunk ids need an index (or pass the gold passages)")
+            else:
+                ch = self.index.chunks[self.index.position(g)]
+                out.append(Hit(ch.id, ch.doc_id, 1.0, rank, ch.text, ch.source))
         return out
 
     def describe(self) -> JSONObject:
@@ -347,13 +366,15 @@ def _rerank(index: Index, base: object = "hybrid", **kw: Any) -> RerankRetriever
     return RerankRetriever(index, base, **ce_kw)
 
 
-@register("retriever", "closed")
+@register_retriever("closed", needs_index=False, fixed_k=0)
 def _closed(index: Index | None = None, **_: object) -> ClosedRetriever:
     return ClosedRetriever(index)
 
 
-@register("retriever", "oracle")
-def _oracle(index: Index, gold: Mapping[str, Sequence[str]] | None = None, **_: object) -> OracleRetriever:
+@register_retriever("oracle", needs_index=False, fixed_k=1, needs_gold=True)
+def _oracle(
+    index: Index | None = None, gold: Mapping[str, Sequence[str]] | None = None, **_: object
+) -> OracleRetriever:
     return OracleRetriever(index, gold)
 
 

@@ -115,7 +115,7 @@ def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> Row:
         "ll_per_char": None,
         "retrieved": list(ctx.chunk_ids),
         "retrieved_docs": list(ctx.doc_ids),
-        "gold_doc_retrieved": (q.doc_id in ctx.doc_ids) if spec.retriever != "closed" else None,
+        "gold_doc_retrieved": (q.doc_id in ctx.doc_ids) if spec.retrieves else None,
         "output": None,
         "parse_failed": False,
         "error": ctx.error,
@@ -375,7 +375,7 @@ async def _answer_questions(
     pending = _apply_external(rows, qs, ctxs) if spec.is_external else list(range(len(qs)))
     if not pending:
         return rows
-    if spec.llm in ("none", "-"):
+    if not spec.has_llm:
         for i in pending:
             if rows[i]["error"] is None:
                 rows[i]["error"] = "the external system gave no answer and the pipeline has no LLM"

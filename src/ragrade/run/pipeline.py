@@ -5,8 +5,9 @@ A worker receives a JSON *context* (file paths and settings, see
 once per process: :func:`resources_for` caches one :class:`Resources` per
 context (:func:`cached_resources` does the same for a subclass, e.g. the QA
 worker's). :meth:`Resources.contexts` fetches the passages of a batch of
-questions for one pipeline (closed book, oracle, an index retriever or an
-external system), retrieval batched.
+questions for one pipeline (a retriever registered to search no index, such
+as closed book and the oracle; an index retriever; an external system),
+retrieval batched.
 
 The questions are the exam named by ``context["exam"]`` unless the caller
 passes its own (free-text QA passes its items in exam form).
@@ -116,12 +117,17 @@ class Resources:
             return self._indexes[label]
 
     def retriever(self, chunker: str, spec: str) -> Retriever:
-        """The retriever ``spec`` over index ``chunker``."""
+        """The retriever ``spec`` over index ``chunker`` (over none for one registered with ``needs_index=False``)."""
         key = (chunker, spec)
         if key not in self._retrievers:
-            from ragrade.retrieval.base import Retriever
+            from ragrade.registry import create
+            from ragrade.retrieval.base import RETRIEVER_KIND, Retriever, retriever_caps
 
-            made = self.index(chunker).retriever(spec, **self.context.get("retriever_options", {}))
+            options = self.context.get("retriever_options", {})
+            if retriever_caps(spec).needs_index:
+                made = self.index(chunker).retriever(spec, **options)
+            else:
+                made = create(RETRIEVER_KIND, spec, index=None, **options)
             if not isinstance(made, Retriever):  # a plugin that is no Retriever (name, retrieve, describe)
                 raise ConfigError(f"retriever '{spec}' does not implement ragrade.retrieval.base.Retriever")
             self._retrievers[key] = made
@@ -173,7 +179,7 @@ class Resources:
         what the driver computed before dispatch (:mod:`ragrade.run.shared`). ``RAGRADE_SHARE_RETRIEVAL=0``
         retrieves per pipeline.
         """
-        if spec.retriever in ("closed", "oracle") or spec.is_external:
+        if not spec.needs_index:  # closed book, the oracle, an external system: nothing to share
             return await self._retrieve(spec, questions)
         from ragrade.retrieval.query_memo import shared_call, sharing_enabled
         from ragrade.run.shared import batch_key, load_shared
@@ -188,10 +194,6 @@ class Resources:
         return [replace(c) for c in got]
 
     async def _retrieve(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
-        if spec.retriever == "closed":
-            return [Contexts() for _ in questions]
-        if spec.retriever == "oracle":
-            return [self._oracle(q) for q in questions]
         if spec.is_external:
             system = self.external(spec.retriever[len(EXTERNAL_PREFIX) :])
             results = await system.aquery(questions, spec.k)
@@ -205,6 +207,8 @@ class Resources:
                 )
                 for r in results
             ]
+        if not spec.needs_index:
+            return self._index_free(spec, questions)
         if spec.transformed:
             return await self._transformed(spec, questions)
         retriever = self.retriever(spec.chunker, spec.retriever)
@@ -250,10 +254,46 @@ class Resources:
             for r in results
         ]
 
-    def _oracle(self, q: Question) -> Contexts:
-        if q.context:
-            return Contexts(passages=[q.context], chunk_ids=[q.chunk_id], doc_ids=[q.doc_id])
-        return Contexts(error="the question has no source context for the oracle")
+    def _index_free(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        """Passages from a retriever that searches no index (closed book, the oracle, a plugin's), as it returns them.
+
+        One registered with ``needs_gold`` is handed each question's source passage (chunk id, doc id, text); a
+        question without one gets an error row and is not asked.
+        """
+        from ragrade.retrieval.base import Hit, retriever_caps
+
+        needs_gold = retriever_caps(spec.retriever).needs_gold
+        asked = [i for i, q in enumerate(questions) if q.context or not needs_gold]
+        qs = [questions[i] for i in asked]
+        gold = [[Hit(q.chunk_id, q.doc_id, 1.0, 1, q.context)] for q in qs] if needs_gold else None
+        got = dict(zip(asked, self._ask_index_free(spec, qs, gold) if qs else [], strict=True))
+        missing = Contexts(error=f"the question has no source context for the {spec.retriever}")
+        return [got.get(i, replace(missing)) for i in range(len(questions))]
+
+    def _ask_index_free(
+        self, spec: PipelineSpec, questions: Sequence[Question], gold: list[list[Hit]] | None
+    ) -> list[Contexts]:
+        from ragrade.retrieval.base import GoldRetriever
+
+        retriever = self.retriever(spec.chunker, spec.retriever)
+        queries = [q.question for q in questions]
+        try:
+            if gold is None:
+                hits = retriever.retrieve(queries, spec.k)
+            else:
+                hits = cast(GoldRetriever, retriever).retrieve(queries, spec.k, gold=gold)
+        except _FATAL:
+            raise
+        except Exception as exc:  # recorded on every row of the batch, never dropped
+            msg = f"retrieval failed: {type(exc).__name__}: {exc}"[:500]
+            return [Contexts(error=msg) for _ in questions]
+        if len(hits) != len(questions):
+            msg = f"retriever returned {len(hits)} hit lists for {len(questions)} queries"
+            return [Contexts(error=msg) for _ in questions]
+        return [
+            Contexts(passages=[h.text for h in hl], chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
+            for hl in hits
+        ]
 
 
 R = TypeVar("R", bound=Resources)

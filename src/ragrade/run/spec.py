@@ -26,11 +26,11 @@ from ragrade.config import build_config, describe_validation, load_toml
 from ragrade.errors import ConfigError
 from ragrade.llm.gguf import llm_label
 from ragrade.llm.options import LLMOptions
+from ragrade.retrieval.base import retriever_caps
 from ragrade.run.adaptive_config import AdaptiveConfig
 
 NO_INDEX = "none"
-# retrievers that need no index: closed book (no context) and oracle (the question's source chunk)
-INDEX_FREE = ("closed", "oracle")
+NO_LLM = ("none", "-")  # the llm of a pipeline without an LLM (its external system answers, or nothing does)
 EXTERNAL_PREFIX = "external:"
 NO_TRANSFORM = "none"  # the untransformed query / no post-processing (a real level of the query and post factors)
 NOT_APPLICABLE = "n/a"  # the query and post factors of pipelines that search no index (closed, oracle, external)
@@ -72,19 +72,32 @@ class PipelineSpec(BaseModel):
 
     @property
     def needs_index(self) -> bool:
-        """True when the retriever searches an index."""
-        return self.retriever not in INDEX_FREE and not self.is_external
+        """True when the retriever searches an index (not an external system, not one registered without)."""
+        return not self.is_external and retriever_caps(self.retriever).needs_index
+
+    @property
+    def retrieves(self) -> bool:
+        """False when the retriever never returns a passage (closed book), so "gold retrieved" does not apply."""
+        return self.is_external or retriever_caps(self.retriever).retrieves
+
+    @property
+    def has_llm(self) -> bool:
+        """False for a pipeline without an LLM (``llm`` is ``none`` or ``-``)."""
+        return self.llm not in NO_LLM
 
     def normalised(self) -> PipelineSpec:
-        """The same pipeline with factors that do not apply set to their canonical values."""
-        upd: dict[str, str | int] = {}
+        """The same pipeline with factors that do not apply set to their canonical values.
+
+        What applies comes from the retriever's registration (:func:`~ragrade.retrieval.base.retriever_caps`):
+        one that searches no index has no chunker, query transform or post-processing, and a fixed ``k`` is set.
+        """
         no_tx = {"query": NO_TRANSFORM, "post": NO_TRANSFORM}
-        if self.retriever == "closed":
-            upd = {"k": 0, "chunker": NO_INDEX, **no_tx}
-        elif self.retriever == "oracle":
-            upd = {"k": 1, "chunker": NO_INDEX, **no_tx}
-        elif self.is_external:
-            upd = {"chunker": NO_INDEX, **no_tx}
+        if self.is_external:
+            return self.model_copy(update={"chunker": NO_INDEX, **no_tx})
+        caps = retriever_caps(self.retriever)
+        upd: dict[str, str | int] = {} if caps.needs_index else {"chunker": NO_INDEX, **no_tx}
+        if caps.fixed_k is not None:
+            upd["k"] = caps.fixed_k
         elif self.k == 0:
             raise ConfigError(f"retriever '{self.retriever}' needs k >= 1")
         return self.model_copy(update=upd) if upd else self
@@ -429,9 +442,9 @@ def fingerprint(obj: object) -> str:
 __all__ = [
     "EXTERNAL_PREFIX",
     "GRID_AXES",
-    "INDEX_FREE",
     "NOT_APPLICABLE",
     "NO_INDEX",
+    "NO_LLM",
     "NO_TRANSFORM",
     "AnswerConfig",
     "GridConfig",

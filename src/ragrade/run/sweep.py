@@ -329,7 +329,7 @@ def _components(context: WorkerContext, specs: Sequence[PipelineSpec], local: bo
         if spec.is_external:
             name = spec.retriever[len(EXTERNAL_PREFIX) :]
             out.setdefault(f"external:{name}", {"target": context["external"].get(name)})
-        if spec.llm not in ("none", "-") and f"llm:{spec.llm}" not in out:
+        if spec.has_llm and f"llm:{spec.llm}" not in out:
             out[f"llm:{spec.llm}"] = (
                 _describe(res.llm, spec.llm) if res else {"spec": spec.llm, "options": context["llm_options"]}
             )
@@ -351,12 +351,12 @@ def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
     """
     for spec in specs:
         res.template(spec.prompt)
-        if spec.llm not in ("none", "-"):
+        if spec.has_llm:
             res.llm(spec.llm)
-        if spec.needs_index:
+        if not spec.is_external:  # one registered to need no index is built over none
             res.retriever(spec.chunker, spec.retriever)
-            if spec.transformed:  # query transform and post chain with their option values
-                res.retrieval(spec)
+        if spec.needs_index and spec.transformed:  # query transform and post chain with their option values
+            res.retrieval(spec)
         if spec.is_external:
             res.external(spec.retriever[len(EXTERNAL_PREFIX) :])
 
@@ -374,7 +374,7 @@ def fill_in_process(
     """
     if not isinstance(exe, LocalExecutor) or "parallel_shards" in cfg.model_fields_set:
         return
-    wanted = [int(getattr(res.llm(s.llm), "requests_in_flight", 0) or 0) for s in specs if s.llm not in ("none", "-")]
+    wanted = [int(getattr(res.llm(s.llm), "requests_in_flight", 0) or 0) for s in specs if s.has_llm]
     if wanted and max(wanted) > 0:
         exe.parallel = max(exe.parallel, -(-max(wanted) // max(1, min(cfg.shard_size, n_items))))
 

@@ -51,7 +51,7 @@ def _warmable(spec: PipelineSpec) -> bool:
     """
     from ragrade.retrieval.transforms import POST_KIND, QUERY_KIND, needs_llm, parse_post
 
-    if spec.is_external or spec.llm.startswith("replay/") or spec.llm in ("none", "-"):
+    if spec.is_external or spec.llm.startswith("replay/") or not spec.has_llm:
         return False
     if not spec.needs_index:
         return True
