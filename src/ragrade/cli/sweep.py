@@ -116,17 +116,59 @@ def take(
             exam, out, config=cfg, overwrite=overwrite, progress=shown.advance, config_files=files, check=False
         )
     _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
-    _offline_exam_note(exam)
+    _offline_exam_note(exam, result.summary)
     check_grid_failures(result.responses, max_failed)
 
 
-def _offline_exam_note(exam: Path) -> None:
-    """The offline-exam note (stderr) when the exam's header says the offline cloze generator wrote it."""
+def _offline_exam_note(exam: Path, summary: pd.DataFrame | None = None) -> None:
+    """The offline-exam note (stderr) when the exam's header says the offline cloze generator wrote it, and the
+    too-easy warning when a retrieval pipeline answers nearly everything (:func:`easy_exam_warning`)."""
     from ragrade.cli.exam import offline_exam_note
     from ragrade.exam.files import read_exam
+    from ragrade.exam.offline import is_offline_exam
 
     header, _ = read_exam(exam)
     offline_exam_note(header.meta if header else None)
+    warning = None if summary is None else easy_exam_warning(summary, bool(header and is_offline_exam(header.meta)))
+    if warning:
+        typer.echo(f"ragrade: warning: {warning}", err=True)
+
+
+EASY_EXAM_ACCURACY = 0.95  # a retrieval pipeline at least this accurate (and not below the oracle): too easy
+
+
+def easy_exam_warning(summary: pd.DataFrame, offline: bool) -> str | None:
+    """One line when a retrieval pipeline (not the oracle, not closed book) scores at least
+    :data:`EASY_EXAM_ACCURACY` and at least the oracle's accuracy (the best oracle's; the threshold alone
+    when the grid has no oracle): such an exam cannot rank retrievers. None otherwise."""
+    from ragrade.retrieval.base import retriever_caps
+
+    if summary.empty or not {"pipeline", "retriever", "accuracy"} <= set(summary.columns):
+        return None
+    rows = [r for r in summary.to_dict(orient="records") if r["accuracy"] == r["accuracy"]]  # NaN: none answered
+    caps = {str(r["retriever"]): retriever_caps(str(r["retriever"])) for r in rows}
+    oracle = [float(r["accuracy"]) for r in rows if caps[str(r["retriever"])].needs_gold]
+    bar = max([EASY_EXAM_ACCURACY, *oracle])
+    easy = [
+        r
+        for r in rows
+        if caps[str(r["retriever"])].retrieves and not caps[str(r["retriever"])].needs_gold and r["accuracy"] >= bar
+    ]
+    if not easy:
+        return None
+    best = max(easy, key=lambda r: float(r["accuracy"]))
+    than = f" (the oracle {max(oracle):.1%})" if oracle else ""
+    why = (
+        "its offline cloze questions copy their source sentence, so matching words finds the answer; write the "
+        "exam with an LLM (`ragrade exam generate INDEX --llm openai/MODEL`) or quote less of the source "
+        '(`stem_window = 6`, `stem_subject = "topic"` in the [exam] table)'
+        if offline
+        else "its questions restate their source passages closely; ask questions that paraphrase them"
+    )
+    return (
+        f"the exam is too easy to rank retrievers: {best['pipeline']} answers {float(best['accuracy']):.1%}"
+        f"{than}; {why}"
+    )
 
 
 def _print_summary(summary: pd.DataFrame, as_json: bool, run_dir: Path, added: int) -> None:

@@ -124,6 +124,9 @@ def format_analytics(stats: Mapping[str, Any], funnel: Mapping[str, Any] | None 
                 + (f"  [{reasons}]" if reasons else "")
                 + thr_s
             )
+        if funnel.get("stem_rules"):
+            rules = ", ".join(f"{k} {v}" for k, v in funnel["stem_rules"].items())
+            lines.append(f"  offline stem rules set aside these candidate blanks (another blank was tried): {rules}")
         if funnel.get("shortfall"):
             lines.append(f"  shortfall: {funnel['shortfall']} fewer questions than requested")
     return "\n".join(lines)

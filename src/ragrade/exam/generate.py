@@ -384,7 +384,15 @@ def _funnel_extra(
         "shortfall": max(0, cfg.n - n_questions),
         "absurd": cfg.absurd,
         **_format_counts(gen.raws),
+        **_stem_rule_counts(writer),
     }
+
+
+def _stem_rule_counts(writer: QuestionWriter) -> JSONObject:
+    """``{"stem_rules": {rule: blanks}}``: the candidate blanks the offline stem rules set aside; ``{}`` else."""
+    if not isinstance(writer, ClozeWriter):
+        return {}
+    return {"stem_rules": writer.generator.set_aside_counts()}
 
 
 def _format_counts(raws: Sequence[Raw]) -> JSONObject:

@@ -15,6 +15,15 @@ verbatim. ``stem_window`` keeps only that many words on each side of the blank
 (cut sides marked ``...``) and ``stem_subject`` names the topic (or nothing)
 instead, so a retriever has to find the passage from a partial, less specific
 cue. Nothing inside a URL or e-mail address is asked about.
+
+Stem rules (documentation corpora): a blank is set aside, with a reason counted in the exam funnel, when its
+sentence cannot stand on its own or its answer is not a fact. ``boilerplate``: the sentence occurs (case,
+punctuation and markup aside) on at least :data:`BOILERPLATE_DOCS` documents of the distractor pool (the
+corpus, or a sample of it), an admonition or a footer; ``ends_with_colon``: it introduces a code block or a
+list the stem does not show; ``refers_to_example``: it points at an example, a listing or "the following"
+without including it; ``issue_reference``: the answer is an issue or pull-request number (``#1234``,
+``org/repo#1234``, ``issue 1234``, ``gh-1234``) or a bare bracketed reference number; ``link_or_path``: the
+answer is part of a URL, a domain, a file path or a linked page name.
 """
 
 from __future__ import annotations
@@ -32,6 +41,11 @@ from ragrade.corpus.types import Chunk
 from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
 from ragrade.exam.text import derived_seed, normalise_choice, prose_mask, split_sentences, words
+
+#: a sentence on at least this many documents of the corpus is template boilerplate (an admonition, a footer)
+BOILERPLATE_DOCS = 3
+#: why a candidate blank is set aside by the stem rules, in the order they are checked
+STEM_RULES = ("boilerplate", "ends_with_colon", "refers_to_example", "issue_reference", "link_or_path")
 
 BLANK = "____"
 NAME = "offline/cloze"
@@ -107,6 +121,61 @@ _CONNECTORS = {"of", "de", "for", "and", "&", "von", "van", "du", "la"}
 _URL = re.compile(r"\b(?:https?|ftp|file)://\S+|\bwww\.\S+|[\w.+-]+@[\w-]+\.[\w.-]+")  # never asked about
 _POSSESSIVE = re.compile(r"['’]s?$")  # "Message's", "Subject'": not a name on its own
 _NOUN = {"date": "date", "number": "number", "name": "name", "code": "identifier"}
+
+# a phrase pointing at something shown before or after the sentence (a code example, a list, a table)
+_REFERS = re.compile(
+    r"\b(?:the\s+following|as\s+follows|"
+    r"(?:shown|seen|given|listed|illustrated|demonstrated|see)\s+(?:below|above|here)|"
+    r"(?:example|snippet|code|command|output|listing|sample|configuration)\s+(?:below|above)|"
+    r"(?:this|these|the\s+(?:above|previous|preceding|next|following))\s+"
+    r"(?:examples?|snippets?|code\s+(?:blocks?|samples?|examples?)|listings?|samples?)|"
+    r"here\s+is|here['’]s|like\s+(?:this|so)\b)",
+    re.IGNORECASE,
+)
+# the word before an issue or pull-request number ("issue 12", "PR #34", "org/repo#56", "(#78)")
+_ISSUE_BEFORE = re.compile(r"(?:#|\b(?:issues?|bugs?|tickets?|prs?|pull\s+requests?|pulls?|gh|bpo)[\s#:]*)$", re.I)
+_ISSUE_TERM = re.compile(r"(?:#|gh-|bpo-|(?:issue|pr)\s*#?\s*)\d+", re.IGNORECASE)
+_PAGE_FILE = re.compile(r"\.(?:md|rst|html?|txt|ipynb|pdf|com|org|net|io|dev|edu|gov)$", re.IGNORECASE)
+
+
+def sentence_key(sentence: str) -> str:
+    """A sentence's comparison key for boilerplate: its lower-case words (punctuation and markup aside)."""
+    return " ".join(words(sentence))
+
+
+def _sentence_rule(sentence: str) -> str | None:
+    """Why ``sentence`` cannot stand on its own as a stem (a :data:`STEM_RULES` name), or None."""
+    if sentence.rstrip(" \t*_`)]").endswith(":"):
+        return "ends_with_colon"
+    for m in _REFERS.finditer(sentence):
+        colon = sentence.find(":", m.end())
+        if colon < 0 or len(words(sentence[colon + 1 :])) < 2:  # "... the following: a, b and c" shows it
+            return "refers_to_example"
+    return None
+
+
+def _answer_rule(text: str, t: KeyTerm) -> str | None:
+    """Why ``t`` is no fact to ask about: an issue/PR number or a URL, domain or path fragment; else None."""
+    s0, s1 = t.sentence
+    before = text[max(s0, t.start - 20) : t.start]
+    after = text[t.end : min(s1, t.end + 2)]
+    if t.fmt == "backtick":  # the code span's own delimiters
+        before, after = before.rstrip("`"), after.lstrip("`")
+    if _ISSUE_TERM.fullmatch(t.text):
+        return "issue_reference"
+    if t.kind == "number" and re.fullmatch(r"\d+", t.text):
+        if _ISSUE_BEFORE.search(before):
+            return "issue_reference"
+        # "(1234)", "[12]": a changelog's issue number (a reST :issue: role) or a citation
+        if (before.endswith("[") and after.startswith("]")) or (
+            len(t.text) >= 3 and before.endswith("(") and after.startswith(")")
+        ):
+            return "issue_reference"
+    if re.search(r"[/\\]", t.text) or _PAGE_FILE.search(t.text):
+        return "link_or_path"
+    if before[-1:] in ("/", "\\", "#", "@") or after[:1] in ("/", "\\", "@") or re.match(r"#\w", after):
+        return "link_or_path"
+    return None
 
 
 @dataclass(frozen=True)
@@ -318,6 +387,18 @@ def _window(text: str, t: KeyTerm, width: int = 6) -> frozenset[str]:
     return frozenset(before + after)
 
 
+def boilerplate_sentences(chunks: Iterable[Chunk], min_docs: int = BOILERPLATE_DOCS) -> frozenset[str]:
+    """Keys (:func:`sentence_key`) of the prose sentences found on at least ``min_docs`` documents."""
+    docs: dict[str, set[str]] = defaultdict(set)
+    for c in chunks:
+        text = prose_mask(c.text, in_code=bool(c.metadata.get("fence_open")))
+        for a, b in split_sentences(text):
+            key = sentence_key(c.text[a:b])
+            if key.count(" ") >= 3 and len(seen := docs[key]) < min_docs:
+                seen.add(c.doc_id)
+    return frozenset(k for k, seen in docs.items() if len(seen) >= min_docs)
+
+
 class _CaseStats:
     """How often each word is written capitalised vs lower-case in a corpus (a truecasing cue)."""
 
@@ -364,9 +445,13 @@ class ClozeGenerator:
         self._index = {c.id: i for i, c in enumerate(self.chunks)}
         self._case = _CaseStats(c.text for c in self.chunks)
         self.terms: list[list[KeyTerm]] = [self._extract(c) for c in self.chunks]
+        self.boilerplate = boilerplate_sentences(self.chunks)  # the pool: the whole corpus, or a sample of it
+        self.set_aside: dict[str, Counter[str]] = {}  # chunk id -> stem rule -> candidate blanks set aside
         pool: dict[str, dict[str, _PoolEntry]] = defaultdict(dict)
         for ci, (chunk, terms) in enumerate(zip(self.chunks, self.terms, strict=True)):
             for t in terms:
+                if _answer_rule(chunk.text, t) is not None:
+                    continue  # an issue number or a path is no plausible distractor either
                 key = _numeric_key(t.text) if t.kind == "number" else normalise_choice(t.text)
                 pool[t.kind].setdefault(key, _PoolEntry(t.text, t.kind, t.fmt, ci, _window(chunk.text, t)))
         self.pool = {k: list(v.values()) for k, v in pool.items()}
@@ -386,6 +471,20 @@ class ClozeGenerator:
             raise ConfigError(f"stem_subject must be one of {', '.join(SUBJECTS)}, got '{subject}'")
         self.stem_window = window
         self.stem_subject = subject
+
+    def stem_rule(self, text: str, t: KeyTerm) -> str | None:
+        """Why the blank ``t`` of ``text`` is set aside (a :data:`STEM_RULES` name), or None when it may be asked."""
+        sentence = text[t.sentence[0] : t.sentence[1]]
+        if sentence_key(sentence) in self.boilerplate:
+            return "boilerplate"
+        return _sentence_rule(sentence) or _answer_rule(text, t)
+
+    def set_aside_counts(self) -> dict[str, int]:
+        """Candidate blanks set aside per stem rule, over the chunks asked about so far."""
+        total: Counter[str] = Counter()
+        for counts in self.set_aside.values():
+            total.update(counts)
+        return {r: total[r] for r in STEM_RULES if total[r]}
 
     def _vecs(self) -> np.ndarray:
         if self._chunk_vecs is None:
@@ -415,8 +514,21 @@ class ClozeGenerator:
         rng = random.Random(derived_seed(self.seed, "cloze", chunk.id))
         subject = subject_of(chunk, self.topic_field, prefer=self.stem_subject)
         terms = self.terms[self._index[chunk.id]] if chunk.id in self._index else self._extract(chunk)
-        order = [(s, t) for t in terms if (s := _term_score(chunk.text, t, subject)) > 0]
+        order: list[tuple[float, KeyTerm]] = []
+        set_aside: Counter[str] = Counter()
+        for t in terms:
+            if (s := _term_score(chunk.text, t, subject)) <= 0:
+                continue
+            if why := self.stem_rule(chunk.text, t):
+                set_aside[why] += 1
+            else:
+                order.append((s, t))
+        self.set_aside[chunk.id] = set_aside
         if not order:
+            if set_aside:  # every usable blank broke a stem rule: the most frequent one is the reason
+                why = max(STEM_RULES, key=lambda r: (set_aside[r], -STEM_RULES.index(r)))
+                detail = ", ".join(f"{r} {n}" for r, n in sorted(set_aside.items()))
+                return {"failure": why, "detail": f"every candidate blank was set aside ({detail})"}
             return {"failure": "no_key_term"}
         while order:
             pick = rng.choices(range(len(order)), weights=[s * s for s, _ in order], k=1)[0]
@@ -441,7 +553,7 @@ class ClozeGenerator:
         out: list[dict[str, Any]] = []
         for p in plans:
             if "failure" in p:
-                out.append({"failure": p["failure"]})
+                out.append({k: p[k] for k in ("failure", "detail") if k in p})
                 continue
             chosen, t = p["chosen"], p["term"]
             if len(chosen) < 3:
@@ -558,14 +670,18 @@ class ClozeGenerator:
 
 __all__ = [
     "BLANK",
+    "BOILERPLATE_DOCS",
     "KINDS",
     "NAME",
     "OFFLINE_EXAM_NOTE",
+    "STEM_RULES",
     "SUBJECTS",
     "ClozeGenerator",
     "KeyTerm",
+    "boilerplate_sentences",
     "extract_terms",
     "is_offline_exam",
+    "sentence_key",
     "stem_context",
     "subject_of",
 ]

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from ragrade.corpus.types import Chunk
 from ragrade.exam.config import ExamConfig
-from ragrade.exam.offline import ClozeGenerator, subject_of
+from ragrade.exam.offline import STEM_RULES, ClozeGenerator, subject_of
 from ragrade.exam.parse import ParsedQuestion, check_question_text, parse_question, validate
 from ragrade.exam.prompts import QUESTION_SCHEMA, SYSTEM_PROMPT, USER_PROMPT, load_template, render
 from ragrade.exam.text import derived_seed, stable_hash
@@ -19,8 +19,9 @@ from ragrade.progress import counting_requests, note_failed
 from ragrade.registry import register
 
 #: reasons a chunk yields no candidate at all (stage "generation"): ``llm_error`` is a failed request (missing,
-#: asked again by a rerun), ``refused`` a reply declining the task (an answer, not a parse failure)
-GENERATION_REASONS = ("llm_error", "refused", "no_key_term", "no_distractors")
+#: asked again by a rerun), ``refused`` a reply declining the task (an answer, not a parse failure); offline, a
+#: stem rule (:data:`~ragrade.exam.offline.STEM_RULES`) when it set aside every usable blank of the chunk
+GENERATION_REASONS = ("llm_error", "refused", "no_key_term", "no_distractors", *STEM_RULES)
 
 _REFUSAL = re.compile(
     r"^\W*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i can(?:no|'|’)t|i am unable|i'?m unable|"
@@ -189,7 +190,8 @@ class ClozeWriter:
             batch = chunks[b : b + step]
             for chunk, raw in zip(batch, self.generator.generate_many(batch), strict=True):
                 if "failure" in raw:
-                    out.append(Raw(chunk, stage="generation", reason=raw["failure"], generator={"name": self.name}))
+                    why, detail = raw["failure"], raw.get("detail", "")
+                    out.append(Raw(chunk, stage="generation", reason=why, detail=detail, generator={"name": self.name}))
                     continue
                 res = validate(raw["question"], list(raw["choices"]), raw["answer"], "cloze")
                 if isinstance(res, ParsedQuestion):
