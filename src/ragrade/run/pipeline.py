@@ -19,7 +19,7 @@ import hashlib
 import json
 import random
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -211,9 +211,27 @@ class Resources:
             return self._index_free(spec, questions)
         if spec.transformed:
             return await self._transformed(spec, questions)
+        return self._ask(spec, questions, None, lambda hl: self.shown(spec, hl))
+
+    def _ask(
+        self,
+        spec: PipelineSpec,
+        questions: Sequence[Question],
+        gold: list[list[Hit]] | None,
+        passages: Callable[[Sequence[Hit]], list[str]],
+    ) -> list[Contexts]:
+        """The pipeline's retriever asked for ``questions`` (with each one's ``gold`` hits, for a retriever that
+        takes them); ``passages`` renders a hit list. A failure, or a wrong number of hit lists, is an error on
+        every row of the batch, never a dropped row."""
+        from ragrade.retrieval.base import GoldRetriever
+
         retriever = self.retriever(spec.chunker, spec.retriever)
+        queries = [q.question for q in questions]
         try:
-            hits = retriever.retrieve([q.question for q in questions], spec.k)
+            if gold is None:
+                hits = retriever.retrieve(queries, spec.k)
+            else:
+                hits = cast(GoldRetriever, retriever).retrieve(queries, spec.k, gold=gold)
         except _FATAL:
             raise
         except Exception as exc:  # recorded on every row of the batch, never dropped
@@ -223,7 +241,7 @@ class Resources:
             msg = f"retriever returned {len(hits)} hit lists for {len(questions)} queries"
             return [Contexts(error=msg) for _ in questions]
         return [
-            Contexts(passages=self.shown(spec, hl), chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
+            Contexts(passages=passages(hl), chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
             for hl in hits
         ]
 
@@ -266,34 +284,9 @@ class Resources:
         asked = [i for i, q in enumerate(questions) if q.context or not needs_gold]
         qs = [questions[i] for i in asked]
         gold = [[Hit(q.chunk_id, q.doc_id, 1.0, 1, q.context)] for q in qs] if needs_gold else None
-        got = dict(zip(asked, self._ask_index_free(spec, qs, gold) if qs else [], strict=True))
+        got = dict(zip(asked, self._ask(spec, qs, gold, lambda hl: [h.text for h in hl]) if qs else [], strict=True))
         missing = Contexts(error=f"the question has no source context for the {spec.retriever}")
         return [got.get(i, replace(missing)) for i in range(len(questions))]
-
-    def _ask_index_free(
-        self, spec: PipelineSpec, questions: Sequence[Question], gold: list[list[Hit]] | None
-    ) -> list[Contexts]:
-        from ragrade.retrieval.base import GoldRetriever
-
-        retriever = self.retriever(spec.chunker, spec.retriever)
-        queries = [q.question for q in questions]
-        try:
-            if gold is None:
-                hits = retriever.retrieve(queries, spec.k)
-            else:
-                hits = cast(GoldRetriever, retriever).retrieve(queries, spec.k, gold=gold)
-        except _FATAL:
-            raise
-        except Exception as exc:  # recorded on every row of the batch, never dropped
-            msg = f"retrieval failed: {type(exc).__name__}: {exc}"[:500]
-            return [Contexts(error=msg) for _ in questions]
-        if len(hits) != len(questions):
-            msg = f"retriever returned {len(hits)} hit lists for {len(questions)} queries"
-            return [Contexts(error=msg) for _ in questions]
-        return [
-            Contexts(passages=[h.text for h in hl], chunk_ids=[h.chunk_id for h in hl], doc_ids=[h.doc_id for h in hl])
-            for hl in hits
-        ]
 
 
 R = TypeVar("R", bound=Resources)
