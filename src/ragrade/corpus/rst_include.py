@@ -235,6 +235,15 @@ class _FileDirective(Directive):  # type: ignore[misc]  # docutils is untyped
     required_arguments = 1
     final_argument_whitespace = True
 
+    def read(self) -> tuple[Path, tuple[Path, ...], list[str]] | None:
+        """The file named, the chain of files including the directive and the lines its options keep; None when
+        the file is missing or a cut matches nothing (warned)."""
+        found = self.found()
+        lines = self.lines(found[0], found[2]) if found else None
+        if found is None or lines is None:
+            return None
+        return found[0], found[1], lines
+
     def found(self) -> tuple[Path, tuple[Path, ...], str] | None:
         """The file named, the chain of files including the directive and the file's text; None: warned."""
         ctx = _context(self)
@@ -269,11 +278,10 @@ class _Include(_FileDirective):
     option_spec = _options("literal", "code", "parser", "start-line", "end-line", "start-after", "end-before")
 
     def run(self) -> list[Any]:
-        found = self.found()
-        lines = self.lines(found[0], found[2]) if found else None
-        if found is None or lines is None:
+        got = self.read()
+        if got is None:
             return []
-        path, chain, _ = found
+        path, chain, lines = got
         text = "\n".join(lines)
         if "literal" in self.options or "code" in self.options:
             return [_code(text, str(self.options.get("code") or ""))]
@@ -292,17 +300,17 @@ class _LiteralInclude(_FileDirective):
     option_spec = _options("language", "lines", "start-after", "end-before", "caption", "dedent", "pyobject")
 
     def run(self) -> list[Any]:
-        found = self.found()
-        lines = self.lines(found[0], found[2]) if found else None
-        if found is None or lines is None:
+        got = self.read()
+        if got is None:
             return []
+        path, _, lines = got
         if self.options.get("prepend"):
             lines = [str(self.options["prepend"]), *lines]
         if self.options.get("append"):
             lines = [*lines, str(self.options["append"])]
         out: list[Any] = []
         if "caption" in self.options:
-            caption = str(self.options["caption"] or "").strip() or found[0].name
+            caption = str(self.options["caption"] or "").strip() or path.name
             out.append(nodes.paragraph(caption, caption))
         out.append(_code("\n".join(lines), str(self.options.get("language") or "")))
         return out
