@@ -181,6 +181,56 @@ def test_a_row_that_never_fits_fails_its_requests_only(tiny: str) -> None:
     assert any(r.ok for r in out)  # shorter rows still ran
 
 
+def test_the_budget_grows_back_after_out_of_memory_but_never_past_what_failed(tiny: str) -> None:
+    from ragrade.llm.hf_tree import GROW_AFTER
+
+    reqs = _requests()
+    llm = _llm(tiny)
+    start = llm.tree.budget
+    longest = max(len(r) for r in _rows(llm, reqs))
+    scorer = _with_oom_scorer(llm, limit=2 * longest)  # a shortage: the first big pass does not fit
+    loglikelihood(llm, reqs)
+    assert scorer.stats.oom_splits >= 1
+    low, ceiling = scorer.budget, scorer._ceiling
+    assert ceiling is not None and low < start
+    scorer.limit = 1 << 30  # the shortage is over
+    for _ in range(4 * GROW_AFTER):
+        out = loglikelihood(llm, reqs[:1])  # one small pass per call: each counts towards growing back
+        assert out[0].ok
+    assert scorer.budget > low  # it grew back
+    assert scorer.budget <= min(start, int(0.9 * ceiling))  # but never to a size that ran out of memory
+
+
+class _FailingScorer(TreeScorer):
+    """Raises a device error (not out of memory) on any pass that holds request ``bad`` (as cuDNN's attention
+    did on some shapes)."""
+
+    bad = -1
+
+    def launch(self, rows: Any) -> Pass:
+        if any(self.bad in r.items for r in rows):
+            raise RuntimeError("Expected mha_graph.execute(...).is_good() to be true, but got false.")
+        return super().launch(rows)
+
+
+def test_a_failed_pass_makes_its_requests_missing_and_the_rest_go_on(tiny: str) -> None:
+    reqs = _requests()
+    expected = _alone(_llm(tiny), reqs)
+    llm = _llm(tiny, batch_tokens=1)  # one row per pass
+    scorer = _FailingScorer(llm.lm, llm._torch, llm.device, budget=1)
+    scorer.bad = 3
+    llm.tree = scorer
+    out = loglikelihood(llm, reqs)
+    assert len(out) == len(reqs)
+    failed = [i for i, r in enumerate(out) if not r.ok]
+    assert 3 in failed and len(failed) < len(reqs)  # the pass holding request 3, not the others
+    assert all("forward pass failed: RuntimeError: Expected mha_graph" in some(out[i].error) for i in failed)
+    assert scorer.stats.failed_passes >= 1
+    for i, r in enumerate(out):
+        if r.ok:
+            assert some(r.logprobs) == pytest.approx(expected[i], abs=1e-5)
+
+
 def _rows(llm: HFLLM, reqs: list[LoglikelihoodRequest]) -> list[Row]:
     from ragrade.llm.prefix_tree import plan_rows
 

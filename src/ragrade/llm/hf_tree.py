@@ -34,6 +34,9 @@ Scores = list[float] | str  # a request's scores, or the error that failed it
 #: rows of gathered logits given to one log_softmax call (torch's log_softmax, as a lone request's scoring and
 #: lm-evaluation-harness use: torch.logsumexp differs from it by up to ~1e-4 over a 262k vocabulary)
 LOGSOFTMAX_ROWS = 1024
+#: successful passes after an out-of-memory error before the token budget grows back (by half, never past 90%
+#: of the smallest pass that ran out of memory, nor past the budget it started with)
+GROW_AFTER = 8
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -70,6 +73,9 @@ class TreeScorer:
     ) -> None:
         self.lm, self.torch, self.device = lm, torch, device
         self.budget = max(1, budget)
+        self._start_budget = self.budget
+        self._ceiling: int | None = None  # padded positions of the smallest pass that ran out of memory
+        self._since_oom = 0
         self.row_cap = row_cap
         self.share = share
         self.stats = TreeStats()
@@ -103,9 +109,11 @@ class TreeScorer:
                 batch = pending.pop(0)
                 try:
                     queued = self.launch(batch)
+                    self._grow()
                 except Exception as exc:
                     if not is_oom(exc):
-                        raise
+                        self._fail(batch, exc, out)
+                        continue
                     self._empty_cache()
                     if flight is not None:  # finish what is in flight, then retry with the memory it held
                         self._deliver(flight, out)
@@ -123,6 +131,9 @@ class TreeScorer:
         """After out of memory on ``batch`` alone: halve the token budget and re-plan it (a lone row that does
         not fit fails its own requests)."""
         self.stats.oom_splits += 1
+        size = len(batch) * max(len(r) for r in batch)
+        self._ceiling = size if self._ceiling is None else min(self._ceiling, size)
+        self._since_oom = 0
         if len(batch) == 1:
             for i in batch[0].items:
                 out[i] = f"out of memory on one row of {len(batch[0])} token positions: {str(exc)[:200]}"
@@ -132,8 +143,36 @@ class TreeScorer:
         log.warning("hf: out of memory on %d rows x %d tokens; token budget now %d", len(batch), width, self.budget)
         return plan_batches(batch, self.budget)
 
+    def _grow(self) -> None:
+        """After :data:`GROW_AFTER` passes without running out of memory, let the budget grow back by half
+        (bounded by 90% of the smallest pass that did not fit): one transient shortage (another process, a
+        fragmented cache) must not keep every later batch small."""
+        self._since_oom += 1
+        if self._ceiling is None or self.budget >= self._start_budget or self._since_oom < GROW_AFTER:
+            return
+        grown = min(self._start_budget, self.budget + self.budget // 2, int(0.9 * self._ceiling))
+        if grown > self.budget:
+            self.budget, self._since_oom = grown, 0
+
+    def _fail(self, rows: Sequence[Row], exc: BaseException, out: list[Scores]) -> None:
+        """A pass that failed for a reason other than memory: its requests fail with the error (missing
+        data, counted by the caller; a rerun scores them again), the other passes go on."""
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        self.stats.failed_passes += 1
+        if self.stats.failed_passes == 1:
+            log.warning("hf: a forward pass failed (%s); its %d requests are missing, the others go on", why,
+                        sum(len(r.items) for r in rows))  # fmt: skip
+        for row in rows:
+            for i in row.items:
+                out[i] = f"forward pass failed: {why}"
+
     def _deliver(self, flight: Pass, out: list[Scores]) -> None:
-        for row, per_item in zip(flight.rows, self.collect(flight), strict=True):
+        try:
+            got = self.collect(flight)
+        except Exception as exc:  # an asynchronous device error surfaces when the results are read
+            self._fail(flight.rows, exc, out)
+            return
+        for row, per_item in zip(flight.rows, got, strict=True):
             for i, scores in zip(row.items, per_item, strict=True):
                 out[i] = scores
 
@@ -166,14 +205,13 @@ class TreeScorer:
         order = np.argsort(rank, kind="stable")
         with torch.inference_mode():
             dev = self.device
-            t_ids, t_pos = torch.from_numpy(ids).to(dev), torch.from_numpy(pos).to(dev)
-            t_end = torch.from_numpy(end).to(dev)
+            t_ids, t_pos, t_end = self._to_device(ids), self._to_device(pos), self._to_device(end)
             idx = torch.arange(width, device=dev)
             allowed = (idx[None, None, :] <= idx[None, :, None]) & (idx[None, :, None] < t_end[:, None, :])
             mask = torch.zeros((n, 1, width, width), dtype=self._dtype, device=dev)
             mask.masked_fill_(~allowed[:, None], torch.finfo(self._dtype).min)
             del allowed
-            logits = self._gathered_logits(t_ids, t_pos, mask, torch.from_numpy(keep).to(dev))
+            logits = self._gathered_logits(t_ids, t_pos, mask, self._to_device(keep))
             del mask
             picked = self._picked(logits, rank[order], np.asarray(cols, dtype=np.int64)[order])
         self.stats.forward_passes += 1
@@ -215,10 +253,34 @@ class TreeScorer:
 
         handle = head.register_forward_pre_hook(gather)
         try:
-            out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, logits_to_keep=0)
+            with self._attention_kernels():
+                out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, logits_to_keep=0)
         finally:
             handle.remove()
         return out.logits[0].float()
+
+    def _to_device(self, arr: np.ndarray, device: Any = None) -> Any:
+        """``arr`` as a tensor on the device. On CUDA the copy goes through pinned memory without blocking: a
+        copy from pageable memory waits for everything queued before it, which would make each pass wait for
+        the one before it to finish (no overlap with the host's work). The caching host allocator keeps the
+        pinned buffer until the copy has run."""
+        dev = self.device if device is None else device
+        t = self.torch.from_numpy(arr)
+        if str(dev).startswith("cuda"):
+            return t.pin_memory().to(dev, non_blocking=True)
+        return t.to(dev)
+
+    def _attention_kernels(self) -> Any:
+        """On CUDA, scaled-dot-product attention without the cuDNN kernel: with a custom 4-D mask it fails on
+        some shapes ("mha_graph.execute ... is_good()", an H200 with a 7B Llama's 128-wide heads in bf16);
+        the memory-efficient kernel takes the same mask. Elsewhere, no restriction."""
+        import contextlib
+
+        if not str(self.device).startswith("cuda"):
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.MATH])
 
     def _picked(self, logits: Any, rows: np.ndarray, cols: np.ndarray) -> Any:
         """The log-probabilities at (``rows[i]``, ``cols[i]``) of ``logits``, ``rows`` ascending, on the device
@@ -226,8 +288,7 @@ class TreeScorer:
         torch = self.torch
         if not len(rows):
             return None
-        dev = logits.device
-        t_rows, t_cols = torch.from_numpy(rows).to(dev), torch.from_numpy(cols).to(dev)
+        t_rows, t_cols = self._to_device(rows, logits.device), self._to_device(cols, logits.device)
         parts = []
         for start in range(0, logits.shape[0], LOGSOFTMAX_ROWS):  # a slice of rows at a time: bounded memory
             a, b = np.searchsorted(rows, [start, start + LOGSOFTMAX_ROWS])

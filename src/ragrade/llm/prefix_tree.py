@@ -76,6 +76,7 @@ class TreeStats:
     padded_positions: int = 0
     plain_positions: int = 0
     oom_splits: int = 0
+    failed_passes: int = 0  # passes that failed for another reason than memory (their requests are missing)
     batch_sizes: list[int] = field(default_factory=list)
     #: host seconds by step: encode (tokenizer), plan (rows and passes), launch (preparing and queueing passes;
     #: on the CPU the computation itself), wait (blocked on a device's results)
@@ -98,6 +99,7 @@ class TreeStats:
             if self.plain_positions
             else 0.0,
             "out_of_memory_splits": self.oom_splits,
+            "failed_passes": self.failed_passes,
             "largest_batch_requests": max(sizes, default=0),
             "mean_batch_requests": round(sum(sizes) / len(sizes), 2) if sizes else 0.0,
             **{f"{step}_s": round(secs, 3) for step, secs in sorted(self.seconds.items())},

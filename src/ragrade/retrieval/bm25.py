@@ -4,6 +4,8 @@ variant, saved as JSON + ``.npy`` arrays (no pickle)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +35,21 @@ class BM25Config(BaseModel):
     lower: bool = True
 
 
+def import_bm25s(module: str = "bm25s") -> Any:
+    """``bm25s`` (or one of its modules), imported without letting JAX take a GPU.
+
+    When JAX is installed, importing bm25s imports it (for a faster top-k) and runs a first top-k, which
+    starts JAX on its default device; on a GPU JAX then reserves 75% of the card's memory for itself. Measured
+    on an H200 with a 7B ``hf/`` model: JAX's reservation made the model's batches run out of memory seven
+    times, halving them each time. Unless the user set them, JAX is kept on the CPU (``JAX_PLATFORMS=cpu``,
+    only when JAX is not imported yet) and allocates on demand (``XLA_PYTHON_CLIENT_PREALLOCATE=false``);
+    bm25s's top-k runs on the CPU either way."""
+    if "jax" not in sys.modules:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    return require(module, package="bm25s", purpose="BM25 retrieval")
+
+
 def _stemmer(name: str | None) -> object:
     if not name or name == "none":
         return None
@@ -46,7 +63,7 @@ def _stemmer(name: str | None) -> object:
 
 
 def _tokenizer(cfg: BM25Config) -> Any:
-    tok_mod = require("bm25s.tokenization", package="bm25s", purpose="BM25 retrieval")
+    tok_mod = import_bm25s("bm25s.tokenization")
     stop: object = cfg.stopwords if cfg.stopwords not in (None, "none") else None
     try:
         return tok_mod.Tokenizer(lower=cfg.lower, stopwords=stop, stemmer=_stemmer(cfg.stemmer))
@@ -75,7 +92,7 @@ class BM25Index:
     @classmethod
     def build(cls, texts: Sequence[str], cfg: BM25Config) -> BM25Index:
         """Tokenise ``texts`` and index them."""
-        bm25s = require("bm25s", purpose="BM25 retrieval")
+        bm25s = import_bm25s()
         tokenizer = _tokenizer(cfg)
         tokens = tokenizer.tokenize(list(texts), return_as="tuple", show_progress=False)
         retriever = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b, delta=cfg.delta)
@@ -97,7 +114,7 @@ class BM25Index:
     @classmethod
     def load(cls, folder: str | Path) -> BM25Index:
         """Read an index written by :meth:`save`."""
-        bm25s = require("bm25s", purpose="BM25 retrieval")
+        bm25s = import_bm25s()
         folder = Path(folder)
         cfg_path = folder / "bm25_config.json"
         if not cfg_path.is_file():

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, MissingDependency
 from ragrade.io import JSONObject
 from ragrade.retrieval.transforms import QUERY_KIND, QueryPlan, transform
 
@@ -31,10 +31,10 @@ _MORE = frozenset({"every", "also", "each", "many", "much", "used", "uses", "usi
 
 def _stopwords() -> frozenset[str]:
     try:
-        from bm25s.stopwords import STOPWORDS_EN_PLUS
+        from ragrade.retrieval.bm25 import import_bm25s
 
-        return frozenset(STOPWORDS_EN_PLUS) | _MORE
-    except ImportError:  # bm25s is a core dependency; keep a small list for safety
+        return frozenset(import_bm25s("bm25s.stopwords").STOPWORDS_EN_PLUS) | _MORE
+    except (ImportError, MissingDependency):  # bm25s is a core dependency; keep a small list for safety
         return _MORE | frozenset({"the", "and", "for", "are", "was", "with", "this", "that", "from", "into"})
 
 
