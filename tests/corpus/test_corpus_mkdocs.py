@@ -215,8 +215,9 @@ def test_titles_and_heading_paths(report: LoadReport) -> None:
     assert _path_at(queue_chunks, "refuses jobs") == ["Queues", "Limits"]
 
 
-def test_a_second_level_heading_never_titles_a_page() -> None:
-    assert "title" not in read_markdown(ARGUMENTS).metadata
+def test_a_second_level_heading_titles_a_page_only_when_it_heads_all_of_it() -> None:
+    assert "title" not in read_markdown(ARGUMENTS).metadata  # two `##` sections: neither names the page
+    assert read_markdown("## Overview\n\nText.\n\n### Detail\n\nMore.").metadata == {"title": "Overview"}
     assert read_markdown("## Intro\n\nText.\n\n# Real title\n\nMore.").metadata == {"title": "Real title"}
     assert read_markdown("Setext title\n============\n\n## Part\n").metadata == {"title": "Setext title"}
 

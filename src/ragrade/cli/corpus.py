@@ -18,6 +18,10 @@ CORPUS_HELP = (
     "Folders are read recursively: .txt/.md/.rst, .html/.htm (main text only), .json/.jsonl records and .pdf. "
     "Text is cleaned: Unicode NFC, control characters removed, whitespace normalised, --drop-pattern lines "
     "removed.\n\n"
+    "Documentation sites load as built: pages take their mkdocs.yml nav or Sphinx toctree titles, MkDocs "
+    "snippets and reST/MyST includes are inlined (a missing file is warned), and theme templates, mkdocstrings "
+    "':::' and autodoc blocks and {{ macro }} placeholders are left out and counted (\\[corpus] api_docstrings "
+    "= true in --config fills API blocks from the installed package; templates = true loads templates).\n\n"
     "Unusable files (binary, not decodable, empty, too large, unsupported) are skipped with one warning each "
     "and counted; the command fails (exit 2) when no document is usable."
 )
@@ -168,6 +172,8 @@ def _show_corpus(summary: dict[str, Any], out: Path, as_json: bool) -> None:
 
 
 def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
+    from ragrade.corpus.load import left_out_label
+
     formats = ", ".join(f"{k} {v}" for k, v in summary["by_format"].items())
     typer.echo(f"loaded {summary['documents']:,} documents ({summary['characters']:,} characters; {formats}) -> {out}")
     reasons = ", ".join(f"{k} {v}" for k, v in summary["skipped_by_reason"].items())
@@ -181,8 +187,7 @@ def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
     if summary["lines_dropped"]:
         typer.echo(f"dropped {summary['lines_dropped']:,} lines matching --drop-pattern")
     for kind, n in summary.get("left_out", {}).items():
-        what = "autodoc directives (they need the package imported)" if kind == "autodoc" else f"{kind} directives"
-        typer.echo(f"left out {n:,} {what}")
+        typer.echo(f"left out {n:,} {left_out_label(kind)}")
 
 
 def chunk_cmd(

@@ -1,6 +1,7 @@
 """The corpus stage: files -> cleaned documents -> chunks.
 
-* :mod:`ragrade.corpus.load` — ``load_corpus(paths, cfg) -> LoadReport`` (txt, md, html, json/jsonl, pdf);
+* :mod:`ragrade.corpus.load` — ``load_corpus(paths, cfg) -> LoadReport`` (txt, md, rst, html, json/jsonl, pdf;
+  MkDocs and Sphinx sites through :mod:`ragrade.corpus.site`, snippets, apidoc and myst_include);
 * :mod:`ragrade.corpus.demo` — ``build_demo_corpus(limit)`` from the standard library's docstrings;
 * :mod:`ragrade.corpus.chunk` — ``create_chunker(strategy, size, overlap)`` (token, recursive, sentence,
   semantic) and ``chunk_documents(docs, chunker)``;

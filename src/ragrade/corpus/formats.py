@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.corpus.clean import decode_bytes
+from ragrade.corpus.site import PageContext
 from ragrade.corpus.types import Skip
 from ragrade.io import JSONObject
 
@@ -43,6 +44,8 @@ class Extracted:
     source: str | None = None
     warnings: list[str] = field(default_factory=list)  # for the load report (a missing included file ...)
     left_out: dict[str, int] = field(default_factory=dict)  # directives left out, by kind (autodoc)
+    title_from: str = ""  # where metadata["title"] comes from: "front matter", "heading" or "" (the reader)
+    api_page: bool = False  # nothing but generated API documentation (left out) and headings
 
 
 @dataclass
@@ -104,19 +107,47 @@ def markdown_blocks(text: str) -> list[tuple[bool, str]]:
     return out
 
 
-def read_markdown(text: str) -> Extracted:
-    """Markdown (CommonMark, MyST, MkDocs admonitions) parsed with markdown-it-py.
+def read_markdown(text: str, context: PageContext | None = None) -> Extracted:
+    """Markdown (CommonMark, MyST, MkDocs Material) parsed with markdown-it-py.
 
     Headings stay ``#`` lines, code stays fenced code with its language, roles become their text,
     targets, comments and navigation directives go (see :mod:`ragrade.corpus.markdown`); front
-    matter becomes metadata; ``myst: true`` is recorded when MyST syntax is used.
+    matter becomes metadata; ``myst: true`` is recorded when MyST syntax is used. Before parsing,
+    ``--8<--`` snippets are inlined (:mod:`ragrade.corpus.snippets`), ``{{ macro }}`` placeholders
+    replaced or counted (:func:`ragrade.corpus.mkdocs.drop_macros`) and mkdocstrings ``:::`` blocks
+    counted or filled (:mod:`ragrade.corpus.apidoc`); ``context`` names the page and its site.
     """
-    from ragrade.corpus.markdown import markdown_to_text
+    from ragrade.corpus.apidoc import api_blocks
+    from ragrade.corpus.markdown import markdown_page
+    from ragrade.corpus.mkdocs import drop_macros
+    from ragrade.corpus.snippets import inline_snippets
 
-    out, meta, myst = markdown_to_text(text)
+    ctx = context or PageContext()
+    text = inline_snippets(text, ctx)
+    site = ctx.site
+    text, macros = drop_macros(text, site.variables if site else {}, in_code=bool(site and site.macros_plugin))
+    if macros:
+        ctx.left_out["macros"] += macros
+    text, api = api_blocks(text, ctx)
+    out, meta, myst, heading = markdown_page(text, ctx)
+    title_from = "front matter" if meta.get("title") else ""
+    if heading and not title_from:
+        meta["title"], title_from = heading, "heading"
     if myst:
         meta["myst"] = True
-    return Extracted(text=out, metadata=meta)
+    return Extracted(
+        text=out,
+        metadata=meta,
+        warnings=ctx.warnings,
+        left_out=dict(ctx.left_out),
+        title_from=title_from,
+        api_page=(api > 0 or ctx.left_out.get("autodoc", 0) > 0) and _headings_only(out),
+    )
+
+
+def _headings_only(text: str) -> bool:
+    """True when every line of ``text`` that is not blank is a ``#`` heading (a page with no text of its own)."""
+    return all(line.startswith("#") for line in text.split("\n") if line.strip())
 
 
 def read_rst(
@@ -126,21 +157,32 @@ def read_rst(
     root: Path | None = None,
     max_bytes: int | None = None,
     encodings: Sequence[str] = ("cp1252",),
+    api_docstrings: bool = False,
 ) -> Extracted:
     """reStructuredText parsed with docutils (Sphinx roles and directives reduced to text).
 
     ``path`` is the file (its includes are relative to its folder), ``root`` the docs source root
-    (a leading ``/`` in an include's path); included files larger than ``max_bytes`` are left out.
+    (a leading ``/`` in an include's path); included files larger than ``max_bytes`` are left out;
+    ``api_docstrings`` fills autodoc directives from the installed package's docstrings where it imports.
     """
     from ragrade.corpus.markdown import markdown_to_text
     from ragrade.corpus.rst import rst_to_text
     from ragrade.corpus.rst_include import RstContext
 
     ctx = RstContext(page=path, root=root, encodings=encodings, markdown=lambda md: markdown_to_text(md)[0])
+    ctx.api_docstrings = api_docstrings
     if max_bytes is not None:
         ctx.max_bytes = max_bytes
     out, meta = rst_to_text(text, ctx)
-    return Extracted(text=out, metadata=meta, warnings=ctx.warnings, left_out=dict(ctx.left_out))
+    ctx.warn_unimportable()
+    return Extracted(
+        text=out,
+        metadata=meta,
+        warnings=ctx.warnings,
+        left_out=dict(ctx.left_out),
+        title_from="heading" if meta.get("title") else "",
+        api_page=ctx.left_out.get("autodoc", 0) > 0 and _headings_only(out),
+    )
 
 
 # --------------------------------------------------------------------------- html

@@ -7,6 +7,14 @@ cleans the text (:func:`ragrade.corpus.clean.clean_text`) and returns a
 its reason. Nothing is dropped silently: hidden files and folders (names
 starting with ``.``) inside a folder are not read but are counted.
 
+A documentation site is read as its readers see it (:mod:`ragrade.corpus.site`):
+pages take their ``mkdocs.yml`` nav or Sphinx toctree titles (after front matter,
+before headings and file names), MkDocs snippets are inlined from the site's
+snippet base, and what the built site generates or themes (mkdocstrings ``:::``
+and autodoc blocks, ``{{ macro }}`` placeholders, theme templates, the site's own
+configuration file) is left out and counted in ``left_out`` (:data:`LEFT_OUT_LABELS`
+says each kind in words); ``api_docstrings`` and ``templates`` opt in to them.
+
 Document ids are ``<slug of the relative path>-<10 hex digits of
 sha1(relative path, text)>``, stable for the same file content under the same
 relative path; JSON records that carry an id field keep that id.
@@ -26,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.corpus import formats as fmt
 from ragrade.corpus.clean import clean_text_counted, compile_patterns, looks_binary
+from ragrade.corpus.site import TEMPLATE_EXTS, PageContext, Site, discover_site, file_title
 from ragrade.corpus.types import Document
 from ragrade.errors import DataError
 
@@ -47,6 +56,14 @@ class CorpusConfig(BaseModel):
         default_factory=lambda: ["cp1252"], description="tried in order when a file is not valid UTF-8"
     )
     dedupe: bool = Field(default=True, description="skip documents whose cleaned text equals an earlier one")
+    api_docstrings: bool = Field(
+        default=False,
+        description="fill mkdocstrings ':::' blocks and autodoc directives from the installed package's "
+        "docstrings where it imports (runs the package's import code; no network, no install)",
+    )
+    templates: bool = Field(
+        default=False, description="load theme templates (Jinja, .html under overrides/ or _templates/) as documents"
+    )
 
 
 @dataclass
@@ -94,12 +111,30 @@ class LoadReport:
         }
 
 
+# what ``left_out`` counts, as the load summary says it
+LEFT_OUT_LABELS = {
+    "autodoc": "autodoc directives (they need the package imported); api_docstrings = true in [corpus] fills them",
+    "mkdocstrings": "mkdocstrings ':::' objects (generated from docstrings: api_docstrings = true in [corpus] fills "
+    "them from the installed package)",
+    "api-pages": "generated API pages with no text of their own (':::' or autodoc only; not loaded)",
+    "macros": "{{ macro }} / Jinja placeholders (rendered only by mkdocs-macros; mkdocs.yml extra values filled in)",
+    "site-config": "site configuration files (mkdocs.yml, conf.py: read for page titles and snippets)",
+    "templates": "theme templates (Jinja / overrides/*.html; templates = true in [corpus] loads them)",
+}
+
+
+def left_out_label(kind: str) -> str:
+    """What ``left_out[kind]`` counts, in words."""
+    return LEFT_OUT_LABELS.get(kind, f"{kind} directives")
+
+
 # files of a documentation site that hold no text to evaluate on: counted in one line, not warned one by one
 _ASSETS = ".png .jpg .jpeg .gif .svg .webp .ico .bmp .tif .tiff .avif .css .scss .sass .less .js .mjs .cjs .map"
 _MEDIA = ".woff .woff2 .ttf .otf .eot .mp4 .webm .mp3 .wav .ogg .zip .gz"
 ASSET_EXTS = frozenset(f"{_ASSETS} {_MEDIA}".split())
 
 _SLUG_RE = re.compile(r"[^a-z0-9]+")
+_TEMPLATE_SNIFF = 64 * 1024  # bytes of an HTML file read to tell a theme template from a page
 
 
 def make_doc_id(key: str, text: str) -> str:
@@ -158,10 +193,32 @@ class _Loader:
         self.seen_ids: dict[str, str] = {}
         self.seen_text: dict[str, str] = {}
         self.root: Path | None = None  # the folder being loaded: the docs source root of its reST includes
+        self.site: Site | None = None  # what its mkdocs.yml / toctrees say about its pages
+
+    def is_template(self, path: Path, ext: str) -> bool:
+        """A theme template, left out unless ``templates`` is set."""
+        if self.cfg.templates or self.site is None:
+            return False
+        if ext in TEMPLATE_EXTS:
+            return True
+        if fmt.FORMATS.get(ext) != "html":
+            return False
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(_TEMPLATE_SNIFF)
+        except OSError:
+            return False
+        return self.site.is_template(path, data)
 
     def load_file(self, path: Path, rel: str, topic: str | None) -> None:
         ext = path.suffix.lower()
         kind = fmt.FORMATS.get(ext)
+        if self.is_template(path, ext):
+            self.report.left_out["templates"] += 1
+            return
+        if self.site is not None and self.site.is_config(path):
+            self.report.left_out["site-config"] += 1
+            return
         if kind is None and ext in ASSET_EXTS:
             self.report.assets_ignored[ext] += 1
             return
@@ -206,11 +263,23 @@ class _Loader:
         if used:
             self.report.warnings.append((str(path), f"not valid UTF-8; decoded as {used}"))
         if kind == "md":
-            return [fmt.read_markdown(text)]
+            page = PageContext(
+                page=path,
+                site=self.site,
+                api_docstrings=self.cfg.api_docstrings,
+                max_bytes=self.cfg.max_bytes,
+                encodings=self.cfg.fallback_encodings,
+            )
+            return [fmt.read_markdown(text, page)]
         if kind == "rst":
             return [
                 fmt.read_rst(
-                    text, path, root=self.root, max_bytes=self.cfg.max_bytes, encodings=self.cfg.fallback_encodings
+                    text,
+                    path,
+                    root=self.root,
+                    max_bytes=self.cfg.max_bytes,
+                    encodings=self.cfg.fallback_encodings,
+                    api_docstrings=self.cfg.api_docstrings,
                 )
             ]
         if kind == "jsonl":
@@ -221,6 +290,9 @@ class _Loader:
 
     def _add(self, path: Path, rel: str, kind: str, topic: str | None, item: fmt.Extracted) -> None:
         where = f"{path}{item.key}"
+        if item.api_page:
+            self.report.left_out["api-pages"] += 1
+            return
         text, dropped = clean_text_counted(item.text, self.patterns)
         self.report.lines_dropped += dropped
         if len(text) < self.cfg.min_chars:
@@ -247,9 +319,17 @@ class _Loader:
         if topic:
             meta["topic"] = topic
         meta.update(item.metadata)
-        meta.setdefault("title", Path(rel).stem)
+        self._title(meta, path, rel, item)
         self.report.documents.append(Document(id=doc_id, text=text, source=item.source or where, metadata=meta))
         self.report.formats[kind] += 1
+
+    def _title(self, meta: dict[str, Any], path: Path, rel: str, item: fmt.Extracted) -> None:
+        """The page title: front matter, then the site's nav/toctree label, the first heading, the file name."""
+        label = self.site.title_for(path) if self.site is not None and not item.key else None
+        if label and item.title_from != "front matter":
+            meta["title"] = label
+        if not meta.get("title"):
+            meta["title"] = file_title(rel, self.site.site_name if self.site is not None else "")
 
 
 def load_corpus(
@@ -265,7 +345,10 @@ def load_corpus(
             report.skip(str(root), "not-found", "no such file or folder")
             continue
         loader.root = root if root.is_dir() else root.parent
-        for path, rel in iter_files(root, report):
+        files = list(iter_files(root, report))
+        loader.site = discover_site(root, [path for path, _ in files])
+        report.warnings.extend((str(loader.site.config or root), note) for note in loader.site.warnings)
+        for path, rel in files:
             parts = rel.split("/")
             topic = parts[0] if len(parts) > 1 else None
             loader.load_file(path, rel, topic)
@@ -274,4 +357,13 @@ def load_corpus(
     return report
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "CorpusConfig", "LoadReport", "iter_files", "load_corpus", "make_doc_id"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "LEFT_OUT_LABELS",
+    "CorpusConfig",
+    "LoadReport",
+    "iter_files",
+    "left_out_label",
+    "load_corpus",
+    "make_doc_id",
+]

@@ -3,14 +3,17 @@
 The text keeps the structure that chunkers and readers need and drops the markup that is not content:
 
 * headings stay ``#`` lines (``## Section``), attribute lists (``{ #anchor }``) dropped; the page title is
-  the front matter ``title:``, else the first level-1 heading (a ``##`` never titles the page);
+  the front matter ``title:``, else the first level-1 heading, else the first heading when it heads the
+  whole page (no text before it, no later heading at its level or above: one of several ``##`` sections
+  names its section, not the page; :func:`ragrade.corpus.structure.heading_title`);
 * code stays code: fenced and indented blocks and MyST ``{code-block}`` / ``{code}`` directives become
   fenced blocks with their language (directive options and fence attributes such as
   ``{requires="3.12"}`` dropped; Material code annotation markers ``# (1)!`` removed); inline code
   keeps its backticks;
 * MyST roles become their text (``{ref}`text <label>``` -> ``text``); roles that name code objects
-  (``{class}``, ``{func}``, ...) become inline code; targets ``(label)=``, ``%`` comments, ``+++``
-  breaks, ``{toctree}`` and other navigation directives are dropped;
+  (``{class}``, ``{func}``, ...) become inline code; ``{include}`` and ``{literalinclude}`` are inlined
+  (:mod:`ragrade.corpus.myst_include`), ``{eval-rst}`` is read as reST in the page's context; targets
+  ``(label)=``, ``%`` comments, ``+++`` breaks, ``{toctree}`` and other navigation directives are dropped;
 * admonitions (MyST ``{note}``, MkDocs ``!!! note "Title"``, ``??? tip``, pymdownx ``/// tip | Title``)
   keep their title line and content; MkDocs Material content tabs (``=== "pip"`` + indented body)
   become a ``pip:`` label line and their body, parsed as Markdown;
@@ -25,6 +28,8 @@ from typing import Any
 
 from ragrade.corpus.mkdocs import drop_annotations, drop_autorefs, fence_language, tabs_plugin
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+from ragrade.corpus.site import PageContext
+from ragrade.corpus.structure import heading_title
 from ragrade.io import JSONObject
 
 _ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$")
@@ -88,10 +93,11 @@ def _label(text: str) -> str:
 class _Renderer:
     """Walks markdown-it tokens and writes structured text; notes whether MyST syntax was seen."""
 
-    def __init__(self, env: JSONObject | None = None) -> None:
+    def __init__(self, env: JSONObject | None = None, ctx: PageContext | None = None) -> None:
         self.meta: JSONObject = {}
         self.myst = False
         self.env: JSONObject = env if env is not None else {}  # link reference definitions, shared
+        self.ctx = ctx if ctx is not None else PageContext()  # the page: its includes, warnings, counts
 
     # ------------------------------------------------------------------ inline
 
@@ -135,8 +141,6 @@ class _Renderer:
                 level = int(tok.tag[1])
                 title = " ".join(self.inline(tokens[i + 1].children or []).split())
                 if title:
-                    if level == 1:
-                        self.meta.setdefault("title", title)
                     out.append(f"{'#' * level} {title}")
                 i += 3
                 continue
@@ -210,23 +214,39 @@ class _Renderer:
         name, arg = m.group(1).lower(), m.group(2).strip()
         body = _directive_body(tok.content)
         short = name.split(":")[-1]
+        if short in ("include", "literalinclude"):
+            from ragrade.corpus.myst_include import file_directive
+
+            return file_directive(short, arg, tok.content, self.ctx, self.render_nested)
         if short in _CODE_DIRECTIVES:
-            return "" if short == "literalinclude" else fenced(arg.split()[0] if arg else "", body)
+            return fenced(arg.split()[0] if arg else "", body)
         if short in DROP_DIRECTIVES:
             return ""
         if short in ("eval-rst", "eval_rst"):
-            from ragrade.corpus.rst import rst_to_text
-
-            return rst_to_text(body)[0]
+            return self.eval_rst(body)
         if short == "math":
             return body.strip()
         title = directive_title(short, arg)
         inner = self.render_nested(body)
         return "\n\n".join(p for p in (title, inner) if p)
 
+    def eval_rst(self, body: str) -> str:
+        """An ``{eval-rst}`` block read as reST in the page's context (its includes, autodoc counts, warnings)."""
+        from ragrade.corpus.rst import rst_to_text
+        from ragrade.corpus.rst_include import RstContext
+
+        page = self.ctx.includes[-1] if self.ctx.includes else self.ctx.page
+        root = self.ctx.site.root if self.ctx.site is not None else None
+        rctx = RstContext(page=page, root=root, max_bytes=self.ctx.max_bytes, encodings=self.ctx.encodings)
+        rctx.markdown, rctx.api_docstrings = (lambda md: self.render_nested(md)), self.ctx.api_docstrings
+        text = rst_to_text(body, rctx)[0]
+        rctx.warn_unimportable()
+        self.ctx.warnings.extend(w for w in rctx.warnings if w not in self.ctx.warnings)
+        self.ctx.left_out.update(rctx.left_out)
+        return text
+
     def render_nested(self, text: str) -> str:
-        sub = _Renderer(self.env)
-        sub.meta["title"] = ""  # nested headings do not set the page title
+        sub = _Renderer(self.env, self.ctx)
         rendered = sub.render(text)
         self.myst = self.myst or sub.myst
         return rendered
@@ -270,12 +290,23 @@ def _directive_body(content: str) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def markdown_to_text(text: str) -> tuple[str, JSONObject, bool]:
-    """Markdown/MyST ``text`` as structured text, its metadata (front matter, title) and whether it uses MyST."""
-    renderer = _Renderer()
+def markdown_page(text: str, ctx: PageContext | None = None) -> tuple[str, JSONObject, bool, str]:
+    """:func:`markdown_to_text` with the title from the headings apart (``meta["title"]`` only from front matter).
+
+    ``ctx`` is the page (for its MyST includes) and collects warnings and counts.
+    """
+    renderer = _Renderer(ctx=ctx)
     out = renderer.render(text)
     meta = {k: v for k, v in renderer.meta.items() if v != ""}
-    return out, meta, renderer.myst
+    return out, meta, renderer.myst, heading_title(out)
 
 
-__all__ = ["markdown_to_text"]
+def markdown_to_text(text: str) -> tuple[str, JSONObject, bool]:
+    """Markdown/MyST ``text`` as structured text, its metadata (front matter, title) and whether it uses MyST."""
+    out, meta, myst, title = markdown_page(text)
+    if title and not meta.get("title"):
+        meta["title"] = title
+    return out, meta, myst
+
+
+__all__ = ["markdown_page", "markdown_to_text"]

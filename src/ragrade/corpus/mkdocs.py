@@ -10,7 +10,10 @@ Used by :mod:`ragrade.corpus.markdown`:
 * :func:`drop_annotations` removes Material's code annotation markers (a comment holding only
   ``(1)`` or ``(1)!``) from code lines;
 * :func:`fence_language` reads the language of a fence info string with attributes
-  (``python {requires="3.12"}``, ``{ .python .annotate }``, ``py title="app.py"``).
+  (``python {requires="3.12"}``, ``{ .python .annotate }``, ``py title="app.py"``);
+* :func:`drop_macros` replaces mkdocs-macros / Jinja placeholders: ``{{ name }}`` by the value of a
+  variable the site defines (``extra:`` in ``mkdocs.yml``), every other ``{{ ... }}`` and ``{% ... %}``
+  removed and counted, ``{# ... #}`` comments removed, ``{% raw %}`` text kept as written.
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ _IDENT_RE = re.compile(r"`?[A-Za-z_][\w.:-]*`?")
 # a trailing comment holding only an annotation marker: ``# (1)!``, ``// (2)``, ``/* (3) */``, ``<!-- (4) -->``
 _ANNOTATION_RE = re.compile(r"(?<![^ \t])(?:#|//|--|;|%|/\*|<!--)[ \t]*\(\d+\)!?[ \t]*(?:\*/|-->)?[ \t]*$")
 _LANG_RE = re.compile(r"[^\s{]+")
+_JINJA_RE = re.compile(
+    r"(?P<code>`[^`\n]*`)"
+    r"|(?P<raw>\{%-?[ \t]*raw[ \t]*-?%\}(?P<kept>.*?)\{%-?[ \t]*endraw[ \t]*-?%\})"
+    r"|(?P<expr>\{\{-?(?P<body>.*?)-?\}\})"
+    r"|(?P<stmt>\{%.*?%\})"
+    r"|(?P<comment>\{#.*?#\})",
+    re.S,
+)
+_ONLY_TAG_RE = re.compile(r"^[ \t]*\x00[ \t]*\n", re.M)
 _ATTR_LANG_RE = re.compile(r"(?:^|\s)\.([\w+#-]+)")
 
 
@@ -123,4 +135,39 @@ def fence_language(info: str) -> str:
     return m.group(0) if m else ""
 
 
-__all__ = ["drop_annotations", "drop_autorefs", "fence_language", "tabs_plugin"]
+def drop_macros(text: str, variables: dict[str, str], *, in_code: bool = False) -> tuple[str, int]:
+    """``text`` without Jinja placeholders, and how many were removed (not replaced by a variable's value).
+
+    ``in_code``: the page is rendered by the mkdocs-macros plugin, which renders code blocks too;
+    otherwise fenced code and inline code keep what they show.
+    """
+    if "{{" not in text and "{%" not in text and "{#" not in text:
+        return text, 0
+    removed = [0]
+
+    def one(m: re.Match[str]) -> str:
+        if m.group("code") is not None:
+            return f"`{_JINJA_RE.sub(one, m.group(0)[1:-1])}`" if in_code else m.group(0)
+        if m.group("raw") is not None:
+            return m.group("kept")
+        if m.group("expr") is not None:
+            name = m.group("body").split("|")[0].strip()
+            if name in variables:
+                return variables[name]
+            removed[0] += 1
+            return "\x00"
+        if m.group("stmt") is not None:
+            removed[0] += 1
+        return "\x00"
+
+    if in_code:
+        out = _JINJA_RE.sub(one, text)
+    else:
+        from ragrade.corpus.formats import markdown_blocks
+
+        out = "\n".join(b if code else _JINJA_RE.sub(one, b) for code, b in markdown_blocks(text))
+    out = _ONLY_TAG_RE.sub("", out).replace("\x00", "")
+    return out, removed[0]
+
+
+__all__ = ["drop_annotations", "drop_autorefs", "drop_macros", "fence_language", "tabs_plugin"]

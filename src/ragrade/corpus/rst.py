@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+from ragrade.corpus.structure import heading_title
 from ragrade.io import JSONObject
 
 if TYPE_CHECKING:
@@ -142,7 +143,6 @@ def _doctree(text: str, ctx: RstContext) -> Any:
 
 class _Writer:
     def __init__(self, ctx: RstContext) -> None:
-        self.title = ""
         self.ctx = ctx
 
     def collect_labels(self, tree: Any) -> None:
@@ -172,7 +172,6 @@ class _Writer:
         if name in ("title", "rubric"):
             text = " ".join(self.inline(node).split())
             if text and name == "title":
-                self.title = self.title or text
                 return [f"{'#' * min(6, max(1, depth))} {text}"]
             return [text]
         if name in ("paragraph", "caption", "attribution", "line", "term", "field_name"):
@@ -292,7 +291,7 @@ def _is_text(node: object) -> bool:
 
 
 def rst_to_text(text: str, context: RstContext | None = None) -> tuple[str, JSONObject]:
-    """reST ``text`` as structured text and its metadata (the title: the first section title).
+    """reST ``text`` as structured text and its metadata (the title: the first section title when it heads the page).
 
     ``context`` names the file (for its includes) and collects the warnings and the directives left out.
     """
@@ -303,7 +302,8 @@ def rst_to_text(text: str, context: RstContext | None = None) -> tuple[str, JSON
     writer = _Writer(ctx)
     writer.collect_labels(tree)
     out = "\n\n".join(writer.blocks(tree, 0))
-    return out, ({"title": writer.title} if writer.title else {})
+    title = heading_title(out)
+    return out, ({"title": title} if title else {})
 
 
 __all__ = ["rst_to_text"]

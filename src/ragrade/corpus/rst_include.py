@@ -14,7 +14,8 @@ shows it), never a silent drop.
 
 Autodoc directives (``.. autoclass::``, ``.. automodule::`` ...) need the package imported to show
 anything: they are left out and counted (``left_out["autodoc"]``); text written under one is kept,
-under the object's name.
+under the object's name. With ``api_docstrings`` (opt-in) an object that imports from the current
+environment is written from its docstrings instead (:func:`ragrade.corpus.apidoc.object_markdown`).
 
 The directives are installed in docutils' directive table only while the reader parses
 (:func:`file_directives`), so docutils keeps its own ``include`` for everyone else.
@@ -79,6 +80,8 @@ class RstContext:
     warnings: list[str] = field(default_factory=list)
     left_out: Counter[str] = field(default_factory=Counter)
     labels: dict[str, str] = field(default_factory=dict)  # explicit label -> its section's title
+    api_docstrings: bool = False  # fill autodoc directives from the installed package's docstrings
+    unimportable: list[str] = field(default_factory=list)  # autodoc objects that could not be imported
     chains: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # source of inserted lines -> includers
     includes: int = 0
     #: Markdown to text for an ``include`` with a MyST/Markdown ``:parser:`` (given by the caller, which may
@@ -94,6 +97,13 @@ class RstContext:
         """Record a warning once."""
         if message not in self.warnings:
             self.warnings.append(message)
+
+    def warn_unimportable(self) -> None:
+        """One warning naming the autodoc objects that ``api_docstrings`` could not import (then forgotten)."""
+        if self.unimportable:
+            names = ", ".join(self.unimportable[:5]) + (", ..." if len(self.unimportable) > 5 else "")
+            self.warn(f"{len(self.unimportable)} autodoc object(s) could not be imported, left out: {names}")
+            self.unimportable = []
 
     def chain(self, source: str) -> tuple[Path, ...]:
         """The files whose inclusion put the lines of ``source`` in the page (the page first)."""
@@ -323,13 +333,32 @@ class _Autodoc(Directive):  # type: ignore[misc]  # docutils is untyped
     option_spec = _options("members", "undoc-members", "show-inheritance", "toctree", "nosignatures")
 
     def run(self) -> list[Any]:
-        _context(self).left_out[AUTODOC_KIND] += 1
+        ctx = _context(self)
+        filled = self.filled(ctx)
+        if filled is not None:
+            return filled
+        ctx.left_out[AUTODOC_KIND] += 1
         if not self.content or self.name.lower() in _NAMES_ONLY:
             return []
         body = nodes.container()
         self.state.nested_parse(self.content, self.content_offset, body)
         name = str(self.arguments[0]).strip() if self.arguments else ""
         return [nodes.paragraph("", "", nodes.literal(name, name)), body] if name else [body]
+
+    def filled(self, ctx: RstContext) -> list[Any] | None:
+        """With ``api_docstrings``: the object's documentation from the installed package; None when it cannot be."""
+        name = str(self.arguments[0]).strip().split("(")[0].strip() if self.arguments else ""
+        if not ctx.api_docstrings or not name or self.name.lower() in _NAMES_ONLY or ctx.markdown is None:
+            return None
+        from ragrade.corpus.apidoc import import_object, object_markdown
+
+        obj = import_object(name)
+        if obj is None:
+            ctx.unimportable.append(name)
+            return None
+        members = "members" in self.options or self.name.lower() != "automodule"
+        text = ctx.markdown(object_markdown(name, obj, level=3, with_members=members))
+        return [nodes.container("", nodes.Text(text))]
 
 
 _DIRECTIVES: dict[str, Any] = {

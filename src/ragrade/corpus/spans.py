@@ -64,7 +64,8 @@ def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -
     Consecutive spans share trailing pieces of at most ``overlap`` tokens (only
     whole pieces, never more than fits, and never a whole previous span). A
     single piece larger than ``size`` becomes a span of its own. A span does not
-    end on a heading line (unless it is the last piece): the heading starts the next span.
+    end on a heading line (unless it is the last piece): the heading starts the next span
+    (without shared pieces when only shared pieces would come before it).
     """
     n = len(pieces)
     if n == 0:
@@ -84,6 +85,10 @@ def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -
             j += 1
         while heads[j] and i < j < n - 1 and j - 1 > last_j:  # a heading stays with the text it heads
             j -= 1
+        if heads[j] and i <= last_j < j < n - 1:  # only shared pieces before the heading: it starts a span, unshared
+            i = j
+            while j + 1 < n and ce[j + 1] - cs[i] <= size:
+                j += 1
         last_j = j
         out.append((pieces[i][0], pieces[j][1], ce[j] - cs[i]))
         if j == n - 1:

@@ -139,6 +139,23 @@ def _paragraphs(text: str, start: int, end: int) -> list[Unit]:
     return [(a, b, "text") for a, b in itertools.pairwise(bounds)]
 
 
+def heading_title(text: str) -> str:
+    """The title the headings of a page's text give it ("" when none does).
+
+    The first level-1 heading; else the first heading when it heads the whole page: no text before
+    it and no later heading at its level or above (one of several ``##`` sections, or a section
+    after the page's opening text, names a section, not the page).
+    """
+    headings = parse_structure(text).headings
+    first_h1 = next((h.title for h in headings if h.level == 1), "")
+    if first_h1 or not headings:
+        return first_h1
+    first = headings[0]
+    if text[: first.start].strip() or any(h.level <= first.level for h in headings[1:]):
+        return ""
+    return first.title
+
+
 def chunk_metadata(struct: Structure, start: int, end: int, title: str | None) -> dict[str, Any]:
     """Heading path and reopened/closed fences of the chunk ``[start, end)``."""
     path = struct.heading_path(start)
@@ -154,4 +171,14 @@ def chunk_metadata(struct: Structure, start: int, end: int, title: str | None) -
     return meta
 
 
-__all__ = ["CodeBlock", "Heading", "Structure", "Unit", "chunk_metadata", "is_heading", "parse_structure", "units"]
+__all__ = [
+    "CodeBlock",
+    "Heading",
+    "Structure",
+    "Unit",
+    "chunk_metadata",
+    "heading_title",
+    "is_heading",
+    "parse_structure",
+    "units",
+]

@@ -1,0 +1,2 @@
+python -m pip install "tern>=2.4"
+tern --version
