@@ -231,6 +231,42 @@ def test_a_failed_pass_makes_its_requests_missing_and_the_rest_go_on(tiny: str) 
             assert some(r.logprobs) == pytest.approx(expected[i], abs=1e-5)
 
 
+class _MaskIgnoringScorer(TreeScorer):
+    """An architecture that ignores the tree's mask and positions: plain causal attention over each row, so an
+    option sees its siblings before it."""
+
+    def _gathered_logits(self, ids: Any, pos: Any, mask: Any, keep: Any) -> Any:
+        logits = self.lm(input_ids=ids, use_cache=False).logits
+        return logits.reshape(-1, logits.shape[-1]).index_select(0, keep).float()
+
+
+def test_the_once_per_model_check_catches_a_model_that_ignores_the_mask(tiny: str) -> None:
+    reqs = _requests()
+    expected = _alone(_llm(tiny), reqs)
+    llm = _llm(tiny)
+    llm.tree = _MaskIgnoringScorer(llm.lm, llm._torch, llm.device, budget=llm.tree.budget)
+    out = loglikelihood(llm, reqs)
+    assert llm._tree_checked and "differ from full forwards" in llm._tree_checked
+    assert all(r.ok and r.method == "shared-prefix" for r in out)  # fell back: one request at a time, exact
+    for r, e in zip(out, expected, strict=True):
+        assert some(r.logprobs) == pytest.approx(e, abs=1e-5)
+
+
+def test_a_16_bit_check_tolerates_the_rounding_the_exact_methods_show_between_themselves(tiny: str) -> None:
+    llm = _llm(tiny, dtype="bfloat16")
+    reqs = _requests()[:3]
+    probe = [Item(tuple(c), tuple(tuple(x) for x in o)) for c, o in (llm.encode_pair(r.context, r.continuations)
+                                                                      for r in reqs)]  # fmt: skip
+    full = {id(it): llm.per_choice_scores(list(it.ctx), [list(c) for c in it.conts]) for it in probe}
+    spread = max(
+        abs(a - b)
+        for it in probe
+        for a, b in zip(llm.shared_prefix_scores(list(it.ctx), [list(c) for c in it.conts]), full[id(it)], strict=True)
+    )
+    assert llm._check_tolerance(probe, full) == pytest.approx(max(0.25, 4 * spread))
+    assert _llm(tiny)._check_tolerance(probe, full) == 1e-3  # float32: the fixed bound
+
+
 def _rows(llm: HFLLM, reqs: list[LoglikelihoodRequest]) -> list[Row]:
     from ragrade.llm.prefix_tree import plan_rows
 

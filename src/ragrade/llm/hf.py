@@ -358,15 +358,31 @@ class HFLLM(BaseLLM):
             probe = [it for it in items if self._fits_tree(it)][:3]
             if not probe:
                 return True
-            tol = 1e-3 if self.dtype == "float32" else 0.25
-            why = self.tree.check(probe, lambda it: self.per_choice_scores(list(it.ctx), [list(c) for c in it.conts]),
-                                  tol)  # fmt: skip
+            full = {id(it): self.per_choice_scores(list(it.ctx), [list(c) for c in it.conts]) for it in probe}
+            why = self.tree.check(probe, lambda it: full[id(it)], self._check_tolerance(probe, full))
             self._tree_checked = why or ""
             if why:
                 log.warning("%s: prefix-tree batching is not exact for this model (%s); scoring one request at a "
                             "time (shared-prefix)", self.name, why)  # fmt: skip
                 self.method = "shared-prefix"
         return not self._tree_checked
+
+    def _check_tolerance(self, probe: Sequence[Item], full: dict[int, list[float]]) -> float:
+        """How far batched scores may be from full forwards (``full``, by ``id`` of the probe's items) in the
+        once-per-model check. Float32: 1e-3 nats. A 16-bit dtype: 0.25 nats, or four times the spread between
+        the two exact one-request methods on the same probe (a full forward per choice, and the context's
+        cache shared by its choices) where that is larger: rounding grows with depth and with the logits'
+        scale (a random-initialised 7B Llama in bf16 on an H200: batched and full forwards 0.316 nats apart),
+        while a mask or positions that the model ignores cost whole nats."""
+        if self.dtype == "float32":
+            return 1e-3
+        try:
+            shared = {id(it): self.shared_prefix_scores(list(it.ctx), [list(c) for c in it.conts]) for it in probe}
+            spread = max(abs(a - b) for it in probe for a, b in zip(shared[id(it)], full[id(it)], strict=True))
+        except Exception:  # the cache-sharing method is not available for this model: the fixed tolerance
+            log.debug("hf: no shared-prefix spread for the check", exc_info=True)
+            return 0.25
+        return max(0.25, 4 * spread)
 
     def shared_prefix_scores(self, ctx: list[int], conts: list[list[int]]) -> list[float]:
         """Encode ``ctx`` once, then score all continuations from its cached keys/values (batched)."""
