@@ -29,26 +29,31 @@ per request, at least as fast as the baseline quiet, at most 1.5x slower than it
 ``--harness`` needs ``lm_eval`` importable: on the GPU machine, lm-eval 0.4.13's files without its ``tasks/``
 sub-folders plus dill, pytz, sqlitedict, more_itertools and word2number (7 MiB) on ``PYTHONPATH``.
 
-Measured on one NVIDIA H200 (2026-11-27; torch 2.11, transformers 5.17; ``--shape 1b --requests 600 --dtypes
-bfloat16,float32 --batch-sizes 32,64,128 --harness``; the scoring call only, the model built and loaded
-before; before passes were overlapped with the host's work, so the host seconds were not yet recorded):
+Measured on one NVIDIA H200 (2026-11-27, second session; torch 2.11, transformers 5.17; ``--shape 1b --requests
+600``; bf16 with ``--batch-sizes 64,128,256 --harness --harness-batch 64,128,256 --scale 4``, fp32 with
+``--batch-sizes 128 --harness --harness-batch 64``, the sizes fastest in the first session; the scoring call
+only, the model built and loaded before):
 
-====================  ================  ==========  ===========  ================  ==========  ============
-side                  bf16 requests/s   GPU busy    bf16 peak    fp32 requests/s   GPU busy    fp32 peak
-====================  ================  ==========  ===========  ================  ==========  ============
-ragrade ``hf/``       183.6             33%         4.88 GiB     56.1              93%         11.50 GiB
-method, batch 128     115.9             75%         13.55 GiB    15.3              99%         28.77 GiB
-``HFLM``, batch 64    88.6              57%         7.75 GiB     15.4              98%         17.17 GiB
-====================  ================  ==========  ===========  ================  ==========  ============
+=======================  ================  ==========  ===========  ================  ==========  ============
+side                     bf16 requests/s   GPU busy    bf16 peak    fp32 requests/s   GPU busy    fp32 peak
+=======================  ================  ==========  ===========  ================  ==========  ============
+ragrade ``hf/``          187.1             33%         4.88 GiB     56.7              92%         9.73 GiB
+method, best batch       123.6 (256)       89%         24.89 GiB    15.7 (128)        99%         27.03 GiB
+``HFLM``, best batch     118.7 (256)       82%         24.89 GiB    15.7 (64)         99%         15.42 GiB
+=======================  ================  ==========  ===========  ================  ==========  ============
 
-ragrade ran 5 forward passes (0.008 per request) over 244,248 token positions (275,865 with padding) where
-the harness's way computes 936,913. Ratios: bf16 1.58x the method's best batch and 2.07x ``HFLM`` at 64;
-fp32 3.66x and 3.65x. Agreement: fp32 max |d| per option 1.09e-4 against the method and 1.25e-4 against
-``HFLM`` (the two harness runs, at batches 128 and 64, differ from each other by 1.37e-4), the same choice on
-593 of 593 decided requests; bf16 (the harness's log-softmax in bf16) the same choice on 591 of 591. In bf16
-the GPU was busy a third of the time: the passes then waited on the host between them, which the overlap
-addresses (not yet measured on a GPU). On 2 CPU cores (small shape, 60 requests) the method as written
-equals ``HFLM`` to 1.5e-5.
+bf16 at the other sizes: method 90.9 (64), 113.0 (128); ``HFLM`` 100.2 (64), 116.6 (128). Ratios: bf16 1.51x
+the method's best and 1.58x ``HFLM``'s best; fp32 3.62x and 3.61x. ragrade ran 5 forward passes over 244,248
+token positions (275,865 padded) where the harness's way computes 936,913. ragrade alone on 2,400 requests:
+311.0 requests/s, busy 57%. Agreement: fp32 max |d| per option 1.16e-4 against both harness runs (the
+method as written against ``HFLM`` at other batch sizes: 1.07e-4), the same choice on 593 of 593 decided
+requests; bf16 the same choice on 589 of 589 (max |d| 0.66: the harness takes its log-softmax in bf16).
+
+What the host's seconds said (bf16, 600 requests): encode 0.50, plan 0.09, launch 2.58, wait 0.00. ``wait`` is
+zero because ``launch`` itself blocked: a copy from pageable host memory waits for everything queued before
+it, so each pass waited for the previous pass and the GPU sat idle while the host prepared the next. The copies
+now go through pinned memory without blocking (:meth:`ragrade.llm.hf_tree.TreeScorer._to_device`); not yet
+measured on a GPU. Not met: bf16 >= 2x the best batch and busy >= 80% (fp32 meets both and the memory target).
 """
 
 from __future__ import annotations
