@@ -6,7 +6,8 @@ import pytest
 
 from ragrade.corpus.chunk import create_chunker
 from ragrade.corpus.clean import clean_text
-from ragrade.corpus.formats import markdown_blocks, read_markdown
+from ragrade.corpus.formats import read_markdown
+from ragrade.corpus.roles import markdown_blocks
 from ragrade.corpus.types import Document
 
 PAGE = """# Install { #install }

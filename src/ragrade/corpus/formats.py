@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,40 +70,12 @@ class FieldMap:
 
 # --------------------------------------------------------------------------- text and markdown
 
-_MD_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
-
 
 def read_text(text: str) -> Extracted:
     """A plain-text file: the text itself; the title is the first line when it is short."""
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     meta = {"title": first} if 0 < len(first) <= 120 else {}
     return Extracted(text=text, metadata=meta)
-
-
-def markdown_blocks(text: str) -> list[tuple[bool, str]]:
-    """``text`` cut into ``(is_code, block)`` parts: fenced code blocks (fences included) and the rest.
-
-    A fence is a line starting with three or more backticks or tildes; it closes at a line starting
-    with the same character at least as many times (or at the end of the text).
-    """
-    out: list[tuple[bool, str]] = []
-    buf: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        m = _MD_FENCE_RE.match(line)
-        if fence is None and m:
-            if buf:
-                out.append((False, "\n".join(buf)))
-            buf, fence = [line], m.group(1)
-        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-            buf.append(line)
-            out.append((True, "\n".join(buf)))
-            buf, fence = [], None
-        else:
-            buf.append(line)
-    if buf:
-        out.append((fence is not None, "\n".join(buf)))
-    return out
 
 
 def read_markdown(text: str, context: PageContext | None = None) -> Extracted:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ragrade.corpus.roles import markdown_blocks
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_block import StateBlock
@@ -163,8 +165,6 @@ def drop_macros(text: str, variables: dict[str, str], *, in_code: bool = False) 
     if in_code:
         out = _JINJA_RE.sub(one, text)
     else:
-        from ragrade.corpus.formats import markdown_blocks
-
         out = "\n".join(b if code else _JINJA_RE.sub(one, b) for code, b in markdown_blocks(text))
     out = _ONLY_TAG_RE.sub("", out).replace("\x00", "")
     return out, removed[0]

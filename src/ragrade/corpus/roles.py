@@ -148,6 +148,35 @@ def directive_title(name: str, argument: str) -> str:
     return f"{label}: {argument}" if argument else label
 
 
+_MD_FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def markdown_blocks(text: str) -> list[tuple[bool, str]]:
+    """``text`` cut into ``(is_code, block)`` parts: fenced code blocks (fences included) and the rest.
+
+    A fence is a line starting with three or more backticks or tildes; it closes at a line starting
+    with the same character at least as many times (or at the end of the text).
+    """
+    out: list[tuple[bool, str]] = []
+    buf: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        m = _MD_FENCE_RE.match(line)
+        if fence is None and m:
+            if buf:
+                out.append((False, "\n".join(buf)))
+            buf, fence = [line], m.group(1)
+        elif fence is not None and m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            buf.append(line)
+            out.append((True, "\n".join(buf)))
+            buf, fence = [], None
+        else:
+            buf.append(line)
+    if buf:
+        out.append((fence is not None, "\n".join(buf)))
+    return out
+
+
 __all__ = [
     "CODE_ROLES",
     "DROP_DIRECTIVES",
@@ -156,6 +185,7 @@ __all__ = [
     "VERBATIM_ROLES",
     "directive_title",
     "fenced",
+    "markdown_blocks",
     "role_text",
     "roles_in_text",
 ]
