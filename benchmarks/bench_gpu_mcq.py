@@ -276,11 +276,11 @@ def one_dtype(folder: str, dtype: str, args: argparse.Namespace, load: float | N
     """Both sides on one dtype; returns the figures printed by :func:`report`."""
     import torch
 
-    from ragrade.llm import create_llm
+    from ragrade.llm import LLMOptions, create_llm
     from ragrade.llm.hf import HFLLM
     from ragrade.llm.prefix_tree import TreeStats
 
-    llm = create_llm(f"hf/{folder}", cache=False, device=args.device, dtype=dtype)
+    llm = create_llm(f"hf/{folder}", LLMOptions(cache=False, device=args.device, dtype=dtype))
     assert isinstance(llm, HFLLM)
     reqs = build_requests(args.requests, llm.tokenizer, seed=args.seed)
     run_ragrade(llm, reqs[:8], args.caller_size)  # warm-up (and the once-per-model check)

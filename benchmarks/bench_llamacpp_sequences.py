@@ -10,6 +10,9 @@ Schedules, all on the same thread count, each timed over every item (best of ``-
 * ``questions`` -- ``--group`` questions at once, each on its own sequence id: their contexts one after
   the other, then one option of every question per round, the rounds' rows packed into calls of at most
   ``ROWS_PER_DECODE`` rows, each option dropped again after its round.
+* ``backend`` -- the backend's own parallel sequences (``LlamaCppLLM.parallel_scores``, ``parallel_sequences
+  = --group``): the ``questions`` schedule with cells aligned to ``SLOT_ALIGN`` (16) and each round's options
+  ordered to need the fewest pad rows; the backend's once-per-model check against one at a time is left out.
 * ``options`` -- one question at a time, its options on their own sequence ids sharing the context's
   cells (``seq_cp``), packed into calls of at most ``ROWS_PER_DECODE`` rows.
 * ``contexts`` -- ``--workers`` llama.cpp contexts on Python threads, each scoring its share of the
@@ -25,6 +28,33 @@ script prints the time, the items/s, the speed relative to one at a time, and th
 tests use (1e-4 nats). Timings are wall clock on whatever machine runs it; nothing is extrapolated.
 
     .venv/bin/python benchmarks/bench_llamacpp_sequences.py [--items 8] [--threads N] [--group 4] [--align 8]
+
+Measured (this 2-core x86 AVX2 machine, ik-llama-cpp-python 0.1.5, 8 items, best of 2 runs each; the
+machine was shared: other engineers' benchmarks (bench_adaptive.py and two more, niced), mypy and pytest
+runs, load average 5.8-7.9 -- so differences under ~25% are noise: ``contexts 1x1t``, the one-at-a-time
+schedule on a second backend, came out at 0.78x of itself):
+
+========================  =========================  =========================
+schedule                  --threads 1                --threads 2
+========================  =========================  =========================
+one at a time             11.26 s (1.00x)            52.62 s (1.00x)
+questions x4 (align 8)    16.27 s (0.69x), exact     62.66 s (0.84x), exact
+backend x4 (align 16)     16.73 s (0.67x), exact     53.05 s (0.99x), exact
+options (align 8)         14.86 s (0.76x), exact     41.75 s (1.26x), exact
+contexts, 1 thread each   14.48 s (0.78x), 1 of them 12.90 s (4.08x), 2 of them
+========================  =========================  =========================
+
+("exact": max|Δ| 0.00 nats against one at a time.) Commands: ``--items 8 --threads 1 --group 4 --reps 2``
+(from 21:53 UTC, load 5.8 -> 6.9), then the same with ``--threads 2`` (load 6.9 -> 8.1). With 2 threads
+on the busy machine every schedule was ~4x slower than with 1 (llama.cpp's threads spin while they wait
+for a core), and there fewer, larger calls helped (options 1.26x, backend 0.99x); with 1 thread, the
+faster setting here, no schedule with several sequences was faster. An earlier session on the same
+machine, also busy: questions x4 at 0.67x (1 thread) and 0.77x (2 threads), options at 0.79x-1.03x.
+Why: every row attends to every cell of the shared cache (the other questions' contexts too), the pad rows
+run through every layer, and the contexts' prefill, most of the work, is one call per context either way.
+So the backend's ``parallel_sequences`` defaults to 1 below 16 threads (``parallel_count``); the default
+from 16 threads on (4 questions) is not measured: run this script there with ``--threads N --group G``
+and move ``PARALLEL_FROM_THREADS`` / ``PARALLEL_DEFAULT`` by what it prints.
 """
 
 from __future__ import annotations
@@ -142,6 +172,14 @@ def options(rt: Any, enc: Encoded, align: int, limit: int) -> list[list[float]]:
     return out
 
 
+def backend(llm: LlamaCppLLM, enc: Encoded, group: int) -> list[list[float]]:
+    """The backend's own parallel sequences (``parallel_sequences=group``; the once-per-model check left out)."""
+    out: list[list[float]] = []
+    for g in range(0, len(enc), group):
+        out.extend(llm.parallel_scores(enc[g : g + group]))
+    return out
+
+
 def contexts(backends: list[LlamaCppLLM], enc: Encoded) -> list[list[float]]:
     n = len(backends)
 
@@ -156,7 +194,7 @@ def contexts(backends: list[LlamaCppLLM], enc: Encoded) -> list[list[float]]:
 def main() -> None:
     from bench_real_mcq import build_items
 
-    from ragrade.llm import create_llm
+    from ragrade.llm import LLMOptions, create_llm
     from ragrade.llm.llamacpp import ROWS_PER_DECODE, LlamaCppLLM, thread_count
     from ragrade.llm.llamacpp_lib import LlamaRuntime
 
@@ -170,8 +208,10 @@ def main() -> None:
     args = ap.parse_args()
     threads, source = thread_count(args.threads)
     workers = max(1, min(args.workers or 2, threads))
-    llm = create_llm("llamacpp/gemma-3-270m", cache=False, n_threads=threads)
+    llm = create_llm("llamacpp/gemma-3-270m", LLMOptions(cache=False, n_threads=threads))
     assert isinstance(llm, LlamaCppLLM)
+    par = create_llm(llm.name, LLMOptions(cache=False, n_threads=threads), parallel_sequences=args.group)
+    assert isinstance(par, LlamaCppLLM)
     enc: Encoded = [llm.encode_pair(it["context"], it["options"]) for it in build_items(args.items)]
     longest = max(len(c) + args.align + max(len(o) for o in conts) for c, conts in enc)
     n_seq = max(args.group + 2, max(len(conts) for _, conts in enc) + 1)
@@ -179,12 +219,13 @@ def main() -> None:
     per_worker = max(1, threads // workers)
     pool: list[LlamaCppLLM] = []
     for _ in range(workers):
-        worker = create_llm(llm.name, cache=False, n_threads=per_worker)
+        worker = create_llm(llm.name, LLMOptions(cache=False, n_threads=per_worker))
         assert isinstance(worker, LlamaCppLLM)
         pool.append(worker)
     runs: dict[str, Callable[[], list[list[float]]]] = {
         "one at a time": lambda: [llm.shared_prefix_scores(c, o) for c, o in enc],
         f"questions x{args.group}": lambda: questions(rt, enc, args.group, args.align, ROWS_PER_DECODE),
+        f"backend x{args.group}": lambda: backend(par, enc, args.group),
         "options": lambda: options(rt, enc, args.align, ROWS_PER_DECODE),
         f"contexts {workers}x{per_worker}t": lambda: contexts(pool, enc),
     }
@@ -196,8 +237,8 @@ def main() -> None:
             scores[name] = fn()
             times[name].append(time.perf_counter() - t0)
     report(args, threads, source, enc, times, scores)
-    for backend in [llm, *pool]:
-        backend.close()
+    for each in [llm, par, *pool]:
+        each.close()
     rt.close()
 
 

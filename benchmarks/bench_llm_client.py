@@ -141,18 +141,11 @@ def run_ragrade(
     url: str, n: int, concurrency: int, cache: bool, tag: str, sdk: bool = False
 ) -> tuple[float, float, float]:
     """``create_llm`` + ``generate``; the cache (when on) is a fresh file. (wall, cpu, wall of the all-hit rerun)."""
-    from ragrade.llm import GenerationRequest, Message, create_llm, generate
+    from ragrade.llm import GenerationRequest, LLMOptions, Message, create_llm, generate
 
     with tempfile.TemporaryDirectory(prefix="ragrade-bench-cache-") as cache_dir:
-        llm: Any = create_llm(
-            "openai/test-model",
-            base_url=url,
-            api_key="sk-bench",
-            cache=cache,
-            cache_dir=cache_dir,
-            concurrency=concurrency,
-            timeout=30,
-        )
+        opts = LLMOptions(base_url=url, cache=cache, cache_dir=cache_dir, concurrency=concurrency, timeout=30)
+        llm: Any = create_llm("openai/test-model", opts, api_key="sk-bench")
         if sdk:
             llm._new_session = lambda: _sdk_aiohttp_session(llm)
         generate(llm, [GenerationRequest(messages=(Message("user", f"warm-up {tag}"),))])

@@ -28,7 +28,7 @@ def main() -> None:
     from tests.llm.test_llm_hf import TEXT, build_tiny_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
+    from ragrade.llm import LLMOptions, LoglikelihoodRequest, create_llm, loglikelihood
     from ragrade.llm.hf import HFLLM
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -37,8 +37,8 @@ def main() -> None:
         cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = args.hidden, 4 * args.hidden, 4
         torch.manual_seed(0)
         LlamaForCausalLM(cfg).save_pretrained(tmp)
-        shared = create_llm(f"hf/{tmp}", cache=False)
-        naive = create_llm(f"hf/{tmp}", cache=False, loglikelihood_method="per-choice")
+        shared = create_llm(f"hf/{tmp}", LLMOptions(cache=False))
+        naive = create_llm(f"hf/{tmp}", LLMOptions(cache=False, loglikelihood_method="per-choice"))
         assert isinstance(shared, HFLLM) and isinstance(naive, HFLLM)
         words = " ".join(TEXT).split()
         reqs = []

@@ -196,9 +196,9 @@ def bench_transforms(n_docs: int, n_queries: int, k: int, llm_spec: str | None, 
     queries = _pseudo_queries(chunks, n_queries)
     llm = None
     if llm_spec:
-        from ragrade.llm import create_llm
+        from ragrade.llm import LLMOptions, create_llm
 
-        llm = create_llm(llm_spec, base_url=base_url)
+        llm = create_llm(llm_spec, LLMOptions(base_url=base_url))
     cases = [("none", "none"), ("rm3", "none"), ("none", "mmr"), ("none", "threshold"), ("none", "compress")]
     cases += [("rm3", "mmr+compress")]
     if llm is not None:

@@ -54,9 +54,16 @@ def _model_at(model: type[BaseModel], path: Sequence[int | str]) -> type[BaseMod
     for part in path:
         if current is None or isinstance(part, int):
             continue
-        field = current.model_fields.get(part)
+        field = current.model_fields.get(part) or next(
+            (f for f in current.model_fields.values() if part in _aliases(f.validation_alias)), None
+        )  # a table read under another name (JobConfig.llm is the [llm_options] table)
         current = _submodel(field.annotation) if field is not None else None
     return current
+
+
+def _aliases(alias: object) -> list[object]:
+    """The names a field's ``validation_alias`` accepts (a name, or the choices of an ``AliasChoices``)."""
+    return [alias] if isinstance(alias, str) else list(getattr(alias, "choices", []))
 
 
 def _submodel(annotation: object) -> type[BaseModel] | None:

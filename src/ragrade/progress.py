@@ -21,6 +21,14 @@ requests were answered since it started, at what rate, and how many are still wa
 moving while a batch runs, and requests already running are shown instead of the setup status. A stage
 that sends one request per item counts its items as the requests are answered
 (:func:`counting_requests`), so its counts, rate and ETA move with every answer, not only after each batch.
+
+Work before the first item (loading a model, retrieving every batch ahead, embedding texts) is announced as a
+phase (:func:`phase`: what it does, with a count where the work is countable), so the line says
+``exam take: retrieving passages ...: 1,200/54,000 (2%) 40.0/s ETA 22:00`` or ``loading hf/MODEL (01:05)``
+instead of a bare ``loading ...``. Phases, like failures, are process-wide: the stages announce them
+without a display in their signatures, and every display shows the innermost one running. A run whose
+requests stop being answered says it is waiting (``waiting on 16 requests for 02:10``) rather than showing a
+rate falling to zero and a growing ETA, once nothing has moved for :data:`STALL_S` seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from ragrade.errors import ConfigError
+from ragrade.progress_phases import STALL_S, Phase, clock, current_phase, phase, phase_activity
 
 INTERVAL_ENV = "RAGRADE_PROGRESS_INTERVAL"
 MODE_ENV = "RAGRADE_PROGRESS"
@@ -172,13 +181,6 @@ def short_label(name: str, width: int = LABEL_WIDTH) -> str:
     return name[:head] + "\u2026" + name[len(name) - (width - 1 - head) :]
 
 
-def clock(seconds: float) -> str:
-    """``mm:ss`` (``h:mm:ss`` from an hour on)."""
-    whole = max(0, round(seconds))
-    h, rest = divmod(whole, 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60:02d}:{rest % 60:02d}"
-
-
 @dataclass
 class _Task:
     label: str
@@ -203,6 +205,11 @@ class RequestCounts:
             return 0.0
         return self.answered / (now - self.first)
 
+    @property
+    def waiting(self) -> int:
+        """Requests asked and not yet answered."""
+        return max(0, self.asked - self.answered)
+
     def text(self, now: float) -> str:
         """``requests: 45 answered (0.7/s), 16 waiting (~00:23)`` (waiting: asked, not yet answered; the time
         they take at the rate so far, once there is one)."""
@@ -223,6 +230,7 @@ class Snapshot:
     rate: float
     failed: int
     requests: str | None = None
+    stalled: str | None = None  # what a run that has not moved for STALL_S seconds waits on
 
     def eta(self) -> float | None:
         """Seconds left at the current rate (None when unknown)."""
@@ -237,7 +245,10 @@ class Snapshot:
         return f"{self.done}/{self.total} ({100.0 * self.done / self.total:.0f}%)"
 
     def line(self) -> str:
-        """``label: done/total (pct) rate/s ETA mm:ss failed=K`` (then ``; requests: ...`` when there are)."""
+        """``label: done/total (pct) rate/s ETA mm:ss failed=K`` (then ``; requests: ...`` when there are); a
+        stalled run: ``label: done/total (pct) failed=K; waiting on N requests for mm:ss ...``, no rate or ETA."""
+        if self.stalled:
+            return f"{self.label}: {self.counts()} failed={self.failed}; {self.stalled}"
         eta = self.eta()
         left = clock(eta) if eta is not None else ("00:00" if self.total and self.done >= self.total else "--:--")
         line = f"{self.label}: {self.counts()} {self.rate:.1f}/s ETA {left} failed={self.failed}"
@@ -286,11 +297,13 @@ class Progress:
         self._printed: str | None = None  # the last plain line (the last line is not repeated)
         self._requests = RequestCounts()
         self._unlisten: Callable[[], None] | None = None
+        self._moved = self._started  # an item finished or a request was answered (see stalled)
+        self.stall_s = STALL_S
 
     # --- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Progress:
         self._failed0, self._started = failed_so_far(), time.monotonic()
-        self._mark = self._started
+        self._mark = self._moved = self._started
         if self.mode != "quiet":
             self._unlisten = listen_requests(self._on_requests)
         if self.mode == "tty":
@@ -341,6 +354,8 @@ class Progress:
                 task = self._tasks[key] = _Task(key, started=self._mark)
             elif done < task.done:  # the step starts again (the next model of a robustness run)
                 task.start_done, task.started = 0, self._mark
+            if int(done) != task.done:
+                self._moved = time.monotonic()
             task.done, task.total = int(done), int(total)
             self._last, self._mark = key, time.monotonic()
         self._refresh(key)
@@ -356,6 +371,8 @@ class Progress:
                 task = self._tasks[key] = _Task(key, done=int(n), start_done=int(n))
             else:
                 task.done += int(n)
+                if n:
+                    self._moved = time.monotonic()
             task.total = int(total)
             self._last, self._mark = key, time.monotonic()
         self._refresh(key)
@@ -371,8 +388,12 @@ class Progress:
             req = self._requests
             if req.first is None and asked > 0:
                 req.first = time.monotonic()
+            if asked > 0 and req.waiting == 0:  # a new wave of requests: its wait starts now
+                self._moved = time.monotonic()
             req.asked += asked
             req.answered += answered
+            if answered > 0:
+                self._moved = time.monotonic()
 
     def _requests_text(self, now: float) -> str | None:
         with self._lock:
@@ -382,6 +403,30 @@ class Progress:
         """True once an item finished or a request was answered (the setup status is then replaced)."""
         with self._lock:
             return self._requests.answered > 0 or any(t.done > t.start_done for t in self._tasks.values())
+
+    def _setup(self, status: str, now: float) -> str:
+        """The setup line before the first item: ``status (mm:ss)``, or, once the phases that set the run up
+        (:func:`phase`) have ended, ``the first items are running (mm:ss)``: the time since they ended."""
+        ended = phase_activity(now)
+        if ended > self._started:
+            return f"the first items are running ({clock(now - ended)})"
+        return f"{status} ({clock(now - self._started)})"
+
+    def stalled(self, now: float | None = None) -> str | None:
+        """What a run that has not moved for :attr:`stall_s` seconds (no item finished, no request answered)
+        waits on: ``waiting on 16 requests for 02:10 (45 answered before)``, or ``nothing finished for 02:10``
+        while items are left and no request is waiting; None while it moves (or has nothing left)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            quiet_for = now - max(self._moved, phase_activity(now))
+            waiting, answered = self._requests.waiting, self._requests.answered
+            left = any(t.done < t.total for t in self._tasks.values())
+        if quiet_for < self.stall_s:
+            return None
+        if waiting:
+            before = f" ({answered} answered before)" if answered else " (none answered yet)"
+            return f"waiting on {waiting} request{'' if waiting == 1 else 's'} for {clock(quiet_for)}{before}"
+        return f"nothing finished for {clock(quiet_for)}" if left else None
 
     def stage(self, prefix: str = "") -> ProgressFn:
         """An absolute-count callback whose keys get ``prefix`` (e.g. a model's name)."""
@@ -404,7 +449,7 @@ class Progress:
             fresh = sum(t.done - t.start_done for t in tasks)
             since = min((t.started for t in tasks), default=now)
         rate = fresh / (now - since) if fresh > 0 and now > since else 0.0
-        return Snapshot(label, done, total, rate, failed, self._requests_text(now))
+        return Snapshot(label, done, total, rate, failed, self._requests_text(now), self.stalled(now))
 
     def status_line(self, now: float | None = None) -> str | None:
         """The plain line now: the setup status before the first item, else the counts (None: nothing yet).
@@ -415,11 +460,18 @@ class Progress:
         now = time.monotonic() if now is None else now
         started = self._started_work()
         requests = self._requests_text(now)
+        running = current_phase()
+        if running is not None:  # what is loaded or computed now, counted where it can be
+            line = f"{self.name}: {running.line(now)}"
+            return f"{line}; {requests}" if requests else line
         with self._lock:
             status, mark = self._status, self._mark
             last = self._tasks.get(self._last) if self._last is not None else None
         if status and not started:
-            line = f"{self.name}: {status} ({clock(now - self._started)})"
+            line = f"{self.name}: {self._setup(status, now)}"
+            stalled = self.stalled(now)
+            if stalled and self._requests.waiting:
+                return f"{line}; {stalled}"
             return f"{line}; {requests}" if requests else line
         snap = self.snapshot(now)
         if not self.aggregate and last is not None and 0 < last.total <= last.done and now - mark >= self.interval:
@@ -484,13 +536,19 @@ class Progress:
         """The overall bar's text: the setup status before the first item, else counts, ETA and failures (then
         the requests answered, when the display saw requests)."""
         started = self._started_work()
+        running = current_phase()
+        if running is not None:
+            return running.bar_text()
         with self._lock:
             status, req = self._status, self._requests
-            answered, waiting = req.answered, max(0, req.asked - req.answered)
+            answered, waiting = req.answered, req.waiting
             requests = req.first is not None
         if status and not started:
-            return f"{status} ({waiting} requests waiting)" if waiting else status
+            shown = self._setup(status, time.monotonic())
+            return f"{shown} ({waiting} requests waiting)" if waiting else shown
         snap = self.snapshot()
+        if snap.stalled:
+            return f"{snap.counts()} failed={snap.failed}; {snap.stalled}"
         eta = snap.eta()
         text = f"{snap.counts()} ETA {clock(eta) if eta is not None else '--:--'} failed={snap.failed}"
         return f"{text} req={answered}" if requests else text
@@ -519,6 +577,8 @@ __all__ = [
     "DEFAULT_INTERVAL",
     "INTERVAL_ENV",
     "MODE_ENV",
+    "STALL_S",
+    "Phase",
     "Progress",
     "ProgressFn",
     "RequestCounts",
@@ -526,11 +586,13 @@ __all__ = [
     "Snapshot",
     "clock",
     "counting_requests",
+    "current_phase",
     "failed_so_far",
     "interval_s",
     "listen_requests",
     "note_failed",
     "note_requests",
+    "phase",
     "resolve_mode",
     "short_label",
 ]

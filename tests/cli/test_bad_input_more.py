@@ -248,10 +248,13 @@ def _job_cases(p: dict[str, Path], t: Path) -> dict[str, tuple[str, str]]:
         "sweep-retriever-repeated": ('[sweep]\nretrievers = ["bm25", "closed", "bm25"]\n', "sweep.retrievers: 'bm25'"),
         "judge-retriever-repeated": (f'{judge}retrievers = ["bm25", "bm25"]\n', "judge.retrievers: 'bm25' is listed"),
         "llm-max-retries-huge": (
-            "[llm]\nmax_retries = 1e9\n",
-            "llm.max_retries: Input should be less than or equal to 100",
+            "[llm_options]\nmax_retries = 1e9\n",
+            "llm_options.max_retries: Input should be less than or equal to 100",
         ),
-        "llm-max-retries-fraction": ("[llm]\nmax_retries = 2.5\n", "llm.max_retries: Input should be a valid integer"),
+        "llm-max-retries-fraction": (
+            "[llm_options]\nmax_retries = 2.5\n",
+            "llm_options.max_retries: Input should be a valid integer",
+        ),
     }
 
 

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "ragrade._version": 0,
     "ragrade.redact": 0,
     "ragrade.interrupt": 0,
+    "ragrade.progress_phases": 0,  # named phases of long work (what a display shows while it runs)
     # shared services
     "ragrade.registry": 1,
     "ragrade.deps": 1,

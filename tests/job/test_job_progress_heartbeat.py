@@ -36,3 +36,16 @@ def test_status_line_rate_and_time_left() -> None:
     line = shown.status_line(now=started + 60.0)
     assert line is not None
     assert "running for 1m00s: embed 30/90 (33%) 0.5/s ETA 02:00 failed=0" in line
+
+
+def test_status_line_names_the_phase_a_stage_is_in_before_its_items_count() -> None:
+    from ragrade.progress_phases import phase
+
+    shown = Display(stream=io.StringIO(), interval=0)
+    shown.stage_start(3, 10, "exam")
+    started = shown._stage[3]  # type: ignore[index]
+    assert shown.status_line(now=started + 5.0) == "[ 4/10] exam                         running for 5s"
+    with phase("loading hf/MODEL (1 of 2)", total=2):
+        line = shown.status_line(now=started + 65.0)
+    assert line is not None and line.startswith("[ 4/10] exam")
+    assert "running for 1m05s: loading hf/MODEL (1 of 2): 0/2 (0%)" in line

@@ -21,6 +21,7 @@ from ragrade.io import write_json
 from ragrade.llm import GenerationRequest, Message, create_llm, generate
 from ragrade.llm.cache import ResponseCache, make_key
 from ragrade.llm.openai import OpenAILLM
+from ragrade.llm.options import LLMOptions
 
 WRITER = """
 import sys
@@ -86,7 +87,8 @@ def test_api_key_never_written(
     with caplog.at_level(logging.DEBUG), OpenAIServer(faults=Faults(script=["ok", "500", "401"])) as srv:
         url = srv.base_url.replace("http://", "http://user:" + secret + "@")  # credentials in the URL too
         llm = narrow(
-            create_llm("openai/test-model", base_url=url, max_retries=1, backoff_s=0.01, concurrency=1), OpenAILLM
+            create_llm("openai/test-model", LLMOptions(base_url=url, max_retries=1, backoff_s=0.01, concurrency=1)),
+            OpenAILLM,
         )
         out = generate(llm, [GenerationRequest(messages=(Message("user", f"q{i}"),)) for i in range(3)])
         assert srv.auth_headers_seen >= 3

@@ -19,6 +19,7 @@ from ragrade.errors import ConfigError
 from ragrade.llm import Completion, GenerationRequest, Message, create_llm, generate
 from ragrade.llm.cache import default_cache_path
 from ragrade.llm.openai import OpenAILLM
+from ragrade.llm.options import LLMOptions
 
 
 def chat(text: str, **kw: Unpack[GenerationKw]) -> GenerationRequest:
@@ -38,7 +39,8 @@ def test_results_reach_the_cache_while_the_batch_runs(llm_cache_dir: Path) -> No
 
     with OpenAIServer(responder=responder) as srv:
         llm = narrow(
-            create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", concurrency=1), OpenAILLM
+            create_llm("openai/test-model", LLMOptions(base_url=srv.base_url, concurrency=1), api_key="sk-test"),
+            OpenAILLM,
         )
         llm.cache_flush_every = 2
         out = generate(llm, [chat(f"q{i}") for i in range(8)])
@@ -50,7 +52,9 @@ def test_results_reach_the_cache_while_the_batch_runs(llm_cache_dir: Path) -> No
 def test_a_failing_cache_write_keeps_the_answers(
     openai_server: OpenAIServer, llm_cache_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    llm = narrow(create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test"), OpenAILLM)
+    llm = narrow(
+        create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url), api_key="sk-test"), OpenAILLM
+    )
 
     def broken(*args: object, **kwargs: object) -> None:
         raise sqlite3.OperationalError("disk I/O error")
@@ -74,7 +78,9 @@ def test_a_failing_cache_write_keeps_the_answers(
 )
 def test_odd_replies_end_as_recorded_errors(llm_cache_dir: Path, reply: dict[str, Any], expected: str) -> None:
     with OpenAIServer(responder=lambda body: reply) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", max_retries=1, backoff_s=0.01)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, max_retries=1, backoff_s=0.01), api_key="sk-test"
+        )
         [c] = generate(llm, [chat("x")])
     assert not c.ok and c.text is None and expected in (c.error or "")
 
@@ -91,7 +97,7 @@ def test_content_parts_are_joined(llm_cache_dir: Path) -> None:
         "usage": {"prompt_tokens": 3, "completion_tokens": "2"},
     }
     with OpenAIServer(responder=lambda body: reply) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test")
+        llm = create_llm("openai/test-model", LLMOptions(base_url=srv.base_url), api_key="sk-test")
         [c] = generate(llm, [chat("capital?")])
     assert c.ok and c.text == "Paris" and c.finish_reason == "stop"
     assert (c.usage.prompt_tokens, c.usage.completion_tokens) == (3, 2)
@@ -101,7 +107,8 @@ def test_one_client_per_loop_shared_by_concurrent_batches_and_closed_after(
     openai_server: OpenAIServer, llm_cache_dir: Path
 ) -> None:
     llm = narrow(
-        create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test", cache=False), OpenAILLM
+        create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url, cache=False), api_key="sk-test"),
+        OpenAILLM,
     )
 
     async def two_batches() -> list[Completion]:
@@ -120,8 +127,10 @@ def test_one_client_per_loop_shared_by_concurrent_batches_and_closed_after(
 
 
 def test_httpx_transport_and_bad_transport(openai_server: OpenAIServer, llm_cache_dir: Path) -> None:
-    llm = create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test", transport="httpx")
+    llm = create_llm(
+        "openai/test-model", LLMOptions(base_url=openai_server.base_url, transport="httpx"), api_key="sk-test"
+    )
     [c] = generate(llm, [chat("via httpx")])
     assert c.ok and openai_server.auth_headers_seen == 1
     with pytest.raises(ConfigError, match="transport must be one of"):
-        create_llm("openai/test-model", base_url=openai_server.base_url, transport="carrier-pigeon")
+        create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url, transport="carrier-pigeon"))

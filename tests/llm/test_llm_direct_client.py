@@ -11,12 +11,14 @@ import json
 from typing import Any, Unpack
 
 import pytest
+from tests.llm.options_given import given
 from tests.support.llm_requests import GenerationKw
 from tests.support.openai_server import OpenAIServer, always, dead_base_url
 
 from ragrade.llm import Completion, GenerationRequest, Message, create_llm, generate
 from ragrade.llm.openai import _error_message
 from ragrade.llm.openai_http import join_url, status_message
+from ragrade.llm.options import LLMOptions
 
 
 def chat(text: str, **kw: Unpack[GenerationKw]) -> GenerationRequest:
@@ -34,13 +36,8 @@ def _run(
 ) -> list[Completion]:
     llm = create_llm(
         "openai/test-model",
-        base_url=base_url,
+        LLMOptions(base_url=base_url, transport=transport, cache=False, **given(max_retries, backoff_s, timeout)),
         api_key="sk-direct",
-        transport=transport,
-        cache=False,
-        max_retries=max_retries,
-        backoff_s=backoff_s,
-        timeout=timeout,
     )
     assert llm.describe()["transport"] == transport
     return generate(llm, reqs)

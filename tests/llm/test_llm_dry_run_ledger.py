@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.dryrun import LEDGER, DryRunLLM, is_dry_run
+from ragrade.llm.options import LLMOptions
 
 
 def _ask(llm: DryRunLLM, n: int) -> None:
@@ -12,7 +13,7 @@ def _ask(llm: DryRunLLM, n: int) -> None:
 
 
 def test_since_counts_only_what_came_after_the_mark_and_merges_remote_counts() -> None:
-    llm = create_llm("openai/ledger-a", base_url="http://127.0.0.1:9/v1", dry_run=True)
+    llm = create_llm("openai/ledger-a", LLMOptions(base_url="http://127.0.0.1:9/v1", dry_run=True))
     assert isinstance(llm, DryRunLLM) and is_dry_run(llm)
     _ask(llm, 2)  # an earlier run of this process (e.g. a cached pipeline) asked these
     mark = LEDGER.mark()
@@ -40,5 +41,5 @@ def test_since_counts_only_what_came_after_the_mark_and_merges_remote_counts() -
 
 
 def test_without_the_option_an_llm_is_real() -> None:
-    llm = create_llm("openai/ledger-b", base_url="http://127.0.0.1:9/v1", cache=False)
+    llm = create_llm("openai/ledger-b", LLMOptions(base_url="http://127.0.0.1:9/v1", cache=False))
     assert not is_dry_run(llm)

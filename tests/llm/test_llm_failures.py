@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 
 import pytest
+from tests.llm.options_given import given
 from tests.support.openai_server import Faults, OpenAIServer, always
 from tests.support.typed import narrow
 
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.openai import OpenAILLM
+from ragrade.llm.options import LLMOptions
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 
@@ -17,13 +19,10 @@ SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 def _llm(url: str, *, timeout: float | None = None, max_retries: int = 0, backoff_s: float | None = None) -> OpenAILLM:
     llm = create_llm(
         "openai/test-model",
-        base_url=url,
+        LLMOptions(
+            base_url=url, cache=False, max_retries=max_retries, concurrency=1, **given(None, backoff_s, timeout)
+        ),
         api_key="sk-test",
-        cache=False,
-        max_retries=max_retries,
-        concurrency=1,
-        timeout=timeout,
-        backoff_s=backoff_s,
     )
     return narrow(llm, OpenAILLM)
 

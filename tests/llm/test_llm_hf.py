@@ -10,6 +10,7 @@ from tests.support.typed import narrow, some
 from ragrade.errors import ConfigError
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.hf import HFLLM
+from ragrade.llm.options import LLMOptions
 
 TEXT = [
     "The capital of France is Paris and the capital of Italy is Rome.",
@@ -107,5 +108,5 @@ def test_generation_and_cache(tiny_model: str, llm_cache_dir: Path) -> None:
 def test_missing_folder_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no model folder"):
         create_llm(f"hf/{tmp_path / 'nope'}")
-    with pytest.raises(ConfigError, match="base-url"):
-        create_llm(f"hf/{tmp_path}", base_url="http://x")
+    with pytest.raises(ConfigError, match=r"cannot use the LLM option\(s\) base_url \(for openai\)"):
+        create_llm(f"hf/{tmp_path}", LLMOptions(base_url="http://x"))

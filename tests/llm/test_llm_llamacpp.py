@@ -229,7 +229,7 @@ def test_label_is_not_a_path(llm: LlamaCppLLM, monkeypatch: pytest.MonkeyPatch) 
     [
         ("llamacpp/no/such/model.gguf", {}, "no such GGUF file"),
         ("hf/no/such/model.gguf", {}, "no such GGUF file"),
-        (SPEC, {"base_url": "http://localhost:1/v1"}, "--llm-base-url does not apply"),
+        (SPEC, {"base_url": "http://localhost:1/v1"}, "cannot use the LLM option(s) base_url (for openai)"),
         (SPEC, {"n_gpu_layers": 3}, "unknown option(s) n_gpu_layers"),
         (SPEC, {"n_ctx": 4}, "n_ctx must be at least 16"),
     ],

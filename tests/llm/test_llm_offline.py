@@ -13,6 +13,7 @@ from ragrade.errors import ConfigError
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, create_llm, generate, loglikelihood
 from ragrade.llm.base import LLM
 from ragrade.llm.offline import key_term, sentences
+from ragrade.llm.options import LLMOptions
 from ragrade.llm.phrases import REJECTION_SENTENCE
 
 FIRST = [
@@ -103,7 +104,7 @@ def accuracy(llm: LLM, exam: list[Item], passages_for: Callable[[int, Item], lis
 
 
 def test_student_closed_book_is_chance_and_oracle_is_high(exam: list[Item]) -> None:
-    llm = create_llm("offline/student", cache=False)
+    llm = create_llm("offline/student", LLMOptions(cache=False))
     assert llm.is_baseline and llm.describe()["baseline"] is True
     closed = accuracy(llm, exam, lambda i, it: [])
     oracle = accuracy(llm, exam, lambda i, it: [it["passage"]])
@@ -114,7 +115,7 @@ def test_student_closed_book_is_chance_and_oracle_is_high(exam: list[Item]) -> N
 
 
 def test_student_scores_are_log_softmax_and_uninformative_without_passages() -> None:
-    llm = create_llm("offline/student", cache=False)
+    llm = create_llm("offline/student", LLMOptions(cache=False))
     [r] = loglikelihood(
         llm,
         [
@@ -129,7 +130,7 @@ def test_student_scores_are_log_softmax_and_uninformative_without_passages() -> 
 
 
 def test_student_mcq_letter_and_open_question() -> None:
-    llm = create_llm("offline/student", cache=False)
+    llm = create_llm("offline/student", LLMOptions(cache=False))
     passage = "The treaty was signed in Vienna in 1815. Delegates from five countries attended."
     out = generate(
         llm,
@@ -154,7 +155,7 @@ def test_student_mcq_letter_and_open_question() -> None:
 
 
 def test_extractive_reader_answers_or_refuses() -> None:
-    llm = create_llm("offline/extractive", cache=False)
+    llm = create_llm("offline/extractive", LLMOptions(cache=False))
     passages = ("The Calder bridge was completed in 1887. It spans the river Tarn.", "Bananas are rich in potassium.")
     out = generate(
         llm,
@@ -166,7 +167,7 @@ def test_extractive_reader_answers_or_refuses() -> None:
     )
     assert out[0].text == "The Calder bridge was completed in 1887."
     assert out[1].text == REJECTION_SENTENCE and out[2].text == REJECTION_SENTENCE
-    short = create_llm("offline/extractive", cache=False, span="short")
+    short = create_llm("offline/extractive", LLMOptions(cache=False), span="short")
     [a] = generate(short, [GenerationRequest(question="When was the Calder bridge completed?", passages=passages)])
     assert a.text == "1887"
 

@@ -23,6 +23,7 @@ from ragrade.llm import (
     parse_spec,
 )
 from ragrade.llm.openai import OpenAILLM
+from ragrade.llm.options import LLMOptions
 
 
 def chat(text: str, **kw: Unpack[GenerationKw]) -> GenerationRequest:
@@ -31,7 +32,9 @@ def chat(text: str, **kw: Unpack[GenerationKw]) -> GenerationRequest:
 
 def test_chat_and_completion_forward_every_parameter(openai_server: OpenAIServer, llm_cache_dir: Path) -> None:
     openai_server.responder = lambda body: "forty-two. And more text"
-    llm = narrow(create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test"), OpenAILLM)
+    llm = narrow(
+        create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url), api_key="sk-test"), OpenAILLM
+    )
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     out = generate(
         llm,
@@ -66,12 +69,8 @@ def test_faults_all_end_recorded_and_second_run_is_cached(llm_cache_dir: Path) -
     with OpenAIServer(faults=faults) as srv:
         llm = create_llm(
             "openai/test-model",
-            base_url=srv.base_url,
+            LLMOptions(base_url=srv.base_url, timeout=3.0, backoff_s=0.01, max_retries=5, concurrency=32),
             api_key="sk-test",
-            timeout=3.0,
-            backoff_s=0.01,
-            max_retries=5,
-            concurrency=32,
         )
         assert isinstance(llm, OpenAILLM)
         out = generate(llm, reqs)
@@ -92,26 +91,30 @@ def test_faults_all_end_recorded_and_second_run_is_cached(llm_cache_dir: Path) -
         assert sum(c.cached for c in again) == 200 - len(failed)
         assert [c.text for c in again if c.cached] == [c.text for c in out if c.ok]
     with OpenAIServer() as srv2:  # another base URL is another cache key
-        llm2 = create_llm("openai/test-model", base_url=srv2.base_url, api_key="sk-test")
+        llm2 = create_llm("openai/test-model", LLMOptions(base_url=srv2.base_url), api_key="sk-test")
         assert generate(llm2, reqs[:3])[0].ok and srv2.requests_total == 3
 
 
 def test_cached_request_makes_no_network_call(openai_server: OpenAIServer, llm_cache_dir: Path) -> None:
-    llm = create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test")
+    llm = create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url), api_key="sk-test")
     reqs = [chat("hello"), chat("hello", temperature=0.5), chat("hello")]
     first = generate(llm, reqs)
     assert openai_server.requests_total == 2  # identical requests in a batch are sent once
     assert first[0].text == first[2].text
     second = generate(llm, reqs)
     assert openai_server.requests_total == 2 and all(c.cached for c in second)
-    nocache = create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test", cache=False)
+    nocache = create_llm(
+        "openai/test-model", LLMOptions(base_url=openai_server.base_url, cache=False), api_key="sk-test"
+    )
     generate(nocache, reqs[:1])
     assert openai_server.requests_total == 3
 
 
 def test_retry_after_is_honoured_and_permanent_errors_not_retried(llm_cache_dir: Path) -> None:
     with OpenAIServer(faults=Faults(script=["429", "ok", "400"], retry_after_s=0.4)) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", backoff_s=0.01, concurrency=1)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, backoff_s=0.01, concurrency=1), api_key="sk-test"
+        )
         t0 = time.perf_counter()
         [a] = generate(llm, [chat("a")])
         assert a.ok and a.attempts == 2 and time.perf_counter() - t0 >= 0.4
@@ -122,7 +125,9 @@ def test_retry_after_is_honoured_and_permanent_errors_not_retried(llm_cache_dir:
 def test_timeout_recorded_per_request(llm_cache_dir: Path) -> None:
     with OpenAIServer(faults=Faults(script=["hang", "ok"], hang_s=5.0)) as srv:
         llm = create_llm(
-            "openai/test-model", base_url=srv.base_url, api_key="sk-test", timeout=0.5, max_retries=0, concurrency=1
+            "openai/test-model",
+            LLMOptions(base_url=srv.base_url, timeout=0.5, max_retries=0, concurrency=1),
+            api_key="sk-test",
         )
         out = generate(llm, [chat("slow"), chat("fast")])
         assert not out[0].ok and "timed out" in (out[0].error or "")
@@ -131,18 +136,22 @@ def test_timeout_recorded_per_request(llm_cache_dir: Path) -> None:
 
 def test_concurrency_and_rpm_limits(llm_cache_dir: Path) -> None:
     with OpenAIServer(latency_s=0.1) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", concurrency=4, cache=False)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, concurrency=4, cache=False), api_key="sk-test"
+        )
         generate(llm, [chat(f"c{i}") for i in range(16)])
         assert srv.max_in_flight == 4
     with OpenAIServer() as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", rpm=600, cache=False)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, rpm=600, cache=False), api_key="sk-test"
+        )
         t0 = time.perf_counter()
         generate(llm, [chat(f"r{i}") for i in range(6)])
         assert time.perf_counter() - t0 >= 0.45  # 6 starts spaced 0.1 s apart
 
 
 def test_echo_loglikelihood_matches_server_tokens(openai_server: OpenAIServer, llm_cache_dir: Path) -> None:
-    llm = create_llm("openai/test-model", base_url=openai_server.base_url, api_key="sk-test")
+    llm = create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url), api_key="sk-test")
     ctx = "The capital of France is"
     [r] = loglikelihood(llm, [LoglikelihoodRequest(ctx, (" Paris", " Rome city"))])
     assert r.ok and r.method == "echo-logprobs" and r.token_counts == [1, 2]
@@ -160,14 +169,19 @@ def test_no_prompt_logprobs_fail_clearly_unless_letter_picking_is_allowed(
     # echo ignored, /tokenize served but logit_bias ignored: no way to score log-likelihoods
     with OpenAIServer(prompt_logprobs=False, logit_bias=False, responder=lambda body: "B") as srv:
         reqs = [LoglikelihoodRequest(f"Question {i}: pick one.", (" yes", " no", " maybe")) for i in range(3)]
-        llm = narrow(create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False), OpenAILLM)
+        llm = narrow(
+            create_llm("openai/test-model", LLMOptions(base_url=srv.base_url, cache=False), api_key="sk-test"),
+            OpenAILLM,
+        )
         out = loglikelihood(llm, reqs)
         assert all(not r.ok and "cannot score log-likelihoods" in str(r.error) for r in out)
         assert all("--method generate" in str(r.error) and "letter_fallback" in str(r.error) for r in out)
         assert "echo ignored" in str(out[0].error) and "ignored logit_bias" in str(out[0].error)
         assert srv.requests_by_path["/v1/completions"] == 2 and "/v1/chat/completions" not in srv.requests_by_path
         assert llm.loglikelihood_mode == "none"
-        allowed = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", letter_fallback=True)
+        allowed = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, letter_fallback=True), api_key="sk-test"
+        )
         assert isinstance(allowed, OpenAILLM)
         with caplog.at_level(logging.WARNING, logger="ragrade.llm"):
             out = loglikelihood(allowed, reqs)
@@ -175,14 +189,14 @@ def test_no_prompt_logprobs_fail_clearly_unless_letter_picking_is_allowed(
         assert out[0].logprobs == [-50.0, 0.0, -50.0]
         assert sum("as letter_fallback allows" in m for m in caplog.messages) == 1
         assert allowed.loglikelihood_mode == "chat-logprobs"
-        strict = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test")
+        strict = create_llm("openai/test-model", LLMOptions(base_url=srv.base_url), api_key="sk-test")
         assert not any(r.ok or r.cached for r in loglikelihood(strict, reqs))  # the cached letters are not for it
 
 
 def test_dry_run_counts_without_sending(openai_server: OpenAIServer) -> None:
     from ragrade.llm.dryrun import dry_run_summary
 
-    llm = create_llm("openai/test-model", base_url=openai_server.base_url, dry_run=True)
+    llm = create_llm("openai/test-model", LLMOptions(base_url=openai_server.base_url, dry_run=True))
     out = generate(llm, [chat("one two three", task="answer"), chat("four", max_tokens=10)])
     loglikelihood(llm, [LoglikelihoodRequest("ctx", (" a", " b"))])
     assert all(not c.ok and "dry run" in (c.error or "") for c in out)

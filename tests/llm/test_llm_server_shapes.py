@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from tests.llm.options_given import given
 from tests.support.openai_server import Faults, OpenAIServer, always, token_logprob
 from tests.support.typed import narrow
 
@@ -19,6 +20,7 @@ from ragrade.cli.main import main
 from ragrade.llm import GenerationRequest, LoglikelihoodRequest, Message, create_llm, generate, loglikelihood
 from ragrade.llm.limits import LimitConfig, Limiter
 from ragrade.llm.openai import OpenAILLM
+from ragrade.llm.options import LLMOptions
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 JSON_REPLY = '{"a": "blue"}'
@@ -34,14 +36,15 @@ def _llm(
 ) -> OpenAILLM:
     llm = create_llm(
         "openai/test-model",
-        base_url=url,
+        LLMOptions(
+            base_url=url,
+            cache=False,
+            backoff_s=0.01,
+            concurrency=concurrency,
+            loglikelihood_mode=loglikelihood_mode,
+            **given(max_retries, None, timeout),
+        ),
         api_key="sk-test",
-        cache=False,
-        backoff_s=0.01,
-        concurrency=concurrency,
-        max_retries=max_retries,
-        timeout=timeout,
-        loglikelihood_mode=loglikelihood_mode,
     )
     return narrow(llm, OpenAILLM)
 
@@ -201,7 +204,9 @@ def test_a_one_slot_server_finishes_a_batch_under_the_default_concurrency() -> N
     # the timeout (0.4 s / (2 x 0.04 s) = 5), instead of a queue of 16 whose tail times out
     reqs = [GenerationRequest(messages=(Message("user", f"question {i}"),)) for i in range(60)]
     with OpenAIServer(slots=1, latency_s=0.04) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False, timeout=0.4)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, cache=False, timeout=0.4), api_key="sk-test"
+        )
         t0 = time.monotonic()
         out = generate(llm, reqs)
         elapsed = time.monotonic() - t0
@@ -213,7 +218,9 @@ def test_a_one_slot_server_finishes_a_batch_under_the_default_concurrency() -> N
     assert elapsed < 30
     # advertised slots start the cap there: no timeout at all
     with OpenAIServer(slots=1, advertise_slots=True, latency_s=0.02) as srv:
-        llm = create_llm("openai/test-model", base_url=srv.base_url, api_key="sk-test", cache=False, timeout=0.4)
+        llm = create_llm(
+            "openai/test-model", LLMOptions(base_url=srv.base_url, cache=False, timeout=0.4), api_key="sk-test"
+        )
         out = generate(llm, reqs[:20])
         assert srv.max_in_flight == 1 and srv.dropped == 0
     assert all(c.ok and c.attempts == 1 for c in out)

@@ -20,6 +20,7 @@ from ragrade.embedding.embed import (
 )
 from ragrade.llm import LoglikelihoodRequest, create_llm, loglikelihood
 from ragrade.llm.offline import _EMBED, sentences
+from ragrade.llm.options import LLMOptions
 
 TEXTS = [
     "Short.",
@@ -108,7 +109,7 @@ def _requests(items: list[Item]) -> list[LoglikelihoodRequest]:
 def _scores(reqs: list[LoglikelihoodRequest], shard: int, workers: int) -> list[list[float]]:
     """Student scores of ``reqs`` in shards of ``shard`` requests, ``workers`` shards at a time, cold memo."""
     _EMBED.clear()
-    llm = create_llm("offline/student", cache=False)
+    llm = create_llm("offline/student", LLMOptions(cache=False))
     shards = [reqs[i : i + shard] for i in range(0, len(reqs), shard)]
     with ThreadPoolExecutor(workers) as pool:
         parts = list(pool.map(lambda part: loglikelihood(llm, part), shards[::-1]))[::-1]

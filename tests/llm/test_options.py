@@ -129,10 +129,10 @@ def test_unknown_llm_option_exits_2_with_did_you_mean(
     assert "llm_options.timout: unknown key" in err and "Did you mean 'timeout'?" in err
     assert not (tmp_path / "run").exists()
     job = tmp_path / "job.toml"
-    job.write_text("[corpus]\ndemo = true\n[llm]\nmax_retry = 1\n", encoding="utf-8")
+    job.write_text("[corpus]\ndemo = true\n[llm_options]\nmax_retry = 1\n", encoding="utf-8")
     assert main(["run", str(job), "--check"]) == 2
     err = capsys.readouterr().err
-    assert "llm.max_retry: unknown key" in err and "Did you mean 'max_retries'?" in err
+    assert "llm_options.max_retry: unknown key" in err and "Did you mean 'max_retries'?" in err
 
 
 def test_old_flat_spelling_is_read_with_one_warning(
@@ -149,6 +149,25 @@ def test_old_flat_spelling_is_read_with_one_warning(
     robust = build_config(RobustRunConfig, {**ROBUST, "base_url": "http://h:1/v1", "judge_base_url": "http://j/v1"})
     assert robust.llm_options.base_url == "http://h:1/v1" and robust.judge_base_url == "http://j/v1"
     assert lift_flat_options(["not", "a", "table"], "[x]") == ["not", "a", "table"]
+
+
+def test_a_job_configs_old_llm_table_is_read_once_with_a_warning(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragrade.job.config import load_job_config
+    from ragrade.llm import options
+
+    monkeypatch.setattr(options, "_WARNED", set())
+    new = load_job_config(None, {"corpus": {"demo": True}, "llm_options": {"timeout": 9, "concurrency": 2}})
+    assert new.llm == LLMOptions(timeout=9, concurrency=2) and capsys.readouterr().err == ""
+    old = load_job_config(None, {"corpus": {"demo": True}, "llm": {"timeout": 9, "concurrency": 2}})
+    assert old.llm == new.llm
+    # the file's old table under the flags' new one: a flag wins where both set a key
+    both = load_job_config(None, {"corpus": {"demo": True}, "llm": {"timeout": 9}}, {"llm_options": {"timeout": 3}})
+    assert both.llm.timeout == 3
+    err = capsys.readouterr().err
+    assert err.count("ragrade: warning:") == 1  # once per process
+    assert "job config: the [llm] table is the old name of [llm_options]; rename it" in err
 
 
 def test_what_workers_and_keys_receive(isolated_llm_env: None) -> None:
@@ -178,4 +197,6 @@ def test_what_workers_and_keys_receive(isolated_llm_env: None) -> None:
         getattr(backend, "letter_fallback", None) is True
         and getattr(backend, "base_url", None) == "http://127.0.0.1:9/v1"
     )
-    assert _limits(create_llm("offline/student", options=LLMOptions(timeout=3), max_retries=1)).max_retries == 1
+    with pytest.warns(DeprecationWarning, match=r"create_llm\(spec, max_retries=\.\.\.\) is deprecated"):
+        old = create_llm("offline/student", options=LLMOptions(timeout=3), max_retries=1)  # the old keywords
+    assert _limits(old) == LLMOptions(timeout=3, max_retries=1).limits()

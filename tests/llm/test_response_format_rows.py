@@ -37,8 +37,8 @@ IDS = ["schema-refused", "both-refused"]
 
 
 def _llm(url: str, **kw: Any) -> Any:
-    opts: dict[str, Any] = {"api_key": "sk-test", "cache": False, "backoff_s": 0.01, "max_retries": 0, **kw}
-    return create_llm("openai/test-model", base_url=url, **opts)
+    options = LLMOptions(base_url=url, cache=False, backoff_s=0.01, max_retries=0, **kw)
+    return create_llm("openai/test-model", options, api_key="sk-test")
 
 
 def _sent_formats(log: list[dict[str, Any]]) -> set[str | None]:

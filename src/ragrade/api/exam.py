@@ -65,10 +65,9 @@ def generate_exam(
         data, source = list(chunks), None
     from ragrade.llm.options import LLMOptions
 
-    if isinstance(llm_options, LLMOptions):
-        model = resolve_generator_llm(llm, options=llm_options)
-    else:
-        model = resolve_generator_llm(llm, **dict(llm_options or {}))
+    if not isinstance(llm_options, LLMOptions):  # its fields, from a Python caller
+        llm_options = build_config(LLMOptions, dict(llm_options or {}), source="llm_options")
+    model = resolve_generator_llm(llm, llm_options)
     emb = None
     if embedder is not None:
         from ragrade.embedding.embed import create_embedder

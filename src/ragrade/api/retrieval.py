@@ -68,24 +68,23 @@ def open_assistant(
     ``prompt_file``: a template with ``{question}`` and ``{passages}``. With ``report``, the models load now
     (one line each, with how long it took) rather than at the first question.
     """
-    from ragrade.llm import create_llm
+    from ragrade.llm import create_llm, options_for_llms
     from ragrade.retrieval.ask import Assistant, load_prompt, warm_up
     from ragrade.retrieval.index import load_index
     from ragrade.retrieval.setup import retrieval_pipeline, retriever_options, single_value
 
+    spec = llm or "offline/extractive"
+    rewrites = single_value(query, "--query") != "none" or single_value(post, "--post") != "none"
+    tx_spec = (transform_llm or llm) if rewrites else None  # the answering LLM rewrites too, unless told otherwise
+    # a wrong model or option fails now, before anything loads; each LLM gets the options it can use
+    options = options_for_llms([spec, *([tx_spec] if tx_spec else [])], llm_options)
     prompt = load_prompt(prompt_file)
-    single_value(query, "--query")
-    single_value(post, "--post")
     idx = load_index(index) if isinstance(index, (str, Path)) else index
     ret = idx.retriever(retriever, **retriever_options(retriever, embedder=embedder, reranker=reranker))
-    model = create_llm(llm or "offline/extractive", options=llm_options)
-    # the answering LLM rewrites too, unless told otherwise: the same object (one load of the weights, one
-    # limiter against the server), and none at all when no query transform or post chain asks for one
-    tx_llm = None
-    if transform_llm and transform_llm != llm:
-        tx_llm = create_llm(transform_llm, options=llm_options)
-    elif llm:
-        tx_llm = model
+    model = create_llm(spec, options[spec])
+    # one object when the same model answers and rewrites (one load of the weights, one limiter against the
+    # server), and no rewriting LLM at all when no query transform or post chain asks for one
+    tx_llm = None if tx_spec is None else model if tx_spec == spec else create_llm(tx_spec, options[tx_spec])
     pipeline = retrieval_pipeline(idx, ret, query, post, tx_llm, reranker, "--transform-llm or --llm")
     assistant = Assistant(pipeline, model, k=k, prompt=prompt, chunks=idx.chunk, headings=headings)
     if report is not None:

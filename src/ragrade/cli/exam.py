@@ -111,7 +111,13 @@ class GenerateFlags:
     ] = None
     no_json: Annotated[bool, typer.Option("--no-json", help="Do not ask for structured JSON output.")] = False
     oversample: Annotated[
-        float | None, typer.Option("--oversample", min=1.0, help="Candidates per wanted question (default 1.3).")
+        float | None,
+        typer.Option(
+            "--oversample",
+            min=1.0,
+            help="Chunks asked per wanted question in the first round (default 1.3); later rounds are sized by "
+            "the share kept. An LLM asks at most n x this x max_rounds (or [exam] max_requests).",
+        ),
     ] = None
     filter_share: Annotated[
         float | None,
@@ -219,13 +225,17 @@ def offline_exam_note(meta: dict[str, Any] | None) -> None:
 def _print_generated_exam(out: Path, result: ExamResult, json_out: bool) -> None:
     """Print the analytics of the exam written to ``out``."""
     from ragrade.exam.analytics import exam_analytics, format_analytics
+    from ragrade.exam.funnel import shortfall_line
 
     stats = exam_analytics(result.questions)
     if json_out:
         echo_json({"exam": str(out), "funnel": result.funnel, "analytics": stats})
     else:
         typer.echo(f"wrote {len(result.questions)} questions to {out}")
-        typer.echo(format_analytics(stats, result.funnel))
+        typer.echo(format_analytics(stats, result.funnel))  # its funnel ends with the shortfall line, if any
+    why = shortfall_line(result.funnel)
+    if why is not None:  # on the terminal whatever stdout is (a --json pipe, a file)
+        typer.echo(f"ragrade: warning: exam generate: {why}", err=True)
 
 
 def _generate_with_progress(

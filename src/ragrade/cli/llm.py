@@ -122,7 +122,8 @@ def llm_probe(
     flags = llm_flag_layer(
         {"llm_base_url": llm_base_url, "timeout": timeout, "max_retries": max_retries, "device": device, "dtype": dtype}
     )
-    model = create_llm(llm, options=build_config(LLMOptions, PROBE_OPTIONS, flags, source="probe options"))
+    options = build_config(LLMOptions, PROBE_OPTIONS, flags, source="probe options")
+    model = create_llm(llm, options)  # the spec, its options and the model file are checked before it loads
     ask = "Reply with the word ready."
     [gen] = generate(
         model, [GenerationRequest(messages=(Message("user", ask),), max_tokens=8, question=ask, passages=("ready",))]

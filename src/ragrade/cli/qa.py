@@ -224,6 +224,12 @@ class QAGenerateFlags:
     ] = None
     seed: Annotated[int, typer.Option("--seed", help="Seed of chunk sampling (and the LLM).")] = 0
     min_chars: Annotated[int, typer.Option("--min-chars", min=0, help="Skip chunks shorter than this.")] = 120
+    oversample: Annotated[
+        float,
+        typer.Option(
+            "--oversample", min=1.0, help="LLM requests at most per wanted triplet (n x this + 5; offline: no limit)."
+        ),
+    ] = 5.0
     max_tokens: Annotated[
         int,
         typer.Option("--max-tokens", min=16, help="Reply budget per triplet (a cut-off reply is counted unparsed)."),
@@ -249,7 +255,7 @@ class QAGenerateFlags:
         prompt_file = str(self.prompt) if self.prompt else None
         return QAGenConfig(
             n=self.n, seed=self.seed, min_chunk_chars=self.min_chars, prompt_file=prompt_file,
-            max_tokens=self.max_tokens,
+            max_tokens=self.max_tokens, oversample=self.oversample,
         )  # fmt: skip
 
     def model(self) -> LLM | None:
@@ -310,8 +316,9 @@ def qa_generate(
         echo_json({"written": len(items), "requested": n, "out": str(out), "generator": gen, "funnel": meta["funnel"]})
     else:
         typer.echo(f"wrote {len(items)} of {n} requested triplets to {out} ({gen}); funnel: {counts}")
-        if len(items) < n:
-            typer.echo(f"only {len(items)} usable triplets: too few eligible chunks or too many rejections", err=True)
+        shortfall = funnel.shortfall()
+        if shortfall is not None:
+            typer.echo(f"ragrade: warning: {shortfall}", err=True)
     tally.check(_RESUME, flags.max_failed, what="generation")
 
 

@@ -70,7 +70,7 @@ def _transform_llm(spec: str | None, options: LLMOptions) -> Any:
         return None
     from ragrade.llm import create_llm
 
-    return create_llm(spec, options=options)
+    return create_llm(spec, options)
 
 
 def index_cmd(
@@ -88,6 +88,9 @@ def index_cmd(
     ),
     stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
     stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
+    device: str = typer.Option(
+        None, "--device", help="Local embedding model's device: auto (CUDA, else MPS, else CPU), cpu, cuda[:N], mps."
+    ),
     config: Path = typer.Option(None, "--config", help="TOML file with an \\[index] table."),
     as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
 ) -> None:
@@ -107,6 +110,7 @@ def index_cmd(
         "overlap": overlap,
         "embedder": embedder,
         "store": store,
+        "device": device,
         "dense": False if no_dense else None,
         "headings": True if headings else None,
         "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
@@ -155,10 +159,10 @@ def search_cmd(
 
     single_value(query_tx, "--query")
     single_value(post, "--post")
+    llm = _transform_llm(transform_llm, _llm_options(llm_base_url))  # a wrong model fails before the index loads
     idx, ret = _open(
         index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k
     )
-    llm = _transform_llm(transform_llm, _llm_options(llm_base_url))
     ret = retrieval_pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
     got = ret.run([query], k)[0] if hasattr(ret, "run") else None
     hits = got.hits if got is not None else ret.retrieve([query], k)[0]

@@ -91,7 +91,8 @@ class RunFlags:
         str | None,
         typer.Option(
             "--shortfall",
-            help="pad | skip | fewer, when a document pool is short (fewer: fewer documents at the requested ratio).",
+            help="pad | skip | fewer, when a document pool is short (fewer: fewer documents at the requested ratio; "
+            "default: fewer for `robust build` testbeds, pad for other data).",
         ),
     ] = None
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of document order (default 0).")] = None

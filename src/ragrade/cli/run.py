@@ -102,8 +102,8 @@ def run_cmd(
         {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
          "max_retries": max_retries, "no_cache": no_cache, "device": device, "dtype": dtype}
     )  # fmt: skip
-    if llm:  # over the config's [llm] table (and `ragrade --dry-run run`)
-        overrides["llm"] = llm
+    if llm:  # over the config's [llm_options] table (and `ragrade --dry-run run`)
+        overrides["llm_options"] = llm
     cfg = load_job_config(config, overrides)
     target = output_path(out) or Path(cfg.out)  # `ragrade --dry-run`: the run's temporary folder
     if check:
@@ -184,8 +184,9 @@ def report_cmd(
     add: list[Path] = typer.Option(
         [],
         "--add",
-        help="Another run folder kept outside RUN_DIR (an `exam take` run when RUN_DIR holds none, an IRT fit's "
-        "folder, a `robust run` output, `judge` scores); repeat for several.",
+        help="Another run folder kept outside RUN_DIR (an `exam take` run or a `ragrade run` directory: runs of "
+        "the same exam merge into one leaderboard, other exams are refused; an IRT fit's folder, a `robust run` "
+        "output, `judge` scores); repeat for several.",
     ),
 ) -> None:
     """Render the HTML report of a run directory."""

@@ -41,6 +41,7 @@ from ragrade.embedding.batching import (
     fixed_threads,
     fixed_workers,
 )
+from ragrade.embedding.placement import embedding_device, show_device
 from ragrade.errors import BackendError, ConfigError
 from ragrade.io import JSONObject
 from ragrade.registry import register
@@ -95,25 +96,35 @@ def _linear_weights_to_bf16(model: object) -> None:
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model by path or name, loaded offline, on CPU, fp32 (or bf16 autocast)."""
+    """A sentence-transformers model by path or name, loaded offline, fp32 (or bf16 autocast), on ``device``
+    (None: auto -- CUDA, else MPS, else the CPU; see :mod:`ragrade.embedding.placement`)."""
 
     def __init__(
-        self, model: str = DEFAULT_EMBEDDER, batch_size: int = 64, *, bf16: bool = False, name: str | None = None
+        self,
+        model: str = DEFAULT_EMBEDDER,
+        batch_size: int = 64,
+        *,
+        bf16: bool = False,
+        name: str | None = None,
+        device: str | None = None,
     ) -> None:
         _offline()
+        self.name = name or f"st:{model}"
+        self.device = embedding_device(device, f"embedder {self.name}")  # a missing device fails before loading
+        self.asked_device = device or "auto"
         st = require("sentence_transformers", package="sentence-transformers", purpose="dense embeddings")
         path = minilm_path() if model == DEFAULT_EMBEDDER else model
         _check_model_path(path)
         self.model_spec = model
         try:
-            self._model = st.SentenceTransformer(path, device="cpu")
+            self._model = st.SentenceTransformer(path, device=self.device)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot load sentence-transformers model '{model}' offline: {exc}") from exc
+        show_device(self.name, self.device)
         self.batch_size = batch_size
         self.bf16 = bf16
-        self.name = name or f"st:{model}"
         self.space = "minilm" if model == DEFAULT_EMBEDDER else f"st:{model}"
-        self.cache_key = _st_key(self.space, bf16)
+        self.cache_key = _st_key(self.space, bf16, self.device)
         self._lock = threading.Lock()
         if bf16:
             _linear_weights_to_bf16(self._model)
@@ -127,7 +138,7 @@ class SentenceTransformerEmbedder:
             yield
             return
         torch = require("torch", purpose="bf16 embeddings")
-        with torch.autocast("cpu", dtype=torch.bfloat16), torch.inference_mode():
+        with torch.autocast(self.device.split(":", 1)[0], dtype=torch.bfloat16), torch.inference_mode():
             yield
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -160,7 +171,9 @@ class SentenceTransformerEmbedder:
         def forward(feats: dict[str, Any]) -> npt.NDArray[np.float32]:
             # autocast and inference mode are per thread: entered by the thread that runs the batch
             with self._precision(), torch.inference_mode():
-                return np.asarray(self._model.forward(feats)["sentence_embedding"].float().numpy(), np.float32)
+                on_device = {k: v.to(self.device) for k, v in feats.items()}
+                vecs = self._model.forward(on_device)["sentence_embedding"]
+                return np.asarray(vecs.float().cpu().numpy(), np.float32)
 
         # the fast tokenizer keeps its truncation/padding settings as state: every call holds the lock, and
         # plain embed() (on the machine's thread count) never runs while the thread count is pinned
@@ -202,6 +215,8 @@ class SentenceTransformerEmbedder:
             "model": self.model_spec,
             "batch_size": self.batch_size,
             "precision": "bf16" if self.bf16 else "fp32",
+            "device": self.device,
+            "asked_device": self.asked_device,
         }
 
 
@@ -209,12 +224,21 @@ class OnnxSentenceEmbedder:
     """The ONNX path (:class:`~ragrade.embedding.onnx_embed.OnnxEmbedder`) with name, space and cache key."""
 
     def __init__(
-        self, model_dir: str, *, name: str, space: str, quantize: str | None = None, batch_size: int = 16
+        self,
+        model_dir: str,
+        *,
+        name: str,
+        space: str,
+        quantize: str | None = None,
+        batch_size: int = 16,
+        device: str | None = None,
     ) -> None:
         from ragrade.embedding.onnx_embed import OnnxEmbedder
 
+        _onnx_device(device, name)
         _check_model_path(model_dir)
         self._inner = OnnxEmbedder(model_dir, name=name, quantize=quantize, batch_size=batch_size)
+        show_device(name, "cpu")
         self._lock = threading.Lock()
         self.name = name
         self.space = space
@@ -233,7 +257,20 @@ class OnnxSentenceEmbedder:
 
     def describe(self) -> JSONObject:
         """Arguments for the manifest."""
-        return self._inner.describe()
+        return {**self._inner.describe(), "device": "cpu"}
+
+
+def _onnx_device(device: str | None, name: str) -> None:
+    """The ONNX path runs on the CPU (onnxruntime's CPU build): ``auto`` means the CPU for it; an
+    accelerator asked for by name is refused (after checking it exists, so the message is the right one)."""
+    if device is None or device.strip().lower() in ("auto", "cpu"):
+        embedding_device(device, f"embedder {name}")  # an unknown name still fails
+        return
+    found = embedding_device(device, f"embedder {name}")
+    raise ConfigError(
+        f"embedder {name}: runs on the CPU only (onnxruntime), not on '{found}'; "
+        "use --device cpu or auto, or a sentence-transformers embedder (minilm-st, st:PATH)"
+    )
 
 
 class OpenAIEmbedder:
@@ -320,8 +357,11 @@ class OpenAIEmbedder:
         }
 
 
-def _st_key(space: str, bf16: bool) -> str:
-    return f"{space}|st-{'bf16' if bf16 else 'fp32'}"
+def _st_key(space: str, bf16: bool, device: str = "cpu") -> str:
+    """The cache key of a sentence-transformers path: a GPU's numerics differ from the CPU's in the last
+    digits, so its vectors are kept apart (the CPU's key is unchanged, so caches from before stay valid)."""
+    kind = device.split(":", 1)[0]
+    return f"{space}|st-{'bf16' if bf16 else 'fp32'}" + ("" if kind == "cpu" else f"-{kind}")
 
 
 def _onnx_key(space: str, quantize: str | None, model_dir: str) -> str:
@@ -330,16 +370,21 @@ def _onnx_key(space: str, quantize: str | None, model_dir: str) -> str:
     return f"{space}|onnx-{quantize or 'fp32'}|{model_hash(model_dir)}"
 
 
-def minilm_backend() -> str:
-    """The backend ``minilm`` uses here: ``RAGRADE_MINILM_BACKEND`` or bf16 (native bf16 CPUs) or onnx."""
-    choice = os.environ.get("RAGRADE_MINILM_BACKEND") or ("bf16" if cpu_has_bf16() else "onnx")
+def minilm_backend(device: str | None = None) -> str:
+    """The backend ``minilm`` uses here: ``RAGRADE_MINILM_BACKEND``, else plain sentence-transformers on a GPU
+    (``device``, None: auto), else bf16 (native bf16 CPUs) or onnx on the CPU."""
+    choice = os.environ.get("RAGRADE_MINILM_BACKEND")
+    if not choice:
+        on_cpu = embedding_device(device, f"embedder {DEFAULT_EMBEDDER}") == "cpu"
+        choice = "st" if not on_cpu else "bf16" if cpu_has_bf16() else "onnx"
     if choice not in ("st", "bf16", "onnx"):
         raise ConfigError(f"RAGRADE_MINILM_BACKEND must be st, bf16 or onnx, got '{choice}'")
     return choice
 
 
-def plan_embedder(spec: str) -> tuple[str, str, str]:
-    """``(name, space, cache_key)`` that :func:`create_embedder` would give ``spec``, without loading a model.
+def plan_embedder(spec: str, device: str | None = None) -> tuple[str, str, str]:
+    """``(name, space, cache_key)`` that :func:`create_embedder` would give ``spec`` on ``device``, without
+    loading a model.
 
     The index builder uses it to serve a fully cached corpus without loading the model at all.
     """
@@ -348,8 +393,9 @@ def plan_embedder(spec: str) -> tuple[str, str, str]:
     if head in ("st", "onnx") and rest:
         _check_model_path(rest)  # a local folder that is not there: said before anything is loaded or written
     if head == "st" and rest:
-        return spec, f"st:{rest}", _st_key(f"st:{rest}", False)
+        return spec, f"st:{rest}", _st_key(f"st:{rest}", False, embedding_device(device, f"embedder {spec}"))
     if head == "onnx" and rest:
+        _onnx_device(device, spec)
         return spec, f"st:{rest}", _onnx_key(f"st:{rest}", None, rest)
     if head == "openai":
         model, _, base = rest.partition("@")
@@ -362,21 +408,23 @@ def plan_embedder(spec: str) -> tuple[str, str, str]:
         "minilm-int8": ("onnx", "int8"),
     }
     if spec == DEFAULT_EMBEDDER:
-        backend, quant = minilm_backend(), None
+        backend, quant = minilm_backend(device), None
     elif spec in fixed:
         backend, quant = fixed[spec]
     else:
         raise ConfigError(f"unknown embedder '{spec}'")
-    key = _onnx_key("minilm", quant, minilm_path()) if backend == "onnx" else _st_key("minilm", backend == "bf16")
-    return spec, "minilm", key
+    if backend == "onnx":
+        _onnx_device(device, spec)
+        return spec, "minilm", _onnx_key("minilm", quant, minilm_path())
+    return spec, "minilm", _st_key("minilm", backend == "bf16", embedding_device(device, f"embedder {spec}"))
 
 
-def plan_chunk_key(spec: str) -> str:
+def plan_chunk_key(spec: str, device: str | None = None) -> str:
     """The cache key of ``spec``'s chunk vectors (:class:`~ragrade.embedding.batching.ChunkEmbedding`), unloaded.
 
     Every embedder :func:`plan_embedder` knows is a local model with ``embed_fixed`` but an ``openai:`` endpoint.
     """
-    name, _, key = plan_embedder(spec)
+    name, _, key = plan_embedder(spec, device)
     return key if name.startswith("openai:") else fixed_cache_key(key, INDEX_SHAPE)
 
 
@@ -391,39 +439,40 @@ def cpu_has_bf16() -> bool:
 
 
 @register("embedder", "minilm-st")
-def _minilm_st() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, name="minilm-st")
+def _minilm_st(device: str | None = None) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, name="minilm-st", device=device)
 
 
 @register("embedder", "minilm-bf16")
-def _minilm_bf16() -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, bf16=True, name="minilm-bf16")
+def _minilm_bf16(device: str | None = None) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(DEFAULT_EMBEDDER, bf16=True, name="minilm-bf16", device=device)
 
 
 @register("embedder", "minilm-onnx")
-def _minilm_onnx() -> OnnxSentenceEmbedder:
-    return OnnxSentenceEmbedder(minilm_path(), name="minilm-onnx", space="minilm")
+def _minilm_onnx(device: str | None = None) -> OnnxSentenceEmbedder:
+    return OnnxSentenceEmbedder(minilm_path(), name="minilm-onnx", space="minilm", device=device)
 
 
 @register("embedder", "minilm-int8")
-def _minilm_int8() -> OnnxSentenceEmbedder:
-    return OnnxSentenceEmbedder(minilm_path(), name="minilm-int8", space="minilm", quantize="int8")
+def _minilm_int8(device: str | None = None) -> OnnxSentenceEmbedder:
+    return OnnxSentenceEmbedder(minilm_path(), name="minilm-int8", space="minilm", quantize="int8", device=device)
 
 
 @register("embedder", "minilm")
-def _minilm_fast() -> SentenceTransformerEmbedder | OnnxSentenceEmbedder:
-    """The fastest near-exact MiniLM path of this machine, falling back to plain sentence-transformers."""
-    choice = minilm_backend()
+def _minilm_fast(device: str | None = None) -> SentenceTransformerEmbedder | OnnxSentenceEmbedder:
+    """The fastest near-exact MiniLM path of this machine (on a GPU: sentence-transformers there), falling back
+    to plain sentence-transformers."""
+    choice = minilm_backend(device)
     emb: SentenceTransformerEmbedder | OnnxSentenceEmbedder
     try:
         if choice == "st":
-            emb = _minilm_st()
+            emb = _minilm_st(device)
         elif choice == "bf16":
-            emb = _minilm_bf16()
+            emb = _minilm_bf16(device)
         else:
-            emb = _minilm_onnx()
+            emb = _minilm_onnx(device)
     except (BackendError, ImportError, RuntimeError, OSError):
-        emb = _minilm_st()
+        emb = _minilm_st(device)
     emb.name = "minilm"
     return emb
 
@@ -435,16 +484,17 @@ def _split_spec(spec: str) -> tuple[str, str]:
     return head, rest
 
 
-def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
-    """Build an embedder from its spec string (see the module docstring)."""
+def create_embedder(spec: str = DEFAULT_EMBEDDER, device: str | None = None) -> Embedder:
+    """Build an embedder from its spec string (see the module docstring); a local model runs on ``device``
+    (None: auto -- CUDA, else MPS, else the CPU; ``openai:`` endpoints ignore it)."""
     spec = spec.strip()
     if not spec:
         raise ConfigError("empty embedder spec")
     head, rest = _split_spec(spec)
     if head == "st" and rest:
-        return SentenceTransformerEmbedder(rest, name=spec)
+        return SentenceTransformerEmbedder(rest, name=spec, device=device)
     if head == "onnx" and rest:
-        return OnnxSentenceEmbedder(rest, name=spec, space=f"st:{rest}")
+        return OnnxSentenceEmbedder(rest, name=spec, space=f"st:{rest}", device=device)
     if head == "openai":
         model, sep, base = rest.partition("@")
         if not model or not sep or not base:
@@ -452,14 +502,15 @@ def create_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
         return OpenAIEmbedder(model, base)
     from ragrade.registry import create
 
-    embedder: Embedder = create("embedder", spec)
+    # a plugin embedder gets ``device`` only when one was asked for (older factories take no arguments)
+    embedder: Embedder = create("embedder", spec, **({} if device is None else {"device": device}))
     return embedder
 
 
 @lru_cache(maxsize=8)
-def cached_embedder(spec: str = DEFAULT_EMBEDDER) -> Any:
-    """One shared instance per spec in this process (models are loaded once)."""
-    return create_embedder(spec)
+def cached_embedder(spec: str = DEFAULT_EMBEDDER, device: str | None = None) -> Any:
+    """One shared instance per spec and device in this process (models are loaded once)."""
+    return create_embedder(spec, device)
 
 
 def default_embedder() -> Embedder:

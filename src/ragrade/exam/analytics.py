@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ragrade.exam.files import LETTERS, Question
+from ragrade.exam.funnel import shortfall_line
 from ragrade.stats import wilson_interval
 
 
@@ -127,8 +128,9 @@ def format_analytics(stats: Mapping[str, Any], funnel: Mapping[str, Any] | None 
         if funnel.get("stem_rules"):
             rules = ", ".join(f"{k} {v}" for k, v in funnel["stem_rules"].items())
             lines.append(f"  offline stem rules set aside these candidate blanks (another blank was tried): {rules}")
-        if funnel.get("shortfall"):
-            lines.append(f"  shortfall: {funnel['shortfall']} fewer questions than requested")
+        why = shortfall_line(funnel)
+        if why is not None:
+            lines.append(f"  shortfall: {why}")
     return "\n".join(lines)
 
 

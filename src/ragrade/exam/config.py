@@ -33,8 +33,18 @@ class ExamConfig(BaseModel):
     n: int = Field(default=100, ge=1, description="questions wanted in the exam")
     seed: int = 0
     topic_field: str | None = Field(default=None, description="stratify sampling by this chunk metadata field")
-    oversample: float = Field(default=1.3, ge=1.0, le=10.0, description="candidates generated per wanted question")
-    max_rounds: int = Field(default=3, ge=1, le=10, description="generation rounds to top up a short exam")
+    oversample: float = Field(
+        default=1.3, ge=1.0, le=10.0, description="chunks asked per wanted question in the first round"
+    )
+    max_rounds: int = Field(
+        default=3, ge=1, le=10, description="LLM generation rounds to top up a short exam (offline: no limit)"
+    )
+    max_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="LLM requests at most in all rounds (None: n x oversample x max_rounds); the offline "
+        "generator may ask every eligible chunk",
+    )
     min_chunk_chars: int = Field(default=200, ge=0, description="chunks shorter than this are not asked about")
     min_question_chars: int = Field(default=20, ge=1)
     # LLM generator

@@ -3,7 +3,9 @@ with a ``cache_key``, once per machine through the on-disk embedding cache).
 
 A local model embeds with ``embed_fixed`` in the index's batch shapes
 (:data:`~ragrade.embedding.batching.INDEX_SHAPE`), under the index's cache key: a chunk the index embedded is
-read back, not embedded again, and every vector depends on its text only."""
+read back, not embedded again, and every vector depends on its text only. New texts are embedded in slices of
+:data:`SLICE`, announced on the progress display (``embedding 3,000 texts with minilm: 512/3,000 ...``,
+:mod:`ragrade.progress_phases`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from ragrade.embedding.base import Embedder
 from ragrade.embedding.batching import ChunkEmbedding
 from ragrade.errors import DataError
 from ragrade.io import JSONObject
+from ragrade.progress_phases import phase
+
+SLICE = 512  # new texts per call of the inner embedder (each slice counted on the display)
 
 
 class MemoEmbedder:
@@ -39,7 +44,7 @@ class MemoEmbedder:
         """L2-normalised float32 vectors of ``texts`` (shape ``(len(texts), dim)``)."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
         if missing:
-            vecs = self._compute(missing)
+            vecs = self._compute_counted(missing)
             if vecs.shape != (len(missing), self.dim):
                 raise ValueError(f"embedder returned shape {vecs.shape}, expected {(len(missing), self.dim)}")
             self.calls += len(missing)
@@ -50,6 +55,16 @@ class MemoEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._memo[t] for t in texts]).astype(np.float32, copy=False)
+
+    def _compute_counted(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """:meth:`_compute` of ``texts`` in slices of :data:`SLICE`, announced and counted on the display (the first
+        call's count includes loading the model)."""
+        parts = []
+        with phase(f"embedding {len(texts):,} texts with {self.name}", len(texts)) as counted:
+            for start in range(0, len(texts), SLICE):
+                parts.append(self._compute(texts[start : start + SLICE]))
+                counted.advance(len(parts[-1]))
+        return np.concatenate(parts)
 
     def _compute(self, texts: list[str]) -> npt.NDArray[np.float32]:
         if self._disk_key is not None:
@@ -74,4 +89,4 @@ def memoised(embedder: Embedder) -> MemoEmbedder:
     return embedder if isinstance(embedder, MemoEmbedder) else MemoEmbedder(embedder)
 
 
-__all__ = ["MemoEmbedder", "memoised"]
+__all__ = ["SLICE", "MemoEmbedder", "memoised"]

@@ -90,6 +90,47 @@ def check_funnel(funnel: Mapping[str, Any], where: str = "funnel") -> JSONObject
     return dict(funnel)
 
 
+def shortfall_line(funnel: Mapping[str, Any]) -> str | None:
+    """Why an exam has fewer questions than requested, in one line with counts per reason; None when it has not.
+
+    Read from the funnel's ``requested``, ``kept``, ``chunks``, ``rounds``, ``stopped`` and ``reasons``: every
+    eligible chunk was asked (the pool is exhausted), or the LLM's request cap or rounds limit was reached.
+    """
+    requested, kept = funnel.get("requested"), funnel.get("kept")
+    if not isinstance(requested, int) or not isinstance(kept, int) or kept >= requested:
+        return None
+    got = funnel.get("chunks")
+    chunks: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+    eligible, asked, rounds = (
+        chunks.get("eligible", "?"),
+        chunks.get("asked", funnel.get("generated")),
+        funnel.get("rounds"),
+    )
+    in_rounds = f" in {rounds} round{'' if rounds == 1 else 's'}" if isinstance(rounds, int) else ""
+    stopped = funnel.get("stopped")
+    if stopped is None:  # an exam written before the funnel said why it stopped
+        stopped = "pool" if isinstance(eligible, int) and isinstance(asked, int) and asked >= eligible else "rounds"
+    why = {
+        "pool": f"the pool is exhausted: all {eligible} eligible chunks were asked{in_rounds}",
+        "requests": f"the request cap was reached: {asked} of {eligible} eligible chunks asked{in_rounds} "
+        f"(max_requests {funnel.get('max_requests', '?')}; raise --oversample or max_requests)",
+        "rounds": f"the rounds limit was reached: {asked} of {eligible} eligible chunks asked{in_rounds} "
+        "(raise max_rounds or --oversample)",
+        "dry_run": f"a dry run asks one round only ({asked} of {eligible} eligible chunks)",
+    }.get(str(stopped), f"{asked} of {eligible} eligible chunks asked{in_rounds}")
+    got = funnel.get("reasons")
+    reasons: Mapping[str, Any] = got if isinstance(got, Mapping) else {}
+    lost = sorted(
+        ((str(k), v) for k, v in reasons.items() if not str(k).startswith("surplus") and isinstance(v, int) and v),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    short = chunks.get("too_short")
+    shorter = f"; {short} chunks too short to ask about" if isinstance(short, int) and short else ""
+    return f"{kept} of {requested} requested questions: {why}{shorter}; candidates removed: " + (
+        ", ".join(f"{k} {v}" for k, v in lost) or "none"
+    )
+
+
 def sidecar_paths(exam_path: str | Path) -> tuple[Path, Path]:
     """``(<exam>.funnel.json, <exam>.rejected.jsonl)`` for an exam file (its suffix replaced)."""
     p = Path(exam_path)
@@ -133,6 +174,7 @@ __all__ = [
     "check_funnel",
     "read_funnel",
     "read_rejected",
+    "shortfall_line",
     "sidecar_paths",
     "write_sidecars",
 ]

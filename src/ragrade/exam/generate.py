@@ -2,10 +2,14 @@
 
 ``generate_exam(chunks, llm, cfg)`` returns ``(questions, funnel)``; ``llm`` is
 an :class:`~ragrade.llm.base.LLM` or ``None`` for the offline cloze generator.
-Candidates are generated in rounds until enough survive the filters (or the
-chunks run out); the filters then run once over the whole candidate pool, so
+Candidates are generated in rounds, each sized by the share kept so far, until
+``n`` survive the filters or the rounds must stop: the offline generator may
+ask every eligible chunk; the LLM generator stops at its request cap
+(``max_requests``, else ``n x oversample x max_rounds``) or after ``max_rounds``
+rounds. The filters run over the whole candidate pool after each round, so
 quantile thresholds see every candidate. Each candidate ends kept or with
-exactly one reason.
+exactly one reason; :func:`ragrade.exam.funnel.shortfall_line` says in one line
+why an exam has fewer questions than requested.
 """
 
 from __future__ import annotations
@@ -278,12 +282,14 @@ def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) 
 
 @dataclass
 class _Rounds:
-    """What the generate-and-filter rounds produced."""
+    """What the generate-and-filter rounds produced, and why they stopped."""
 
     raws: list[Raw]
     reasons: list[str | None]  # one per parsed candidate (``r.ok``), None when kept
     records: dict[str, JSONObject]
     rounds: int
+    stopped: str = "enough"  # enough, pool (every eligible chunk asked), requests (the LLM cap), rounds, dry_run
+    max_requests: int | None = None  # the LLM's request cap (None: the offline generator, no cap)
 
 
 def _dry_run(writer: QuestionWriter) -> bool:
@@ -292,13 +298,45 @@ def _dry_run(writer: QuestionWriter) -> bool:
     return is_dry_run(getattr(writer, "llm", None))
 
 
+def request_cap(cfg: ExamConfig) -> int:
+    """The most LLM requests of a generation: ``max_requests``, else ``ceil(n x oversample x max_rounds)``."""
+    return cfg.max_requests if cfg.max_requests is not None else math.ceil(cfg.n * cfg.oversample * cfg.max_rounds)
+
+
+def next_round(n: int, kept: int, asked: int, left: int) -> int:
+    """How many chunks the next round asks: those still needed divided by the share kept so far, with 10%
+    to spare (at least doubling what was asked while nothing was kept), at least one and at most ``left``."""
+    need = max(n - kept, 1)
+    want = math.ceil(need * asked / kept * 1.1) + 1 if kept else max(2 * asked, need)
+    return max(1, min(want, left))
+
+
+def _stop_reason(kept: int, cfg: ExamConfig, asked: int, pool: int, rounds: int, cap: int | None) -> str | None:
+    """Why the rounds stop now (see :class:`_Rounds`), or None to go on."""
+    if kept >= cfg.n:
+        return "enough"
+    if asked >= pool:
+        return "pool"
+    if cap is not None and asked >= cap:
+        return "requests"
+    if cap is not None and rounds >= cfg.max_rounds:
+        return "rounds"
+    return None
+
+
 def _generate_rounds(
     order: Sequence[Chunk], writer: QuestionWriter, cfg: ExamConfig, emb: Embedder, progress: ProgressFn | None
 ) -> _Rounds:
-    """Write candidates in rounds, re-filtering the whole pool, until enough survive or chunks/rounds run out."""
+    """Write candidates in rounds, re-filtering the whole pool, until ``n`` survive or the rounds must stop.
+
+    The first round asks ``n x oversample`` chunks, each later one as many as the share kept so far says are
+    needed. The offline generator may ask every eligible chunk; the LLM one stops at :func:`request_cap`
+    requests or after ``max_rounds`` rounds, whichever comes first.
+    """
     raws: list[Raw] = []
     cursor, rounds = 0, 0
-    want = min(len(order), math.ceil(cfg.n * cfg.oversample))
+    cap = None if isinstance(writer, ClozeWriter) else request_cap(cfg)
+    want = min(len(order), math.ceil(cfg.n * cfg.oversample), cap if cap is not None else len(order))
     reasons: list[str | None] = []
     records: dict[str, JSONObject] = {}
     while True:
@@ -319,11 +357,11 @@ def _generate_rounds(
         parsed = [r for r in raws if r.ok]
         reasons, records = run_filters(parsed, cfg, emb)
         survivors = sum(r is None for r in reasons)
-        if survivors >= cfg.n or cursor >= len(order) or rounds >= cfg.max_rounds or _dry_run(writer):
-            break  # a dry run counts one round: top-up rounds only replace rejected candidates
-        rate = max(survivors / max(1, len(raws)), 0.1)
-        want = min(len(order) - cursor, math.ceil((cfg.n - survivors) / rate * 1.15) + 1)
-    return _Rounds(raws, reasons, records, rounds)
+        stop = "dry_run" if _dry_run(writer) else _stop_reason(survivors, cfg, cursor, len(order), rounds, cap)
+        if stop is not None:  # a dry run counts one round: top-up rounds only replace rejected candidates
+            return _Rounds(raws, reasons, records, rounds, "enough" if survivors >= cfg.n else stop, cap)
+        left = len(order) - cursor if cap is None else min(len(order), cap) - cursor
+        want = next_round(cfg.n, survivors, cursor, left)
 
 
 def _rejections(
@@ -382,6 +420,8 @@ def _funnel_extra(
         ),
         "raw_answer_letters": raw_letters,
         "shortfall": max(0, cfg.n - n_questions),
+        "stopped": gen.stopped,  # enough, pool, requests, rounds or dry_run (see shortfall_line)
+        "max_requests": gen.max_requests,
         "absurd": cfg.absurd,
         **_format_counts(gen.raws),
         **_stem_rule_counts(writer),
@@ -484,6 +524,8 @@ __all__ = [
     "generate_exam_full",
     "interleave_by_document",
     "make_writer",
+    "next_round",
+    "request_cap",
     "run_filters",
     "sample_order",
     "stratum_of",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragrade.corpus.types import CHUNKS_KIND, Chunk
 from ragrade.errors import ConfigError, DataError
 from ragrade.llm.base import LLM
+
+if TYPE_CHECKING:
+    from ragrade.llm.options import LLMOptions
 
 OFFLINE_SPECS = ("offline", "offline/cloze")
 
@@ -56,8 +59,8 @@ def is_offline(spec: str) -> bool:
     return spec.strip().lower() in OFFLINE_SPECS
 
 
-def resolve_generator_llm(spec: str, **llm_kwargs: Any) -> LLM | None:
-    """``None`` for the offline generator, else the LLM built by ``ragrade.llm.create_llm``."""
+def resolve_generator_llm(spec: str, options: LLMOptions | None = None) -> LLM | None:
+    """``None`` for the offline generator, else the LLM built by ``ragrade.llm.create_llm`` with ``options``."""
     if is_offline(spec):
         return None
     if spec.strip().lower().startswith("offline/"):
@@ -66,7 +69,7 @@ def resolve_generator_llm(spec: str, **llm_kwargs: Any) -> LLM | None:
         )
     from ragrade.llm import create_llm
 
-    llm: LLM = create_llm(spec, **llm_kwargs)
+    llm: LLM = create_llm(spec, options)
     return llm
 
 

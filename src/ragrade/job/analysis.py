@@ -336,12 +336,15 @@ def run_judge_stage(ctx: StageContext) -> StageSummary:
     out = ctx.layout.judge
     label = ctx.cfg.chunker(ctx.cfg.exam.chunker).label
     qa_path = out / "qa.jsonl"
+    warning = None
     if not qa_path.is_file():
         llm = None if j.qa_llm == OFFLINE else _llm(ctx, j.qa_llm)
         items, funnel = generate_qa(read_chunks(ctx.layout.chunks(label)), llm, QAGenConfig(n=j.n))
         if not items:
-            raise DataError("no question/answer triplet could be generated for the judges")
+            raise DataError(f"no question/answer triplet could be generated for the judges: {funnel.shortfall()}")
         write_qa(qa_path, items, meta={"generator": j.qa_llm, "funnel": funnel.to_dict()})
+        shortfall = funnel.shortfall()
+        warning = None if shortfall is None else f"QA triplets for the judges: {shortfall}"
     scfg = judge_sweep_config(ctx.cfg, ctx.layout)
 
     def progress(pipeline: str, n: int, total: int) -> None:
@@ -365,7 +368,14 @@ def run_judge_stage(ctx: StageContext) -> StageSummary:
     resume = resume_hint("rerun `ragrade run`")
     check_grid_failures(answered.rows, None, resume)
     check_judge_failures(summary, None, resume)
-    return {"answers": summary["n_answers"], "configs": len(summary["configs"]), "metrics": list(j.metrics)}
+    out_summary: StageSummary = {
+        "answers": summary["n_answers"],
+        "configs": len(summary["configs"]),
+        "metrics": list(j.metrics),
+    }
+    if warning is not None:
+        out_summary["warning"] = warning  # printed under the stage's line (job.progress)
+    return out_summary
 
 
 def run_calibration_stage(ctx: StageContext) -> StageSummary:
@@ -381,7 +391,7 @@ def run_calibration_stage(ctx: StageContext) -> StageSummary:
 def _llm(ctx: StageContext, spec: str) -> LLM:
     from ragrade.llm import create_llm
 
-    return create_llm(spec, options=ctx.cfg.llm)  # the job's [llm] options
+    return create_llm(spec, ctx.cfg.llm.for_llm(spec))  # the job's [llm_options], shared by its LLMs
 
 
 __all__ = [

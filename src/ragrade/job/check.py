@@ -17,7 +17,7 @@ from ragrade.errors import ConfigError, RagradeError
 from ragrade.job.config import JobConfig
 
 if TYPE_CHECKING:
-    from ragrade.llm.options import CreateKwargs
+    from ragrade.llm.options import LLMOptions
     from ragrade.run.spec import PipelineSpec
 
 _RETRIEVER = re.compile(r"^\s*([a-z_0-9]+)\s*(?:\((.*)\))?\s*$")
@@ -38,23 +38,22 @@ def _known(kind: str, name: str, where: str) -> None:
         raise ConfigError(f"{where}: unknown {kind} '{name}'; valid: {', '.join(valid)}.{did_you_mean(name, valid)}")
 
 
-def check_llm_spec(spec: str, where: str, llm_kwargs: CreateKwargs) -> None:
-    """Check a model spec: its provider, the offline baseline's name, an OpenAI-compatible model's key/URL."""
-    from ragrade.llm import create_llm, parse_spec
+def check_llm_spec(spec: str, where: str, options: LLMOptions) -> None:
+    """Check a model spec: its provider, its model (a file, a name), an OpenAI-compatible model's key/URL."""
+    from ragrade.llm import check_llm, create_llm, parse_spec
 
-    provider, model = parse_spec(spec)
+    provider, _model = parse_spec(spec)
     _known("llm", provider, where)
-    if provider in ("offline", "openai"):  # cheap to build: builds check names, keys and limits
-        try:
-            uncached: CreateKwargs = {**llm_kwargs, "cache": False}
-            llm = create_llm(spec, **uncached)
-        except RagradeError as exc:
-            raise ConfigError(f"{where}: {exc}") from exc
-        close = getattr(llm, "close", None)
-        if callable(close):
-            close()
-    elif provider == "hf" and not Path(model).exists():
-        raise ConfigError(f"{where}: no local model folder '{model}' for {spec}")
+    mine = options.for_llm(spec)  # the job's [llm_options] are shared by all its LLMs
+    try:
+        check_llm(spec, mine)
+        if provider in ("offline", "openai"):  # cheap to build: builds check names, keys and limits
+            llm = create_llm(spec, mine.model_copy(update={"cache": False, "dry_run": False}))
+            close = getattr(llm, "close", None)
+            if callable(close):
+                close()
+    except RagradeError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def _check_retriever(spec: str) -> None:
@@ -160,19 +159,19 @@ def check_job(cfg: JobConfig) -> None:
     from ragrade.judge.claims import OFFLINE_JUDGE
     from ragrade.judge.run import check_judge_llm
 
-    llm_kwargs: CreateKwargs = {**cfg.llm.create_kwargs(), "dry_run": False}  # build the real backend, send nothing
+    llm_options = cfg.llm  # the job's [llm_options] (a check builds real backends and sends nothing)
     for c in cfg.chunkers:
         _known("chunker", c.strategy, f"[[chunkers]] {c.label}")
     if cfg.exam.enabled and not cfg.exam.path and cfg.exam.llm.strip().lower() not in _OFFLINE_EXAM:
-        check_llm_spec(cfg.exam.llm, "[exam] llm", llm_kwargs)
+        check_llm_spec(cfg.exam.llm, "[exam] llm", llm_options)
     _check_paths(cfg)
     if cfg.sweep.enabled:
         for spec in cfg.sweep.llms:
-            check_llm_spec(spec, "[sweep] llms", llm_kwargs)
+            check_llm_spec(spec, "[sweep] llms", llm_options)
         for r in cfg.sweep.retrievers:
             _check_retriever(r)
         if cfg.sweep.transform_llm:
-            check_llm_spec(cfg.sweep.transform_llm, "[sweep] transform_llm", llm_kwargs)
+            check_llm_spec(cfg.sweep.transform_llm, "[sweep] transform_llm", llm_options)
         _sweep_specs(cfg)
     if cfg.adaptive.enabled:
         _check_adaptive(cfg)
@@ -182,12 +181,12 @@ def check_job(cfg: JobConfig) -> None:
         for tb in cfg.robust.testbeds:
             _known("testbed", tb, "[robust] testbeds")
         for spec in cfg.robust.llms:
-            check_llm_spec(spec, "[robust] llms", llm_kwargs)
+            check_llm_spec(spec, "[robust] llms", llm_options)
     if cfg.judge.enabled:
         for m in cfg.judge.metrics:
             _known("judge", m, "[judge] metrics")
         for spec in cfg.judge.answer_llms:
-            check_llm_spec(spec, "[judge] answer_llms", llm_kwargs)
+            check_llm_spec(spec, "[judge] answer_llms", llm_options)
         for r in cfg.judge.retrievers:
             _check_retriever(r)
         if cfg.judge.judge_llm:
@@ -196,9 +195,9 @@ def check_job(cfg: JobConfig) -> None:
             except ConfigError as exc:
                 raise ConfigError(f"[judge] {exc}") from exc
             if cfg.judge.judge_llm != OFFLINE_JUDGE:
-                check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_kwargs)
+                check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_options)
         if cfg.judge.qa_llm.strip().lower() != "offline":
-            check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_kwargs)
+            check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_options)
         if cfg.calibration.human:
             _check_human_labels(cfg)
 

@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
 from ragrade.errors import ConfigError
-from ragrade.llm.options import LLMOptions
+from ragrade.llm.options import LLMOptions, rename_options_table
 from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.spec import GridConfig, GridRunSettings, no_repeats
 
@@ -64,8 +64,9 @@ class IndexSection(_Section):
     headings: bool = False  # index each chunk with its heading path (page > section) before its text
 
 
-#: ``[llm]``: how every LLM of the job is reached (the key comes from OPENAI_API_KEY); ``ragrade --dry-run run``
-#: sets its ``dry_run``, which stage keys leave out (:meth:`~ragrade.llm.options.LLMOptions.stage_key`)
+#: ``[llm_options]`` (``[llm]``, its old name, read with a warning): how every LLM of the job is reached (the key
+#: comes from OPENAI_API_KEY); ``ragrade --dry-run run`` sets its ``dry_run``, which stage keys leave out
+#: (:meth:`~ragrade.llm.options.LLMOptions.stage_key`)
 LLMSection = LLMOptions
 
 
@@ -200,7 +201,7 @@ class JobConfig(_Section):
     corpus: CorpusSection = Field(default_factory=CorpusSection)
     chunkers: list[ChunkerSection] = Field(default_factory=lambda: [ChunkerSection()])
     index: IndexSection = Field(default_factory=IndexSection)
-    llm: LLMSection = Field(default_factory=LLMSection)
+    llm: LLMSection = Field(default_factory=LLMSection, validation_alias=AliasChoices("llm_options", "llm"))
     exam: ExamSection = Field(default_factory=ExamSection)
     sweep: SweepSection = Field(default_factory=SweepSection)
     irt: IRTSection = Field(default_factory=IRTSection)
@@ -209,6 +210,11 @@ class JobConfig(_Section):
     judge: JudgeSection = Field(default_factory=JudgeSection)
     calibration: CalibrationSection = Field(default_factory=CalibrationSection)
     report: ReportSection = Field(default_factory=ReportSection)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_table_name(cls, data: object) -> object:
+        return rename_options_table(data, "llm", "job config")
 
     @model_validator(mode="after")
     def _check(self) -> JobConfig:

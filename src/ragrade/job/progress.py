@@ -13,15 +13,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, TextIO
 
 from ragrade.progress import BAR_WIDTH, LABEL_WIDTH, clock, failed_so_far, interval_s, resolve_mode, short_label
+from ragrade.progress_phases import current_phase
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import TaskID
 
 
+WARNING_KEY = "warning"  # a stage summary's line for the terminal (e.g. fewer questions than requested)
+
+
 def _brief(summary: Mapping[str, object]) -> str:
     parts = []
-    for key, value in list(summary.items())[:4]:
+    for key, value in [kv for kv in summary.items() if kv[0] != WARNING_KEY][:4]:
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             text = f"{value:.3f}" if isinstance(value, float) else str(value)
             parts.append(f"{key}={text[:60]}")
@@ -84,7 +88,8 @@ class Display:
             i, n, name, started = self._stage
             head = f"[{i + 1:>2}/{n}] {name:<28} running for {_duration(now - started)}"
             if self._work is None:
-                return head
+                running = current_phase()  # what the stage is loading or computing before its items count
+                return head if running is None else f"{head}: {running.line(now)}"
             what, done, total = self._work
             first = self._first
         counts = f"{done}/{total} ({100.0 * done / total:.0f}%)" if total else f"{done}"
@@ -110,6 +115,9 @@ class Display:
         self._end_stage()
         brief = _brief(summary)
         self._line(f"[{i + 1:>2}/{n}] {name:<28} done in {seconds:7.1f}s" + (f"  ({brief})" if brief else ""))
+        warning = summary.get(WARNING_KEY)
+        if isinstance(warning, str) and warning:
+            self._line(f"ragrade: warning: {name}: {warning}")
 
     def stage_reused(self, i: int, n: int, name: str, seconds: float | None) -> None:
         """A stage was reused from an earlier run."""

@@ -141,7 +141,7 @@ def _needs_dense(cfg: JobConfig) -> bool:
 def _create_llm(ctx: StageContext, spec: str) -> LLM:
     from ragrade.llm import create_llm
 
-    return create_llm(spec, options=ctx.cfg.llm)  # the job's [llm] options
+    return create_llm(spec, ctx.cfg.llm.for_llm(spec))  # the job's [llm_options], shared by its LLMs
 
 
 def run_exam(ctx: StageContext) -> StageSummary:
@@ -177,7 +177,42 @@ def run_exam(ctx: StageContext) -> StageSummary:
         raise DataError(f"the exam generator kept no question out of {result.funnel.get('generated', 0)} candidates")
     write_exam_result(ctx.layout.exam, result, cfg, input_path=str(ctx.layout.chunks(label)))
     tally.check("rerun `ragrade run`: received questions come from the response cache", None, what="generation")
-    return {"questions": len(result.questions), "generated": result.funnel.get("generated"), "chunker": label}
+    summary: StageSummary = {
+        "questions": len(result.questions),
+        "generated": result.funnel.get("generated"),
+        "chunker": label,
+    }
+    warning = exam_shortfall(result.funnel)
+    if warning is not None:
+        summary["warning"] = warning  # printed under the stage's line (job.progress), kept in stages.json
+    return summary
+
+
+def exam_shortfall(funnel: Mapping[str, object]) -> str | None:
+    """Why the exam has fewer questions than requested, with counts per reason (from its funnel); None if not."""
+    requested, kept = funnel.get("requested"), funnel.get("kept")
+    if not isinstance(requested, int) or not isinstance(kept, int) or kept >= requested:
+        return None
+    got_chunks, got_reasons = funnel.get("chunks"), funnel.get("reasons")
+    ch: Mapping[str, object] = got_chunks if isinstance(got_chunks, dict) else {}
+    reasons: Mapping[str, object] = got_reasons if isinstance(got_reasons, dict) else {}
+    lost = sorted(
+        ((str(k), v) for k, v in reasons.items() if not str(k).startswith("surplus") and isinstance(v, int) and v),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    eligible, asked = ch.get("eligible"), ch.get("asked", funnel.get("generated", "?"))
+    rounds = funnel.get("rounds", "?")
+    exhausted = isinstance(eligible, int) and isinstance(asked, int) and asked >= eligible
+    hint = (
+        "every eligible chunk was asked: a larger corpus, or a lower [exam] n"
+        if exhausted
+        else "raise `max_rounds` or `oversample` in [exam.options], or lower [exam] n"
+    )
+    return (
+        f"{kept} of {requested} requested questions ({asked} of {eligible if eligible is not None else '?'} "
+        f"eligible chunks asked in {rounds} round{'' if rounds == 1 else 's'}, of {ch.get('total', '?')} chunks); "
+        "candidates removed: " + (", ".join(f"{k} {v}" for k, v in lost) or "none") + f" ({hint})"
+    )
 
 
 # --------------------------------------------------------------------------- sweep
@@ -194,7 +229,7 @@ def sweep_config(cfg: JobConfig, layout: RunLayout) -> SweepConfig:
         "grid": grid.model_dump(),
         **s.run_settings().model_dump(),
         "indexes": {label: str(layout.index(label).resolve()) for label in labels},
-        "llm_options": cfg.llm.model_dump(),  # the job's [llm] options
+        "llm_options": cfg.llm,  # the job's [llm_options], the object itself
     }
     return build_sweep_config(layer)
 

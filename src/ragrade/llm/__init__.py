@@ -1,7 +1,7 @@
-"""The LLM layer: one protocol, backends chosen by a ``provider/model`` string.
+"""The LLM layer: one protocol, backends chosen by a ``provider/model`` string and built with one LLMOptions.
 
-    from ragrade.llm import create_llm, generate, GenerationRequest, Message
-    llm = create_llm("openai/llama3.1", base_url="http://localhost:11434/v1")
+    from ragrade.llm import LLMOptions, create_llm, generate, GenerationRequest, Message
+    llm = create_llm("openai/llama3.1", LLMOptions(base_url="http://localhost:11434/v1"))
     [c] = generate(llm, [GenerationRequest(messages=(Message("user", "Hi"),))])
 
 Providers (registry kind ``llm``): ``openai`` (any OpenAI-compatible server),
@@ -11,13 +11,19 @@ e.g. the embedded ``llamacpp/gemma-3-270m``), ``offline`` (``offline/student`` a
 see :mod:`ragrade.llm.replay`). Every backend caches
 responses in SQLite (``$RAGRADE_CACHE_DIR``), limits requests in flight and per
 minute, retries transient failures and records the final error per request.
+
+A provider registers with :func:`register_llm`, declaring which options it reads; :func:`create_llm` refuses a
+set option the backend cannot use, and :func:`check_llm` checks a spec (provider, model file, options) in a
+moment, loading nothing, so that verbs can refuse a wrong ``--llm`` before they load indexes and embedders.
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ragrade.config import build_config
 from ragrade.errors import ConfigError
@@ -35,10 +41,11 @@ from ragrade.llm.base import (
 )
 from ragrade.llm.cache import ResponseCache, default_cache_path
 from ragrade.llm.limits import LimitConfig
-from ragrade.llm.options import LLMOptions
+from ragrade.llm.options import BACKEND_OPTIONS, LIMIT_FIELDS, LLMCaps, LLMOptions, provider_caps, unused_options
 from ragrade.llm.phrases import ERROR_SENTENCE, REJECTION_SENTENCE
 from ragrade.registry import did_you_mean, lookup, names, register
 
+F = TypeVar("F", bound=Callable[..., object])
 _caches: dict[str, ResponseCache] = {}
 _caches_lock = threading.Lock()
 
@@ -67,102 +74,239 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
-def create_llm(
-    spec: str,
+def register_llm(
+    name: str,
     *,
-    options: LLMOptions | None = None,
-    api_key: str | None = None,
-    base_url: str | None = None,
-    cache: bool | None = None,
-    cache_dir: str | Path | None = None,
-    concurrency: int | None = None,
-    rpm: float | None = None,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    backoff_s: float | None = None,
-    dry_run: bool | None = None,
-    **backend_kwargs: object,
+    options: Iterable[str] = (),
+    server: bool = False,
+    limits: bool = True,
+    cache: bool = True,
+    check: Callable[[str, LLMOptions], None] | None = None,
+) -> Callable[[F], F]:
+    """Register an LLM factory as provider ``name``, declaring which :class:`LLMOptions` it reads (:class:`LLMCaps`).
+
+    The factory is called as ``factory(model, options=LLMOptions, **backend_args)`` (plus ``api_key=`` when one
+    was given) and builds its backend from ``options`` (:meth:`LLMOptions.limits`, :func:`options_cache`,
+    :meth:`LLMOptions.backend_kwargs`). :func:`create_llm` refuses an option the declaration leaves out when it
+    is set; a factory registered with plain ``@register("llm", NAME)`` declares nothing and is handed every option.
+    """
+    unknown = sorted(set(options) - set(BACKEND_OPTIONS))
+    if unknown:
+        raise ValueError(f"llm '{name}': {', '.join(unknown)} are not backend options of LLMOptions")
+    caps = LLMCaps(frozenset(options), server, limits, cache, check)
+
+    def deco(factory: F) -> F:
+        factory.llm_caps = caps  # type: ignore[attr-defined]
+        return register("llm", name)(factory)
+
+    return deco
+
+
+def check_llm(spec: str, options: LLMOptions | None = None, *, api_key: str | None = None) -> None:
+    """Check model spec ``spec`` with ``options`` in a moment, loading no model: its shape, a known
+    provider (did-you-mean), the options its backend can use, and what the provider checks of the model (a local
+    model folder or GGUF file exists and its header reads whole; an offline baseline's name; a replay's run).
+
+    Verbs call it before they load indexes or embedders, so that a wrong ``--llm`` fails at once (ConfigError).
+    """
+    opts = options or LLMOptions()
+    parse_spec(spec)
+    _refuse_unused(spec, opts, api_key)
+    _check_model(spec, opts)
+
+
+def _check_model(spec: str, opts: LLMOptions) -> None:
+    """What the provider of ``spec`` checks of its model before loading it (ConfigError starting with ``spec``)."""
+    provider, model = parse_spec(spec)
+    caps = provider_caps(provider)
+    if caps is not None and caps.check is not None:
+        try:
+            caps.check(model, opts)
+        except ConfigError as exc:
+            message = str(exc)  # named by the spec once: "llamacpp/./m.gguf: no such GGUF file ..."
+            if message.startswith(f"{model}: "):
+                message = message[len(model) + 2 :]
+            raise ConfigError(message if message.startswith(spec) else f"{spec}: {message}") from exc
+
+
+def options_for_llms(specs: Iterable[str], options: LLMOptions | None = None) -> dict[str, LLMOptions]:
+    """The options of each LLM of a set that one command's flags configure (``ask``: the answering and the rewriting
+    model), every spec checked (:func:`check_llm`). An option goes to the LLMs that can use it
+    (:meth:`LLMOptions.for_llm`); one that none of them can use is a ConfigError, as it is for a single model. (A job
+    shares its options with every stage, so a grid of one stage gives each LLM :meth:`LLMOptions.for_llm` only.)"""
+    opts = options or LLMOptions()
+    distinct = list(dict.fromkeys(specs))
+    if len(distinct) == 1:
+        check_llm(distinct[0], opts)
+        return {distinct[0]: opts}
+    unused = [set(unused_options(spec, opts)) for spec in distinct]
+    nowhere = set.intersection(*unused) if unused else set()
+    out: dict[str, LLMOptions] = {}
+    for spec in distinct:
+        if nowhere:  # the options no LLM here can use: refused, naming the providers they are for
+            _refuse_unused(spec, opts.for_llm(spec).model_copy(update={k: getattr(opts, k) for k in nowhere}), None)
+        out[spec] = opts.for_llm(spec)
+        check_llm(spec, out[spec])
+    return out
+
+
+def _refuse_unused(spec: str, options: LLMOptions, api_key: str | None) -> None:
+    """One line naming the set options that ``spec``'s backend cannot use (never a silently dropped setting)."""
+    unused = unused_options(spec, options, api_key=api_key)
+    if not unused:
+        return
+    provider = spec.split("/", 1)[0]
+    where = []
+    for name in unused:
+        users = [p for p in names("llm") if name in _reads(p)] if name not in (*LIMIT_FIELDS, "cache_dir") else []
+        where.append(f"{name} (for {', '.join(users)})" if users else name)
+    raise ConfigError(
+        f"{spec}: the {provider} provider cannot use the LLM option(s) {', '.join(where)}; leave them out"
+    )
+
+
+def _reads(provider: str) -> set[str]:
+    """The backend and server options provider ``provider`` declares it reads (none for one that declared nothing)."""
+    caps = provider_caps(provider)
+    if caps is None:
+        return set()
+    return set(caps.options) | ({"base_url", "api_key"} if caps.server else set())
+
+
+#: the options create_llm took as keywords of its own before it took one LLMOptions
+_OLD_KEYWORDS = ("base_url", "cache", "cache_dir", *LIMIT_FIELDS, "dry_run")
+
+
+def _legacy_options(options: LLMOptions, args: dict[str, object]) -> LLMOptions:
+    """``create_llm(spec, timeout=..., n_ctx=...)``, the old spelling: the options named as keywords, taken out of
+    ``args`` and put over ``options``, with one DeprecationWarning. The old connection keywords are validated as
+    options; backend options go to the backend as they are, which checks them itself (as it did)."""
+    given = {k: args.pop(k) for k in list(args) if k in LLMOptions.model_fields}
+    if not given:
+        return options
+    warnings.warn(
+        f"create_llm(spec, {', '.join(f'{k}=' for k in given)}...) is deprecated; pass create_llm(spec, "
+        "LLMOptions(...)) (the keywords are read until the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    old = {k: str(v) if k == "cache_dir" and v is not None else v for k, v in given.items() if k in _OLD_KEYWORDS}
+    merged = build_config(LLMOptions, options.model_dump(), old, source="LLM options") if old else options
+    return merged.model_copy(update={k: v for k, v in given.items() if k not in _OLD_KEYWORDS})
+
+
+def options_cache(options: LLMOptions) -> ResponseCache | None:
+    """The response cache ``options`` asks for: the process-wide one of ``cache_dir``, or None (``cache=false``)."""
+    return shared_cache(options.cache_dir) if options.cache else None
+
+
+def create_llm(
+    spec: str, options: LLMOptions | None = None, *, api_key: str | None = None, **backend_args: object
 ) -> LLM:
     """Build the backend named by ``spec`` (``provider/model``) with the run's :class:`LLMOptions`.
 
-    ``options``: the connection and limit settings (default ``LLMOptions()``, the one set of defaults);
-    a keyword named like one of its fields (``timeout=``, ``concurrency=``, ...) overrides it, ``None``
-    meaning not given. ``dry_run`` returns a :class:`~ragrade.llm.dryrun.DryRunLLM` that counts what would
-    be sent without sending it (its counts go to :data:`ragrade.llm.dryrun.LEDGER`). ``api_key``: default
-    ``$OPENAI_API_KEY``. Extra keyword arguments go to the backend. A timeout left at its default is
-    learned from the server's replies, up to 4 times the default (:mod:`ragrade.llm.pacing`); one given
-    (here, or different from the default in ``options``) is used as it is.
+    ``options``: the connection, limit and backend settings (default ``LLMOptions()``, the one set of defaults);
+    an option the backend cannot use, when set, is a ConfigError naming it (a grid shares one object among its
+    LLMs: give each :meth:`LLMOptions.for_llm`). ``dry_run`` returns a :class:`~ragrade.llm.dryrun.DryRunLLM`
+    that counts what would be sent without sending it (its counts go to :data:`ragrade.llm.dryrun.LEDGER`).
+    ``api_key``: default ``$OPENAI_API_KEY`` (servers only). ``backend_args``: constructor arguments of the
+    backend that are no option (``semantic=False`` for an offline baseline); an option's name there (``timeout=``,
+    ``cache=``, ...) is the deprecated spelling of ``options``, read until the next release.
     """
-    given = {
-        "base_url": base_url,
-        "cache": cache,
-        "cache_dir": str(cache_dir) if cache_dir is not None else None,
-        "concurrency": concurrency,
-        "rpm": rpm,
-        "timeout": timeout,
-        "max_retries": max_retries,
-        "backoff_s": backoff_s,
-        "dry_run": dry_run,
-    }
-    opts = build_config(LLMOptions, (options or LLMOptions()).model_dump(), given, source="LLM options")
+    opts = _legacy_options(options or LLMOptions(), backend_args)
     provider, model = parse_spec(spec)
     factory = lookup("llm", provider)
-    limits = LimitConfig(
-        concurrency=opts.concurrency,
-        rpm=opts.rpm,
-        timeout=opts.timeout,
-        max_retries=opts.max_retries,
-        backoff_base_s=opts.backoff_s,
-        # a timeout left at its default is learned from the replies (ragrade.llm.pacing); a given one is kept
-        learn_timeout=timeout is None and opts.timeout == LLMOptions.model_fields["timeout"].default,
-    )
+    _refuse_unused(spec, opts, api_key)
+    _check_model(spec, opts)  # a missing or cut-off model file fails here, before a runtime or weights load
     if opts.dry_run:  # a setting of the run, carried in the LLM options to every worker (never process state)
         from ragrade.llm.dryrun import DryRunLLM
 
         return DryRunLLM(spec, base_url=opts.base_url)
-    backend_kwargs = {**opts.backend_kwargs(), **backend_kwargs}  # seed, n_threads, replay_from, ... when set
-    store = shared_cache(opts.cache_dir) if opts.cache else None
-    llm: LLM = factory(model, base_url=opts.base_url, api_key=api_key, cache=store, limits=limits, **backend_kwargs)
+    key = {"api_key": api_key} if api_key is not None else {}
+    llm: LLM = factory(model, options=opts, **key, **backend_args)
     return llm
 
 
-@register("llm", "openai")
-def _openai(model: str, **kw: Any) -> LLM:
+_OPENAI = ("seed", "letter_fallback", "loglikelihood_mode", "fallback_prompt", "transport", "extra_body")
+_HF = ("seed", "device", "dtype", "loglikelihood_method", "max_batch", "batch_tokens", "trust_remote_code")
+_LLAMACPP = ("seed", "n_threads", "n_ctx", "flash_attn", "parallel_sequences")
+
+
+def _check_gguf(model: str, _options: LLMOptions) -> None:
+    from ragrade.llm.gguf import check_gguf
+
+    check_gguf(model)
+
+
+def _check_hf(model: str, _options: LLMOptions) -> None:
+    from ragrade.llm.gguf import EMBEDDED_MODELS, check_gguf
+
+    if model in EMBEDDED_MODELS or model.lower().endswith(".gguf"):
+        check_gguf(model)
+    elif not Path(model).expanduser().is_dir():
+        raise ConfigError(
+            f"no model folder at {Path(model).expanduser()} (the hf provider loads local folders and .gguf files only)"
+        )
+
+
+def _check_offline(model: str, _options: LLMOptions) -> None:
+    from ragrade.llm.offline import OFFLINE_MODELS
+
+    if model not in OFFLINE_MODELS:
+        raise ConfigError(
+            f"unknown offline baseline '{model}'; valid: {', '.join(OFFLINE_MODELS)}."
+            + did_you_mean(model, list(OFFLINE_MODELS))
+        )
+
+
+def _check_replay(model: str, options: LLMOptions) -> None:
+    if not options.replay_from:
+        raise ConfigError("needs the finished run to replay: set llm_options replay_from = 'RUN_DIR'")
+    if not Path(options.replay_from).exists():
+        raise ConfigError(f"replay_from: no run at {options.replay_from}")
+
+
+@register_llm("openai", options=_OPENAI, server=True)
+def _openai(model: str, *, options: LLMOptions, api_key: str | None = None, **kw: Any) -> LLM:
     from ragrade.llm.openai import OpenAILLM
 
-    return OpenAILLM(model, **kw)
+    return OpenAILLM(
+        model, base_url=options.base_url, api_key=api_key, cache=options_cache(options), limits=options.limits(),
+        **options.backend_kwargs(_OPENAI), **kw,
+    )  # fmt: skip
 
 
-@register("llm", "hf")
-def _hf(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+@register_llm("hf", options=_HF, check=_check_hf)
+def _hf(model: str, *, options: LLMOptions, **kw: Any) -> LLM:
     from ragrade.llm.hf import HFLLM
 
-    if base_url:
-        raise ConfigError("the hf provider runs a local model; --llm-base-url does not apply (use openai/...)")
-    return HFLLM(model, **kw)
+    backend = options.backend_kwargs(_HF)
+    return HFLLM(model, cache=options_cache(options), limits=options.limits(), **backend, **kw)
 
 
-@register("llm", "llamacpp")
-def _llamacpp(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> LLM:
+@register_llm("llamacpp", options=_LLAMACPP, check=_check_gguf)
+def _llamacpp(model: str, *, options: LLMOptions, **kw: Any) -> LLM:
     from ragrade.llm.llamacpp import LlamaCppLLM
 
-    if base_url:
-        raise ConfigError("the llamacpp provider runs a GGUF model in process; --llm-base-url does not apply")
-    return LlamaCppLLM(model, **kw)
+    backend = options.backend_kwargs(_LLAMACPP)
+    return LlamaCppLLM(model, cache=options_cache(options), limits=options.limits(), **backend, **kw)
 
 
-@register("llm", "offline")
-def _offline(model: str, *, base_url: str | None = None, api_key: str | None = None, **kw: object) -> LLM:
+@register_llm("offline", check=_check_offline)
+def _offline(model: str, *, options: LLMOptions, **kw: Any) -> LLM:
     from ragrade.llm.offline import create_offline
 
-    return create_offline(model, **kw)
+    return create_offline(model, cache=options_cache(options), limits=options.limits(), **kw)
 
 
-@register("llm", "replay")
-def _replay(model: str, *, replay_from: str | None = None, **_kw: object) -> LLM:
+# a replay sends no request and reads its answers from a finished run: limits and the cache do not apply
+@register_llm("replay", options=("replay_from",), limits=False, cache=False, check=_check_replay)
+def _replay(model: str, *, options: LLMOptions, **kw: Any) -> LLM:
     from ragrade.llm.replay import ReplayLLM
 
-    return ReplayLLM(model, replay_from=replay_from)
+    if kw:
+        raise ConfigError(f"replay/{model}: unknown argument(s) {', '.join(sorted(kw))} (it takes replay_from)")
+    return ReplayLLM(model, replay_from=options.replay_from)
 
 
 __all__ = [
@@ -171,6 +315,7 @@ __all__ = [
     "REJECTION_SENTENCE",
     "Completion",
     "GenerationRequest",
+    "LLMCaps",
     "LLMOptions",
     "LimitConfig",
     "LoglikelihoodRequest",
@@ -178,10 +323,15 @@ __all__ = [
     "Message",
     "ResponseCache",
     "Usage",
+    "check_llm",
     "create_llm",
     "generate",
     "loglikelihood",
+    "options_cache",
+    "options_for_llms",
     "parse_spec",
+    "register_llm",
     "run_sync",
     "shared_cache",
+    "unused_options",
 ]

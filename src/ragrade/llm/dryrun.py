@@ -1,6 +1,6 @@
 """Dry runs: an LLM that counts the requests and prompt tokens a command would send, and sends nothing.
 
-A dry run is a setting of the run, like a timeout: ``create_llm(spec, dry_run=True)`` (the
+A dry run is a setting of the run, like a timeout: ``create_llm(spec, LLMOptions(dry_run=True))`` (the
 ``dry_run`` key of the LLM options every command and executor passes down, to Ray workers too)
 builds a :class:`DryRunLLM`; the command runs as usual and prints what the :data:`LEDGER` counted
 (Ray actors send their counts back to it). Every reply is an error result saying it was a
@@ -111,7 +111,7 @@ class DryRunLLM:
 class DryRunLedger:
     """What the dry-run LLMs of this process counted, plus the counts workers in other processes sent back.
 
-    It only records: whether a run is dry is decided by its settings (``create_llm(..., dry_run=True)``,
+    It only records: whether a run is dry is decided by its settings (``LLMOptions(dry_run=True)``,
     carried in the LLM options every executor ships to its workers), never by this object. A command reads
     the counts of its own run with :meth:`mark` before and :meth:`since` after; a Ray actor hands its
     process's counts (:meth:`summaries`) back to the executor, which records them with :meth:`add`.

@@ -71,6 +71,26 @@ def resolve_gguf(model: str, cache_dir: str | Path | None = None) -> Path:
     """The GGUF file named by ``model``: an embedded model's short name or a path to a ``.gguf`` file."""
     if model in EMBEDDED_MODELS:
         return embedded_model_path(model, cache_dir)
+    return _gguf_path(model)
+
+
+def check_gguf(model: str) -> None:
+    """Check, without loading it, that ``model`` names a GGUF file that can load: an embedded model whose package
+    is installed, or a path to a file whose header reads whole (ConfigError naming the problem)."""
+    if model in EMBEDDED_MODELS:
+        import importlib.util
+
+        if importlib.util.find_spec(EMBEDDED_MODELS[model]) is None:
+            embedded_model_path(model)  # raises the install hint
+        return
+    path = _gguf_path(model)
+    problem = gguf_problem(path)
+    if problem is not None:
+        raise ConfigError(f"{path}: cannot load this GGUF file: {problem}")
+
+
+def _gguf_path(model: str) -> Path:
+    """The ``.gguf`` file at path ``model`` (a folder holding exactly one), its first bytes checked."""
     path = Path(model).expanduser()
     if not path.exists():
         from ragrade.registry import did_you_mean
@@ -177,6 +197,7 @@ def _skip_value(fh: BinaryIO, vtype: int) -> int | None:
 
 __all__ = [
     "EMBEDDED_MODELS",
+    "check_gguf",
     "embedded_model_path",
     "gguf_problem",
     "llm_label",

@@ -80,7 +80,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ragrade.llm.options import MAX_RETRIES, LLMOptions
+from ragrade.llm.defaults import BACKOFF_S, CONCURRENCY, MAX_RETRIES, RETRIES, TIMEOUT
 from ragrade.llm.pacing import SAMPLE, TOO_SLOW, UNREACHABLE, Pace, Watch, seconds
 
 T = TypeVar("T")
@@ -88,7 +88,6 @@ T = TypeVar("T")
 CONGESTION_STATUS = (429, 503)  # the server says it is busy: fewer requests in flight help
 TIMEOUT_MAX_FACTOR = 4.0  # a learned timeout goes up to this many times the default
 
-_DEFAULTS = LLMOptions()
 log = logging.getLogger("ragrade.llm")
 
 
@@ -135,11 +134,11 @@ AUTH_REJECTED = "the server rejected the API key"
 class LimitConfig:
     """Limits of one backend (``concurrency`` is the ceiling of the adaptive in-flight cap)."""
 
-    concurrency: int = _DEFAULTS.concurrency  # the defaults of LLMOptions (one set, in ragrade.llm.options)
-    rpm: float | None = _DEFAULTS.rpm
-    timeout: float = _DEFAULTS.timeout
-    max_retries: int = _DEFAULTS.max_retries
-    backoff_base_s: float = _DEFAULTS.backoff_s
+    concurrency: int = CONCURRENCY  # the defaults of LLMOptions (one set, in ragrade.llm.defaults)
+    rpm: float | None = None
+    timeout: float = TIMEOUT
+    max_retries: int = RETRIES
+    backoff_base_s: float = BACKOFF_S
     backoff_max_s: float = 30.0
     retry_after_max_s: float = 120.0
     unreachable_after: int = 5  # give up on a backend whose first N requests all failed (0: never)

@@ -11,23 +11,27 @@ moves to the continuations, the context gets the start token, each continuation 
 without special tokens, and log-softmax runs in float64 over the whole vocabulary. A context longer than
 the window keeps its end.
 
-Why one request, and one continuation, at a time on one sequence? The KV cache's cells are shared by all
-sequences, and the numbers depend on which cell holds a token, not only on its position. Measured with
+Several questions at once (``parallel_sequences``). The KV cache's cells are shared by all sequences,
+and the numbers depend on which cell holds a token, not only on its position. Measured with
 ik-llama-cpp-python 0.1.5 on the embedded model (x86 AVX2, flash attention off, 1 and 2 threads): a
 context that starts on a cell whose index is not a multiple of 8 (another sequence's cells before it)
 scores up to 0.5 nats away from the same request alone, and continuation cells that lie off their
-positions modulo 8 move some scores by 0.02 nats. That is why sharing the context's cells between the
-continuations (``seq_cp``) gave scores off by up to 0.45 nats: each continuation lands after the others.
-Filling spare cells on a pad sequence so that every cell index equals its position modulo 8 makes
-several sequences per ``llama_decode`` call reproduce the one-at-a-time numbers exactly, but on 2 cores
-no such schedule was faster (``benchmarks/bench_llamacpp_sequences.py``, 8 items, busy machine): several
-questions on their own sequence ids (4 at a time) ran at 0.67x the speed with 1 thread and 0.77x with 2,
-because every row attends to every cell in the cache, the other questions' contexts included; the options
-of one question on their own sequence ids sharing its context (one call instead of one per option) at
-0.79x and 0.91x (1.03x at best in another run), and the period 8 is this machine's (wider vectors may
-need 16, which ran at 0.90x). So each request is scored alone. What did pay off: several contexts, each
-scoring its own requests one at a time, give the same numbers to the last digit, and 2 contexts of 1
-thread ran at 3.3x one context of 2 threads (the benchmark's ``contexts`` schedule; not used here yet).
+positions modulo 8 move some scores by 0.02 nats (sharing one context's cells between its options with
+``seq_cp`` was off by up to 0.45 nats: each option lands after the others). :meth:`LlamaCppLLM.parallel_scores`
+therefore places every token on a cell equal to its position modulo :data:`SLOT_ALIGN` (16: a multiple of
+AVX2's 8, room for wider vectors), filling gaps with pad rows on a spare sequence: each question on its own
+sequence id, its context in its own call as alone, then one option of every question per round, packed
+into calls of at most :data:`ROWS_PER_DECODE` rows (the option needing the fewest pad rows next). That
+reproduces one-at-a-time scoring to the last digit here; on another CPU the first group is checked once
+against one at a time (:data:`CHECK_TOLERANCE`) and a difference turns parallel sequences off, with a
+warning and the reason in ``describe()``.
+
+It is not faster on 2 cores (``benchmarks/bench_llamacpp_sequences.py``, numbers in its docstring): every
+row attends to every cell of the shared cache, the other questions' contexts included, and the pad rows
+run through every layer, while the contexts' prefill, most of the work, gains nothing. So the default
+(:func:`parallel_count`) is one question at a time below :data:`PARALLEL_FROM_THREADS` threads, where a call
+of a few rows is cheap to share out; from there :data:`PARALLEL_DEFAULT` questions at once, a setting not
+measured yet on such a machine (the benchmark measures it: ``--threads N --group G``).
 
 llama.cpp's numbers also depend on how tokens are grouped into ``llama_decode`` calls: batches of 32
 tokens or more use other kernels. Decoding context and continuation in one call instead of context first
@@ -47,8 +51,9 @@ callers' tolerant parsing reads it.
 Threads: the ``n_threads`` option, else ``$RAGRADE_LLAMACPP_THREADS``, else the cores this process may
 run on (its CPU affinity, which a container or ``taskset`` limits, not the machine's core count);
 ``describe()`` records the count and where it came from. With flash attention off the count does not
-change the numbers (1, 2 and 3 threads gave identical scores). One context serves one request at a time:
-the work runs in a worker thread under a lock.
+change the numbers (1, 2 and 3 threads gave identical scores). One context serves one batch at a time:
+the work runs in a worker thread under a lock. ``describe()`` records the parallel sequences, where the
+count came from, and the check's largest difference.
 """
 
 from __future__ import annotations
@@ -73,12 +78,22 @@ from ragrade.llm.core import BaseLLM, log
 from ragrade.llm.gguf import EMBEDDED_MODELS, model_label, resolve_gguf
 from ragrade.llm.limits import LimitConfig
 
+Encoded = tuple[list[int], list[list[int]]]  # a request's context and continuation token ids
+
 # continuation tokens per llama_decode call: below 32 tokens ik_llama.cpp computes every row on its own, so
 # the scores equal token-by-token decoding whatever the chunking (at 32 and more it switches kernels, and
 # the scores move by up to ~0.3 nats on the embedded model)
 ROWS_PER_DECODE = 31
 #: environment variable with llama.cpp's default thread count (see :func:`thread_count`)
 THREADS_VAR = "RAGRADE_LLAMACPP_THREADS"
+#: parallel sequences: every cell index equals its token's position modulo this (8 was enough on AVX2;
+#: 16 leaves room for wider vectors at a few more pad rows)
+SLOT_ALIGN = 16
+#: the largest |difference| in nats the once-per-model check of parallel sequences accepts (the tests' tolerance)
+CHECK_TOLERANCE = 1e-4
+#: threads from which several questions are decoded as parallel sequences by default, and how many
+PARALLEL_FROM_THREADS = 16
+PARALLEL_DEFAULT = 4
 
 
 def gguf_identity(model: str, path: Path) -> tuple[str, str | None]:
@@ -138,6 +153,28 @@ def thread_count(n_threads: int | None = None) -> tuple[int, str]:
     return count, THREADS_VAR
 
 
+def parallel_count(asked: int | None, threads: int) -> tuple[int, str]:
+    """How many questions are decoded at once as parallel sequences, and why: the ``parallel_sequences``
+    option, else :data:`PARALLEL_DEFAULT` from :data:`PARALLEL_FROM_THREADS` threads on (more threads wait
+    on each other longer in a call of a few rows), else 1 (on 2 cores it was never faster:
+    ``benchmarks/bench_llamacpp_sequences.py``)."""
+    if asked is not None:
+        if int(asked) < 1:
+            raise ConfigError(f"llamacpp: parallel_sequences must be a positive whole number, got {asked}")
+        return int(asked), "parallel_sequences option"
+    if threads >= PARALLEL_FROM_THREADS:
+        return PARALLEL_DEFAULT, f"auto: {threads} threads (>= {PARALLEL_FROM_THREADS})"
+    return 1, f"auto: {threads} thread(s) (< {PARALLEL_FROM_THREADS})"
+
+
+def _summed(first: float, rows: list[float]) -> float:
+    """A continuation's score added up as :meth:`LlamaCppLLM.shared_prefix_scores` adds it (same order)."""
+    total = first
+    for s in range(0, len(rows), ROWS_PER_DECODE):
+        total += sum(rows[s : s + ROWS_PER_DECODE])
+    return total
+
+
 class LlamaCppLLM(BaseLLM):
     """A GGUF model in process through llama.cpp (see module docstring)."""
 
@@ -154,6 +191,7 @@ class LlamaCppLLM(BaseLLM):
         n_threads: int | None = None,
         n_ctx: int = 4096,
         flash_attn: bool = False,
+        parallel_sequences: int | None = None,
         **unknown: object,
     ) -> None:
         from ragrade.llm import llamacpp_lib
@@ -161,10 +199,14 @@ class LlamaCppLLM(BaseLLM):
         super().__init__(model, cache=cache, limits=limits, seed=seed)
         if unknown:
             names = ", ".join(sorted(unknown))
-            raise ConfigError(f"llamacpp: unknown option(s) {names} (options: n_threads, n_ctx, flash_attn, seed)")
+            raise ConfigError(
+                f"llamacpp: unknown option(s) {names} (options: n_threads, n_ctx, flash_attn, parallel_sequences, seed)"
+            )
         if int(n_ctx) < 16:
             raise ConfigError(f"llamacpp: n_ctx must be at least 16, got {n_ctx}")
         threads, self.threads_from = thread_count(n_threads)
+        self.parallel, self.parallel_from = parallel_count(parallel_sequences, threads)
+        self.parallel_check: float | None = None  # the once-per-model check's largest |difference|
         try:
             llamacpp_lib.api()
         except OSError as exc:  # the package is there but its shared library cannot be loaded
@@ -179,9 +221,11 @@ class LlamaCppLLM(BaseLLM):
         self._lock = threading.Lock()
         self._warned: set[str] = set()
         t0 = time.perf_counter()
+        several = self.parallel > 1  # question sequences, a pad sequence for contexts, one for continuations
         self.rt = llamacpp_lib.LlamaRuntime(
-            self.path, n_ctx=int(n_ctx), n_threads=threads, seed=int(seed or 0), flash_attn=flash_attn
-        )
+            self.path, n_ctx=int(n_ctx), n_threads=threads, seed=int(seed or 0), flash_attn=flash_attn,
+            n_seq=self.parallel + 2 if several else 1, cells=int(n_ctx) * self.parallel if several else None,
+        )  # fmt: skip
         self.load_s = time.perf_counter() - t0
         self.n_ctx = self.rt.n_ctx
         self.architecture = self.rt.meta("general.architecture")
@@ -260,26 +304,115 @@ class LlamaCppLLM(BaseLLM):
         return ctx_ids, cont_ids
 
     def _loglikelihood_sync(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        out = []
-        for req in reqs:
+        out: list[LoglikelihoodResult | None] = [None] * len(reqs)
+        ready: list[tuple[int, Encoded]] = []
+        for i, req in enumerate(reqs):
             try:
                 self._check_open()
                 ctx, conts = self.encode_pair(req.context, req.continuations)
                 if any(len(c) >= self.n_ctx for c in conts):
                     raise ValueError(f"a continuation does not fit the {self.n_ctx}-token window")
-                scores = self.shared_prefix_scores(ctx, conts)
-                out.append(
-                    LoglikelihoodResult(
-                        logprobs=scores,
-                        token_counts=[len(c) for c in conts],
-                        method="shared-prefix",
-                        prompt_tokens=len(ctx),
-                    )
-                )
+                ready.append((i, (ctx, conts)))
             except Exception as exc:  # one bad request must not sink the batch
-                log.debug("llamacpp log-likelihood failed", exc_info=True)
-                out.append(LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}"))
-        return out
+                out[i] = _failed(exc)
+        size = self.parallel  # fixed for this batch (a failed check turns it to 1 half-way)
+        for g in range(0, len(ready), size):
+            group = ready[g : g + size]
+            try:
+                self._check_open()
+                scores = self._group_scores([enc for _, enc in group])
+            except Exception:  # the group failed: each request alone, so that only a bad one fails
+                scores = [None] * len(group)
+            for (i, (ctx, conts)), got in zip(group, scores, strict=True):
+                try:
+                    if got is None:
+                        self._check_open()
+                        got = self.shared_prefix_scores(ctx, conts)
+                    out[i] = LoglikelihoodResult(
+                        logprobs=got, token_counts=[len(c) for c in conts], method="shared-prefix",
+                        prompt_tokens=len(ctx),
+                    )  # fmt: skip
+                except Exception as exc:
+                    out[i] = _failed(exc)
+        return [some for some in out if some is not None]
+
+    def _group_scores(self, group: list[Encoded]) -> list[list[float] | None]:
+        """Scores of several encoded requests: as parallel sequences where they fit the cache (checked once
+        per model against one at a time, see module docstring), else one at a time."""
+        if len(group) == 1 or self.parallel == 1:
+            return [self.shared_prefix_scores(*enc) for enc in group]
+        need = sum(len(ctx) + SLOT_ALIGN for ctx, _ in group)
+        need += sum(max((len(c) for c in conts), default=0) + SLOT_ALIGN for _, conts in group)
+        if need > self.rt.n_cells:  # too long together: in halves
+            half = len(group) // 2
+            return [*self._group_scores(group[:half]), *self._group_scores(group[half:])]
+        together: list[list[float] | None] = list(self.parallel_scores(group))
+        if self.parallel_check is None:
+            self._check_parallel(group, together)
+        return together
+
+    def _check_parallel(self, group: list[Encoded], together: list[list[float] | None]) -> None:
+        """Once per model: the first and last request of the first group scored alone must agree within
+        :data:`CHECK_TOLERANCE`; else this backend falls back to one at a time (with a warning)."""
+        delta = 0.0
+        for k in {0, len(group) - 1}:
+            alone = self.shared_prefix_scores(*group[k])
+            got = together[k] or []
+            delta = max([delta, *(abs(a - b) for a, b in zip(alone, got, strict=True))])
+            together[k] = alone
+        self.parallel_check = delta
+        if delta > CHECK_TOLERANCE:
+            log.warning(
+                "%s: parallel sequences scored %.2g nats away from one at a time on this machine; "
+                "scoring one at a time",
+                self.name,
+                delta,
+            )
+            self.parallel, self.parallel_from = 1, f"{self.parallel_from}; off: check off by {delta:.2g} nats"
+            for k in range(1, len(group) - 1):
+                together[k] = None  # rescored alone by the caller
+
+    def parallel_scores(self, group: list[Encoded]) -> list[list[float]]:
+        """Score several requests at once, each on its own sequence id (see module docstring).
+
+        Contexts: one ``llama_decode`` call each, as alone, each starting on a cell whose index is a multiple of
+        :data:`SLOT_ALIGN` (pad rows on sequence ``len(group)`` fill the gap). Then in rounds, option ``r`` of
+        every request, packed into calls of at most :data:`ROWS_PER_DECODE` rows (the continuation needing the
+        fewest pad rows next), each row on a cell equal to its position modulo :data:`SLOT_ALIGN`; after each
+        round the options are dropped again.
+        """
+        from ragrade.llm.llamacpp_lib import SlotPacker, log_softmax64
+
+        rt, n = self.rt, len(group)
+        rt.clear()
+        try:
+            cell, firsts = 0, []
+            for s, (ctx, _) in enumerate(group):
+                pad = (-cell) % SLOT_ALIGN
+                if pad:
+                    rt.decode([(0, cell + k, n, False) for k in range(pad)])
+                firsts.append(log_softmax64(rt.prefill(ctx, seq=s)))
+                cell += pad + len(ctx)
+            scores = [[0.0] * len(conts) for _, conts in group]
+            for r in range(max(len(conts) for _, conts in group)):
+                pk = SlotPacker(rt, cell, align=SLOT_ALIGN, pad_seq=n + 1, limit=ROWS_PER_DECODE)
+                todo = [(s, len(ctx), conts[r]) for s, (ctx, conts) in enumerate(group) if r < len(conts)]
+                todo = [t for t in todo if len(t[2]) > 1]
+                while todo:
+                    pick = min(range(len(todo)), key=lambda i: (pk.gap(todo[i][1]), -len(todo[i][2])))
+                    s, start, c = todo.pop(pick)
+                    pk.add(s, s, c[:-1], start, c[1:])
+                pk.flush()
+                for s, (ctx, conts) in enumerate(group):
+                    if r < len(conts) and conts[r]:
+                        rows = pk.rows.get(s, [])
+                        scores[s][r] = _summed(float(firsts[s][conts[r][0]]), rows)
+                    if not rt.seq_rm(s, len(ctx), -1):
+                        raise RuntimeError("llama.cpp could not drop a continuation from its cache")
+                rt.seq_rm(n + 1, -1, -1)
+        finally:
+            rt.clear()
+        return scores
 
     def shared_prefix_scores(self, ctx: list[int], conts: list[list[int]]) -> list[float]:
         """Decode ``ctx`` once, then score each continuation after it (see module docstring)."""
@@ -398,6 +531,9 @@ class LlamaCppLLM(BaseLLM):
             n_threads=self.rt.n_threads,
             n_threads_from=self.threads_from,
             usable_cores=usable_cores()[0],
+            parallel_sequences=self.parallel,
+            parallel_sequences_from=self.parallel_from,
+            parallel_check_nats=self.parallel_check,
             flash_attn=self.rt.flash_attn,
             n_ctx=self.n_ctx,
             n_ctx_train=self.rt.n_ctx_train,
@@ -413,6 +549,11 @@ class LlamaCppLLM(BaseLLM):
         """Free the llama.cpp context and model (safe to call twice)."""
         with self._lock:
             self.rt.close()
+
+
+def _failed(exc: Exception) -> LoglikelihoodResult:
+    log.debug("llamacpp log-likelihood failed", exc_info=True)
+    return LoglikelihoodResult(logprobs=None, error=f"{type(exc).__name__}: {exc}")
 
 
 def _choose(logits: Any, temperature: float, rng: np.random.Generator | None) -> int:
@@ -432,4 +573,13 @@ def _first_stop(text: str, stops: Sequence[str]) -> int | None:
     return min(hits) if hits else None
 
 
-__all__ = ["ROWS_PER_DECODE", "THREADS_VAR", "LlamaCppLLM", "gguf_identity", "thread_count", "usable_cores"]
+__all__ = [
+    "ROWS_PER_DECODE",
+    "SLOT_ALIGN",
+    "THREADS_VAR",
+    "LlamaCppLLM",
+    "gguf_identity",
+    "parallel_count",
+    "thread_count",
+    "usable_cores",
+]

@@ -111,14 +111,23 @@ def package_version() -> str:
 class LlamaRuntime:
     """One model and one context on it (CPU), with a reusable token batch.
 
-    ``n_ctx`` is capped at the model's training context; ``n_seq`` is how many sequence ids the
-    context accepts. The backend runs everything on sequence 0 (see :mod:`ragrade.llm.llamacpp` for why
-    requests and continuations are not spread over several sequences); ``benchmarks/bench_llamacpp_sequences.py``
-    measures the schedules that would.
+    ``n_ctx`` (one sequence's window) is capped at the model's training context; ``n_seq`` is how many
+    sequence ids the context accepts and ``cells`` how many tokens its KV cache holds (default ``n_ctx``;
+    several sequences at once need more). The batch size follows the window only, so a context is split
+    into the same ``llama_decode`` calls whatever the cache size (see :mod:`ragrade.llm.llamacpp` for when
+    the backend decodes several sequences at once).
     """
 
     def __init__(
-        self, path: Path, *, n_ctx: int, n_threads: int, seed: int = 0, flash_attn: bool = False, n_seq: int = 1
+        self,
+        path: Path,
+        *,
+        n_ctx: int,
+        n_threads: int,
+        seed: int = 0,
+        flash_attn: bool = False,
+        n_seq: int = 1,
+        cells: int | None = None,
     ) -> None:
         self.C = api()
         self.lib = self.C._lib
@@ -140,7 +149,7 @@ class LlamaRuntime:
         self.n_ctx_train = int(self.lib.llama_n_ctx_train(self.model))
         n_ctx = min(n_ctx, self.n_ctx_train) if self.n_ctx_train > 0 else n_ctx
         cparams = self.C.llama_context_default_params()
-        cparams.n_ctx = n_ctx
+        cparams.n_ctx = max(n_ctx, cells or 0)
         cparams.n_batch = min(n_ctx, 2048)
         cparams.n_seq_max = self.n_seq = max(1, n_seq)
         cparams.n_threads = cparams.n_threads_batch = n_threads
@@ -153,7 +162,8 @@ class LlamaRuntime:
         if not self.ctx:
             self.close()
             raise BackendError(f"{path}: llama.cpp could not create a context of {n_ctx} tokens")
-        self.n_ctx = int(self.lib.llama_n_ctx(self.ctx))
+        self.n_cells = int(self.lib.llama_n_ctx(self.ctx))
+        self.n_ctx = self.n_cells if cells is None else min(n_ctx, self.n_cells)
         self.n_batch = int(self.lib.llama_n_batch(self.ctx))
         self.n_threads = n_threads
         self.batch = self.C.llama_batch_init(self.n_batch, 0, 1)
@@ -295,6 +305,50 @@ class LlamaRuntime:
             self.model = None
 
 
+class SlotPacker:
+    """Rows of several sequences packed into ``llama_decode`` calls of at most ``limit`` rows, placed so that
+    every row's cell index equals its position modulo ``align``.
+
+    llama.cpp puts a call's rows in the next free cells one after the other; :meth:`add` first fills the
+    gap to the right cell with rows of ``pad_seq`` (no logits; drop that sequence afterwards). The
+    log-probability of each row's target is collected under its key, in order (:attr:`rows`).
+    """
+
+    def __init__(self, rt: LlamaRuntime, cell: int, *, align: int, pad_seq: int, limit: int) -> None:
+        self.rt, self.cell, self.align, self.pad_seq, self.limit = rt, cell, align, pad_seq, limit
+        self.batch: list[tuple[int, int, int, bool]] = []
+        self.targets: list[tuple[object, int]] = []
+        self.pad_pos = 0
+        self.rows: dict[object, list[float]] = {}
+
+    def gap(self, start: int) -> int:
+        """Pad rows needed before a continuation whose first row has position ``start``."""
+        return (start - self.cell - len(self.batch)) % self.align
+
+    def add(self, key: object, seq: int, tokens: list[int], start: int, targets: list[int]) -> None:
+        """Queue ``tokens`` of ``seq`` from position ``start``; ``targets[k]`` is scored after ``tokens[k]``."""
+        for k, tok in enumerate(tokens):
+            pad = self.gap(start) if k == 0 else 0
+            if len(self.batch) + pad + 1 > self.limit:
+                self.flush()
+                pad = self.gap(start) if k == 0 else 0
+            for _ in range(pad):
+                self.batch.append((0, self.pad_pos, self.pad_seq, False))
+                self.pad_pos += 1
+            self.batch.append((tok, start + k, seq, True))
+            self.targets.append((key, targets[k]))
+
+    def flush(self) -> None:
+        """Decode the queued rows and collect their log-probabilities."""
+        if not self.batch:
+            return
+        logits = self.rt.decode(self.batch)
+        for (key, _), lp in zip(self.targets, token_logprobs(logits, [t for _, t in self.targets]), strict=True):
+            self.rows.setdefault(key, []).append(lp)
+        self.cell += len(self.batch)
+        self.batch, self.targets = [], []
+
+
 def log_softmax64(logits: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
     """Log-softmax over the last axis in float64 (the whole vocabulary)."""
     x = logits.astype(np.float64)
@@ -312,4 +366,4 @@ def token_logprobs(logits: npt.NDArray[np.float32], targets: list[int], chunk: i
     return out
 
 
-__all__ = ["LlamaRuntime", "api", "cpu_has_vnni", "log_softmax64", "package_version", "token_logprobs"]
+__all__ = ["LlamaRuntime", "SlotPacker", "api", "cpu_has_vnni", "log_softmax64", "package_version", "token_logprobs"]

@@ -452,6 +452,8 @@ def _view_tokens(req: GenerationRequest) -> int:
 
 
 _MODELS = {"student": OfflineStudent, "extractive": OfflineExtractive}
+#: the names of the offline baselines (``offline/<name>``)
+OFFLINE_MODELS = tuple(sorted(_MODELS))
 
 
 def create_offline(model: str, **kw: Any) -> OfflineBaseline:
@@ -468,6 +470,7 @@ def create_offline(model: str, **kw: Any) -> OfflineBaseline:
 
 __all__ = [
     "BLANK",
+    "OFFLINE_MODELS",
     "OfflineBaseline",
     "OfflineExtractive",
     "OfflineStudent",

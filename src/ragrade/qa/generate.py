@@ -16,13 +16,18 @@ Two generators:
 
 Chunks are sampled with a seed, round-robin over documents so that questions
 spread over the collection. Questions are deduplicated on their normalised
-text. The funnel (sampled, failed, unparsed, rejected, duplicates, accepted)
-says where candidates went.
+text. Candidates are drawn until ``n`` triplets are accepted or the eligible
+chunks run out: the offline generator may try every eligible chunk; the LLM
+generator asks in batches sized by the acceptance rate so far, at most
+``n * oversample + 5`` requests. The funnel (sampled, failed, unparsed,
+rejected, duplicates, accepted) says where candidates went, and
+:meth:`Funnel.shortfall` says in one line why fewer than ``n`` were written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from collections.abc import Callable, Sequence
@@ -155,7 +160,7 @@ class QAGenConfig:
     n: int = 50
     seed: int = 0
     min_chunk_chars: int = 120
-    oversample: float = 2.0  # candidates tried at most: n * oversample + 5
+    oversample: float = 5.0  # LLM requests at most: n * oversample + 5 (the offline generator may try every chunk)
     max_tokens: int = 256  # reply budget: a question and a short reference answer, as JSON
     temperature: float = 0.0
     min_grounding: float = 0.3  # share of answer words found in the passage
@@ -167,8 +172,11 @@ class QAGenConfig:
 class Funnel:
     """Where candidate triplets went."""
 
+    requested: int = 0
+    min_chunk_chars: int = 0
     chunks_available: int = 0
     chunks_eligible: int = 0
+    tried_limit: int = 0  # candidates that could be tried: the eligible chunks, for the LLM at most n*oversample+5
     sampled: int = 0
     failed: int = 0  # failed requests: missing, asked again by a rerun (answers received come from the cache)
     refused: int = 0  # replies declining the task
@@ -176,6 +184,7 @@ class Funnel:
     rejected: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     accepted: int = 0
+    unused: int = 0  # candidates of the last LLM batch left unread once n triplets were accepted
     first_error: str | None = None
     # replies per way JSON was asked of the server ("json_schema", "json_object", "text"); empty offline
     response_format: dict[str, int] = field(default_factory=dict)
@@ -183,6 +192,37 @@ class Funnel:
     def reject(self, reason: str) -> None:
         """Count one rejection."""
         self.rejected[reason] = self.rejected.get(reason, 0) + 1
+
+    def shortfall(self) -> str | None:
+        """Why fewer triplets than requested were accepted, in one line with counts per reason; None when not."""
+        if self.accepted >= self.requested:
+            return None
+        if self.sampled >= self.chunks_eligible:
+            why = f"all {self.chunks_eligible} eligible chunks were tried"
+        else:
+            why = (
+                f"the attempt limit was reached ({self.sampled} of {self.chunks_eligible} eligible chunks tried: "
+                f"n x oversample + 5 = {self.tried_limit} LLM requests at most; raise --oversample to try more)"
+            )
+        lost = [
+            (name, count)
+            for name, count in (
+                ("failed requests", self.failed),
+                ("refused", self.refused),
+                ("unparsed replies", self.unparsed),
+                *sorted(self.rejected.items(), key=lambda kv: (-kv[1], kv[0])),
+                ("duplicate questions", self.duplicates),
+            )
+            if count
+        ]
+        short = self.chunks_available - self.chunks_eligible
+        return (
+            f"{self.accepted} of {self.requested} requested triplets: {why}; "
+            f"{self.chunks_eligible} of {self.chunks_available} chunks eligible"
+            + (f" ({short} shorter than {self.min_chunk_chars} characters)" if short else "")
+            + "; candidates lost: "
+            + (", ".join(f"{name} {count}" for name, count in lost) or "none")
+        )
 
     def to_dict(self) -> dict[str, object]:
         """JSON view."""
@@ -341,7 +381,7 @@ def _offline(cand: list[Chunk], cfg: QAGenConfig, funnel: Funnel, accept: Callab
         "seed": cfg.seed,
         "reference": "sentence",
     }
-    for chunk in cand:
+    for chunk in cand:  # every eligible chunk if need be: the offline generator costs no request
         funnel.sampled += 1
         got = _extract(chunk, cfg.seed)
         if got is None:
@@ -417,8 +457,9 @@ def _llm(
         "required": ["question", "answer"],
         "additionalProperties": False,
     }
-    for start in range(0, len(cand), cfg.batch_size):
-        batch = cand[start : start + cfg.batch_size]
+    start = 0
+    while start < len(cand):
+        batch = cand[start : start + next_batch(funnel, cfg, len(cand) - start)]
         reqs = [
             GenerationRequest(
                 messages=(
@@ -439,7 +480,10 @@ def _llm(
             progress("requests", start, len(cand))
         with counting_requests(_answered(progress, start, len(cand)), cap=len(batch)):
             completions = generate(llm, reqs)
-        for chunk, comp in zip(batch, completions, strict=True):
+        for j, (chunk, comp) in enumerate(zip(batch, completions, strict=True)):
+            if funnel.accepted >= cfg.n:  # the batch asked for more than were needed
+                funnel.unused = len(batch) - j
+                return
             funnel.sampled += 1
             if not comp.ok:
                 funnel.failed += 1
@@ -466,8 +510,21 @@ def _llm(
                 continue
             pos = chunk.text.find(answer)
             span = (pos, pos + len(answer)) if pos >= 0 else None
-            if accept(_item(chunk, question, answer, span, {**generator, "response_format": fmt})):
-                return
+            accept(_item(chunk, question, answer, span, {**generator, "response_format": fmt}))
+        start += len(batch)
+        if funnel.accepted >= cfg.n:
+            return
+
+
+def next_batch(funnel: Funnel, cfg: QAGenConfig, left: int) -> int:
+    """How many candidates to ask next: those still needed divided by the acceptance rate so far (all of them
+    before any answer), at most ``cfg.batch_size`` and the ``left`` candidates, at least one."""
+    need = max(cfg.n - funnel.accepted, 1)
+    if funnel.sampled and funnel.accepted:
+        need = math.ceil(need * funnel.sampled / funnel.accepted)
+    elif funnel.sampled:  # nothing accepted yet: a full batch
+        need = cfg.batch_size
+    return max(1, min(need, cfg.batch_size, left))
 
 
 def _answered(progress: Callable[[str, int, int], None] | None, start: int, total: int) -> Callable[[int], None] | None:
@@ -492,11 +549,12 @@ def generate_qa(
     if cfg.n < 1:
         raise ConfigError(f"--n must be at least 1, got {cfg.n}")
     load_generation_prompt(cfg.prompt_file)  # a bad --prompt file is refused whichever generator runs
-    funnel = Funnel()
+    funnel = Funnel(requested=cfg.n, min_chunk_chars=cfg.min_chunk_chars)
     order = sample_chunks(chunks, cfg, funnel)
     if not order:
         raise ConfigError(f"no chunk has at least {cfg.min_chunk_chars} characters ({len(chunks)} chunks given)")
-    cand = order[: int(cfg.n * cfg.oversample) + 5]
+    cand = order if llm is None else order[: int(cfg.n * cfg.oversample) + 5]
+    funnel.tried_limit = len(cand)
     items: list[QAItem] = []
     seen: set[str] = set()
 
@@ -527,6 +585,7 @@ __all__ = [
     "generate_qa",
     "grounding",
     "load_generation_prompt",
+    "next_batch",
     "parse_generation",
     "sample_chunks",
 ]

@@ -28,7 +28,7 @@ KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "
 
 def build_sections(run_dir: str | Path, *, top: int = 5, extra: Sequence[Path] = ()) -> list[Section]:
     """Every section of the report for ``run_dir`` (plus the run folders ``extra``, see ``run_files``)."""
-    return _sections(run_files(Path(run_dir), extra), top)
+    return _sections(run_files(Path(run_dir), extra, top=top), top)
 
 
 def _sections(files: RunFiles, top: int) -> list[Section]:
@@ -47,11 +47,12 @@ def _sections(files: RunFiles, top: int) -> list[Section]:
     ]
 
 
-def run_files(root: Path, extra: Sequence[Path] = (), adaptive: Path | None = None) -> RunFiles:
-    """The files of ``root`` plus run folders kept elsewhere (``--add``), an adaptive run (``--adaptive``) last."""
-    files = RunFiles.for_dir(root).with_extra(extra)
+def run_files(root: Path, extra: Sequence[Path] = (), adaptive: Path | None = None, *, top: int = 5) -> RunFiles:
+    """The files of ``root`` plus run folders kept elsewhere (``--add``: exam runs of the same exam are merged,
+    ``top`` pipelines compared), an adaptive run (``--adaptive``) last."""
+    files = RunFiles.for_dir(root).with_extra(extra, top=top)
     if adaptive is not None:
-        files = RunFiles(files.root, {**files.aliases, **extra_aliases(adaptive, "adaptive")})
+        files = RunFiles(files.root, {**files.aliases, **extra_aliases(adaptive, "adaptive")}, files.merged)
     return files
 
 
@@ -70,7 +71,7 @@ def render_report(
         raise DataError(f"{root}: no such run directory")
     if not any((root / k).exists() for k in KNOWN):
         raise DataError(f"{root}: not a ragrade run directory (none of {', '.join(KNOWN)} found)")
-    files = run_files(root, extra, adaptive)
+    files = run_files(root, extra, adaptive, top=top)
     manifest: dict[str, Any] = files.json("manifest.json") or {}
     sections = _sections(files, top)
     meta = {
@@ -83,6 +84,8 @@ def render_report(
         meta["file names"] = "; ".join(
             f"{rel} = {_shown(target, root)}" for rel, target in sorted(files.aliases.items())
         )
+    if files.merged is not None:
+        meta["merged runs"] = files.merged.describe()
     return render_page(title or "ragrade report", sections, meta, inline_js=inline_js)
 
 

@@ -59,7 +59,7 @@ def _short(pid: str) -> str:
     llm = parts.get("llm")
     if llm:
         bits.insert(0, llm)
-    for extra in ("prompt", "method", "query", "post", "temperature", "max_tokens"):
+    for extra in ("prompt", "method", "query", "post", "temperature", "max_tokens", "run"):
         if extra in parts:
             bits.append(f"{extra}={parts[extra]}")
     return " · ".join(bits)
@@ -86,11 +86,18 @@ def leaderboard(files: RunFiles, top: int) -> Section:
     _scoring_text(sec, df)
     _offline_exam_note(sec, files)
     _icl_note(sec, df)
+    if files.merged is not None:
+        counts = ", ".join(f"{n} from {label}" for label, n in files.merged.pipelines.items())
+        sec.add_text(f"Merged from {len(files.merged.runs)} runs of the same exam ({counts}).", SUMMARY)
+        for note in files.merged.notes:
+            sec.add_text(note, SUMMARY)
     labels = [short_pipeline(p) for p in df["pipeline"]]
     cols = ["pipeline", "n", "n_correct", "accuracy", "ci_low", "ci_high", "n_errors", "n_parse_failures"]
     cols[6:6] = [c for c in ("decision_rule", "acc_per_char", "acc_sum") if c in df and df[c].notna().any()]
     if "gold_doc_hit_rate" in df:
         cols.append("gold_doc_hit_rate")
+    if "run" in df:  # merged runs: where each row's answers come from
+        cols.insert(1, "run")
     table = Table(
         ["rank", *cols, "scored by", "role"],
         [[i + 1, *(row[c] for c in cols), _scored_by(row), roles[i]] for i, (_, row) in enumerate(df.iterrows())],

@@ -105,9 +105,7 @@ def transforms_section(files: RunFiles) -> Section | None:
     """The section, or None when the run varies no query transform or post-processing."""
     if not files.has(RESPONSES):
         return None
-    from ragrade.run.summary import read_responses
-
-    df = read_responses(files.path(RESPONSES))
+    df = files.responses(RESPONSES)
     factors = [f for f in TRANSFORM_FACTORS if f in df.columns and len(_levels(df[f])) > 1]
     if not factors:
         return None

@@ -103,6 +103,11 @@ def irt_section(files: RunFiles) -> Section:
         fits[0]["file"],
     )
     summary = files.csv(SUMMARY)
+    if files.merged is not None and files.merged.irt_run is not None:
+        sec.add_text(files.merged.irt_note(main.get("counts", {}).get("n_pipelines", "?")), fits[0]["file"])
+        if summary is not None:  # the sign check compares the fit with its own pipelines
+            merged = files.merged
+            summary = summary[[merged.in_run(str(p), merged.irt_run) for p in summary["pipeline"]]]
     plan = files.json(PLAN) or {}
     for f in fits:
         _effects(sec, files, f, summary, plan.get("not_applicable_values"))

@@ -6,12 +6,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ragrade.errors import DataError
 from ragrade.io import read_json, read_jsonl
+
+if TYPE_CHECKING:
+    from ragrade.report.merge import ExamRun, Merged
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class RunFiles:
 
     root: Path
     aliases: dict[str, Path] = field(default_factory=dict)
+    merged: Merged | None = None  # several exam runs of one exam (``--add``): tables recomputed from them
 
     @classmethod
     def for_dir(cls, root: Path) -> RunFiles:
@@ -60,17 +64,24 @@ class RunFiles:
                 return target / rel[len(prefix) :]
         return self.root / rel
 
+    def _merged(self, rel: str) -> Any:
+        return self.merged.tables.get(rel) if self.merged is not None else None
+
     def has(self, rel: str) -> bool:
         """True when ``rel`` exists."""
-        return self.path(rel).exists()
+        return self._merged(rel) is not None or self.path(rel).exists()
 
     def json(self, rel: str) -> Any:
         """A JSON file's content, or None when absent."""
+        if (doc := self._merged(rel)) is not None:
+            return doc
         p = self.path(rel)
         return read_json(p) if p.is_file() else None
 
     def csv(self, rel: str) -> pd.DataFrame | None:
         """A CSV file as a DataFrame, or None when absent."""
+        if (frame := self._merged(rel)) is not None:
+            return frame.copy()  # type: ignore[no-any-return]
         p = self.path(rel)
         if not p.is_file():
             return None
@@ -81,6 +92,8 @@ class RunFiles:
 
     def parquet(self, rel: str) -> pd.DataFrame | None:
         """A Parquet file as a DataFrame, or None when absent."""
+        if (frame := self._merged(rel)) is not None:
+            return frame.copy()  # type: ignore[no-any-return]
         p = self.path(rel)
         if not p.is_file():
             return None
@@ -88,6 +101,14 @@ class RunFiles:
             return pd.read_parquet(p)
         except Exception as exc:  # pyarrow raises several types on a corrupt file
             raise DataError(f"{p}: unreadable Parquet ({type(exc).__name__}: {exc})") from exc
+
+    def responses(self, rel: str) -> pd.DataFrame:
+        """A responses table, checked (``read_responses``); the merged runs' when merged."""
+        if (frame := self._merged(rel)) is not None:
+            return frame.copy()  # type: ignore[no-any-return]
+        from ragrade.run.summary import read_responses
+
+        return read_responses(self.path(rel))
 
     def jsonl(self, rel: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """A JSONL file's header meta and records, or None when absent."""
@@ -111,23 +132,67 @@ class RunFiles:
                 out.update(prefix + p.relative_to(target).as_posix() for p in target.glob("/".join(parts[len(head) :])))
         return sorted(out)
 
-    def with_extra(self, folders: Sequence[Path]) -> RunFiles:
+    def with_extra(self, folders: Sequence[Path], *, top: int = 5) -> RunFiles:
         """These files plus run folders kept elsewhere (see :func:`extra_aliases`); a later folder wins, except
-        that a second ``exam take`` run is refused: the leaderboard, the IRT section and the comparisons would
-        each describe another run (merging runs into one leaderboard is not supported yet)."""
+        for a second exam run (an ``exam take`` run or a job's ``sweep/``): exam runs of the same exam are merged
+        into one leaderboard (:mod:`ragrade.report.merge`; ``top``: pipelines in the paired verdicts), and runs
+        of different exams are refused with a DataError naming the difference."""
         files = self
+        runs: list[Path] = []
         for folder in folders:
             new = extra_aliases(folder)
-            if "sweep/" in new and files.has("sweep/responses.parquet"):
-                held = files.path("sweep/responses.parquet").parent
-                if held.resolve() != folder.resolve():
-                    raise DataError(
-                        f"{folder}: an `exam take` run, and the report already shows one ({held}); a report "
-                        "shows one exam run, so render each run's report on its own (merging runs is not "
-                        "supported yet)"
-                    )
+            if "sweep/" in new and files.has(RESPONSES):
+                held = files.path(RESPONSES).parent
+                if held.resolve() != new["sweep/"].resolve() and all(r.resolve() != folder.resolve() for r in runs):
+                    runs.append(folder)
+                continue
             files = RunFiles(files.root, {**files.aliases, **new})
-        return files
+        return merge_into(files, runs, top) if runs else files
+
+
+RESPONSES = "sweep/responses.parquet"
+IRT_FILES = ("irt/plan.json", "irt/irt.json")
+
+
+def _exam_run_at(folder: Path, label: str) -> ExamRun:
+    """The exam run of an added folder: an ``exam take`` run or a job's run directory."""
+    return _exam_run_of(RunFiles.for_dir(folder), label)
+
+
+def _exam_run_of(files: RunFiles, label: str) -> ExamRun:
+    from ragrade.report.merge import exam_run
+
+    exam = files.path("exam/exam.jsonl")
+    manifest = files.json("sweep/manifest.json")
+    irt = files.path("irt/irt.json").parent if any(files.has(rel) for rel in IRT_FILES) else None
+    return exam_run(label, files.path(RESPONSES), exam if exam.is_file() else None, manifest, irt)
+
+
+def merge_into(files: RunFiles, folders: Sequence[Path], top: int) -> RunFiles:
+    """``files`` with the exam runs of ``folders`` merged into its own (see :mod:`ragrade.report.merge`)."""
+    from dataclasses import replace
+
+    from ragrade.report.merge import check_same_exam, merge_runs, run_labels
+
+    labels = run_labels([files.root, *folders])
+    runs = [_exam_run_of(files, labels[0])] + [
+        _exam_run_at(f, label) for f, label in zip(folders, labels[1:], strict=True)
+    ]
+    frames = [files.responses(RESPONSES)] + [RunFiles(r.folder).responses("responses.parquet") for r in runs[1:]]
+    ids = {r.label: {str(q) for q in f["question_id"]} for r, f in zip(runs, frames, strict=True)}
+    for run in runs[1:]:
+        check_same_exam(runs[0], run, ids)
+    settings: dict[str, Any] = {"top": top}
+    held = files.json("sweep/comparisons.json")
+    if isinstance(held, dict):
+        settings.update({k: held[k] for k in ("correction", "alpha", "n_boot", "seed") if k in held})
+    merged = merge_runs(runs, frames, settings)
+    aliases = dict(files.aliases)
+    irt_run = next((r for r in runs if r.irt is not None), None)
+    if irt_run is not None and irt_run.irt is not None and irt_run is not runs[0]:
+        aliases["irt/"] = irt_run.irt
+    merged = replace(merged, irt_run=irt_run.label if irt_run is not None else None)
+    return RunFiles(files.root, aliases, merged)
 
 
 def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
@@ -146,6 +211,9 @@ def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
         return {"adaptive/": folder}
     if (folder / "responses.parquet").is_file():
         return {"sweep/": folder, **({"irt/": folder} if (folder / "irt.json").is_file() else {})}
+    if (folder / RESPONSES).is_file():  # a job's run directory: its exam run, exam and IRT fit
+        parts = ("sweep", "exam", "irt")
+        return {f"{p}/": folder / p for p in parts if (folder / p).is_dir()}
     if (folder / "irt.json").is_file():
         return {"irt/": folder}
     if (folder / "metrics.json").is_file():
@@ -155,9 +223,9 @@ def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
     if (folder / "summary.json").is_file() and (folder / "scores.jsonl").is_file():
         return {"judge/scores/": folder}
     raise DataError(
-        f"{folder}: not a run folder the report reads (an `exam take` run, an IRT fit, a `robust run` output "
-        "or `judge` scores)"
+        f"{folder}: not a run folder the report reads (an `exam take` run, a `ragrade run` directory, an IRT "
+        "fit, a `robust run` output or `judge` scores)"
     )
 
 
-__all__ = ["RunFiles", "extra_aliases"]
+__all__ = ["RunFiles", "extra_aliases", "merge_into"]

@@ -61,6 +61,7 @@ class IndexConfig(BaseModel):
     overlap: int = 20
     chunker_options: dict[str, Any] = Field(default_factory=dict)
     headings: bool = False  # index each chunk with its heading path (page > section) on a first line
+    device: str | None = None  # where a local embedding model runs: auto (None), cpu, cuda[:N], mps
 
 
 @dataclass
@@ -265,7 +266,7 @@ def _check_dense(cfg: IndexConfig) -> None:
     from ragrade.embedding.embed import plan_embedder
     from ragrade.retrieval.store import create_store
 
-    plan_embedder(cfg.embedder)
+    plan_embedder(cfg.embedder, cfg.device)  # an unknown embedder or a missing device: before any write
     if cfg.store != "exact":
         with tempfile.TemporaryDirectory(prefix="ragrade-store-check-") as tmp:
             store = create_store(cfg.store, Path(tmp) / "dense", 8, **cfg.store_options)
@@ -327,7 +328,7 @@ def _build_into(
 
 
 def _embed_cached(
-    texts: list[str], spec: str, progress: Progress | None
+    texts: list[str], spec: str, progress: Progress | None, device: str | None = None
 ) -> tuple[npt.NDArray[np.float32], EmbedStats, EmbedderInfo]:
     """Vectors from the cache, loading the embedder only when some text is not cached.
 
@@ -339,8 +340,8 @@ def _embed_cached(
     from ragrade.embedding.cache import EmbeddingCache, EmbedStats, text_sha
     from ragrade.embedding.embed import cached_embedder, plan_chunk_key, plan_embedder
 
-    name, space, _ = plan_embedder(spec)
-    planned = plan_chunk_key(spec)
+    name, space, _ = plan_embedder(spec, device)
+    planned = plan_chunk_key(spec, device)
     cache = EmbeddingCache()
     try:
         shas = [text_sha(t) for t in texts]
@@ -351,7 +352,7 @@ def _embed_cached(
             vecs = np.stack([found[s] for s in shas]).astype(np.float32)
             info: EmbedderInfo = {"name": name, "space": space, "dim": int(vecs.shape[1]), "cache_key": planned}
             return vecs, EmbedStats(embedded=0, cached=len(texts)), info
-        embedder = cached_embedder(spec)
+        embedder = cached_embedder(spec, device)
         done = [0]
 
         def tick(n: int) -> None:
@@ -380,7 +381,7 @@ def _build_dense(
     from ragrade.retrieval.store import create_store
 
     t = time.perf_counter()
-    vecs, st, info = _embed_cached(texts, cfg.embedder, progress)
+    vecs, st, info = _embed_cached(texts, cfg.embedder, progress, cfg.device)
     timings["embed"] = time.perf_counter() - t
     t = time.perf_counter()
     dense_dir = out / "dense"

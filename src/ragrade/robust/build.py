@@ -170,12 +170,15 @@ def ratio_notes(instances: Sequence[Instance], testbed: str | Testbed) -> list[s
 
 
 def actual_ratio_notes(instances: Sequence[Instance], testbed: str, *, strict: bool = False) -> list[str]:
-    """One line per requested ratio whose instances' actual noise ratio differs from it.
+    """One line (said once) naming every requested ratio whose instances' actual noise ratio differs from it.
 
-    A line when the mean actual ratio is more than :data:`RATIO_TOLERANCE` away, and with ``strict``
-    (the counterfactual testbed) whenever any instance differs.
+    A ratio is named when its mean actual ratio is more than :data:`RATIO_TOLERANCE` away, and with ``strict``
+    (the counterfactual testbed) whenever any instance differs. The line says why: a pool too small (with the
+    options that change it), or, when every differing item kept fewer documents (``--shortfall fewer``), that
+    the share its supporting passages allow is the nearest one to the requested ratio.
     """
-    notes = []
+    parts: list[str] = []
+    fewer_only = True
     for ratio in sorted({i.noise_ratio for i in instances}):
         group = [
             i
@@ -189,15 +192,25 @@ def actual_ratio_notes(instances: Sequence[Instance], testbed: str, *, strict: b
             continue
         actual = [float(i.noise_ratio_actual or 0.0) for i in group]
         mean = sum(actual) / len(actual)
-        differ = sum(abs(a - ratio) > 1e-9 for a in actual)
-        if abs(mean - ratio) > RATIO_TOLERANCE or (strict and differ):
-            notes.append(
-                f"{testbed} at noise ratio {ratio:g}: the actual noise ratio is {mean:.2f} on average "
-                f"({differ} of {len(group)} items differ: a document pool is too small); "
-                "--shortfall fewer keeps the ratio with fewer documents, --shortfall skip leaves such items out, "
-                "--min-positives N keeps only items with N supporting passages"
-            )
-    return notes
+        differing = [i for i, a in zip(group, actual, strict=True) if abs(a - ratio) > 1e-9]
+        if abs(mean - ratio) > RATIO_TOLERANCE or (strict and differing):
+            head = f"{testbed} at noise ratio {ratio:g}: the actual noise ratio is" if not parts else f"at {ratio:g}:"
+            parts.append(f"{head} {mean:.2f} on average ({len(differing)} of {len(group)} items differ)")
+            fewer_only = fewer_only and all(any("fewer documents" in f for f in i.flags) for i in differing)
+    if not parts:
+        return []
+    if fewer_only:
+        why = (
+            "these questions keep all their supporting passages and the noise share nearest the requested one "
+            "(with P passages a share is m/(P+m) for m noise documents), so the ratios the corpus supports are "
+            "the actual ones; --min-positives N keeps only questions with N supporting passages"
+        )
+    else:
+        why = (
+            "a document pool is too small; --shortfall fewer keeps the ratio with fewer documents, --shortfall "
+            "skip leaves such items out, --min-positives N keeps only items with N supporting passages"
+        )
+    return ["; ".join(parts) + ": " + why]
 
 
 def build_rgb_instance(

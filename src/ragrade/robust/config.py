@@ -24,7 +24,9 @@ class RobustRunConfig(BaseModel):
     lang: Literal["auto", "en", "zh"] = "auto"
     scoring: Literal["default", "rgb"] = "default"
     construction: Literal["ragrade", "rgb"] = "ragrade"
-    shortfall: Literal["pad", "skip", "fewer"] = "pad"
+    # None: "fewer" for testbeds built from a corpus (`robust build`, whose questions often have fewer supporting
+    # passages than --docs), "pad" for other data (see ragrade.robust.run.resolve_shortfall)
+    shortfall: Literal["pad", "skip", "fewer"] | None = None
     seed: int = 0
     correct_ratio: float = 0.0
     min_positives: int = 0

@@ -362,7 +362,9 @@ def write_corpus_testbeds(built: CorpusTestbeds, out_dir: str | Path, source: Ma
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, str] = {}
-    meta = {"source": dict(source), "lang": built.report["lang"]}
+    meta: dict[str, object] = {"source": dict(source), "lang": built.report["lang"]}
+    if _offline_exam(source.get("exam")):
+        meta["offline_exam"] = True  # `robust run` says once what that means for noise (OFFLINE_EXAM_NOTE)
     for name, items in (
         ("base", built.base),
         ("integration", built.integration),
@@ -374,13 +376,32 @@ def write_corpus_testbeds(built: CorpusTestbeds, out_dir: str | Path, source: Ma
             paths[name] = str(target)
         elif target.exists():  # a stale file from an earlier build must not be mistaken for this one
             target.unlink()
-    report = {**built.report, "source": dict(source), "files": paths}
+    report = {**built.report, "source": dict(source), "files": paths, "offline_exam": bool(meta.get("offline_exam"))}
     write_json(out / "build_report.json", report)
     paths["report"] = str(out / "build_report.json")
     return paths
 
 
+OFFLINE_EXAM_NOTE = (
+    "the testbed was built from an offline (cloze) exam, whose questions quote a sentence of their source passage "
+    "word for word: a reader finds that passage among any noise, so accuracy hardly moves with the noise ratio; "
+    "build the testbeds from an exam written by an LLM or from a QA file (`ragrade robust build --qa FILE`)"
+)
+
+
+def _offline_exam(exam: object) -> bool:
+    """True when ``exam`` names an exam file the offline cloze generator wrote."""
+    if not isinstance(exam, str) or not exam or not Path(exam).is_file():
+        return False
+    from ragrade.exam.offline import is_offline_exam
+    from ragrade.io import read_jsonl
+
+    header, _ = read_jsonl(exam)
+    return header is not None and is_offline_exam(dict(header.meta))
+
+
 __all__ = [
+    "OFFLINE_EXAM_NOTE",
     "QA",
     "CorpusBuildOptions",
     "CorpusTestbeds",

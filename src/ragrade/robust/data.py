@@ -194,6 +194,12 @@ class RGBData:
     kind: str
     items: tuple[RGBItem, ...]
     report: dict[str, Any] = field(default_factory=dict, compare=False)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)  # the ragrade header (none: {})
+
+    @property
+    def built_from_corpus(self) -> bool:
+        """True for a file ``robust build`` wrote from a user's exam or QA file and index (its header's source)."""
+        return isinstance(self.meta.get("source"), dict)
 
 
 def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = None) -> RGBData:
@@ -205,8 +211,10 @@ def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = N
     items: list[RGBItem] = []
     kinds: Counter[str] = Counter()
     first_where: dict[str, str] = {}
+    meta: dict[str, Any] = {}
     for lineno, rec in iter_jsonl(path):
         if lineno == 1 and len(rec) == 1 and isinstance(rec.get("ragrade"), dict):
+            meta = dict(rec["ragrade"])
             head_kind = rec["ragrade"].get("kind")
             if head_kind != DATA_KIND:
                 raise DataError(f"{path}: expected a '{DATA_KIND}' file, found a '{head_kind}' file")
@@ -232,7 +240,7 @@ def load_rgb(path: str | Path, *, kind: str | None = None, limit: int | None = N
         if it.id in seen:
             raise DataError(f"{it.where}: duplicate id '{it.id}' (first at {seen[it.id]})")
         seen[it.id] = it.where
-    return RGBData(path=str(path), kind=found, items=tuple(items), report=_load_report(found, items))
+    return RGBData(path=str(path), kind=found, items=tuple(items), report=_load_report(found, items), meta=meta)
 
 
 def fake_equals_answer(item: RGBItem) -> bool:

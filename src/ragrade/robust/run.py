@@ -48,6 +48,7 @@ from ragrade.robust.detect import Detectors, build_detectors
 from ragrade.robust.match import has_cjk
 from ragrade.robust.metrics import FLAGGED_MEANING
 from ragrade.robust.prompts import LangPrompts, load_prompts, sentence_warnings
+from ragrade.robust.protocol import SharedConstruction, Shortfall
 from ragrade.robust.results import (
     RESULTS_KIND,
     RESULTS_VERSION,
@@ -230,6 +231,7 @@ def run_model(
     """Run one model over the testbed into ``out_dir``; see the module docstring."""
     tb = get_testbed(cfg.testbed)
     data = _load_data(cfg, tb)
+    cfg, shortfall_note = resolve_shortfall(cfg, data, tb)
     ratios = resolve_ratios(tb, cfg.noise_ratios)
     lang = resolve_lang(cfg.lang, data)
     prompts = load_prompts(cfg.prompts)
@@ -237,13 +239,19 @@ def run_model(
     detectors = build_detectors(
         cfg.rejection_phrases, cfg.error_phrases, always=[lp.rejection_sentence], always_error=[lp.error_sentence]
     )
-    opts = BuildOptions(cfg.docs, cfg.shortfall, cfg.construction, cfg.seed, cfg.correct_ratio, cfg.min_positives)
+    shortfall: Shortfall = cfg.shortfall or "pad"
+    opts = BuildOptions(cfg.docs, shortfall, cfg.construction, cfg.seed, cfg.correct_ratio, cfg.min_positives)
     instances = tb.build_instances(data.items, ratios, opts, closed_book=cfg.closed_book)
-    warnings = _warnings(data, lp, lang, cfg, detectors, warn, tb.ratio_notes(instances))
+    notes = [*([shortfall_note] if shortfall_note else []), *tb.ratio_notes(instances)]
+    if data.meta.get("offline_exam") and not getattr(tb, "noise_only", False):
+        from ragrade.robust.corpus import OFFLINE_EXAM_NOTE
+
+        notes.append(OFFLINE_EXAM_NOTE)
+    warnings = _warnings(data, lp, lang, cfg, detectors, warn, notes)
     if llm is None:
         from ragrade.llm import create_llm
 
-        llm = create_llm(model_spec, options=_llm_options(cfg))
+        llm = create_llm(model_spec, _llm_options(cfg).for_llm(model_spec))
     model = str(getattr(llm, "name", model_spec))
     fp = fingerprint(cfg, model, lang, lp, file_sha256(cfg.data))
     path = out_dir / "results.jsonl"
@@ -258,7 +266,7 @@ def run_model(
             if judge_llm is None:
                 from ragrade.llm import create_llm
 
-                judge_llm = create_llm(cfg.judge, options=_llm_options(cfg, judge=True))
+                judge_llm = create_llm(cfg.judge, _llm_options(cfg, judge=True).for_llm(cfg.judge))
             ask_judge(judge_llm, records, tb, prompts, cfg, sink, progress)
     ordered = [records[i.key] for i in instances]
     untestable = {it.id for it in data.items if fake_equals_answer(it)}
@@ -293,6 +301,34 @@ def run_model(
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
     return ModelRun(model, out_dir, metrics, generated=len(todo), resumed=resumed)
+
+
+def resolve_shortfall(cfg: RobustRunConfig, data: RGBData, tb: Testbed) -> tuple[RobustRunConfig, str | None]:
+    """``cfg`` with its shortfall policy decided, and the line that says so once when it changes what is asked.
+
+    Not given, it is ``fewer`` for a testbed built from the user's corpus (``robust build``): its questions often
+    have one or two supporting passages, and padding them with noise up to ``--docs`` gave every requested ratio
+    nearly the same documents (ratio 0 was about 0.4 noise), so accuracy could not move with the ratio. Keeping
+    every supporting passage and only as much noise as the ratio asks gives the requested ratios (each item as
+    near as its passages allow). Other data (the RGB files) keeps ``pad``.
+    """
+    if cfg.shortfall is not None:
+        return cfg, None
+    if not data.built_from_corpus:
+        return cfg.model_copy(update={"shortfall": "pad"}), None
+    resolved = cfg.model_copy(update={"shortfall": "fewer"})
+    hooks = tb if isinstance(tb, SharedConstruction) and not tb.noise_only else None
+    if hooks is None or cfg.construction != "ragrade":
+        return resolved, None
+    short = sum(hooks.supporting_passages(item) < cfg.docs for item in data.items)
+    if not short:
+        return resolved, None
+    return resolved, (
+        f"{short} of {len(data.items)} questions built from your corpus have fewer than {cfg.docs} supporting "
+        "passages: at each noise ratio they get all their passages and the noise share nearest the requested "
+        "one, in fewer documents (--shortfall fewer, the default for `robust build` testbeds; --shortfall pad "
+        f"fills {cfg.docs} documents with noise, which gives every ratio nearly the same documents)"
+    )
 
 
 def _load_data(cfg: RobustRunConfig, tb: Testbed) -> RGBData:
@@ -398,9 +434,9 @@ def run_robust(
     if llms is None:  # every model spec (and the judge's) is checked before the first model runs
         from ragrade.llm import create_llm
 
-        llms = [create_llm(spec, options=_llm_options(cfg)) for spec in cfg.llm]
+        llms = [create_llm(spec, _llm_options(cfg).for_llm(spec)) for spec in cfg.llm]
         if cfg.judge and judge_llm is None:
-            judge_llm = create_llm(cfg.judge, options=_llm_options(cfg, judge=True))
+            judge_llm = create_llm(cfg.judge, _llm_options(cfg, judge=True).for_llm(cfg.judge))
     runs = []
     single = len(cfg.llm) == 1
     for i, spec in enumerate(cfg.llm):

@@ -101,7 +101,7 @@ class Resources:
                 from ragrade.llm import LLMOptions, create_llm
 
                 options = LLMOptions.model_validate(self.context.get("llm_options") or {})
-                self._llms[spec] = create_llm(spec, options=options)
+                self._llms[spec] = create_llm(spec, options.for_llm(spec))  # a grid shares its options
             return self._llms[spec]
 
     def index(self, label: str) -> Index:

@@ -38,7 +38,7 @@ from ragrade import interrupt
 from ragrade.errors import ConfigError, DataError
 from ragrade.exam.files import Question, read_exam
 from ragrade.io import now_iso
-from ragrade.llm.options import THROUGHPUT_OPTIONS
+from ragrade.llm.options import LLMOptions
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, LocalExecutor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
@@ -63,7 +63,6 @@ from ragrade.run.summary import (
 if TYPE_CHECKING:
     from ragrade.run.pipeline import Resources
 
-_THROUGHPUT_OPTIONS = THROUGHPUT_OPTIONS  # LLM options left out of the resume fingerprint
 ProgressFn = Callable[[str, int, int], None]  # (pipeline id, rows just finished, rows of that pipeline in total)
 OUTPUT_FILES = (
     "manifest.json",
@@ -283,7 +282,7 @@ def resume_fingerprint(
         source: digest,
         "items": list(items),
         "context": {k: v for k, v in context.items() if k not in skip},
-        "llm_options": {k: v for k, v in opts.items() if k not in _THROUGHPUT_OPTIONS},
+        "llm_options": LLMOptions.model_validate(opts).answer_options(),  # no THROUGHPUT_OPTIONS
         **extra,
     }
 
@@ -349,6 +348,11 @@ def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
     ``--external`` fails with its one-line error before anything is written (and the local executor reuses
     what was built). A retriever that fails at query time is still a per-row failure.
     """
+    from ragrade.llm import check_llm
+
+    options = LLMOptions.model_validate(res.context.get("llm_options") or {})
+    for llm in dict.fromkeys(s.llm for s in specs if s.has_llm):  # every model first, loading nothing
+        check_llm(llm, options.for_llm(llm))  # a job's options are shared by all its stages' LLMs
     for spec in specs:
         res.template(spec.prompt)
         if spec.has_llm:
@@ -407,8 +411,10 @@ def run_sweep(
     context["samples"] = cfg.samples
     exe = executor or executor_for(cfg)
     from ragrade.run.pipeline import resources_for
+    from ragrade.run.warm import loading_components
 
-    check_components(resources_for(context), specs)  # validate everything before writing anything
+    with loading_components(resources_for(context), specs) as loading:  # each model/index shown as it loads
+        check_components(loading, specs)  # validate everything before writing anything
     fill_in_process(exe, resources_for(context), specs, cfg, len(items))
     if overwrite:
         clear_run_dir(run_dir)

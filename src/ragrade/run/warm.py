@@ -12,22 +12,38 @@ requests will carry, so it embeds all their texts in one batched call on every c
 Nothing here changes an answer: the shards ask for the same passages and the same texts, and get them from the
 memos. A failure here is left to the shard that meets it (it is recorded on its rows there, as without this
 step). ``RAGRADE_SHARE_RETRIEVAL=0`` turns it off with the rest of the sharing (:mod:`ragrade.retrieval.query_memo`).
+
+Every part of it is announced to the progress display as a phase (:mod:`ragrade.progress_phases`), counted:
+``retrieving passages for 3,000 questions x 18 retrieval settings: 1,200/54,000 (2%) 40.0/s ETA 22:00`` (each
+distinct batch of questions under each distinct retrieval settings is one unit of work; pipelines that differ
+only downstream read it from the memo), then ``embedding the texts of 54,000 requests for offline/student`` in
+slices. :func:`loading_components` does the same for the models, indexes and retrievers a sweep builds before
+it starts (``loading hf/MODEL: 2/21 ...``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from ragrade.exam.files import Question
+from ragrade.progress_phases import Phase, phase
 from ragrade.run.answer import answer_method, candidate_texts
 from ragrade.run.pipeline import Resources
-from ragrade.run.shared import retrieve_all
+from ragrade.run.shared import batch_key, retrieval_key, retrieve_all
 from ragrade.run.spec import AnswerConfig, PipelineSpec
 
+if TYPE_CHECKING:
+    from ragrade.llm.base import LLM
+    from ragrade.retrieval.base import Retriever
+    from ragrade.retrieval.transforms import RetrievalPipeline
+    from ragrade.run.contexts import Contexts
+
 log = logging.getLogger(__name__)
+PREFETCH_SLICE = 64  # prefetch items per call: a count for the display; each text is still embedded once
 
 #: one item of :meth:`Prefetching.prefetch`: (question, passages, candidate texts)
 PrefetchItem = tuple[str, tuple[str, ...], tuple[str, ...]]
@@ -68,7 +84,6 @@ def warm(
 
     Returns the number of (question, passages, candidates) items handed to a ``prefetch``.
     """
-    from ragrade.llm.base import run_sync
     from ragrade.retrieval.query_memo import sharing_enabled
 
     if not sharing_enabled():
@@ -78,7 +93,7 @@ def warm(
         spec = PipelineSpec.model_validate(dict(pipelines[pid]))
         if _warmable(spec):
             todo[json.dumps([pid, list(items)])] = (spec, res.select(list(items)))
-    found = run_sync(retrieve_all(res, todo)) if todo else {}
+    found = _retrieve_counted(res, todo) if todo else {}
     wanted: dict[str, tuple[Prefetching, dict[PrefetchItem, None]]] = {}
     for key, ctxs in found.items():
         spec, qs = todo[key]
@@ -95,13 +110,140 @@ def warm(
                 items_of[(q.question, tuple(ctx.passages), tuple(candidate_texts(q, answer, method)))] = None
     done = 0
     for llm_spec, (backend, items_of) in wanted.items():
-        try:
-            backend.prefetch(list(items_of))
-        except Exception as exc:  # the shards do the work themselves and record any failure on their rows
-            log.debug("prefetch for %s failed: %s", llm_spec, exc)
-            continue
-        done += len(items_of)
+        if _prefetch_counted(llm_spec, backend, list(items_of)):
+            done += len(items_of)
     return done
 
 
-__all__ = ["PrefetchItem", "Prefetching", "warm"]
+def _retrieve_counted(
+    res: Resources, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]
+) -> dict[str, list[Contexts]]:
+    """:func:`~ragrade.run.shared.retrieve_all` of ``todo``, announced as a phase counted in questions: each
+    distinct (retrieval settings, batch) is retrieved once (into the resources' memo, where the shards find it)
+    and given to every pipeline of ``todo`` that asks for it."""
+    from ragrade.llm.base import run_sync
+
+    distinct: dict[str, tuple[PipelineSpec, list[Question]]] = {}
+    key_of: dict[str, str] = {}
+    for key, (spec, qs) in todo.items():
+        key_of[key] = batch_key(spec, qs) if spec.needs_index else key
+        distinct.setdefault(key_of[key], (spec, qs))
+    questions = len({q.id for _, qs in distinct.values() for q in qs})
+    settings = len({retrieval_key(spec) for spec, _ in distinct.values()})
+    total = sum(len(qs) for _, qs in distinct.values())
+    plural = "" if settings == 1 else "s"
+    text = f"retrieving passages for {questions:,} questions x {settings} retrieval setting{plural}"
+    with phase(text, total) as counted:
+        got = run_sync(retrieve_all(_Counting(res, counted), distinct))
+    return {key: got[k] for key, k in key_of.items() if k in got}  # read only: the prefetch items
+
+
+class _Counting:
+    """Resources whose retrievals advance a phase by their questions (for :func:`retrieve_all`)."""
+
+    def __init__(self, res: Resources, counted: Phase) -> None:
+        self.res, self.counted = res, counted
+
+    def select(self, ids: Sequence[str]) -> list[Question]:
+        return self.res.select(ids)
+
+    async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        try:
+            return await self.res.contexts(spec, questions)
+        finally:
+            self.counted.advance(len(questions))
+
+
+def _prefetch_counted(llm_spec: str, backend: Prefetching, items: list[PrefetchItem]) -> bool:
+    """Hand ``items`` to ``backend.prefetch`` in slices, announced as a counted phase; False when it failed."""
+    text = f"embedding the texts of {len(items):,} requests for {llm_spec}"
+    with phase(text, len(items)) as counted:
+        for start in range(0, len(items), PREFETCH_SLICE):
+            part = items[start : start + PREFETCH_SLICE]
+            try:
+                backend.prefetch(part)
+            except Exception as exc:  # the shards do the work themselves and record any failure on their rows
+                log.debug("prefetch for %s failed: %s", llm_spec, exc)
+                return False
+            counted.advance(len(part))
+    return True
+
+
+def component_count(specs: Sequence[PipelineSpec]) -> int:
+    """The distinct components :func:`ragrade.run.sweep.check_components` builds: LLMs, retrievers over their
+    index, retrieval pipelines with a query transform or post chain, external systems."""
+    keys: set[tuple[str, ...]] = set()
+    for s in specs:
+        if s.has_llm:
+            keys.add(("llm", s.llm))
+        if not s.is_external:
+            keys.add(("retriever", s.chunker, s.retriever))
+        if s.needs_index and s.transformed:
+            keys.add(("retrieval", s.chunker, s.retriever, s.query, s.post))
+        if s.is_external:
+            keys.add(("external", s.retriever))
+    return len(keys)
+
+
+class _Announcing:
+    """Resources whose component builders announce what they load and count each distinct one (a phase)."""
+
+    def __init__(self, res: Resources, counted: Phase) -> None:
+        self.res, self.counted, self.seen = res, counted, set[tuple[str, ...]]()
+        self.context = res.context
+
+    def _built(self, key: tuple[str, ...], text: str) -> bool:
+        """True the first time ``key`` is built (the phase then says ``text``)."""
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.counted.advance(0, text=f"loading {text} ({len(self.seen)} of {self.counted.total})")
+        return True
+
+    def __getattr__(self, name: str) -> object:  # anything else check_components may ask: the resources' own
+        return getattr(self.res, name)
+
+    def template(self, name: str) -> object:
+        return self.res.template(name)
+
+    def llm(self, spec: str) -> LLM:
+        first = self._built(("llm", spec), spec)
+        try:
+            return self.res.llm(spec)
+        finally:
+            self.counted.advance(1 if first else 0)
+
+    def retriever(self, chunker: str, spec: str) -> Retriever:
+        first = self._built(("retriever", chunker, spec), f"retriever {spec} over {chunker}")
+        try:
+            return self.res.retriever(chunker, spec)
+        finally:
+            self.counted.advance(1 if first else 0)
+
+    def retrieval(self, spec: PipelineSpec) -> RetrievalPipeline:
+        key = ("retrieval", spec.chunker, spec.retriever, spec.query, spec.post)
+        first = self._built(key, f"query {spec.query} / post {spec.post} for {spec.retriever}")
+        try:
+            return self.res.retrieval(spec)
+        finally:
+            self.counted.advance(1 if first else 0)
+
+    def external(self, name: str) -> object:
+        first = self._built(("external", name), f"external system {name}")
+        try:
+            return self.res.external(name)
+        finally:
+            self.counted.advance(1 if first else 0)
+
+
+@contextmanager
+def loading_components(res: Resources, specs: Sequence[PipelineSpec]) -> Iterator[Resources]:
+    """``res`` as :func:`ragrade.run.sweep.check_components` should build from: each distinct model, index,
+    retriever and external system it builds is announced (``loading hf/MODEL (2 of 21)``) and counted, with
+    a rate and an ETA, on the progress display. What is built lands in ``res`` itself."""
+    total = component_count(specs)
+    with phase(f"loading {total} models, indexes and retrievers", total) as counted:
+        yield cast(Resources, _Announcing(res, counted))  # the builders check_components calls, announced
+
+
+__all__ = ["PREFETCH_SLICE", "PrefetchItem", "Prefetching", "component_count", "loading_components", "warm"]
