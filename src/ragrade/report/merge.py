@@ -292,26 +292,18 @@ def _different_note(pid: str, runs: Sequence[ExamRun]) -> str:
 
 def merged_verdicts(df: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The paired comparisons of the merged runs' top distinct pipelines (as ``comparisons.json``)."""
-    from ragrade.io import now_iso
-    from ragrade.run.compare import COMPARISONS_VERSION, compare_many, distinct_top_pipelines
+    from ragrade.run.compare import verdicts_of
 
-    correction, alpha = str(settings.get("correction", "holm")), float(settings.get("alpha", 0.05))
-    n_boot, seed = int(settings.get("n_boot", 2000)), int(settings.get("seed", 0))
-    best, twins = distinct_top_pipelines(df, int(settings.get("top", 5)))
-    comps = (
-        compare_many(df, best, correction=correction, n_boot=n_boot, seed=seed, alpha=alpha) if len(best) > 1 else []
+    return dict(
+        verdicts_of(
+            df,
+            top=int(settings.get("top", 5)),
+            correction=str(settings.get("correction", "holm")),
+            alpha=float(settings.get("alpha", 0.05)),
+            n_boot=int(settings.get("n_boot", 2000)),
+            seed=int(settings.get("seed", 0)),
+        )
     )
-    return {
-        "version": COMPARISONS_VERSION,
-        "created": now_iso(),
-        "pipelines": best,
-        "identical": twins,
-        "correction": correction,
-        "alpha": alpha,
-        "n_boot": n_boot,
-        "seed": seed,
-        "comparisons": [c.to_dict() for c in comps],
-    }
 
 
 __all__ = ["ExamRun", "Merged", "check_same_exam", "exam_run", "merge_runs", "pipeline_spec", "run_labels"]

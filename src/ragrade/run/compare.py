@@ -240,7 +240,19 @@ def verdicts(
     Returns ``{"version", "created", "pipelines", "correction", "alpha", "comparisons": [...]}``;
     ``a`` is always the pipeline with the higher accuracy.
     """
-    df = read_responses(run_dir)
+    return verdicts_of(read_responses(run_dir), top=top, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)
+
+
+def verdicts_of(
+    df: pd.DataFrame,
+    *,
+    top: int = 5,
+    correction: str = "holm",
+    alpha: float = 0.05,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> Verdicts:
+    """:func:`verdicts` of a responses table (one run's, or several runs' merged by the report)."""
     best, twins = distinct_top_pipelines(df, top)
     comps = (
         compare_many(df, best, correction=correction, n_boot=n_boot, seed=seed, alpha=alpha) if len(best) > 1 else []
@@ -277,5 +289,6 @@ __all__ = [
     "resolve_pipeline",
     "top_pipelines",
     "verdicts",
+    "verdicts_of",
     "write_comparisons",
 ]
