@@ -136,3 +136,31 @@ def test_a_calibration_file_that_cannot_be_right_is_refused(
         items[q]["guessing"] = 0.25
     path.write_text(json.dumps(doc), encoding="utf-8")
     assert load_calibration(path, list(items)).source.startswith("file:")
+
+
+def test_a_fit_from_a_data_frame_finds_the_responses_beside_it(tmp_path: Path) -> None:
+    """``source: <dataframe>``: the run directory holding irt.json and responses.parquet gives the check its data."""
+    import pandas as pd
+
+    from ragrade.adaptive.calibration import calibration_data
+    from ragrade.irt.fit import fit_irt
+    from ragrade.run.summary import write_responses
+
+    rows = [
+        {"pipeline": f"p{p}", "question_id": f"q{q}", "correct": int((p + q) % 3 != 0)}
+        for p in range(5)
+        for q in range(12)
+    ]
+    rows[0]["correct"] = None  # a failed request: missing, never wrong
+    res = fit_irt(pd.DataFrame([r for r in rows if r["correct"] is not None]), model="1pl")
+    res.write(tmp_path / "irt.json")
+    import json
+
+    assert json.loads((tmp_path / "irt.json").read_text())["source"] == "<dataframe>"
+    items = [f"q{q}" for q in range(12)]
+    assert calibration_data(tmp_path / "irt.json", items) is None  # no responses on disk yet: nothing to check
+    write_responses(tmp_path / "responses.parquet", rows)
+    R = calibration_data(tmp_path / "irt.json", items)
+    assert R is not None and R.shape == (5, 12)
+    assert R[0, 0] == -1 and R[0, 1] == 1 and R[1, 2] == 0  # (0 + 0) % 3 == 0 failed; (0 + 1): right; (1 + 2): wrong
+    assert (R >= 0).sum() == 59

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from ragrade.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
+from ragrade.adaptive.calibration import misfit_fallback
 from ragrade.adaptive.estimate import (
+    MisfitResult,
     audit_stats,
     calibration_check,
     elimination_z,
@@ -93,17 +95,39 @@ def test_misfit_warning_for_two_abilities_and_not_for_one(earlier_runs: list[tup
     assert res2.warn and res2.p_value < 0.01 and res2.statistic > res1.statistic
 
 
-def test_misfit_makes_the_estimates_design_based_and_says_so(earlier_runs: list[tuple[SimGrid, ItemParams]]) -> None:
+def test_calibration_misfit_falls_back_to_random_sampling_and_says_so(
+    earlier_runs: list[tuple[SimGrid, ItemParams]],
+) -> None:
     earlier, params = earlier_runs[1]
     check = calibration_check(earlier.R, params.d, params.b, params.g, alpha=0.01, seed=0, n_boot=200)
     sim = simulate_grid_2d(
         {"llm": 2, "retriever": 3}, 300, seed=5, effect_sd=1.0, items=earlier.truth, angles=earlier.extra["angles"]
     )
-    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, AdaptiveConfig(), seed=0, calibration_fit=check)
-    assert sched.misfit_warning and sched.design_only
+    cfg = misfit_fallback(AdaptiveConfig(), check)
+    assert cfg.audit_share == 1.0 and misfit_fallback(AdaptiveConfig(), None).audit_share == 0.3
+    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, seed=0, calibration_fit=check)
+    assert sched.misfit_warning and sched.design_only and not sched.use_model
     assert {r["estimate_basis"] for r in sched.results()} == {"audit"}
+    # random sampling, paired: every pipeline's questions are a prefix of one common random order
+    order = sched.order[0]
+    for p in range(len(sim.pipelines)):
+        k = int(sched.asked[p].sum())
+        assert set(np.flatnonzero(sched.asked[p])) == set(order[:k].tolist())
     diag, warnings = run_notes(sched, params.items, "file", None)
-    assert diag["misfit_warning"] and any("rest on the audit sample, not the model" in w for w in warnings)
+    assert diag["misfit_warning"] and any("MISFIT" in w and "sampled at random" in w for w in warnings)
+    assert "not used to choose questions" in diag["calibration_source"]
+
+
+def test_a_misfit_in_the_run_keeps_the_model_and_audit_estimate() -> None:
+    sim = simulate_grid({"llm": 2, "retriever": 3}, 200, seed=3, effect_sd=0.8)
+    sched, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, AdaptiveConfig(), seed=0)
+    before = sched.accuracy()
+    sched.misfit = MisfitResult(9.0, 0.001, True, 10, np.zeros(len(sim.pipelines)))
+    sched.__dict__.pop("_acc_cache", None)
+    assert sched.misfit_warning and not sched.design_only
+    np.testing.assert_allclose(sched.accuracy()[0], before[0])
+    _, warnings = run_notes(sched, sim.truth.items, "file", None)
+    assert any("MISFIT" in w and "own audit sample" in w for w in warnings)
 
 
 def test_small_budgets_are_spent_and_every_pipeline_estimated() -> None:

@@ -31,7 +31,11 @@ def _run(sim: SimGrid, R: npt.NDArray[np.int8] | None = None, **over: object) ->
 def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim: SimGrid) -> None:
     sched, log = _run(sim, target_se=0.15, min_items=40, default_share=None)  # no budget cap
     score = score_run(sched, sim.accuracy, sim.R.size)
-    assert score["requests_share"] < 0.6  # the two best, half a point apart, race through most of the exam
+    # the two best, half a point apart, race through most of the exam; no pipeline stops before its estimate's SD
+    # is at most STOP_MAX_SD (0.04), so no estimate is far off
+    assert score["requests_share"] < 0.7
+    est = np.array([r["accuracy_estimate"] for r in sched.results()])
+    assert np.abs(est - sim.accuracy).max() <= 0.1
     assert score["top1"] == 1.0 and score["kendall_tau"] > 0.75
     assert score["mae"] < 0.04 and score["coverage"] >= 0.8
     assert log and [r["round"] for r in log] == list(range(1, len(log) + 1))

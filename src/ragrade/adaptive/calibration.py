@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from ragrade.adaptive.estimate import MisfitResult
 from ragrade.adaptive.pool import design_matrix, design_subset
 from ragrade.adaptive.state import ItemParams
 from ragrade.errors import ConfigError, DataError, RagradeError
@@ -101,14 +102,22 @@ def _has_flag(flags: Any, name: str) -> bool:
 
 
 def calibration_data(path: str | Path, items: Sequence[str]) -> npt.NDArray[np.int8] | None:
-    """The responses an ``irt.json`` was fitted on (pipelines x ``items``, -1 missing), when still on disk."""
+    """The responses an ``irt.json`` was fitted on (pipelines x ``items``, -1 missing), when still on disk.
+
+    Its ``source`` (a run directory or a response table); where that is not a path on disk (a fit from a data
+    frame records ``<dataframe>``), the run directory the ``irt.json`` sits in, when it holds the responses
+    (``ragrade irt fit`` and the demo write ``irt.json`` beside ``responses.parquet``).
+    """
     from ragrade.io import read_json
     from ragrade.irt.io import read_table
 
     try:
         source = read_json(Path(path)).get("source")
         if not source or not Path(str(source)).exists():
-            return None
+            here = Path(path).parent
+            if not any((here / name).is_file() for name in ("responses.parquet", "responses.csv")):
+                return None
+            source = str(here)
         df, _, _ = read_table(str(source))
     except (RagradeError, OSError, ValueError, AttributeError):
         return None
@@ -257,6 +266,20 @@ def calibration_mode(cfg: AdaptiveConfig, n_pipelines: int = 0) -> str:
     return cfg.calibration_mode
 
 
+def misfit_fallback(cfg: AdaptiveConfig, calibration_fit: MisfitResult | None) -> AdaptiveConfig:
+    """The settings of a run whose calibration data misfit: random sampling (``audit_share = 1``) instead of the model.
+
+    When the check on the calibration file's responses (:func:`~ragrade.adaptive.estimate.calibration_check`)
+    warns before the first request, the items' one-dimensional parameters cannot be trusted to choose
+    questions: every pipeline then answers the same uniformly random questions (the ``sample`` design: paired
+    comparisons, design-based estimates, simultaneous elimination on the paired differences), which is random
+    sampling of the same budget by construction. Otherwise ``cfg`` unchanged.
+    """
+    if calibration_fit is None or not calibration_fit.warn:
+        return cfg
+    return cfg.model_copy(update={"audit_share": 1.0})
+
+
 def write_calibration(run_dir: Path, rows: Sequence[Mapping[str, Any]], model: str) -> tuple[str | None, str]:
     """Fit the items on ``rows`` into ``calibration/irt.json``; its path, or None and why not."""
     from ragrade.irt.fit import fit_irt
@@ -291,6 +314,7 @@ __all__ = [
     "default_references",
     "fit_item_params",
     "load_calibration",
+    "misfit_fallback",
     "refitter",
     "resolve_references",
     "write_calibration",

@@ -19,9 +19,12 @@ its unobserved answers) / N``; only the unobserved part ``U`` is estimated:
   whose error is ``M (mean_M(r) - mean_audit(r))`` with the finite-population
   variance ``M^2 (1 - m / M) s^2 / m`` (``M = |U| + m``), valid whatever the model
   (the audit is a uniform sample of the items not chosen by the model).
-  It is what an adaptive run reports once :func:`misfit_check` says the
-  one-dimensional model does not describe the audit answers, and what a
-  ``sample`` run (no model: ``p = 0``) always reports.
+  It is what a ``sample`` run (no model: ``p = 0``) always reports, and a run
+  whose calibration data misfit (it samples at random instead). A misfit found
+  in the run's own answers keeps the model-based estimate: the integrated
+  spread of the audit biases already widens its intervals by what the audits
+  cannot rule out, where the audit sample alone discards every answer the
+  model chose.
 
 :func:`misfit_check` tests the audit residuals (standardised, centred per item)
 for structure the model leaves out, with a parametric bootstrap of the model

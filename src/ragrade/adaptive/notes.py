@@ -16,10 +16,16 @@ import numpy as np
 from ragrade.adaptive.estimate import MisfitResult
 from ragrade.adaptive.scheduler import Scheduler
 
-MISFIT_WARNING = (
-    "the one-dimensional IRT model does not describe these responses: rankings between these pipelines rest "
-    "on the audit sample, not the model (design-based estimates and intervals)"
+MISFIT_WARNING = "the one-dimensional IRT model does not describe these responses"
+MISFIT_SAMPLED = (
+    "so the questions were sampled at random (every pipeline the same ones, paired) instead of chosen by the "
+    "model: design-based estimates and intervals, as random sampling of the same budget"
 )
+MISFIT_KEPT = (
+    "the estimates are the model's predictions corrected by each pipeline's own audit sample (biases shrunk "
+    "with their spread integrated out, so the intervals widen by what the audits cannot rule out)"
+)
+MISFIT_NO_MODEL = "the estimates are design-based (no model); the calibration this run writes is suspect"
 
 
 def _check(res: MisfitResult | None) -> dict[str, Any] | None:
@@ -28,6 +34,14 @@ def _check(res: MisfitResult | None) -> dict[str, Any] | None:
     stat = None if math.isnan(res.statistic) else round(res.statistic, 4)
     pval = None if math.isnan(res.p_value) else round(res.p_value, 4)
     return {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
+
+
+def _source(sched: Scheduler, mode: str) -> str:
+    if sched.use_model:
+        return f"{mode}: {sched.params.source}"
+    if mode == "file":
+        return f"file: {sched.params.source} (misfit: not used to choose questions; sampled at random)"
+    return "none (sample: no model)"
 
 
 def run_notes(
@@ -41,7 +55,11 @@ def run_notes(
             parts.append(f"calibration data p = {sched.calibration_fit.p_value:.3g}")
         if sched.misfit is not None and sched.misfit.warn:
             parts.append(f"this run's answers p = {sched.misfit.p_value:.3g}")
-        warnings.append(f"MISFIT: {MISFIT_WARNING} ({'; '.join(parts)})")
+        if sched.calibration_fit is not None and sched.calibration_fit.warn and not sched.use_model:
+            what = MISFIT_SAMPLED
+        else:
+            what = MISFIT_KEPT if sched.use_model else MISFIT_NO_MODEL
+        warnings.append(f"MISFIT: {MISFIT_WARNING} ({'; '.join(parts)}): {what}")
     failed = {sched.pipelines[p]: int(n) for p, n in enumerate(sched.n_failed) if n > 0}
     for pid, n in failed.items():
         p = sched.pipelines.index(pid)
@@ -86,10 +104,10 @@ def run_notes(
         "failed_requests": failed,
         "negative_discrimination_items": neg,
         "calibration_written": calibration_written,
-        "calibration_source": f"{mode}: {sched.params.source}" if sched.use_model else "none (sample: no model)",
+        "calibration_source": _source(sched, mode),
         "decision": decision,
     }
     return diag, warnings
 
 
-__all__ = ["MISFIT_WARNING", "run_notes"]
+__all__ = ["MISFIT_KEPT", "MISFIT_NO_MODEL", "MISFIT_SAMPLED", "MISFIT_WARNING", "run_notes"]

@@ -45,6 +45,7 @@ from ragrade.adaptive.calibration import (
     cold_params,
     fit_item_params,
     load_calibration,
+    misfit_fallback,
     refitter,
     resolve_references,
     write_calibration,
@@ -160,6 +161,7 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
         )
     if mode == "sample":
         acfg = acfg.model_copy(update={"audit_share": 1.0})
+    acfg = misfit_fallback(acfg, calib_fit)  # calibration data misfit: sample at random instead
     return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params, acfg, calib_fit)
 
 
@@ -317,7 +319,9 @@ def _drive(
         params = fit_item_params(ref_rows, s.items, acfg.calibration_model, s.params)
         write_calibration(run_dir, ref_rows, acfg.calibration_model)
     groups = _groups(s.questions, acfg.balance)
-    refit = refitter(ids, s.items, acfg.calibration_model, params) if s.mode in ("cold", "reference") else None
+    refit = (
+        refitter(ids, s.items, acfg.calibration_model, params) if s.mode in ("cold", "reference", "sample") else None
+    )
     factors = [sp.factors() for sp in s.specs]
     sched = Scheduler(
         params, ids, acfg, factors=factors, groups=groups, seed=seed, refit=refit, calibration_fit=s.calib_fit

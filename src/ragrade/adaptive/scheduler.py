@@ -7,21 +7,28 @@ update its ability (EAP or MAP, with a standard error), pooled across the grid
 under the additive model (:mod:`ragrade.adaptive.pool`). A pipeline stops
 when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``min_share`` of the exam), at
 its item cap, when the global request budget (by default a share of the full
-grid) runs out, or, under a budget, once it is very unlikely to be the best;
-elimination drops a pipeline once its upper bound plus ``margin`` is below
+grid) runs out, or, under a budget, once it is surely not the best (the simultaneous bounds of
+elimination, margin 0); elimination drops a pipeline once its upper bound plus ``margin`` is below
 another's lower bound (paired questions: once the difference's bound is), with bounds simultaneous over
-pipelines and rounds
-(:func:`~ragrade.adaptive.estimate.elimination_z`), never on fewer than
-``min_items`` answers and ``min_audit`` audit answers. With the factorial
+pipelines and rounds (:func:`~ragrade.adaptive.estimate.elimination_z`), never on fewer than
+``min_items`` answers and ``min_audit`` audit answers. No decision stops a pipeline whose accuracy SD is
+above :data:`STOP_MAX_SD` (a minimum sample size; only the cap and the budget do). Under a budget, a
+pipeline whose probability of being the best is below ``stop_p_best`` (and whose SD is at most
+:data:`STOP_MAX_SD`) is *paused*: it gets no requests while a contender is running, is reconsidered every
+round, and is never stopped for it. With the factorial
 shortcut only a designed subset of the grid is measured; the others are
 *predicted* from the additive model.
 
 A share of every batch (``audit_share``) is the *audit sample*: items drawn
 uniformly from those the pipeline was not asked. Every pipeline gets a
 full-grid accuracy estimate: its observed answers plus an estimate of the
-rest, the IRT-expected score corrected by the audit residuals, or the audit
-sample alone when the model misfits or there is no model (``audit_share = 1``,
-the ``sample`` mode); see :mod:`ragrade.adaptive.estimate`.
+rest, the IRT-expected score corrected by the audit residuals, or the sampled
+answers alone when there is no model (``audit_share = 1``, the ``sample`` mode,
+also what a run falls back to when the check on its calibration file's
+responses warns: :func:`~ragrade.adaptive.calibration.misfit_fallback`); see
+:mod:`ragrade.adaptive.estimate`. The misfit check runs at the end in every mode:
+on the run's own answers under the model (file, reference, cold), or, without a
+model, on a fit of the sampled answers (:meth:`Scheduler._wrap_up`).
 
 A failed request is missing data: the item counts as spent (never asked again
 for that pipeline) and adds nothing to the estimates. The scheduler is
@@ -41,10 +48,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragrade.adaptive.estimate import MisfitResult, elimination_z, pair_gaps, prob_best
+from ragrade.adaptive.estimate import MisfitResult, calibration_check, elimination_z, pair_gaps, prob_best
 from ragrade.adaptive.state import ELIMINATED, F64, FAILED, ItemParams, RunState, stable_rng
 from ragrade.irt import cat
 from ragrade.run.adaptive_config import AdaptiveConfig
+
+# The largest SD of a full-exam accuracy estimate at which a pipeline may stop (target SE, elimination, surely not
+# the best, the others eliminated): a minimum sample size in the estimate's own terms. At 0.04 an error of more
+# than 0.15 is a 3.75-SD event (about 2 in 10,000 per pipeline, normal estimates), where a pipeline stopped on
+# 20-30 answers (SD 0.08-0.11) errs by more than 0.15 about once in ten (issue 39: 37 points from 20 answers).
+# Only the item cap and the global budget stop a pipeline that is less precise.
+STOP_MAX_SD = 0.04
 
 
 class Scheduler(RunState):
@@ -71,6 +85,7 @@ class Scheduler(RunState):
         super().__init__(
             params, pipelines, cfg, factors=factors, groups=groups, seed=seed, calibration_fit=calibration_fit
         )
+        self.paused = np.zeros(len(self.pipelines), dtype=bool)  # served only when no contender is running
 
     # ------------------------------------------------------------------ planning
     def plan(self) -> dict[int, list[int]]:
@@ -80,10 +95,12 @@ class Scheduler(RunState):
         left = None if self.budget is None else self.budget - self.spent
         if left is not None and left <= 0:
             for p in active:
-                self._stop(p, "budget")
+                self._stop(p, "budget (paused: not a contender)" if self.paused[p] else "budget")
             if active:  # the run ends here, not in finish_round
                 self._wrap_up()
             return {}
+        served = [p for p in active if not self.paused[p]]
+        active = served or active  # the contenders first; paused pipelines once no contender is running
         n_asked = self.n_asked
         want = {p: min(cfg.batch, self.cap - int(n_asked[p])) for p in active}
         if left is not None and sum(want.values()) > left:  # the last round: shared out, least asked first
@@ -183,13 +200,15 @@ class Scheduler(RunState):
     def finish_round(self) -> dict[str, Any]:
         """Re-estimate, stop and eliminate; returns this round's log record."""
         self.round += 1
-        if self.refit is not None and self.round % self.cfg.refit_every == 0:
+        if self.refit is not None and self.use_model and self.round % self.cfg.refit_every == 0:
             self._refit()
         self.reestimate()
         _, sd = self.accuracy(sampling_only=True)
         batch_floor = min(self.cfg.batch, self.cap)
         n_answered, n_asked = self.n_answered, self.n_asked
-        racing = self._contenders(*self.accuracy())
+        acc0, sd0 = self.accuracy()
+        racing = self._contenders(acc0, sd0)
+        settled = sd0 <= STOP_MAX_SD  # precise enough to stop on anything but the item cap or the budget
         race_cap = min(self.cap, self.cfg.race_items or self.cap)
         for p in range(len(self.pipelines)):
             if self.status[p] != "active":
@@ -197,7 +216,12 @@ class Scheduler(RunState):
             precise = self.se[p] <= self.cfg.target_se or sd[p] <= (self.cfg.target_accuracy_se or -1.0)
             if n_answered[p] == 0 and n_asked[p] >= batch_floor:
                 self.status[p], self.reason[p] = FAILED, "every request failed"
-            elif n_answered[p] >= self.min_items and precise and (p not in racing or n_asked[p] >= race_cap):
+            elif (
+                n_answered[p] >= self.min_items
+                and precise
+                and settled[p]
+                and (p not in racing or n_asked[p] >= race_cap)
+            ):
                 self._stop(p, "target SE")
             elif n_asked[p] >= self.cap:
                 self._stop(p, "item cap")
@@ -220,14 +244,41 @@ class Scheduler(RunState):
             "tau": self.pool_info.get("tau"),
             "audit_bias_sd": round(self.tau, 5),
             "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
+            "paused": int(self.paused.sum()),
         }
 
     def _wrap_up(self) -> None:
-        """At the end of the run: the last re-fit (the final estimates use every answer) and the misfit check."""
+        """At the end of the run: the last re-fit (the final estimates use every answer) and the misfit check.
+
+        Without a model (``sample``), the items are fitted once on the answers (``refit``, when given) and the
+        check of :func:`~ragrade.adaptive.estimate.calibration_check` runs on them: every pipeline answered
+        the same random questions, a complete matrix like a calibration run's. Its warning changes no
+        estimate (they are design-based already); it says the calibration this run writes is one-dimensional
+        in name only.
+        """
+        if not self.use_model:
+            if self.refit is not None and self.misfit is None:
+                self.misfit = self._sample_check()
+            return
         if self.refit is not None and self.round % self.cfg.refit_every != 0:
             self._refit()
             self.reestimate()
         self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
+
+    def _sample_check(self) -> MisfitResult | None:
+        assert self.refit is not None
+        rows = self.n_answered > 0
+        if rows.sum() < 3:
+            return None
+        params = self.refit(self)
+        cols = (self.y[rows] >= 0).any(axis=0)
+        R = self.y[np.ix_(rows, cols)]
+        d, b, g = params.d[cols], params.b[cols], params.g[cols]
+        res = calibration_check(R, d, b, g, alpha=self.cfg.misfit_alpha, seed=self.seed)
+        z = np.zeros(len(self.pipelines))
+        z[rows] = res.z  # per pipeline, aligned with the grid (pipelines never answered: 0)
+        res.z = z
+        return res
 
     def _refit(self) -> None:
         assert self.refit is not None
@@ -268,27 +319,47 @@ class Scheduler(RunState):
         out = []
         for p in np.flatnonzero(ok):
             q = int(np.argmax(gap[p]))
-            if self.status[p] == "active" and gap[p, q] > cfg.margin:
+            if self.status[p] == "active" and gap[p, q] > cfg.margin and sd[p] <= STOP_MAX_SD:
                 self.status[p], self.reason[p] = ELIMINATED, f"worse than {self.pipelines[q]}"
                 out.append(int(p))
         return out
 
     def _stop_unlikely(self, acc: F64, sd: F64) -> None:
-        """Under a budget, stop asking pipelines that are very unlikely to be the best (they keep their
-        estimate and interval; the requests go to the contenders)."""
+        """Under a budget, stop asking pipelines that are surely not the best (the requests go to the contenders).
+
+        Also sets :attr:`paused`: pipelines with enough answers, an estimate at least as precise as
+        :data:`STOP_MAX_SD` and a probability of being the best below ``stop_p_best`` get no requests while a
+        contender is running (the budget goes where it can still change the decision); they are not stopped.
+
+        A pipeline stops when its simultaneous upper bound is below another's simultaneous lower bound: the
+        bounds of :meth:`_eliminate` (:func:`~ragrade.adaptive.estimate.elimination_z`, Bonferroni over
+        pipelines, ``alpha / (r (r + 1))`` at round ``r``), with margin 0, and its probability of being the
+        best is below ``stop_p_best``. Both stopping and elimination need some interval to fail at some round
+        for the best to go, and every interval holds at every round with probability at least ``confidence``
+        together, so the best is neither stopped nor eliminated but with probability ``1 - confidence``, over
+        both rules together (a point probability alone, "P(best) < 0.01", has no such control: it is
+        recomputed after every round and its normal approximation is least trustworthy on few answers). A
+        stopped pipeline keeps its estimate and interval.
+        """
+        self.paused = np.zeros(len(self.pipelines), dtype=bool)
         if self.budget is None or self.cfg.stop_p_best <= 0:
             return
-        live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
-        if live.sum() < 2:
-            return
-        pb = prob_best(
-            np.where(live, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=self.paired_corr()
-        )
         m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
-        for p in np.flatnonzero(live & (self.status == "active")):
-            enough = self.n_answered[p] >= self.min_items and m_audit[p] >= self.cfg.min_audit
-            if enough and pb[p] < self.cfg.stop_p_best:
-                self._stop(int(p), f"unlikely to be the best (P < {self.cfg.stop_p_best:g})")
+        ok = (self.n_answered >= self.min_items) & (m_audit >= self.cfg.min_audit)
+        ok &= np.isin(self.status, ["active", "stopped"])
+        if ok.sum() < 2:
+            return
+        corr = self.paired_corr()
+        z = elimination_z(1.0 - self.cfg.confidence, len(self.pipelines), max(1, self.round))
+        gap = pair_gaps(acc, sd, z, corr)
+        gap = np.where(ok[None, :] & ~np.eye(len(acc), dtype=bool), gap, -np.inf)
+        pb = prob_best(np.where(ok, acc, np.nan), sd, seed=self.seed + self.round, draws=4000, corr=corr)
+        for p in np.flatnonzero(ok & (self.status == "active")):
+            if gap[p].max() > 0.0 and pb[p] < self.cfg.stop_p_best and sd[p] <= STOP_MAX_SD:
+                self._stop(int(p), f"surely not the best (simultaneous {self.cfg.confidence:.0%} bounds)")
+        # a pause is no decision: recomputed every round, it only orders the spending (a paused pipeline whose
+        # probability rises again is served again; all are served once no contender is running)
+        self.paused = ok & (self.status == "active") & (pb < self.cfg.stop_p_best) & (sd <= STOP_MAX_SD)
 
     def _stop_if_decided(self) -> None:
         """Stop the last pipeline standing once every other measured one is eliminated."""
@@ -298,7 +369,8 @@ class Scheduler(RunState):
         if not (self.status == ELIMINATED).any() or len(standing) != 1:
             return
         last = int(standing[0])
-        if self.status[last] == "active" and self.n_answered[last] >= self.min_items:
+        _, sd = self.accuracy()
+        if self.status[last] == "active" and self.n_answered[last] >= self.min_items and sd[last] <= STOP_MAX_SD:
             self._stop(last, "the others are eliminated")
 
 
@@ -325,4 +397,4 @@ def run_rounds(sched: Scheduler, ask: Any, on_round: Any = None, max_rounds: int
     return log
 
 
-__all__ = ["Scheduler", "run_rounds"]
+__all__ = ["STOP_MAX_SD", "Scheduler", "run_rounds"]

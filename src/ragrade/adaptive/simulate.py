@@ -211,10 +211,33 @@ def score_run(sched: Scheduler, full_accuracy: F64, n_full_requests: int) -> dic
     }
 
 
+def mcnemar_worse(R: npt.NDArray[np.int8], pick: int, best: int, alpha: float = 0.05) -> bool:
+    """Is pipeline ``pick`` significantly worse than ``best`` on the full grid's answers? (paired exact McNemar).
+
+    Over the items both answered, ``b`` = items ``best`` got right and ``pick`` wrong, ``c`` = the reverse.
+    Under equal accuracy each of the ``b + c`` discordant items goes either way with probability 1/2, so the
+    two-sided exact p-value is ``min(1, 2 P(Bin(b + c, 1/2) >= max(b, c)))``; ``pick`` is significantly worse
+    when ``b > c`` and that p-value is below ``alpha``. The same pipeline is never worse than itself.
+    """
+    import math
+
+    if pick == best:
+        return False
+    both = (R[pick] >= 0) & (R[best] >= 0)
+    b = int(((R[best] == 1) & (R[pick] == 0) & both).sum())
+    c = int(((R[best] == 0) & (R[pick] == 1) & both).sum())
+    n, k = b + c, max(b, c)
+    if b <= c or n == 0:
+        return False
+    tail = sum(math.comb(n, j) for j in range(k, n + 1)) / 2.0**n
+    return min(1.0, 2.0 * tail) < alpha
+
+
 __all__ = [
     "SimGrid",
     "adaptive_on_matrix",
     "fit_params",
+    "mcnemar_worse",
     "score_run",
     "simulate_grid",
     "simulate_grid_2d",

@@ -46,7 +46,8 @@ class AdaptiveConfig(BaseModel):
     # share; in bench_adaptive.py with one-dimensional truth its p-values were 0.27-1.0 on 63 x 300 calibration
     # data and 0.05-0.99 on 63 x 1,000, so 0.02 finds more two-dimensional exams at few false alarms)
     calibration_misfit_alpha: float = Field(default=0.02, gt=0.0, lt=0.5)
-    # under a budget, stop asking a pipeline once its probability of being the best is below this
+    # under a budget, pause (serve last) a pipeline whose probability of being the best is below this; it stops
+    # only when the simultaneous bounds of elimination also rule it out
     stop_p_best: float = Field(default=0.01, ge=0.0, lt=1.0)
     exclude_negative: bool = True  # items with negative discrimination are never chosen by the model
     estimator: Literal["eap", "map"] = "eap"

@@ -1,0 +1,109 @@
+"""Stopping with error control, the precision floor, the misfit check in sample mode, the McNemar pick check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ragrade.adaptive import AdaptiveConfig, Scheduler
+from ragrade.adaptive.calibration import cold_params, refitter
+from ragrade.adaptive.estimate import elimination_z
+from ragrade.adaptive.scheduler import STOP_MAX_SD
+from ragrade.adaptive.simulate import adaptive_on_matrix, mcnemar_worse, simulate_grid
+
+
+def test_mcnemar_by_hand() -> None:
+    # discordant items: b = best right / pick wrong, c = the reverse; p = min(1, 2 P(Bin(b + c, 1/2) >= max))
+    def grid(b: int, c: int, ties: int = 5) -> np.ndarray:
+        best = [1] * b + [0] * c + [1] * ties
+        pick = [0] * b + [1] * c + [1] * ties
+        return np.array([best, pick], dtype=np.int8)
+
+    assert mcnemar_worse(grid(6, 0), 1, 0)  # 2 / 2^6 = 0.031
+    assert not mcnemar_worse(grid(5, 0), 1, 0)  # 2 / 2^5 = 0.0625
+    assert mcnemar_worse(grid(7, 0), 1, 0)  # 2 / 128 = 0.016
+    assert not mcnemar_worse(grid(6, 1), 1, 0)  # 2 (7 + 1) / 128 = 0.125
+    assert mcnemar_worse(grid(9, 1), 1, 0)  # 2 (10 + 1) / 1024 = 0.021
+    assert not mcnemar_worse(grid(0, 6), 1, 0)  # the pick is better: never "worse"
+    assert not mcnemar_worse(grid(9, 1), 0, 0)
+    missing = grid(6, 0)
+    missing[1, 0] = -1  # a failed answer leaves the pair out: b = 5
+    assert not mcnemar_worse(missing, 1, 0)
+
+
+def _measured_scheduler() -> Scheduler:
+    """Four pipelines after one round of 40 answers each (12 audit), under a budget, at round 10."""
+    sim = simulate_grid({"llm": 2, "retriever": 2}, 300, seed=0, effect_sd=0.8)
+    cfg = AdaptiveConfig(budget=10_000, batch=40, min_items=30, min_share=0.0, min_audit=8)
+    sched = Scheduler(sim.truth, sim.pipelines, cfg, seed=0)
+    for p, items in sched.plan().items():
+        sched.record(p, items, [int(sim.R[p, i]) for i in items])
+    sched.round = 10
+    return sched
+
+
+def test_stopping_uses_the_simultaneous_bounds_of_elimination() -> None:
+    sched = _measured_scheduler()
+    z = elimination_z(0.05, 4, 10)  # one-sided at 0.05 / (4 * 10 * 11) = 1.14e-4: 3.687
+    assert math.isclose(z, 3.687, abs_tol=1e-3)
+    acc = np.array([0.80, 0.50, 0.68, 0.20])
+    sd = np.array([0.0, 0.02, 0.04, 0.05])
+    sched._stop_unlikely(acc, sd)
+    # 1: 0.80 - (0.50 + 3.687 * 0.02) = 0.226 > 0, and precise: stopped
+    assert sched.status[1] == "stopped" and "surely not the best" in sched.reason[1]
+    # 2: P(best) = Phi(-3) = 0.001 < 0.01 (the old rule stopped it), but 0.80 - (0.68 + 3.687 * 0.04) = -0.027
+    assert sched.status[2] == "active"
+    # 3: far below, but its SD 0.05 is above the precision floor: it goes on (an estimate from few answers)
+    assert STOP_MAX_SD < 0.05 and sched.status[3] == "active"
+    assert sched.status[0] == "active"
+
+
+def test_unlikely_pipelines_are_paused_not_stopped() -> None:
+    sched = _measured_scheduler()
+    sched._stop_unlikely(np.array([0.80, 0.50, 0.68, 0.20]), np.array([0.0, 0.02, 0.04, 0.05]))
+    # 2: P(best) about 0.001 and SD at the floor: paused (still active); 3: too imprecise to pause
+    assert sched.paused.tolist() == [False, False, True, False] and sched.status[2] == "active"
+    assert sorted(sched.plan()) == [0, 3]  # the budget goes to the pipelines that can still change the decision
+    sched._stop(0, "target SE")
+    sched._stop(3, "target SE")
+    assert sorted(sched.plan()) == [2]  # no contender running: the paused one is served again
+    # a pause is recomputed every round: a probability back above stop_p_best serves the pipeline again
+    sched._stop_unlikely(np.array([0.80, 0.50, 0.78, 0.20]), np.array([0.0, 0.02, 0.04, 0.05]))
+    assert not sched.paused.any()
+
+
+def test_no_stopping_without_a_budget_or_when_switched_off() -> None:
+    for update in ({"budget": None, "default_share": None}, {"stop_p_best": 0.0}):
+        sched = _measured_scheduler()
+        sched.cfg = sched.cfg.model_copy(update=update)
+        sched.budget = sched.cfg.budget
+        sched._stop_unlikely(np.array([0.8, 0.5, 0.68, 0.2]), np.array([0.0, 0.02, 0.04, 0.05]))
+        assert (sched.status == "active").all()
+
+
+def test_the_best_is_never_stopped_or_eliminated_and_no_estimate_is_far_off() -> None:
+    """Sampled 10-pipeline grids, 25% budget: the best keeps going, every estimate within 0.15 of the truth."""
+    for seed in range(6):
+        sim = simulate_grid({"llm": 2, "retriever": 5}, 300, seed=seed, effect_sd={"llm": 1.0, "retriever": 0.8})
+        cfg = AdaptiveConfig(audit_share=1.0)
+        sched, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, cfg, seed=seed)
+        res = sched.results()
+        best = int(np.argmax(sim.accuracy))
+        assert res[best]["status"] != "eliminated" and "surely not" not in res[best]["stop_reason"]
+        est = np.array([r["accuracy_estimate"] for r in res])
+        assert np.abs(est - sim.accuracy).max() <= 0.15
+
+
+def test_sample_mode_runs_the_misfit_check_on_its_own_answers() -> None:
+    sim = simulate_grid({"llm": 2, "retriever": 5}, 120, seed=1, effect_sd=0.8)
+    params = cold_params(sim.truth.items, {})
+    refit = refitter(sim.pipelines, sim.truth.items, "2pl", params)
+    cfg = AdaptiveConfig(audit_share=1.0, calibration_mode="sample")
+    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, seed=1, refit=refit)
+    assert sched.misfit is not None and 0.0 < sched.misfit.p_value <= 1.0
+    assert sched.params is params  # fitted for the check only: the design stays random sampling
+    assert sched.design_only and sched.misfit_warning == sched.misfit.warn
+    # without a fit there is nothing to check against (no model): no result, no warning
+    plain, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, seed=1)
+    assert plain.misfit is None and not plain.misfit_warning
