@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ragrade.errors import DataError
 from ragrade.irt.io import Factor
-from ragrade.irt.model import _block_slices, item_blocks_numpy
+from ragrade.irt.model import block_slices, item_blocks_numpy
 
 F64 = npt.NDArray[np.float64]
 
@@ -167,7 +167,7 @@ def observed_information(
     h_tt = np.zeros(R.shape[1])
     nz = list(nuisance)
     red = None if X is None else np.zeros((X.shape[1], X.shape[1]))
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         H, C, htt = item_blocks_numpy(R, theta, d, b, g, sl)
         H_all[sl] = H
         h_tt += htt.sum(axis=0)

@@ -135,7 +135,7 @@ def prob(theta: F64, d: F64, b: F64, g: F64) -> F64:
     return np.asarray(g[:, None] + (1.0 - g[:, None]) * s)
 
 
-def _sig_pair(z: F64) -> tuple[F64, F64]:
+def sig_pair(z: F64) -> tuple[F64, F64]:
     """sigmoid(z) and 1 - sigmoid(z), both accurate in the tails, with one exp."""
     s, sc, _ = _sig_triple(z)
     return s, sc
@@ -151,7 +151,8 @@ def _sig_triple(z: F64) -> tuple[F64, F64, F64]:
     return s, sc, t
 
 
-def _block_slices(n_items: int, n_persons: int) -> list[slice]:
+def block_slices(n_items: int, n_persons: int) -> list[slice]:
+    """Item slices of at most ``BLOCK_RESPONSES`` responses each (at least one item), covering all items in order."""
     step = max(1, BLOCK_RESPONSES // max(1, n_persons))
     return [slice(i, min(i + step, n_items)) for i in range(0, n_items, step)]
 
@@ -162,7 +163,7 @@ def nll_grad_numpy(R: I8, theta: F64, d: F64, b: F64, g: F64) -> tuple[float, F6
     nll = 0.0
     g_theta = np.zeros(n_persons)
     g_d, g_b, g_g = np.zeros(n_items), np.zeros(n_items), np.zeros(n_items)
-    for sl in _block_slices(n_items, n_persons):
+    for sl in block_slices(n_items, n_persons):
         r = R[sl]
         obs = r >= 0
         right = r == 1
@@ -186,15 +187,6 @@ def nll_grad_numpy(R: I8, theta: F64, d: F64, b: F64, g: F64) -> tuple[float, F6
     return nll, g_theta, g_d, g_b, g_g
 
 
-@dataclass
-class Derivs:
-    """Per-item and per-person second-order quantities of the log-likelihood (observed information)."""
-
-    item_hess: F64  # (n_items, 3, 3) Hessian of -loglik in (d, b, g)
-    theta_hess: F64  # (n_persons,) d^2(-loglik)/dtheta^2
-    fisher_theta: F64  # (n_persons,) expected information sum_i I_i(theta)
-
-
 def item_blocks_numpy(R: I8, theta: F64, d: F64, b: F64, g: F64, sl: slice) -> tuple[F64, F64, F64]:
     """For the items in ``sl``: observed-information pieces.
 
@@ -207,7 +199,7 @@ def item_blocks_numpy(R: I8, theta: F64, d: F64, b: F64, g: F64, sl: slice) -> t
     dd, bb, gg = d[sl, None], b[sl, None], g[sl, None]
     diff = theta[None, :] - bb
     z = dd * diff
-    s, sc = _sig_pair(z)
+    s, sc = sig_pair(z)
     s1 = s * sc
     p = gg + (1.0 - gg) * s
     lz = np.where(right, (1.0 - gg) * s1 / p, -s) * obs
@@ -240,7 +232,7 @@ def information(theta: F64, d: F64, b: F64, g: F64) -> F64:
 def fisher_theta(R: I8, theta: F64, d: F64, b: F64, g: F64) -> F64:
     """Per person: the test information at their ability over the items they answered."""
     out = np.zeros(R.shape[1])
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         info = information(theta, d[sl], b[sl], g[sl])
         out += (info * (R[sl] >= 0)).sum(axis=0)
     return out
@@ -250,7 +242,7 @@ def predict_sq_error(R: I8, theta: F64, d: F64, b: F64, g: F64) -> tuple[float, 
     """Sum of squared errors (r - p)^2 over observed responses, and per item / per person sums."""
     per_item = np.zeros(R.shape[0])
     per_person = np.zeros(R.shape[1])
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         r = R[sl]
         err = np.where(r >= 0, (r - prob(theta, d[sl], b[sl], g[sl])) ** 2, 0.0)
         per_item[sl] = err.sum(1)
@@ -273,7 +265,7 @@ def loglik_sse(R: I8, theta: F64, d: F64, b: F64, g: F64, fused: bool = False) -
 def loglik(R: I8, theta: F64, d: F64, b: F64, g: F64) -> float:
     """Log-likelihood of the observed responses (numpy, blockwise), exact in both tails."""
     total = 0.0
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         r = R[sl]
         gg = g[sl, None]
         z = d[sl, None] * (theta[None, :] - b[sl, None])
@@ -289,8 +281,8 @@ def loglik(R: I8, theta: F64, d: F64, b: F64, g: F64) -> float:
 __all__ = [
     "MODELS",
     "Bounds",
-    "Derivs",
     "Priors",
+    "block_slices",
     "check_model",
     "fisher_theta",
     "information",
@@ -300,4 +292,5 @@ __all__ = [
     "nll_grad_numpy",
     "predict_sq_error",
     "prob",
+    "sig_pair",
 ]

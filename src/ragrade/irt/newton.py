@@ -37,7 +37,7 @@ import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 
 from ragrade.io import JSONObject
-from ragrade.irt.model import _block_slices
+from ragrade.irt.model import block_slices
 from ragrade.irt.problem import Problem
 
 F64 = npt.NDArray[np.float64]
@@ -65,7 +65,7 @@ def newton_pass_numpy(
     L = np.zeros(n_items)
     G, F, H = np.zeros((n_items, 3)), np.zeros((n_items, 6)), np.zeros((n_items, 6))
     gth, dth = np.zeros(n_persons), np.zeros(n_persons)
-    for sl in _block_slices(n_items, n_persons):
+    for sl in block_slices(n_items, n_persons):
         r = R[sl]
         m = (r >= 0).astype(np.float64)
         rf = (r == 1).astype(np.float64)
@@ -120,7 +120,7 @@ def schur_apply_numpy(
     n_items, n_persons = A.shape
     out = np.zeros(n_persons)
     W = np.zeros((n_items, 3))
-    for sl in _block_slices(n_items, n_persons):
+    for sl in block_slices(n_items, n_persons):
         a = A[sl].astype(np.float64)
         ad = a * (theta[None, :] - b[sl, None])
         di = d[sl]

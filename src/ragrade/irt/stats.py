@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from ragrade.irt.io import Responses
-from ragrade.irt.model import _block_slices
+from ragrade.irt.model import block_slices
 from ragrade.irt.problem import Problem
 
 F64 = npt.NDArray[np.float64]
@@ -64,7 +64,7 @@ def item_rest_corr(R: npt.NDArray[np.int8]) -> F64:
     right_vecs = np.stack([w, u - w, u * w, w * w], 1)
     obs_vecs = np.stack([ok.astype(np.float64), u, u * u], 1)
     corr = np.full(R.shape[0], np.nan)
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         X = (R[sl] == 1) * ok[None, :].astype(np.float64)
         M = (R[sl] >= 0).astype(np.float64)
         xw, xuw, xuw2, xw2 = (X @ right_vecs).T

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ragrade.irt.hierarchical import effects_cov, observed_information
 from ragrade.irt.io import Responses
-from ragrade.irt.model import _block_slices, _sig_pair, fisher_theta
+from ragrade.irt.model import block_slices, fisher_theta, sig_pair
 from ragrade.irt.problem import FitConfig, Problem
 
 F64 = npt.NDArray[np.float64]
@@ -69,10 +69,10 @@ def item_ses(H: F64, prior: F64, free: list[int]) -> F64:
 def item_scores(R: npt.NDArray[np.int8], theta: F64, d: F64, b: F64, g: F64, X: F64) -> F64:
     """Per question, the score of its responses for the effect coordinates: ``sum_p dl_ip/dtheta_p X_p``."""
     U = np.zeros((R.shape[0], X.shape[1]))
-    for sl in _block_slices(*R.shape):
+    for sl in block_slices(*R.shape):
         r = R[sl]
         dd, gg = d[sl, None], g[sl, None]
-        s, sc = _sig_pair(dd * (theta[None, :] - b[sl, None]))
+        s, sc = sig_pair(dd * (theta[None, :] - b[sl, None]))
         p = gg + (1.0 - gg) * s
         lz = np.where(r == 1, (1.0 - gg) * s * sc / p, -s) * (r >= 0)
         U[sl] = (lz * dd) @ X

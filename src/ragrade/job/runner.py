@@ -132,7 +132,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
                 f"index:{label}",
                 {
                     "index": cfg.index.model_dump(exclude_defaults=True) | {"embedder": cfg.index.embedder},
-                    "dense": st._needs_dense(cfg),
+                    "dense": st.needs_dense(cfg),
                 },
                 [f"chunk:{label}"],
                 [layout.index(label) / "manifest.json"],

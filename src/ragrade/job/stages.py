@@ -119,7 +119,7 @@ def run_index(ctx: StageContext, label: str) -> StageSummary:
     """Index ``chunks/<label>.jsonl`` (BM25 + dense vectors, embeddings cached) into ``index/<label>/``."""
     from ragrade.retrieval.index import IndexConfig, build_index
 
-    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=_needs_dense(ctx.cfg), headings=ctx.cfg.index.headings)
+    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=needs_dense(ctx.cfg), headings=ctx.cfg.index.headings)
 
     def progress(what: str, done: int, total: int) -> None:
         ctx.progress(f"index {label}: {what}", done, total)
@@ -128,7 +128,8 @@ def run_index(ctx: StageContext, label: str) -> StageSummary:
     return {"chunks": stats.chunks, "embedded": stats.embedded, "cached": stats.cached, "seconds": stats.seconds}
 
 
-def _needs_dense(cfg: JobConfig) -> bool:
+def needs_dense(cfg: JobConfig) -> bool:
+    """True when a retriever of the sweep (or of an enabled judge) needs dense vectors in the index."""
     dense = ("dense", "hybrid", "rerank")
     return any(r.split("(", 1)[0].strip() in dense or "(" in r for r in cfg.sweep.retrievers) or (
         cfg.judge.enabled and any(r.split("(", 1)[0].strip() in dense for r in cfg.judge.retrievers)
@@ -287,6 +288,7 @@ __all__ = [
     "StageContext",
     "StageExtra",
     "StageSummary",
+    "needs_dense",
     "run_chunk",
     "run_corpus",
     "run_exam",

@@ -101,7 +101,7 @@ class Parsed:
     note: str | None = None
 
 
-def _json_objects(text: str) -> Iterator[JSONObject]:
+def json_objects(text: str) -> Iterator[JSONObject]:
     """JSON objects found in ``text``: fenced blocks first, then the whole text, then embedded ``{...}``."""
     seen: list[str] = []
     for block in _FENCE.findall(text):
@@ -200,7 +200,7 @@ def _text_reason(text: str) -> str | None:
 
 
 def _parse_json(text: str, keys: tuple[str, ...], convert: Callable[[object], float | None]) -> Parsed | None:
-    for obj in _json_objects(text):
+    for obj in json_objects(text):
         low = _lower_keys(obj)
         for key in keys:
             if key in low:
@@ -286,4 +286,4 @@ def parse_verdict(text: str | None, *, finish_reason: str | None = None, templat
     return Parsed("unparsed", note="no yes/no verdict found")
 
 
-__all__ = ["Parsed", "parse_score", "parse_verdict"]
+__all__ = ["Parsed", "json_objects", "parse_score", "parse_verdict"]

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache, make_key
-from ragrade.llm.limits import LimitConfig, Limiter, Outcome
+from ragrade.llm.limits import CallResult, LimitConfig, Limiter
 from ragrade.progress import note_requests
 from ragrade.redact import redact_text
 
@@ -237,7 +237,7 @@ class BaseLLM:
         return list(await asyncio.gather(*(one(r) for r in reqs)))
 
     @staticmethod
-    def _completion(o: Outcome[Completion]) -> Completion:
+    def _completion(o: CallResult[Completion]) -> Completion:
         if o.value is None:
             error = redact_text(o.error or "unknown error")
             return Completion(text=None, error=error, attempts=o.attempts, latency_s=o.latency_s)
@@ -245,7 +245,7 @@ class BaseLLM:
         return o.value
 
     @staticmethod
-    def _loglik(o: Outcome[LoglikelihoodResult]) -> LoglikelihoodResult:
+    def _loglik(o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
         if o.value is None:
             return LoglikelihoodResult(
                 logprobs=None, error=redact_text(o.error or "unknown error"), attempts=o.attempts, latency_s=o.latency_s

@@ -188,11 +188,6 @@ def merge_summaries(summaries: Iterable[dict[str, Any]]) -> list[JSONObject]:
 LEDGER = DryRunLedger()  # the counts of this process (a record, not a switch)
 
 
-def dry_run_llm(spec: str, base_url: str | None = None) -> DryRunLLM:
-    """A :class:`DryRunLLM` for ``spec``."""
-    return DryRunLLM(spec, base_url=base_url)
-
-
 def is_dry_run(llm: object) -> bool:
     """True when ``llm`` is a dry-run stand-in (it sends nothing)."""
     return bool(getattr(llm, "is_dry_run", False))
@@ -210,7 +205,6 @@ __all__ = [
     "DryRunLedger",
     "DryRunStats",
     "LedgerMark",
-    "dry_run_llm",
     "dry_run_summary",
     "estimate_tokens",
     "is_dry_run",

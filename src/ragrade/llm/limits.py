@@ -4,7 +4,7 @@ A backend wraps each network call in :meth:`Limiter.call`. Transient failures
 (HTTP 429 and 5xx, timeouts, connection errors, unreadable responses) are
 retried with exponential backoff and full jitter, honouring ``Retry-After``;
 permanent failures (4xx other than 408/409/429) are not. The final failure is
-returned as an :class:`Outcome` with the error text, never raised.
+returned as a :class:`CallResult` with the error text, never raised.
 
 The number of requests in flight adapts to the server (additive increase,
 multiplicative decrease, as TCP does): it starts at ``concurrency``, at the
@@ -174,8 +174,11 @@ class LimitConfig:
 
 
 @dataclass
-class Outcome(Generic[T]):
-    """The end of one call: ``value`` or ``error``, and how many attempts it took."""
+class CallResult(Generic[T]):
+    """What one :meth:`Limiter.call` ends with: ``value`` or ``error``, how many attempts it took and how long.
+
+    Not :class:`ragrade.outcome.Outcome` (the per-item result a stage records).
+    """
 
     value: T | None
     error: str | None
@@ -436,13 +439,13 @@ class Limiter:
 
     def _settle(
         self,
-        outcome: Outcome[T],
+        outcome: CallResult[T],
         auth: bool = False,
         queued: bool = False,
         failure: _Failure | None = None,
         call: tuple[int, int] = (-1, -1),
         before: str | None = None,
-    ) -> Outcome[T]:
+    ) -> CallResult[T]:
         """Track final failures; declare the backend unusable on an auth error, a dead start or a dead streak.
 
         ``queued``: the final failure was a timeout or busy answer while other requests were in flight
@@ -466,8 +469,8 @@ class Limiter:
             outcome.error = fatal if before is None else f"{fatal.split(':', 1)[0]}: {error}"
         return outcome
 
-    def _refused(self, attempts: int, start: float) -> Outcome[T]:
-        return Outcome(None, f"not sent: {self.fatal}", attempts, time.perf_counter() - start)
+    def _refused(self, attempts: int, start: float) -> CallResult[T]:
+        return CallResult(None, f"not sent: {self.fatal}", attempts, time.perf_counter() - start)
 
     def _bind(self) -> _Gate:
         loop = asyncio.get_running_loop()
@@ -514,7 +517,7 @@ class Limiter:
             self.pace.observe(time.perf_counter() - started, sent_with)
         return value
 
-    async def call(self, fn: Callable[[], Awaitable[T]], timeout: float | None = None) -> Outcome[T]:
+    async def call(self, fn: Callable[[], Awaitable[T]], timeout: float | None = None) -> CallResult[T]:
         """Run ``fn`` under the limits with retries; never raises for transient or permanent errors.
 
         ``timeout``: seconds one attempt may take under the configured timeout, when ``fn`` makes several
@@ -542,7 +545,7 @@ class Limiter:
                 try:
                     value = await self._attempt(fn, budget, per_request, sent_with)
                 except PermanentError as exc:
-                    outcome: Outcome[T] = Outcome(None, str(exc), attempts, time.perf_counter() - start)
+                    outcome: CallResult[T] = CallResult(None, str(exc), attempts, time.perf_counter() - start)
                     return self._settle(outcome, auth=isinstance(exc, AuthError), before=before)
                 except TransientError as exc:
                     failure = _Failure(str(exc), exc.status, exc.retry_after, exc.congestion, exc.timeout)
@@ -551,7 +554,7 @@ class Limiter:
                         self._refusal(value, call, sent)
                     else:
                         self._success(gate)
-                    return Outcome(value, None, attempts, time.perf_counter() - start)
+                    return CallResult(value, None, attempts, time.perf_counter() - start)
                 if failure.congestion:
                     self.adaptive.congestion(epoch)
                 self._judge(failure, call, sent, sent_with == 1 and gate.in_flight == 1, per_request)
@@ -560,7 +563,7 @@ class Limiter:
             if attempts > self.cfg.max_retries or self.fatal is not None:
                 msg = failure.message
                 msg = f"{msg} (gave up after {attempts} attempts)" if attempts > 1 else msg
-                failed: Outcome[T] = Outcome(None, msg, attempts, time.perf_counter() - start)
+                failed: CallResult[T] = CallResult(None, msg, attempts, time.perf_counter() - start)
                 return self._settle(
                     failed,
                     queued=failure.congestion and sent_with > 1,
@@ -581,9 +584,9 @@ __all__ = [
     "AdaptiveCap",
     "Attempt",
     "AuthError",
+    "CallResult",
     "LimitConfig",
     "Limiter",
-    "Outcome",
     "PermanentError",
     "RateLimiter",
     "TransientError",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
-from ragrade.llm.limits import Limiter, Outcome
+from ragrade.llm.limits import CallResult, Limiter
 
 
 @dataclass
@@ -56,7 +56,7 @@ class OpenAIClient(Protocol):
         """Hold the client for one batch of requests."""
         ...
 
-    def _loglik(self, o: Outcome[LoglikelihoodResult]) -> LoglikelihoodResult:
+    def _loglik(self, o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
         """The result of one limiter outcome (a failed one as an error result)."""
         ...
 

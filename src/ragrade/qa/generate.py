@@ -417,9 +417,9 @@ def parse_generation(
     """
     if not text or reply_problem(text, finish_reason, template) is not None:
         return None
-    from ragrade.judge.parse import _json_objects
+    from ragrade.judge.parse import json_objects
 
-    for obj in _json_objects(text):
+    for obj in json_objects(text):
         low = {str(k).lower(): v for k, v in obj.items()}
         q, a = low.get("question"), low.get("answer", low.get("reference_answer"))
         if isinstance(q, str) and isinstance(a, (str, int, float)):

@@ -26,11 +26,6 @@ from ragrade.report.sources import RunFiles, extra_aliases
 KNOWN = ("manifest.json", "stages.json", "responses.parquet", "sweep", "exam", "irt", "robust", "judge", "adaptive")
 
 
-def build_sections(run_dir: str | Path, *, top: int = 5, extra: Sequence[Path] = ()) -> list[Section]:
-    """Every section of the report for ``run_dir`` (plus the run folders ``extra``, see ``run_files``)."""
-    return _sections(run_files(Path(run_dir), extra, top=top), top)
-
-
 def _sections(files: RunFiles, top: int) -> list[Section]:
     transforms = transforms_section(files)  # only when the run varies a query transform or post-processing
     return [
@@ -113,4 +108,4 @@ def write_report(
     return path
 
 
-__all__ = ["build_sections", "render_report", "run_files", "write_report"]
+__all__ = ["render_report", "run_files", "write_report"]

@@ -190,13 +190,6 @@ def compare_many(
     return out
 
 
-def top_pipelines(df: pd.DataFrame, top: int) -> list[str]:
-    """The ``top`` pipelines by accuracy (ties broken by id)."""
-    acc = df.groupby("pipeline")["correct"].mean().reset_index()
-    acc = acc.sort_values(["correct", "pipeline"], ascending=[False, True])
-    return [str(p) for p in acc["pipeline"].head(top)]
-
-
 def distinct_top_pipelines(df: pd.DataFrame, top: int) -> tuple[list[str], dict[str, str]]:
     """The ``top`` pipelines by accuracy whose answers differ, and the skipped twins.
 
@@ -287,7 +280,6 @@ __all__ = [
     "distinct_top_pipelines",
     "interval_text",
     "resolve_pipeline",
-    "top_pipelines",
     "verdicts",
     "verdicts_of",
     "write_comparisons",
