@@ -60,8 +60,9 @@ from ragrade.io import atomic_write_text, dumps_line
 from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, run_shards
-from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
-from ragrade.run.prompts import resolve_template
+from ragrade.run.manifest import write_manifest
+from ragrade.run.records import WorkerContext
+from ragrade.run.setup import GridInput, GridSetup, grid_setup, plan_items
 from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, fingerprint
 from ragrade.run.store import JOURNAL_FILE, Journal
 from ragrade.run.summary import (
@@ -73,16 +74,7 @@ from ragrade.run.summary import (
     write_csv,
     write_responses,
 )
-from ragrade.run.sweep import (
-    SweepResult,
-    check_components,
-    clear_run_dir,
-    executor_for,
-    fill_in_process,
-    plan_items,
-    resume_fingerprint,
-    worker_context,
-)
+from ragrade.run.sweep import SweepResult, check_components, clear_run_dir, executor_for, fill_in_process
 
 ROUNDS_FILE = "adaptive_rounds.jsonl"
 ADAPTIVE_COLUMNS = (
@@ -124,6 +116,7 @@ class _Setup:
     params: ItemParams
     acfg: AdaptiveConfig
     calib_fit: MisfitResult | None = None
+    exam_ids: list[str] = field(default_factory=list)  # every question of the exam, the ICL pool's too
 
 
 def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
@@ -131,7 +124,8 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     acfg.check()
     _, questions = read_exam(exam_path)
     specs = expand_pipelines(cfg)
-    pool, items = plan_items([q.id for q in questions], specs, cfg)
+    ids = [q.id for q in questions]
+    pool, items = plan_items(ids, specs, cfg)
     mode = calibration_mode(acfg, len(specs))
     by_id = {q.id: q for q in questions}
     smallest = smallest_useful_budget(len(specs))
@@ -162,7 +156,7 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     if mode == "sample":
         acfg = acfg.model_copy(update={"audit_share": 1.0})
     acfg = misfit_fallback(acfg, calib_fit)  # calibration data misfit: sample at random instead
-    return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params, acfg, calib_fit)
+    return _Setup(specs, [by_id[i] for i in items], items, pool, mode, refs, params, acfg, calib_fit, ids)
 
 
 def _groups(questions: Sequence[Question], balance: str) -> list[str] | None:
@@ -230,19 +224,30 @@ def run_adaptive(
         clear_run_dir(run_dir)
         for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
             shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
-    context = worker_context(exam_path, cfg, s.pool)
+    exe = executor or executor_for(cfg)
+    # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
+    # reuses every journaled answer and asks only what is new)
+    setup = grid_setup(
+        "exam-sweep",
+        GridInput("exam", exam_path, s.exam_ids),
+        cfg,
+        settings=WorkerContext(answer=cfg.answer.model_dump(mode="json")),
+        executor=exe,
+        specs=s.specs,
+        config_files=config_files,
+        fingerprint_extra={"kind": "adaptive"},
+    )
+    context, pipelines, worker_specs, fp = setup.context, setup.journal_specs, setup.worker_specs, setup.fingerprint
     from ragrade.run.pipeline import resources_for
 
     check_components(resources_for(context), s.specs)  # every component and option value before the first write
-    exe = executor or executor_for(cfg)
     fill_in_process(exe, resources_for(context), s.specs, cfg, len(s.items))
-    digests = {sp.prompt: resolve_template(sp.prompt, context["prompts"]).digest for sp in s.specs}
-    pipelines = {sp.id: {**sp.model_dump(mode="json"), "_prompt_digest": digests[sp.prompt]} for sp in s.specs}
-    worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
-    manifest = _manifest(exam_path, cfg, acfg, s, exe, config_files)
-    # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
-    # reuses every journaled answer and asks only what is new)
-    fp = resume_fingerprint("exam", manifest["exam"].get("sha256"), s.items, context, kind="adaptive")
+    manifest = setup.manifest
+    manifest["adaptive"] = {
+        "settings": acfg.model_dump(mode="json"),
+        "calibration": {"mode": s.mode, "source": s.params.source, "reference_pipelines": s.refs},
+    }
+    manifest["outputs"] = {RESPONSES_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}, ROUNDS_FILE: {"version": 1}}
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = Journal(run_dir / JOURNAL_FILE)
     try:
@@ -264,7 +269,7 @@ def run_adaptive(
     if s.mode in ("cold", "sample"):  # a calibration for the next run on this exam
         written, note = write_calibration(run_dir, rows, s.acfg.calibration_model)
     notes = run_notes(sched, s.items, s.mode, written, note)
-    return _finalise(run_dir, manifest, s, sched, rounds, rows, added, notes)
+    return _finalise(run_dir, setup, s, sched, rounds, rows, added, notes)
 
 
 class _Runner:
@@ -349,32 +354,9 @@ def _drive(
     return sched, log
 
 
-def _manifest(
-    exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig, s: _Setup, exe: Executor, config_files: Sequence[str]
-) -> dict[str, Any]:
-    return build_manifest(
-        "exam-sweep",
-        cfg,
-        {},
-        {"seed": cfg.seed, "icl_pool": s.pool},
-        {"exam": str(exam_path), **{f"config:{i}": f for i, f in enumerate(config_files)}},
-        exam={"path": str(exam_path), "n_questions": len(s.questions), "n_evaluated": len(s.items), "icl_pool": s.pool},
-        indexes=cfg.indexes,
-        extra={
-            "pipelines": [sp.id for sp in s.specs],
-            "executor": exe.describe(),
-            "adaptive": {
-                "settings": acfg.model_dump(mode="json"),
-                "calibration": {"mode": s.mode, "source": s.params.source, "reference_pipelines": s.refs},
-            },
-            "outputs": {RESPONSES_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}, ROUNDS_FILE: {"version": 1}},
-        },
-    )
-
-
 def _finalise(
     run_dir: Path,
-    manifest: dict[str, Any],
+    setup: GridSetup,
     s: _Setup,
     sched: Scheduler,
     rounds: list[dict[str, Any]],
@@ -382,6 +364,7 @@ def _finalise(
     added: int,
     notes: tuple[dict[str, Any], list[str]],
 ) -> AdaptiveResult:
+    manifest = setup.manifest
     write_responses(run_dir / RESPONSES_FILE, rows)
     df = pd.DataFrame(rows)
     order = [sp.id for sp in s.specs]
@@ -403,14 +386,7 @@ def _finalise(
     manifest["adaptive"]["calibration"]["written"] = notes[0]["calibration_written"]
     manifest["adaptive"]["diagnostics"], manifest["adaptive"]["warnings"] = notes
     n_errors = int(df["error"].notna().sum()) if "error" in df else 0  # failed requests: missing answers
-    finish_manifest(
-        manifest,
-        n_pipelines=len(s.specs),
-        n_questions=len(s.items),
-        n_rows=len(rows),
-        n_new_rows=added,
-        n_errors=n_errors,
-    )
+    setup.finish(len(rows), added, n_errors=n_errors)
     write_manifest(run_dir, manifest)
     return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost, notes[1], notes[0])
 

@@ -197,7 +197,7 @@ class LLMOptions(BaseModel):
 
     def answer_options(self) -> dict[str, object]:
         """The options that can change answers (not :data:`THROUGHPUT_OPTIONS`): what a grid run's resume
-        fingerprint holds (:func:`ragrade.run.sweep.resume_fingerprint`), so that a rerun changing only them resumes."""
+        fingerprint holds (:func:`ragrade.run.setup.resume_fingerprint`), so that a rerun changing only them resumes."""
         return {k: v for k, v in self.worker_dict().items() if k not in THROUGHPUT_OPTIONS}
 
     def stage_key(self) -> dict[str, object]:

@@ -1,10 +1,9 @@
 """``ragrade qa answer``: every pipeline answers every QA question in free text, resumably.
 
-Reuses the exam sweep's pipeline grid (:func:`ragrade.run.spec.expand_pipelines`),
-its ICL hold-out and worker context (:func:`ragrade.run.sweep.plan_items`,
-:func:`~ragrade.run.sweep.pipeline_context`), its resumable journal runner and
-executors (:func:`ragrade.run.sweep.run_grid`) and its manifest; see
-:mod:`ragrade.qa.answer` for the worker and the files.
+Builds its set-up as the exam sweep does (:func:`ragrade.run.setup.grid_setup`: the pipeline grid,
+the ICL hold-out, the worker context, the manifest's common part and the resume fingerprint) and
+runs it with the sweep's resumable journal runner and executors (:func:`ragrade.run.sweep.run_grid`);
+see :mod:`ragrade.qa.answer` for the worker and the files.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from ragrade.run.records import Row
 
 if TYPE_CHECKING:
     from ragrade.run.executors import Executor
-    from ragrade.run.spec import SweepConfig
+    from ragrade.run.spec import PipelineSpec, SweepConfig
 
 ProgressFn = Callable[[str, int, int], None]
 SUMMARY_COLUMNS = (
@@ -131,73 +130,63 @@ def run_qa_answers(
     executor: Executor | None = None,
 ) -> QAAnswerResult:
     """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig)."""
-    from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+    from ragrade.qa.answer import qa_resources_for
+    from ragrade.run.manifest import write_manifest
     from ragrade.run.records import WorkerContext
+    from ragrade.run.setup import GridInput, grid_setup
     from ragrade.run.spec import expand_pipelines, fingerprint
     from ragrade.run.summary import write_csv_rows
-    from ragrade.run.sweep import GridJob, executor_for, pipeline_context, plan_items, resume_fingerprint, run_grid
+    from ragrade.run.sweep import GridJob, check_components, executor_for, run_grid
 
     qa_path = Path(qa_path)
     run_dir = Path(out_dir)
     check_config(cfg)
     _, items = read_qa(qa_path)
-    specs = expand_pipelines(cfg)
-    pool, ids = plan_items([it.id for it in items], specs, cfg)
     gen = {"max_tokens": 256, "temperature": 0.0, **dict(generation or {})}
-    context = WorkerContext(qa=str(qa_path.resolve()))
-    context.update(pipeline_context(cfg, pool))
-    context["generation"] = gen
     exe = executor or executor_for(cfg)
-    from ragrade.qa.answer import qa_resources_for
-    from ragrade.run.sweep import check_components
-
-    check_components(qa_resources_for(context), specs)  # validate everything before writing anything
-    pipelines = {s.id: s.model_dump(mode="json") for s in specs}
-    manifest = build_manifest(
+    specs = expand_pipelines(cfg)
+    setup = grid_setup(
         "qa-answer",
+        GridInput("qa", qa_path, [it.id for it in items]),
         cfg,
-        {
-            **{f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
-            **{  # the query transform and post chain of each pipeline, with their options
-                f"transforms:{s.chunker}:{s.retriever}:query={s.query}:post={s.post}": {
-                    "query": s.query,
-                    "post": s.post,
-                    "transform_llm": cfg.transform_llm,
-                    "options": cfg.transform_options,
-                }
-                for s in specs
-                if s.transformed
-            },
-        },
-        {"seed": cfg.seed, "icl_pool": pool},
-        {"qa": str(qa_path)},
-        indexes=cfg.indexes,
-        extra={
-            "pipelines": [s.id for s in specs],
-            "executor": exe.describe(),
-            "generation": gen,
-            "qa": {"path": str(qa_path.resolve()), "n_questions": len(items), "n_evaluated": len(ids)},
-            "outputs": {ANSWERS_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}},
-        },
+        settings=WorkerContext(generation=gen),
+        executor=exe,
+        digest_prompts=False,  # QA templates are plain text files, named in the context (their paths)
+        specs=specs,
+        components=_components(cfg, specs),
     )
-    fp = resume_fingerprint("qa", manifest["inputs"]["qa"].get("sha256"), ids, context)
-    job = GridJob(QA_WORKER, context, pipelines, ids, fp)
+    ids, context, fp = setup.items, setup.context, setup.fingerprint
+    check_components(qa_resources_for(context), specs)  # validate everything before writing anything
+    manifest = setup.manifest
+    manifest["generation"] = gen
+    manifest["outputs"] = {ANSWERS_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}}
+    job = GridJob(QA_WORKER, context, setup.worker_specs, ids, fp, journal_specs=setup.journal_specs)
     rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
-    order = [s.id for s in specs]
+    order = setup.order
     write_answers(run_dir / ANSWERS_FILE, rows, meta={"qa": str(qa_path), "fingerprint": fingerprint(fp)})
     summary = summarise_answers(rows, order)
     write_csv_rows(run_dir / SUMMARY_FILE, summary, SUMMARY_COLUMNS)
-    finish_manifest(
-        manifest,
-        n_pipelines=len(specs),
-        n_questions=len(ids),
-        n_rows=len(rows),
-        n_new_rows=added,
-        n_errors=sum(1 for r in rows if r.get("error")),
-        n_transform_failures=sum(1 for r in rows if r.get("transform_error")),
-    )
+    n_failed = sum(1 for r in rows if r.get("transform_error"))
+    setup.finish(len(rows), added, n_errors=sum(1 for r in rows if r.get("error")), n_transform_failures=n_failed)
     write_manifest(run_dir, manifest)
     return QAAnswerResult(run_dir, order, len(ids), added, summary, rows)
+
+
+def _components(cfg: SweepConfig, specs: Sequence[PipelineSpec]) -> dict[str, object]:
+    """The manifest's components of a QA run: each LLM with the options, each query transform and post chain."""
+    return {
+        **{f"llm:{s.llm}": {"spec": s.llm, "options": cfg.llm_options} for s in specs},
+        **{  # the query transform and post chain of each pipeline, with their options
+            f"transforms:{s.chunker}:{s.retriever}:query={s.query}:post={s.post}": {
+                "query": s.query,
+                "post": s.post,
+                "transform_llm": cfg.transform_llm,
+                "options": cfg.transform_options,
+            }
+            for s in specs
+            if s.transformed
+        },
+    }
 
 
 __all__ = ["QAAnswerResult", "row_outcome", "run_qa_answers", "summarise_answers"]

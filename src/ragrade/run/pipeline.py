@@ -1,7 +1,7 @@
 """Worker-side pipeline resources: the questions, indexes, retrievers, LLMs, prompts, external systems.
 
 A worker receives a JSON *context* (file paths and settings, see
-:func:`ragrade.run.sweep.pipeline_context`) and builds what it needs lazily,
+:func:`ragrade.run.setup.pipeline_context`) and builds what it needs lazily,
 once per process: :func:`resources_for` caches one :class:`Resources` per
 context (:func:`cached_resources` does the same for a subclass, e.g. the QA
 worker's). :meth:`Resources.contexts` fetches the passages of a batch of

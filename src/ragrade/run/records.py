@@ -2,7 +2,7 @@
 
 A grid run hands its workers (in this process or on Ray actors) JSON only: a
 :class:`WorkerContext` (files and settings, built by
-:func:`ragrade.run.sweep.pipeline_context`), one :data:`SpecRecord` per pipeline
+:func:`ragrade.run.setup.pipeline_context`), one :data:`SpecRecord` per pipeline
 (a :class:`~ragrade.run.spec.PipelineSpec` dumped to JSON) and item ids; a
 worker returns one :data:`Row` per item (the journal stores it as JSON) and may
 attach a :data:`Sample` to it (what was sent and received, for samples.jsonl).

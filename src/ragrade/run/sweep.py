@@ -18,15 +18,14 @@ over the rows that finished, marked partial (run/partial.py; ``summary.csv``'s
 
 :func:`run_resumable` is the generic part (journal + executor + progress);
 :func:`run_grid` runs a :class:`GridJob` with it and returns the rows;
-:func:`pipeline_context`, :func:`plan_items` and :func:`executor_for` set a
-grid run up. Free-text QA (:mod:`ragrade.qa.run`) uses all of them with its
-own worker.
+:func:`ragrade.run.setup.grid_setup` builds a grid run's set-up (context, pipeline
+specs, manifest, resume fingerprint) and :func:`executor_for` its executor.
+``exam take --adaptive`` (:mod:`ragrade.adaptive.runner`) and free-text QA
+(:mod:`ragrade.qa.run`) use all of them with their own loop or worker.
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,19 +34,29 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ragrade import interrupt
-from ragrade.errors import ConfigError, DataError
-from ragrade.exam.files import Question, read_exam
+from ragrade.errors import DataError
+from ragrade.exam.files import read_exam
 from ragrade.io import now_iso
 from ragrade.llm.options import LLMOptions
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, LocalExecutor, Shard, create_executor, plan_shards, run_shards
-from ragrade.run.manifest import MANIFEST_FILE, build_manifest, finish_manifest, read_manifest, write_manifest
+from ragrade.run.manifest import MANIFEST_FILE, read_manifest, write_manifest
 from ragrade.run.partial import mark_partial, write_partial
 from ragrade.run.prompts import resolve_template
 from ragrade.run.records import Row, Sample, WorkerContext
 from ragrade.run.samples import SAMPLES_FILE, SAMPLES_VERSION, SampleLog, compact
+from ragrade.run.setup import (
+    GridInput,
+    GridSetup,
+    grid_setup,
+    pipeline_context,
+    plan_items,
+    resume_fingerprint,
+    split_icl_pool,
+    worker_context,
+)
 from ragrade.run.shared import SHARED_FILE
-from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, expand_pipelines, fingerprint, llm_label
+from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec, SweepConfig, fingerprint
 from ragrade.run.store import JOURNAL_FILE, Journal
 from ragrade.run.summary import (
     RESPONSES_FILE,
@@ -88,42 +97,6 @@ class SweepResult:
     n_new_rows: int
     responses: pd.DataFrame
     summary: pd.DataFrame
-
-
-def split_icl_pool(
-    questions: Sequence[Question], pool_size: int, max_icl: int, seed: int
-) -> tuple[list[str], list[str]]:
-    """``(pool ids, evaluated ids)``: a seeded hold-out of few-shot examples when ``max_icl > 0``.
-
-    Every pipeline is scored on the same evaluated questions (also ICL@0 ones),
-    so paired comparisons and IRT see one response matrix.
-    """
-    return _split_ids([q.id for q in questions], pool_size, max_icl, seed)
-
-
-def plan_items(ids: Sequence[str], specs: Sequence[PipelineSpec], cfg: SweepConfig) -> tuple[list[str], list[str]]:
-    """``(ICL pool ids, evaluated ids)`` of a grid run over questions ``ids``.
-
-    The pool is held out when some pipeline of ``specs`` uses few-shot
-    examples (:func:`split_icl_pool`); ``cfg.limit`` then keeps the first
-    evaluated questions.
-    """
-    pool, items = _split_ids(ids, cfg.icl_pool, max(s.icl for s in specs), cfg.seed)
-    if cfg.limit is not None:
-        items = items[: cfg.limit]
-    return pool, items
-
-
-def _split_ids(ids: Sequence[str], pool_size: int, max_icl: int, seed: int) -> tuple[list[str], list[str]]:
-    ids = list(ids)
-    if max_icl <= 0:
-        return [], ids
-    size = max(pool_size, max_icl)
-    if size >= len(ids):
-        raise ConfigError(f"ICL@{max_icl} needs a hold-out of {size} questions, but the exam has only {len(ids)}")
-    rng = random.Random(int(hashlib.sha256(f"icl-pool\0{seed}".encode()).hexdigest()[:16], 16))
-    pool = set(rng.sample(ids, size))
-    return [i for i in ids if i in pool], [i for i in ids if i not in pool]
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -261,62 +234,6 @@ def run_grid(
     return rows, added
 
 
-def resume_fingerprint(
-    source: str,
-    digest: object,
-    items: Sequence[str],
-    context: WorkerContext,
-    *,
-    leave_out: Sequence[str] = (),
-    **extra: object,
-) -> dict[str, object]:
-    """What a grid run's answers depend on, for its journal's resume check (one shape for ``exam take``,
-    ``exam take --adaptive`` and ``qa answer``): the input file's ``digest`` under ``source``, the items, the
-    worker context less the input's path, ``leave_out`` and the LLM options, and the LLM options that can change
-    answers. Throughput knobs (concurrency, timeouts, retries, cache) are left out, so a rerun that changes only
-    them resumes; a change of model, prompt, grid or options that change answers is refused."""
-    opts = context.get("llm_options") or {}
-    assert isinstance(opts, dict)
-    skip = {source, "llm_options", *leave_out}
-    return {
-        source: digest,
-        "items": list(items),
-        "context": {k: v for k, v in context.items() if k not in skip},
-        "llm_options": LLMOptions.model_validate(opts).answer_options(),  # no THROUGHPUT_OPTIONS
-        **extra,
-    }
-
-
-def pipeline_context(cfg: SweepConfig, pool: Sequence[str]) -> WorkerContext:
-    """The worker context every grid run shares: index dirs, external systems, prompt files, options, seed, ICL pool.
-
-    Only absolute paths and settings (it travels to worker processes as JSON);
-    callers add what names their questions and their worker's own settings.
-    """
-    context = WorkerContext(
-        indexes={k: str(Path(v).resolve()) for k, v in cfg.indexes.items()},
-        external=dict(cfg.external),
-        prompts={k: str(Path(v).resolve()) for k, v in cfg.prompts.items()},
-        llm_options=cfg.llm_options.worker_dict(),  # what differs from the defaults (JSON, to every worker)
-        retriever_options=dict(cfg.retriever_options),
-    )
-    if cfg.transform_llm:
-        context["transform_llm"] = cfg.transform_llm
-    if cfg.transform_options:
-        context["transform_options"] = dict(cfg.transform_options)
-    context["seed"] = cfg.seed
-    context["icl_pool"] = list(pool)
-    return context
-
-
-def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> WorkerContext:
-    """The JSON context the exam worker receives: the exam, the shared context and the answer settings."""
-    context = WorkerContext(exam=str(exam_path.resolve()))
-    context.update(pipeline_context(cfg, pool))
-    context["answer"] = cfg.answer.model_dump(mode="json")
-    return context
-
-
 def _components(context: WorkerContext, specs: Sequence[PipelineSpec], local: bool) -> dict[str, object]:
     """describe() of every component (from this process's cached resources when the run was local)."""
     from ragrade.run.pipeline import resources_for
@@ -405,11 +322,17 @@ def run_sweep(
     exam_path = Path(exam_path)
     run_dir = Path(out_dir)
     _, questions = read_exam(exam_path)
-    specs = expand_pipelines(cfg)
-    pool, items = plan_items([q.id for q in questions], specs, cfg)
-    context = worker_context(exam_path, cfg, pool)
-    context["samples"] = cfg.samples
     exe = executor or executor_for(cfg)
+    answer = WorkerContext(answer=cfg.answer.model_dump(mode="json"), samples=cfg.samples)
+    setup = grid_setup(
+        "exam-sweep",
+        GridInput("exam", exam_path, [q.id for q in questions]),
+        cfg,
+        settings=answer,
+        executor=exe,
+        config_files=config_files,
+    )
+    specs, items, context = setup.specs, setup.items, setup.context
     from ragrade.run.pipeline import resources_for
     from ragrade.run.warm import loading_components
 
@@ -418,35 +341,18 @@ def run_sweep(
     fill_in_process(exe, resources_for(context), specs, cfg, len(items))
     if overwrite:
         clear_run_dir(run_dir)
-    digests = {s.prompt: resolve_template(s.prompt, context["prompts"]).digest for s in specs}
-    pipelines = {s.id: {**s.model_dump(mode="json"), "_prompt_digest": digests[s.prompt]} for s in specs}
-    worker_specs = {pid: {k: v for k, v in spec.items() if not k.startswith("_")} for pid, spec in pipelines.items()}
-    manifest = build_manifest(
-        "exam-sweep",
-        cfg,
-        {},
-        {"seed": cfg.seed, "icl_pool": pool},
-        {"exam": str(exam_path), **{f"config:{i}": f for i, f in enumerate(config_files)}},
-        exam={"path": str(exam_path), "n_questions": len(questions), "n_evaluated": len(items), "icl_pool": pool},
-        indexes=cfg.indexes,
-        extra={
-            "pipelines": [s.id for s in specs],
-            "llm_labels": {llm_label(s.llm): s.llm for s in specs},  # the name in ids -> the full spec
-            "executor": exe.describe(),
-            "outputs": {
-                RESPONSES_FILE: {"version": 1},
-                SUMMARY_FILE: {"version": SUMMARY_VERSION},
-                SUMMARY_BY_TAG_FILE: {"version": 1},
-                **({SAMPLES_FILE: {"version": SAMPLES_VERSION}} if cfg.samples else {}),
-            },
-        },
-    )
-    fp = resume_fingerprint("exam", manifest["exam"].get("sha256"), items, context, leave_out=("samples",))
+    worker_specs, manifest = setup.worker_specs, setup.manifest
+    manifest["outputs"] = {
+        RESPONSES_FILE: {"version": 1},
+        SUMMARY_FILE: {"version": SUMMARY_VERSION},
+        SUMMARY_BY_TAG_FILE: {"version": 1},
+        **({SAMPLES_FILE: {"version": SAMPLES_VERSION}} if cfg.samples else {}),
+    }
     share = _shared_path(run_dir, exe)
     job_context = context.copy()
     if share:
         job_context["shared_retrieval"] = str(share)
-    job = GridJob(EXAM_WORKER, job_context, worker_specs, items, fp, journal_specs=pipelines)
+    job = GridJob(EXAM_WORKER, job_context, worker_specs, items, setup.fingerprint, journal_specs=setup.journal_specs)
     sink = _SampleSink(run_dir / SAMPLES_FILE) if cfg.samples else None
     prepare = (
         _before_dispatch(context, worker_specs, items, cfg.shard_size, share) if share or exe.name == "local" else None
@@ -462,7 +368,7 @@ def run_sweep(
         if share:
             _drop_shared(share)
     _finish_samples(run_dir / SAMPLES_FILE, rows, cfg.samples)
-    return _finalise(run_dir, manifest, specs, items, rows, added, context, exe)
+    return _finalise(run_dir, setup, rows, added, exe)
 
 
 def _shared_path(run_dir: Path, exe: Executor) -> Path | None:
@@ -540,29 +446,18 @@ def _carry_over(run_dir: Path, manifest: dict[str, object]) -> None:
     manifest["resumed"] = [*old.get("resumed", []), now_iso()]
 
 
-def _finalise(
-    run_dir: Path,
-    manifest: dict[str, object],
-    specs: Sequence[PipelineSpec],
-    items: Sequence[str],
-    rows: list[Row],
-    added: int,
-    context: WorkerContext,
-    exe: Executor,
-) -> SweepResult:
+def _finalise(run_dir: Path, setup: GridSetup, rows: list[Row], added: int, exe: Executor) -> SweepResult:
+    specs, items, manifest = setup.specs, setup.items, setup.manifest
     write_responses(run_dir / RESPONSES_FILE, rows)
     df = pd.DataFrame(rows)
     order = [s.id for s in specs]
     summary = mark_partial(summarise(df, order), df, len(items))  # the `partial` column (run/partial.py)
     write_csv(run_dir / SUMMARY_FILE, summary)
     write_csv(run_dir / SUMMARY_BY_TAG_FILE, summarise_by_tag(df, order))
-    manifest["components"] = _components(context, specs, exe.name == "local")
-    finish_manifest(
-        manifest,
-        n_pipelines=len(specs),
-        n_questions=len(items),
-        n_rows=len(rows),
-        n_new_rows=added,
+    manifest["components"] = _components(setup.context, specs, exe.name == "local")
+    setup.finish(
+        len(rows),
+        added,
         n_errors=int(df["error"].notna().sum()),
         n_parse_failures=int(df["parse_failed"].sum()),
         n_transform_failures=int(df["transform_error"].notna().sum()) if "transform_error" in df else 0,
@@ -581,6 +476,7 @@ __all__ = [
     "fill_in_process",
     "pipeline_context",
     "plan_items",
+    "resume_fingerprint",
     "run_grid",
     "run_resumable",
     "run_sweep",
