@@ -243,6 +243,7 @@ def run_adaptive(
     check_components(resources_for(context), s.specs)  # every component and option value before the first write
     fill_in_process(exe, resources_for(context), s.specs, cfg, len(s.items))
     manifest = setup.manifest
+    manifest["executor"] = exe.describe()  # with the shards in flight that the LLM asked for
     manifest["adaptive"] = {
         "settings": acfg.model_dump(mode="json"),
         "calibration": {"mode": s.mode, "source": s.params.source, "reference_pipelines": s.refs},

@@ -339,6 +339,7 @@ def run_sweep(
     with loading_components(resources_for(context), specs) as loading:  # each model/index shown as it loads
         check_components(loading, specs)  # validate everything before writing anything
     fill_in_process(exe, resources_for(context), specs, cfg, len(items))
+    setup.manifest["executor"] = exe.describe()  # with the shards in flight that the LLM asked for
     if overwrite:
         clear_run_dir(run_dir)
     worker_specs, manifest = setup.worker_specs, setup.manifest
