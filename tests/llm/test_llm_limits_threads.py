@@ -43,5 +43,8 @@ def test_rpm_holds_across_threads_and_concurrency_per_loop() -> None:
     starts.sort()
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert len(starts) == 8
-    assert min(gaps) > 0.04  # the shared rate limiter spaced every start, whichever thread made it
+    # the shared rate limiter spaced every start, whichever thread made it: 8 starts span at least 7 spacings
+    # (less a little for when a thread records its start late), and no two starts come together
+    assert starts[-1] - starts[0] > 7 * 0.05 * 0.9
+    assert min(gaps) > 0.025
     assert max(max(p) for p in peaks) <= 2  # each loop kept its own in-flight limit
