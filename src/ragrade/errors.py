@@ -9,12 +9,40 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import re
+from collections.abc import Callable
+
+#: how a message names a setting: ``$name`` (the setting's Python/config name, lower case)
+_SETTING = re.compile(r"\$([a-z][a-z0-9_]*)")
 
 
 class RagradeError(Exception):
-    """Base class of every error ragrade raises on purpose."""
+    """Base class of every error ragrade raises on purpose.
+
+    A message names the settings it is about as ``$name`` (``"$drop is a fraction in (0, 1)"``): read
+    through the Python API or a config file it says ``drop``; the command line renders the same name as
+    the flag the user typed (``--drop``), see :meth:`render`.
+    """
 
     exit_code: int = 2
+
+    def __str__(self) -> str:
+        return self.render()
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The names of the settings the message is about, in order of mention."""
+        return tuple(dict.fromkeys(_SETTING.findall(super().__str__())))
+
+    def render(self, spell: Callable[[str], str | None] | None = None) -> str:
+        """The message with each ``$name`` spelled by ``spell`` (a flag, say), or as the bare name where
+        ``spell`` is None or returns None."""
+
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1)
+            return (spell(name) if spell is not None else None) or name
+
+        return _SETTING.sub(one, super().__str__())
 
 
 class ConfigError(RagradeError):

@@ -60,7 +60,9 @@ def _dispatch(argv: list[str], report: Callable[[str], None], settings: CommandS
         typer.echo(f"ragrade: {interrupt.message()}", err=True)
         return interrupt.EXIT_CODE
     except RagradeError as exc:
-        report(str(exc))
+        from ragrade.cli.setting_flags import setting_speller
+
+        report(exc.render(setting_speller(argv)) if exc.settings else str(exc))
         return exc.exit_code
     except typer.Exit as exc:
         return int(exc.exit_code or 0)

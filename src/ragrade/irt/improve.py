@@ -82,9 +82,9 @@ def check_drop(drop: float, steps: int) -> None:
     """Validate the drop fraction and the number of rounds."""
     if not 0.0 < drop < 1.0:
         hint = f" (for {drop:g}% pass {drop / 100:g})" if 1.0 <= drop < 100.0 else ""
-        raise ConfigError(f"--drop is a fraction in (0, 1), got {drop:g}{hint}")
+        raise ConfigError(f"$drop is a fraction in (0, 1), got {drop:g}{hint}")
     if steps < 0:
-        raise ConfigError(f"--steps must be >= 0, got {steps}")
+        raise ConfigError(f"$steps must be >= 0, got {steps}")
 
 
 def _step_record(
