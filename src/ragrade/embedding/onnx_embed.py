@@ -14,12 +14,14 @@ by ~0.02, so it is only used when asked for.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,12 +92,29 @@ def max_seq_length(model_dir: Path) -> int:
     return 256
 
 
+@contextlib.contextmanager
+def _quiet(transformers: Any) -> Iterator[None]:
+    """No weight-loading bar and no tracer/exporter warnings: the export is a one-time internal step a user
+    cannot act on (announced as a progress phase by the caller)."""
+    hf_logging = transformers.utils.logging
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _export(model_dir: Path, out_path: Path, *, fuse: bool = True) -> None:
     """Export transformer + pooling + normalisation to ``out_path`` (atomically)."""
     torch = require("torch", purpose="exporting the embedding model to ONNX")
     transformers = require("transformers", purpose="exporting the embedding model to ONNX")
     pooling = _pooling_mode(model_dir)
-    base = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
+    with _quiet(transformers):
+        base = transformers.AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
     base.eval()
 
     class Wrapped(torch.nn.Module):  # type: ignore[misc,name-defined]
@@ -119,7 +138,7 @@ def _export(model_dir: Path, out_path: Path, *, fuse: bool = True) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".export.", suffix=".onnx", dir=out_path.parent)
     os.close(fd)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _quiet(transformers):
             torch.onnx.export(
                 Wrapped(),
                 (ids, ids, torch.zeros_like(ids)),
