@@ -1,7 +1,9 @@
 """The local Hugging Face transformers backend (``hf/<model path>``), on a GPU, Apple MPS or the CPU.
 
 Generation applies the tokenizer's chat template to ``messages`` (a plain
-``role: content`` layout when the tokenizer has none), one request at a time.
+``role: content`` layout when the tokenizer has none). Greedy requests from every caller in flight are merged
+by a batcher and decoded together in padded groups (:mod:`ragrade.llm.hf_generate`); sampled ones run one at
+a time, each reseeded.
 
 Log-likelihood (``prefix-tree``, the default) scores many requests per forward pass: every caller's requests
 (all the shards a grid has in flight) are merged by a batcher (:mod:`ragrade.llm.coalesce`) into one batch,
@@ -25,7 +27,6 @@ chat template gets its family's template, as in the ``llamacpp`` backend.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import struct
@@ -46,6 +47,7 @@ from ragrade.llm.coalesce import Coalescer
 from ragrade.llm.core import BaseLLM, log
 from ragrade.llm.device import resolve as resolve_placement
 from ragrade.llm.gguf import model_label
+from ragrade.llm.hf_generate import BatchGenerator, GenItem, eos_ids
 from ragrade.llm.hf_tree import TreeScorer
 from ragrade.llm.limits import LimitConfig
 from ragrade.llm.llamacpp import gguf_identity
@@ -147,8 +149,20 @@ class HFLLM(BaseLLM):
         self._batch_tokens = batch_tokens
         self.tree = TreeScorer(self.lm, torch, self.device, budget=self._tree_budget(), empty_cache=self._empty_cache)
         self._tree_checked: str | None = None  # None: not yet; "" passed; else why not
+        pad = self.tokenizer.pad_token_id
+        self.generator = BatchGenerator(
+            self.lm,
+            torch,
+            self.device,
+            pad_id=int(pad if pad is not None else (self.tokenizer.eos_token_id or 0)),
+            eos_ids=eos_ids(self.lm, self.tokenizer),
+            empty_cache=self._empty_cache,
+        )
         self._batcher: Coalescer[LoglikelihoodRequest, LoglikelihoodResult] = Coalescer(
             self._loglikelihood_sync, name=f"ragrade-hf-{model_label(model)}"
+        )
+        self._gen_batcher: Coalescer[GenerationRequest, Completion] = Coalescer(
+            lambda reqs: self._locked(self._generate_sync, reqs), name=f"ragrade-hf-gen-{model_label(model)}"
         )
 
     def _identity(self) -> JSONObject:
@@ -156,7 +170,8 @@ class HFLLM(BaseLLM):
 
     # -- generation ----------------------------------------------------------------------------
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        return await asyncio.to_thread(self._locked, self._generate_sync, reqs)
+        # every caller's requests are merged into the generation batcher's next batch
+        return await self._gen_batcher.run(reqs)
 
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
         # every caller's requests (all shards in flight) are merged into the batcher's next batch
@@ -181,40 +196,68 @@ class HFLLM(BaseLLM):
         return [int(i) for i in tok(text).input_ids]
 
     def _generate_sync(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        torch = self._torch
-        out = []
-        for req in reqs:
+        """Greedy requests decoded together in padded groups (:mod:`ragrade.llm.hf_generate`); sampled ones
+        one at a time, each reseeded."""
+        out: list[Completion | None] = [None] * len(reqs)
+        greedy: list[GenItem] = []
+        prompts: dict[int, list[int]] = {}
+        for n, req in enumerate(reqs):
             try:
-                ids = self._prompt_ids(req)
-                if not ids:
-                    ids = [self._start_id()]
-                if req.seed is not None or self.seed is not None:
-                    torch.manual_seed(req.seed if req.seed is not None else int(self.seed or 0))
-                x = torch.tensor([ids], device=self.device)
-                pad = self.tokenizer.pad_token_id
-                pad = pad if pad is not None else self.tokenizer.eos_token_id
-                with torch.no_grad():
-                    gen = self.lm.generate(
-                        x,
-                        attention_mask=torch.ones_like(x),
-                        max_new_tokens=req.max_tokens,
-                        do_sample=req.temperature > 0,
-                        temperature=req.temperature if req.temperature > 0 else None,
-                        top_p=None,
-                        top_k=None,
-                        pad_token_id=pad,
-                    )
-                new = gen[0, len(ids) :].tolist()
-                text = self.tokenizer.decode(new, skip_special_tokens=True)
-                finish = "length" if len(new) >= req.max_tokens else "stop"
-                for s in req.stop:
-                    if s and s in text:
-                        text, finish = text[: text.index(s)], "stop"
-                out.append(Completion(text=text, finish_reason=finish, usage=Usage(len(ids), len(new))))
+                ids = self._prompt_ids(req) or [self._start_id()]
             except Exception as exc:  # one bad request must not sink the batch
-                log.debug("hf generation failed", exc_info=True)
-                out.append(Completion(text=None, error=f"{type(exc).__name__}: {exc}"))
-        return out
+                out[n] = Completion(text=None, error=f"{type(exc).__name__}: {exc}")
+                continue
+            prompts[n] = ids
+            if req.temperature > 0:
+                out[n] = self._sample_one(req, ids)
+            else:
+                greedy.append(GenItem(n, ids, req.max_tokens))
+        if greedy:
+            try:
+                done = self.generator.run(greedy, self.max_batch, self._tree_budget())
+            except Exception as exc:  # a failure that is not out of memory: these requests are missing
+                log.debug("hf batched generation failed", exc_info=True)
+                done = {it.index: f"{type(exc).__name__}: {exc}" for it in greedy}
+            for it in greedy:
+                got = done[it.index]
+                out[it.index] = (
+                    Completion(text=None, error=got)
+                    if isinstance(got, str)
+                    else self._decoded(reqs[it.index], len(prompts[it.index]), got)
+                )
+        return [c if c is not None else Completion(text=None, error="not generated") for c in out]
+
+    def _sample_one(self, req: GenerationRequest, ids: list[int]) -> Completion:
+        """One sampled request, reseeded from its own seed (else the backend's)."""
+        torch = self._torch
+        try:
+            if req.seed is not None or self.seed is not None:
+                torch.manual_seed(req.seed if req.seed is not None else int(self.seed or 0))
+            x = torch.tensor([ids], device=self.device)
+            with torch.no_grad():
+                gen = self.lm.generate(
+                    x,
+                    attention_mask=torch.ones_like(x),
+                    max_new_tokens=req.max_tokens,
+                    do_sample=True,
+                    temperature=req.temperature,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=self.generator.pad_id,
+                )
+            return self._decoded(req, len(ids), gen[0, len(ids) :].tolist())
+        except Exception as exc:  # one bad request must not sink the batch
+            log.debug("hf generation failed", exc_info=True)
+            return Completion(text=None, error=f"{type(exc).__name__}: {exc}")
+
+    def _decoded(self, req: GenerationRequest, n_prompt: int, new: list[int]) -> Completion:
+        """The completion of ``new`` token ids: decoded, cut at the first stop string, with its usage."""
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        finish = "length" if len(new) >= req.max_tokens else "stop"
+        for s in req.stop:
+            if s and s in text:
+                text, finish = text[: text.index(s)], "stop"
+        return Completion(text=text, finish_reason=finish, usage=Usage(n_prompt, len(new)))
 
     # -- log-likelihood ------------------------------------------------------------------------
     def _start_id(self) -> int:
@@ -438,11 +481,13 @@ class HFLLM(BaseLLM):
         out: JSONObject = dict(self.tree.stats.as_dict())
         out["one_at_a_time"] = {"forward_passes": self.forwards.calls, "token_positions": self.forwards.tokens}
         out["batches_taken"] = len(self._batcher.batches)
+        out["generation"] = dict(self.generator.stats.as_dict())
         return out
 
     def close(self) -> None:
-        """End the batcher's thread."""
+        """End the batchers' threads."""
         self._batcher.close()
+        self._gen_batcher.close()
 
     def describe(self) -> JSONObject:
         """Arguments for the run manifest."""

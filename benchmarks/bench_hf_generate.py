@@ -1,0 +1,86 @@
+"""Batched greedy generation on the hf backend against one request at a time, in the same run.
+
+A random-initialised Llama (built here from a config, no download) answers N greedy requests (prompts of
+mixed lengths, up to ``--new`` new tokens each). The same requests are generated twice by ``hf/``: with
+``max_batch 1`` (one ``generate`` call per request, what the backend did before batching) and with the
+default batching; the texts must be equal (float32) and the ratio of wall-clock times is printed. This times
+one component (the backend's generation), not a verb end to end.
+
+    .venv/bin/python benchmarks/bench_hf_generate.py [--requests 48] [--new 24] [--hidden 256] [--layers 4]
+        [--device auto] [--dtype float32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=48)
+    ap.add_argument("--new", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args()
+
+    import torch
+    from tests.llm.test_llm_hf import TEXT, build_tiny_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ragrade.llm import GenerationRequest, LLMOptions, create_llm, generate
+    from ragrade.llm.hf import HFLLM
+
+    words = " ".join(TEXT).split()
+    reqs = [
+        GenerationRequest(
+            prompt=" ".join(words[(7 * n) % 40 :] * (1 + n % 6))[: 200 + 150 * (n % 6)], max_tokens=args.new
+        )
+        for n in range(args.requests)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        build_tiny_model(tmp)
+        cfg = LlamaConfig.from_pretrained(tmp)
+        cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers = args.hidden, 4 * args.hidden, args.layers
+        cfg.num_attention_heads, cfg.num_key_value_heads = max(4, args.hidden // 64), max(2, args.hidden // 128)
+        torch.manual_seed(0)
+        LlamaForCausalLM(cfg).save_pretrained(tmp)
+        opts = {"cache": False, "device": args.device, "dtype": args.dtype}
+        one = create_llm(f"hf/{tmp}", LLMOptions(**opts, max_batch=1))
+        batched = create_llm(f"hf/{tmp}", LLMOptions(**opts))
+        assert isinstance(one, HFLLM) and isinstance(batched, HFLLM)
+        generate(one, reqs[:2])  # warm both (first-call allocations)
+        generate(batched, reqs[:2])
+        t0 = time.perf_counter()
+        a = generate(one, reqs)
+        t_one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        b = generate(batched, reqs)
+        t_batched = time.perf_counter() - t0
+        prompt_tokens = [len(one._prompt_ids(r)) for r in reqs]
+        stats = batched.generator.stats
+    same = sum(x.text == y.text for x, y in zip(a, b, strict=True))
+    print(
+        f"device {batched.device} {batched.dtype}; Llama {args.layers} layers, width {args.hidden}; torch threads {torch.get_num_threads()}"
+    )
+    print(
+        f"{len(reqs)} greedy requests, prompts {min(prompt_tokens)}-{max(prompt_tokens)} tokens, up to {args.new} new tokens"
+    )
+    print(f"one at a time: {t_one:.2f} s ({len(reqs) / t_one:.1f} req/s)")
+    print(
+        f"batched:       {t_batched:.2f} s ({len(reqs) / t_batched:.1f} req/s) in {stats.groups - 1} groups of the timed run's {len(reqs)}"
+    )
+    print(f"speed-up (same run): {t_one / t_batched:.2f}x; identical texts {same}/{len(reqs)}")
+    if same != len(reqs) and args.dtype == "float32":
+        sys.exit("batched generation differs from one request at a time in float32")
+
+
+if __name__ == "__main__":
+    main()
