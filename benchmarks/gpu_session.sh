@@ -10,6 +10,7 @@
 # [".gpu_carry"]:
 #   bash benchmarks/gpu_session.sh mcq      # timeout_s about 240: the 1.1B comparison, bf16 then fp32
 #   bash benchmarks/gpu_session.sh grid     # timeout_s about 420: the 7B grid slice and its adaptive run
+#   bash benchmarks/gpu_session.sh gen      # timeout_s about 150: batched hf/ generation against one at a time
 # (no argument: both, in one call of at most MCQ_S + GRID_S seconds).
 #
 # Budget (one H200, 2026-11-27): the 1.1B comparison took 255 s with both dtypes and the harness (model built
@@ -41,6 +42,13 @@ if [ "$PART" = mcq ] || [ "$PART" = all ]; then
         --batch-sizes 128 --harness --harness-batch 64 --device cuda --json-out "$OUT/mcq_fp32.json" 2>&1 \
         | quiet | tee "$OUT/mcq_fp32.log"
     echo "mcq fp32 exit ${PIPESTATUS[0]}"
+fi
+if [ "$PART" = gen ] || [ "$PART" = all ]; then
+    for dt in float32 bfloat16; do
+        timeout 60 python3 benchmarks/bench_hf_generate.py --device cuda --dtype $dt --hidden 2048 --layers 22 \
+            --requests 128 --new 32 2>&1 | quiet | tee "$OUT/gen_$dt.log"
+        echo "gen $dt exit ${PIPESTATUS[0]}"
+    done
 fi
 if [ "$PART" = grid ] || [ "$PART" = all ]; then
     timeout "$GRID_S" python3 benchmarks/bench_gpu_grid.py --shape 7b --weights-dtype bfloat16 --device cuda \
