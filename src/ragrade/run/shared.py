@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from ragrade.exam.files import Question
+from ragrade.progress_phases import Phase, phase
 from ragrade.run.spec import PipelineSpec
 
 if TYPE_CHECKING:
@@ -125,8 +126,6 @@ def precompute(
     A batch whose retrieval raises a configuration error is left out: the worker meets the error itself.
     Returns the number of distinct batches written.
     """
-    from ragrade.llm.base import run_sync
-
     todo: dict[str, tuple[PipelineSpec, list[Question]]] = {}
     for pid, items in batches:
         spec = PipelineSpec.model_validate(dict(pipelines[pid]))
@@ -134,7 +133,7 @@ def precompute(
             continue
         qs = res.select(list(items))
         todo.setdefault(batch_key(spec, qs), (spec, qs))
-    out = run_sync(retrieve_all(res, todo))
+    out = retrieve_counted(res, todo)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     doc = {"version": _VERSION, "batches": {k: [{f: getattr(c, f) for f in FIELDS} for c in v] for k, v in out.items()}}
     tmp.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
@@ -166,6 +165,45 @@ async def retrieve_all(
     return {k: out[k] for k in todo if k in out}
 
 
+def retrieve_counted(
+    res: Resources, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]
+) -> dict[str, list[Contexts]]:
+    """:func:`~ragrade.run.shared.retrieve_all` of ``todo``, announced as a phase counted in questions: each
+    distinct (retrieval settings, batch) is retrieved once (into the resources' memo, where the shards find it)
+    and given to every pipeline of ``todo`` that asks for it."""
+    from ragrade.llm.base import run_sync
+
+    distinct: dict[str, tuple[PipelineSpec, list[Question]]] = {}
+    key_of: dict[str, str] = {}
+    for key, (spec, qs) in todo.items():
+        key_of[key] = batch_key(spec, qs) if spec.needs_index else key
+        distinct.setdefault(key_of[key], (spec, qs))
+    questions = len({q.id for _, qs in distinct.values() for q in qs})
+    settings = len({retrieval_key(spec) for spec, _ in distinct.values()})
+    total = sum(len(qs) for _, qs in distinct.values())
+    plural = "" if settings == 1 else "s"
+    text = f"retrieving passages for {questions:,} questions x {settings} retrieval setting{plural}"
+    with phase(text, total) as counted:
+        got = run_sync(retrieve_all(_Counting(res, counted), distinct))
+    return {key: got[k] for key, k in key_of.items() if k in got}  # read only: the prefetch items
+
+
+class _Counting:
+    """Resources whose retrievals advance a phase by their questions (for :func:`retrieve_all`)."""
+
+    def __init__(self, res: Resources, counted: Phase) -> None:
+        self.res, self.counted = res, counted
+
+    def select(self, ids: Sequence[str]) -> list[Question]:
+        return self.res.select(ids)
+
+    async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
+        try:
+            return await self.res.contexts(spec, questions)
+        finally:
+            self.counted.advance(len(questions))
+
+
 __all__ = [
     "SHARED_FILE",
     "batch_key",
@@ -175,4 +213,5 @@ __all__ = [
     "precompute",
     "retrieval_key",
     "retrieve_all",
+    "retrieve_counted",
 ]

@@ -33,14 +33,13 @@ from ragrade.exam.files import Question
 from ragrade.progress_phases import Phase, phase
 from ragrade.run.answer import answer_method, candidate_texts
 from ragrade.run.pipeline import Resources
-from ragrade.run.shared import batch_key, retrieval_key, retrieve_all
+from ragrade.run.shared import retrieve_counted
 from ragrade.run.spec import AnswerConfig, PipelineSpec
 
 if TYPE_CHECKING:
     from ragrade.llm.base import LLM
     from ragrade.retrieval.base import Retriever
     from ragrade.retrieval.transforms import RetrievalPipeline
-    from ragrade.run.contexts import Contexts
 
 log = logging.getLogger(__name__)
 PREFETCH_SLICE = 64  # prefetch items per call: a count for the display; each text is still embedded once
@@ -93,7 +92,7 @@ def warm(
         spec = PipelineSpec.model_validate(dict(pipelines[pid]))
         if _warmable(spec):
             todo[json.dumps([pid, list(items)])] = (spec, res.select(list(items)))
-    found = _retrieve_counted(res, todo) if todo else {}
+    found = retrieve_counted(res, todo) if todo else {}
     wanted: dict[str, tuple[Prefetching, dict[PrefetchItem, None]]] = {}
     for key, ctxs in found.items():
         spec, qs = todo[key]
@@ -113,45 +112,6 @@ def warm(
         if _prefetch_counted(llm_spec, backend, list(items_of)):
             done += len(items_of)
     return done
-
-
-def _retrieve_counted(
-    res: Resources, todo: Mapping[str, tuple[PipelineSpec, list[Question]]]
-) -> dict[str, list[Contexts]]:
-    """:func:`~ragrade.run.shared.retrieve_all` of ``todo``, announced as a phase counted in questions: each
-    distinct (retrieval settings, batch) is retrieved once (into the resources' memo, where the shards find it)
-    and given to every pipeline of ``todo`` that asks for it."""
-    from ragrade.llm.base import run_sync
-
-    distinct: dict[str, tuple[PipelineSpec, list[Question]]] = {}
-    key_of: dict[str, str] = {}
-    for key, (spec, qs) in todo.items():
-        key_of[key] = batch_key(spec, qs) if spec.needs_index else key
-        distinct.setdefault(key_of[key], (spec, qs))
-    questions = len({q.id for _, qs in distinct.values() for q in qs})
-    settings = len({retrieval_key(spec) for spec, _ in distinct.values()})
-    total = sum(len(qs) for _, qs in distinct.values())
-    plural = "" if settings == 1 else "s"
-    text = f"retrieving passages for {questions:,} questions x {settings} retrieval setting{plural}"
-    with phase(text, total) as counted:
-        got = run_sync(retrieve_all(_Counting(res, counted), distinct))
-    return {key: got[k] for key, k in key_of.items() if k in got}  # read only: the prefetch items
-
-
-class _Counting:
-    """Resources whose retrievals advance a phase by their questions (for :func:`retrieve_all`)."""
-
-    def __init__(self, res: Resources, counted: Phase) -> None:
-        self.res, self.counted = res, counted
-
-    def select(self, ids: Sequence[str]) -> list[Question]:
-        return self.res.select(ids)
-
-    async def contexts(self, spec: PipelineSpec, questions: Sequence[Question]) -> list[Contexts]:
-        try:
-            return await self.res.contexts(spec, questions)
-        finally:
-            self.counted.advance(len(questions))
 
 
 def _prefetch_counted(llm_spec: str, backend: Prefetching, items: list[PrefetchItem]) -> bool:
