@@ -67,16 +67,13 @@ def main() -> None:
         prompt_tokens = [len(one._prompt_ids(r)) for r in reqs]
         stats = batched.generator.stats
     same = sum(x.text == y.text for x, y in zip(a, b, strict=True))
-    print(
-        f"device {batched.device} {batched.dtype}; Llama {args.layers} layers, width {args.hidden}; torch threads {torch.get_num_threads()}"
-    )
-    print(
-        f"{len(reqs)} greedy requests, prompts {min(prompt_tokens)}-{max(prompt_tokens)} tokens, up to {args.new} new tokens"
-    )
+    shape = f"Llama {args.layers} layers, width {args.hidden}; torch threads {torch.get_num_threads()}"
+    print(f"device {batched.device} {batched.dtype}; {shape}")
+    lengths = f"prompts {min(prompt_tokens)}-{max(prompt_tokens)} tokens, up to {args.new} new tokens"
+    print(f"{len(reqs)} greedy requests, {lengths}")
     print(f"one at a time: {t_one:.2f} s ({len(reqs) / t_one:.1f} req/s)")
-    print(
-        f"batched:       {t_batched:.2f} s ({len(reqs) / t_batched:.1f} req/s) in {stats.groups - 1} groups of the timed run's {len(reqs)}"
-    )
+    groups = stats.groups - 1  # the warm-up call was one group
+    print(f"batched:       {t_batched:.2f} s ({len(reqs) / t_batched:.1f} req/s) in {groups} padded groups")
     print(f"speed-up (same run): {t_one / t_batched:.2f}x; identical texts {same}/{len(reqs)}")
     if same != len(reqs) and args.dtype == "float32":
         sys.exit("batched generation differs from one request at a time in float32")
