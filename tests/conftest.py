@@ -19,3 +19,11 @@ if _WORKER:  # parallel workers share the cores: one llama.cpp thread each (its 
     os.environ.setdefault("RAGRADE_TEST_LLAMA_THREADS", "1")
 os.environ.setdefault("RAGRADE_CACHE_DIR", os.path.join(_ROOT, ".pytest_cache", f"ragrade-cache{_WORKER}"))
 pytest_plugins = ["tests.support.fixtures"]
+
+# property tests: random examples on a developer's machine (they find new cases), the same examples in CI (a
+# green build stays green on a rerun; a case found locally is pinned with @example)
+if os.environ.get("CI"):
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("ci", derandomize=True)
+    _hypothesis_settings.load_profile("ci")

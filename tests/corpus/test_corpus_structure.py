@@ -96,6 +96,13 @@ params = st.sampled_from([24, 40, 64, 120]).flatmap(lambda size: st.tuples(st.ju
     text="\n\n".join(["# queue"] * 5 + ["# queue queue", "# queue queue queue", "### queue retries retries"]),
     sp=(24, 0),
 )
+# a heading that starts a span after the shared pieces: the span it then grew to ended on the next section's
+# heading (recursive, with overlap; found by this test in a full run)
+@example(
+    text="# queue\n\nQueue queue.\n\n# queue queue\n\nQueue queue. Queue queue queue queue queue queue. Queue queue "
+    "queue queue queue queue queue queue.\n\n# queue\n\nQueue queue.",
+    sp=(24, 8),
+)
 def test_chunkers_respect_structure(strategy: str, text: str, sp: tuple[int, int]) -> None:
     size, overlap = sp
     kw = {"embedder": HashEmbedder()} if strategy == "semantic" else {}

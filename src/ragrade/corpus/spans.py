@@ -89,6 +89,8 @@ def merge(pieces: Sequence[Piece], index: TokenIndex, size: int, overlap: int) -
             i = j
             while j + 1 < n and ce[j + 1] - cs[i] <= size:
                 j += 1
+            while heads[j] and i < j < n - 1:  # nor does this span end on a heading (i is past the shared pieces)
+                j -= 1
         last_j = j
         out.append((pieces[i][0], pieces[j][1], ce[j] - cs[i]))
         if j == n - 1:
