@@ -38,6 +38,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # s
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -46,7 +47,9 @@ import numpy as np  # noqa: E402
 from ragrade.adaptive import AdaptiveConfig  # noqa: E402
 from ragrade.adaptive.calibration import calibration_mode, cold_params, misfit_fallback, refitter  # noqa: E402
 from ragrade.adaptive.estimate import calibration_check  # noqa: E402
-from ragrade.adaptive.simulate import (  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the simulator: tests/support
+from tests.support.adaptive_sim import (  # noqa: E402
     SimGrid,
     adaptive_on_matrix,
     fit_params,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support.adaptive_sim import adaptive_on_matrix, score_run, simulate_grid
 
 from ragrade.adaptive import AdaptiveConfig, Scheduler
 from ragrade.adaptive.calibration import COLD_MIN_PIPELINES, calibration_mode, cold_params, fit_item_params, refitter
-from ragrade.adaptive.simulate import adaptive_on_matrix, score_run, simulate_grid
 from ragrade.errors import ConfigError
 
 
@@ -23,7 +23,7 @@ def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path: 
     assert calibration_mode(AdaptiveConfig(calibration=str(tmp_path / "irt.json")), 63) == "file"
     assert calibration_mode(AdaptiveConfig(calibration_mode="reference"), 63) == "reference"
     assert calibration_mode(AdaptiveConfig(calibration_mode="cold"), 2) == "cold"
-    with pytest.raises(ConfigError, match="needs --calibration"):
+    with pytest.raises(ConfigError, match="needs calibration"):
         calibration_mode(AdaptiveConfig(calibration_mode="file"), 63)
 
 

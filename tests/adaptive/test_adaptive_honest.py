@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from tests.support.adaptive_sim import SimGrid, adaptive_on_matrix, fit_params, simulate_grid, simulate_grid_2d
 
 from ragrade.adaptive import AdaptiveConfig, ItemParams, Scheduler, run_rounds
 from ragrade.adaptive.calibration import misfit_fallback
@@ -19,7 +20,6 @@ from ragrade.adaptive.estimate import (
     smallest_useful_budget,
 )
 from ragrade.adaptive.notes import run_notes
-from ragrade.adaptive.simulate import SimGrid, adaptive_on_matrix, fit_params, simulate_grid, simulate_grid_2d
 
 
 def test_audit_statistics_by_hand() -> None:

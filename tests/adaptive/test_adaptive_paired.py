@@ -6,9 +6,10 @@ from statistics import NormalDist
 
 import numpy as np
 import pytest
+from tests.support.adaptive_sim import adaptive_on_matrix, simulate_grid
 
 from ragrade.adaptive import AdaptiveConfig, ItemParams, Scheduler
-from ragrade.adaptive.estimate import leader_sd, pair_gaps, paired_corr, prob_best
+from ragrade.adaptive.estimate import additive_shrink, leader_sd, pair_gaps, paired_corr, prob_best
 
 
 def test_paired_correlation_of_nested_samples_by_hand() -> None:
@@ -28,6 +29,43 @@ def test_paired_correlation_of_nested_samples_by_hand() -> None:
         np.array([[1, 1, 1, 1], [1, 0, 1, 0]], dtype=np.int8), np.ones((2, 4), bool), np.array([4, 4]), 8
     )
     assert flat[0, 1] == 0.0  # no spread: nothing to correlate
+
+
+def _paired_corr_loop(y: np.ndarray, use: np.ndarray, prefix: np.ndarray, population: int) -> np.ndarray:
+    """The reference: the nested-sample correlation of every pair, one pair at a time (plain numpy per pair)."""
+    out = np.eye(len(y))
+    for p in range(len(y)):
+        for q in range(p + 1, len(y)):
+            both = use[p] & use[q]
+            if both.sum() < 3:
+                continue
+            a, b = y[p, both].astype(float), y[q, both].astype(float)
+            if a.std() <= 0 or b.std() <= 0:
+                continue
+            rho = float(np.corrcoef(a, b)[0, 1])
+            small, big = sorted((max(int(prefix[p]), 1), max(int(prefix[q]), 1)))
+            nest = (1 / big - 1 / population) / (1 / small - 1 / population)
+            out[p, q] = out[q, p] = rho * np.sqrt(min(1.0, max(0.0, nest)))
+    return out
+
+
+def test_paired_correlation_matrix_equals_the_pair_by_pair_reference() -> None:
+    # 12 pipelines on one random order of 60 questions, prefixes of different lengths (some under 3 or
+    # constant), a few failed requests inside the prefixes
+    rng = np.random.default_rng(5)
+    n_p, n_i = 12, 60
+    prefix = rng.integers(0, n_i + 1, n_p)
+    prefix[:3] = (2, 0, n_i)
+    y = (rng.random((n_p, n_i)) < rng.uniform(0.2, 0.9, (n_p, 1))).astype(np.int8)
+    y[3, :] = 1  # answers all right: no spread
+    use = np.arange(n_i)[None, :] < prefix[:, None]
+    use &= rng.random((n_p, n_i)) > 0.05
+    y = np.where(use, y, -1).astype(np.int8)
+    want = _paired_corr_loop(y, use, prefix, n_i)
+    got = paired_corr(y, use, prefix, n_i)
+    assert np.allclose(got, want, atol=1e-12)
+    assert (want[3] == np.eye(n_p)[3]).all() and (want[0] == np.eye(n_p)[0]).all()  # the edge cases were hit
+    assert np.abs(want - np.eye(n_p)).max() > 0.3  # and real correlations too
 
 
 def test_probability_of_the_best_uses_the_pairing() -> None:
@@ -83,3 +121,59 @@ def test_pair_gaps_by_hand() -> None:
     assert indep[1, 0] == pytest.approx((0.70 - 0.04) - (0.65 + 0.04))  # bounds overlap: -0.03
     paired = pair_gaps(acc, sd, 2.0, np.array([[1.0, 0.875], [0.875, 1.0]]))
     assert paired[1, 0] == pytest.approx(0.05 - 2.0 * 0.01)  # SD of the difference: 0.02 sqrt(2 - 1.75) = 0.01
+
+
+def test_additive_shrinkage_intercept_only_matches_the_closed_form() -> None:
+    # one tau, independent errors, intercept only: post = mean + w (est - mean), w = tau^2 / (tau^2 + v), and
+    # the error variance is w v + (1 - w)^2 (tau^2 + v) / k (worked by hand from est_p = mu + u_p + e_p)
+    est = np.array([0.52, 0.61, 0.47, 0.70, 0.55])
+    v, tau, k = 0.05**2, 0.03, 5
+    sd = np.full(k, 0.05)
+    X = np.ones((k, 1))
+    got, got_sd, t = additive_shrink(est, sd, np.ones(k, bool), X, taus=np.array([tau]))
+    w = tau**2 / (tau**2 + v)
+    assert got == pytest.approx(est.mean() + w * (est - est.mean()))
+    assert got_sd == pytest.approx(np.sqrt(w * v + (1 - w) ** 2 * (tau**2 + v) / k))
+    assert t == pytest.approx(tau)
+    # no more pipelines than the design's rank: nothing to pool, returned as they were
+    same, same_sd, nan = additive_shrink(est[:2], sd[:2], np.ones(2, bool), np.array([[1.0, 0.0], [1.0, 1.0]]))
+    assert (same == est[:2]).all() and (same_sd == sd[:2]).all() and np.isnan(nan)
+
+
+def test_additive_shrinkage_error_variance_holds_under_correlated_errors() -> None:
+    # 2 x 3 factors, correlated sampling errors (paired questions): the stated SD is the root mean square error
+    # of the shrunk estimate over draws from the model itself
+    rng = np.random.default_rng(7)
+    X = np.array([[1, a, b == 1, b == 2] for a in (0, 1) for b in range(3)], dtype=float)
+    beta, tau = np.array([0.55, 0.10, -0.05, 0.08]), 0.02
+    sd = np.array([0.05, 0.04, 0.05, 0.045, 0.05, 0.04])
+    corr = np.full((6, 6), 0.3) + 0.7 * np.eye(6)
+    L = np.linalg.cholesky(corr * np.outer(sd, sd))
+    errs, sds = [], []
+    for _ in range(3000):
+        truth = X @ beta + rng.normal(0.0, tau, 6)
+        est = truth + L @ rng.standard_normal(6)
+        got, got_sd, _ = additive_shrink(est, sd, np.ones(6, bool), X, corr, taus=np.array([tau]))
+        errs.append(got - truth)
+        sds.append(got_sd)
+    rmse = np.sqrt(np.mean(np.square(errs), axis=0))
+    assert rmse == pytest.approx(sds[0], rel=0.08)
+    assert (np.array(sds[0]) < sd).all()  # and pooling paid: every SD below the sample mean's
+
+
+def test_sampled_runs_report_estimates_pooled_over_the_grid_factors() -> None:
+    sim = simulate_grid({"llm": 2, "retriever": 5}, 300, seed=4, effect_sd={"llm": 1.0, "retriever": 0.8})
+    cfg = AdaptiveConfig(audit_share=1.0)
+    sched, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, cfg, factors=sim.factors, seed=4)
+    raw, _ = sched.accuracy()  # what the run decided on: each pipeline's own sample mean
+    res = sched.results()
+    est = np.array([r["accuracy_estimate"] for r in res])
+    low = np.array([r["accuracy_estimate_low"] for r in res])
+    high = np.array([r["accuracy_estimate_high"] for r in res])
+    assert not np.allclose(est, raw)  # pooled toward the additive model
+    assert np.abs(est - sim.accuracy).mean() < np.abs(raw - sim.accuracy).mean()
+    top = np.argsort(-est)[:3]  # the leaders' intervals also hold their own sample mean
+    assert ((low[top] <= raw[top] + 1e-12) & (raw[top] <= high[top] + 1e-12)).all()
+    # without factors there is nothing to pool over: the report is the sample means
+    plain, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, cfg, seed=4)
+    assert np.allclose([r["accuracy_estimate"] for r in plain.results()], plain.accuracy()[0])

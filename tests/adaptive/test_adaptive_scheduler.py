@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from tests.support.adaptive_sim import SimGrid, adaptive_on_matrix, score_run, simulate_grid
 
 from ragrade.adaptive import AdaptiveConfig, Scheduler
 from ragrade.adaptive.pool import design_matrix, design_subset, pooled_prior
-from ragrade.adaptive.simulate import SimGrid, adaptive_on_matrix, score_run, simulate_grid
 from ragrade.errors import ConfigError
 from ragrade.irt.cat import information_at
 
@@ -132,10 +132,17 @@ def test_pooled_prior_recovers_additive_effects() -> None:
 
 
 def test_bad_settings() -> None:
-    with pytest.raises(ConfigError, match="target-se"):
+    with pytest.raises(ConfigError, match="target_se must be positive") as exc:
         AdaptiveConfig(target_se=0).check()
-    with pytest.raises(ConfigError, match="budget"):
+    # the setting is named as $target_se: the API says target_se, the command line spells its flag
+    assert exc.value.settings == ("target_se",)
+    assert exc.value.render(lambda name: "--" + name.replace("_", "-")).startswith("--target-se must be positive")
+    with pytest.raises(ConfigError, match="budget") as exc:
         AdaptiveConfig(budget=0).check()
+    assert exc.value.settings == ("budget",)
+    with pytest.raises(ConfigError) as exc:
+        AdaptiveConfig(audit_share=1.0, calibration_mode="cold").check()
+    assert exc.value.settings == ("audit_share", "calibration_mode")
 
 
 def test_pipelines_never_asked_before_the_budget_ran_out_are_predicted(sim: SimGrid) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from tests.support.adaptive_sim import adaptive_on_matrix, mcnemar_worse, simulate_grid
 
 from ragrade.adaptive import AdaptiveConfig, Scheduler
 from ragrade.adaptive.calibration import cold_params, refitter
 from ragrade.adaptive.estimate import elimination_z
 from ragrade.adaptive.scheduler import STOP_MAX_SD
-from ragrade.adaptive.simulate import adaptive_on_matrix, mcnemar_worse, simulate_grid
 
 
 def test_mcnemar_by_hand() -> None:
@@ -107,3 +107,48 @@ def test_sample_mode_runs_the_misfit_check_on_its_own_answers() -> None:
     # without a fit there is nothing to check against (no model): no result, no warning
     plain, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, seed=1)
     assert plain.misfit is None and not plain.misfit_warning
+
+
+def test_a_decided_run_stops_before_its_budget() -> None:
+    # the leader's simultaneous bounds against each other standing pipeline: z = 3.687 at round 10 (4 pipelines)
+    sched = _measured_scheduler()
+    acc = np.array([0.80, 0.50, 0.79, 0.30])
+    sd = np.array([0.003, 0.03, 0.003, 0.03])
+    sched._stop_if_settled(acc, sd)
+    # 2 vs 0: upper bound of 0.79 - 0.80 is -0.01 + 3.687 * sqrt(2) * 0.003 = 0.0056 <= margin 0.02; 1 and 3 far below
+    assert (sched.status == "stopped").all() and "decided" in sched.reason[2]
+    # one pipeline could still beat the leader by more than the margin: nothing stops
+    sched = _measured_scheduler()
+    sched._stop_if_settled(acc, np.array([0.003, 0.03, 0.01, 0.03]))  # 2: -0.01 + 3.687 * 0.0104 = 0.028 > 0.02
+    assert (sched.status == "active").all()
+    # decided, but a running pipeline above the precision floor goes on (only it)
+    sched = _measured_scheduler()
+    sched._stop_if_settled(acc, np.array([0.003, 0.03, 0.003, STOP_MAX_SD + 0.01]))
+    assert sched.status.tolist() == ["stopped", "stopped", "stopped", "active"]
+
+
+def test_sampled_grid_on_a_long_exam_stops_before_the_cap() -> None:
+    """Four well-separated pipelines, 1,500 questions: done long before the 25% cap, the best still picked."""
+    sim = simulate_grid({"llm": 2, "retriever": 2}, 1500, seed=2, effect_sd={"llm": 1.5, "retriever": 1.2})
+    acc = np.sort(sim.accuracy)
+    assert acc[-1] - acc[-2] > 0.06  # the planted gap this test relies on
+    sched, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, AdaptiveConfig(audit_share=1.0), seed=2)
+    res = sched.results()
+    assert sched.spent < 0.2 * sim.R.size
+    est = np.array([r["accuracy_estimate"] for r in res])
+    assert int(np.argmax(est)) == int(np.argmax(sim.accuracy))
+    # the leader stopped on its own precision: nobody overlapped it, so it raced no one to the item cap
+    best = int(np.argmax(sim.accuracy))
+    assert res[best]["stop_reason"] == "target SE" and res[best]["n_asked"] < 0.5 * sim.R.shape[1]
+    assert np.abs(est - sim.accuracy).max() <= 0.15
+
+
+def test_a_leader_nobody_overlaps_races_no_one() -> None:
+    sim = simulate_grid({"llm": 2, "retriever": 2}, 400, seed=0, effect_sd=0.8)
+    sched = Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(), seed=0)
+    assert sched.race_cap == 400  # the item cap by default
+    assert Scheduler(sim.truth, sim.pipelines, AdaptiveConfig(race_items=30), seed=0).race_cap == 30
+    sched.y[:, :5] = 1  # every pipeline answered (live)
+    sd = np.full(4, 0.01)
+    assert sched._contenders(np.array([0.9, 0.5, 0.4, 0.3]), sd) == set()
+    assert sched._contenders(np.array([0.9, 0.89, 0.4, 0.3]), sd) == {0, 1}

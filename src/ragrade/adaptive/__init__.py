@@ -14,9 +14,9 @@ The public surface:
 
 The settings model, :class:`~ragrade.run.adaptive_config.AdaptiveConfig`, stays in ``ragrade.run``:
 it is the ``[adaptive]`` table of the sweep settings (``run.spec.SweepConfig`` embeds it), and this
-package sits above ``ragrade.run``. :mod:`ragrade.adaptive.simulate` (simulated grids, scoring a run
-against the full grid) is for tests and ``benchmarks/bench_adaptive.py`` only; production code uses
-:mod:`ragrade.adaptive.compare` to compare estimates with a full grid.
+package sits above ``ragrade.run``. The simulator (simulated grids, scoring a run against the full grid)
+lives with its users, in ``tests/support/adaptive_sim.py`` (the tests and ``benchmarks/bench_adaptive.py``);
+production code uses :mod:`ragrade.adaptive.compare` to compare estimates with a full grid.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ def calibration_mode(cfg: AdaptiveConfig, n_pipelines: int = 0) -> str:
             return "file"
         return "cold" if n_pipelines >= COLD_MIN_PIPELINES else "sample"
     if cfg.calibration_mode == "file" and not cfg.calibration:
-        raise ConfigError("calibration mode 'file' needs --calibration irt.json")
+        raise ConfigError("$calibration_mode file needs $calibration (an irt.json of an earlier run)")
     return cfg.calibration_mode
 
 

@@ -1,7 +1,8 @@
 """How close adaptive estimates came to a full grid's accuracies (the replayed demo, the benchmark, the tests).
 
 One function for everyone who compares: ``ragrade run``'s adaptive stage (``comparison.json``) and
-the simulator's :func:`~ragrade.adaptive.simulate.score_run` both call :func:`agreement`.
+the simulator's ``score_run`` (``tests/support/adaptive_sim.py``, for the tests and the benchmark) both
+call :func:`agreement`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ itself: the largest eigenvalue of their pipeline x pipeline cross-product (a
 second ability shows up as a rank-one pattern; a biased accuracy as a shifted
 row). :func:`elimination_z` gives the anytime-valid, selection-adjusted width
 used to drop pipelines; :func:`prob_best` the probability that each pipeline
-is the best.
+is the best. :func:`additive_shrink` pools design-based estimates (``sample`` runs) over the grid's
+factors for the final report; :func:`paired_corr` gives their correlations (paired questions).
 """
 
 from __future__ import annotations
@@ -164,6 +165,66 @@ def shrunk_bias_marginal(
     pw /= pw.sum()
     m = pw @ post
     return m, pw @ post_var + pw @ (post - m) ** 2, float(pw @ taus)
+
+
+def additive_shrink(
+    est: F64, sd: F64, ok: B8, X: F64, corr: F64 | None = None, taus: F64 | None = None
+) -> tuple[F64, F64, float]:
+    """Design-based estimates shrunk toward the grid's additive model, ``tau`` integrated out.
+
+    The model: ``est = X beta + u + e`` with ``u ~ N(0, tau^2 I)`` (a pipeline's deviation from the sum of
+    its factor levels' effects) and ``e ~ N(0, S)``, ``S = D corr D`` (``D = diag(sd)``; paired questions
+    make the sampling errors correlated). Given ``tau``, the best linear unbiased predictor of each
+    pipeline's accuracy ``X beta + u`` is ``M est`` with ``M = X (X'V^-1 X)^-1 X'V^-1 + tau^2 P``
+    (``V = S + tau^2 I``, ``P = V^-1 - V^-1 X (X'V^-1 X)^-1 X'V^-1``), and its error ``(M - I) u + M e``
+    has the covariance ``tau^2 (M - I)(M - I)' + M S M'``, exact under the model whatever ``corr``. ``tau``
+    gets the scale-free prior of :func:`shrunk_bias_marginal` on a grid (default: 60 points from 1e-3 to
+    the spread of the estimates plus two SDs) weighted by the restricted likelihood; the result is the
+    mixture's mean and variance. Only the pipelines in ``ok`` enter (the others are returned unchanged);
+    with no more of them than the rank of their design there is nothing to shrink toward (returned
+    unchanged, tau NaN). Returns the estimates, their SDs and the posterior mean of ``tau``.
+    """
+    idx = np.flatnonzero(ok)
+    Xo = X[idx]
+    rank = int(np.linalg.matrix_rank(Xo)) if len(idx) else 0
+    if len(idx) <= rank or rank == 0:
+        return est.copy(), sd.copy(), float("nan")
+    y, d = est[idx], np.maximum(sd[idx], 1e-6)
+    C = np.eye(len(idx)) if corr is None else corr[np.ix_(idx, idx)]
+    if corr is not None:  # pairwise estimates need not form a valid correlation matrix: its nearest PSD one
+        vals, vecs = np.linalg.eigh((C + C.T) / 2.0)
+        C = (vecs * np.clip(vals, 1e-6, None)) @ vecs.T
+        C = C / np.sqrt(np.outer(np.diag(C), np.diag(C)))
+    S = C * np.outer(d, d)
+    if taus is None:
+        taus = np.geomspace(1e-3, max(2e-3, float(np.ptp(y)) + 2.0 * float(np.median(d))), 60)
+    eye = np.eye(len(idx))
+    logl = np.empty(len(taus))
+    post = np.empty((len(taus), len(idx)))
+    var = np.empty((len(taus), len(idx)))
+    for j, tau in enumerate(taus):
+        V = S + tau**2 * eye
+        Vi = np.linalg.pinv(V)
+        A = Xo.T @ Vi @ Xo
+        Ai = np.linalg.pinv(A)
+        H = Xo @ Ai @ Xo.T @ Vi  # the GLS fit: H y = X beta_hat
+        P = Vi - Vi @ Xo @ Ai @ Xo.T @ Vi
+        M = H + tau**2 * P
+        post[j] = M @ y
+        E = M - eye
+        var[j] = np.diag(tau**2 * E @ E.T + M @ S @ M.T)
+        (sv, ldv), (sa, lda) = np.linalg.slogdet(V), np.linalg.slogdet(A)
+        ll = -0.5 * (ldv + lda + float(y @ P @ y))
+        logl[j] = ll if sv > 0 and sa > 0 and np.isfinite(ll) and np.isfinite(post[j]).all() else -np.inf
+    if not np.isfinite(logl).any():  # degenerate (e.g. singular covariances): nothing trustworthy to pool with
+        return est.copy(), sd.copy(), float("nan")
+    w = np.exp(logl - logl.max())
+    w /= w.sum()
+    mean = w @ post
+    out_est, out_sd = est.copy(), sd.copy()
+    out_est[idx] = mean
+    out_sd[idx] = np.sqrt(np.maximum(w @ var + w @ (post - mean) ** 2, 0.0))
+    return out_est, out_sd, float(w @ taus)
 
 
 @dataclass
@@ -313,24 +374,23 @@ def paired_corr(y: npt.NDArray[np.int8], use: B8, prefix: npt.NDArray[np.int64],
     and the ``S`` are estimated on the items both answered. Paired questions make the differences between
     pipelines far more precise than their intervals alone suggest.
     """
-    n_p = len(y)
-    out = np.eye(n_p)
-    yf = y.astype(np.float64)
-    for p in range(n_p):
-        for q in range(p + 1, n_p):
-            both = use[p] & use[q]
-            k = int(both.sum())
-            if k < 3:
-                continue
-            a, b = yf[p, both], yf[q, both]
-            sa, sb = a.std(), b.std()
-            if sa <= 0 or sb <= 0:
-                continue
-            rho = float(((a - a.mean()) * (b - b.mean())).mean() / (sa * sb))
-            small, big = sorted((max(int(prefix[p]), 1), max(int(prefix[q]), 1)))
-            nest = (1 / big - 1 / population) / max(1 / small - 1 / population, 1e-12)
-            out[p, q] = out[q, p] = rho * np.sqrt(max(0.0, min(1.0, nest)))
-    return out
+    U = use.astype(np.float64)
+    Y = np.where(use, y, 0).astype(np.float64)
+    # over the items both answered, per pair: count, sums, sums of squares and cross-products (matrix products)
+    k = U @ U.T
+    kk = np.maximum(k, 1.0)
+    mean_a, mean_b = (Y @ U.T) / kk, (U @ Y.T) / kk  # [p, q]: p's (resp. q's) mean on the common items
+    var_a = np.maximum((Y * Y) @ U.T / kk - mean_a**2, 0.0)
+    var_b = np.maximum(U @ (Y * Y).T / kk - mean_b**2, 0.0)
+    cov = (Y @ Y.T) / kk - mean_a * mean_b
+    ok = (k >= 3) & (var_a > 1e-12) & (var_b > 1e-12)
+    rho = np.where(ok, cov / np.sqrt(np.where(ok, var_a * var_b, 1.0)), 0.0)
+    n = np.maximum(prefix.astype(np.float64), 1.0)
+    small, big = np.minimum.outer(n, n), np.maximum.outer(n, n)
+    nest = (1 / big - 1 / population) / np.maximum(1 / small - 1 / population, 1e-12)
+    out = rho * np.sqrt(np.clip(nest, 0.0, 1.0))
+    np.fill_diagonal(out, 1.0)
+    return np.asarray(out)
 
 
 def leader_sd(est: F64, sd: F64, ok: B8, est_u: F64, sd_u: F64, top: int) -> F64:
@@ -368,6 +428,7 @@ def smallest_useful_budget(n_pipelines: int, per_pipeline: int = 2) -> int:
 __all__ = [
     "AuditStats",
     "MisfitResult",
+    "additive_shrink",
     "audit_stats",
     "calibration_check",
     "elimination_z",

@@ -131,7 +131,7 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     smallest = smallest_useful_budget(len(specs))
     if acfg.budget is not None and acfg.budget < smallest:
         raise ConfigError(
-            f"--budget {acfg.budget} cannot give every pipeline an estimate: the smallest useful budget for "
+            f"$budget {acfg.budget} cannot give every pipeline an estimate: the smallest useful budget for "
             f"{len(specs)} pipelines is {smallest} requests (2 answers each, for an interval); more buys "
             "narrower intervals"
         )
@@ -149,9 +149,9 @@ def _setup(exam_path: Path, cfg: SweepConfig, acfg: AdaptiveConfig) -> _Setup:
     first = len(refs) * len(items) + 2 * max(1, len(specs) - len(refs))
     if refs and acfg.budget is not None and acfg.budget < first:
         raise ConfigError(
-            f"--budget {acfg.budget} is less than the {first} requests a reference calibration needs "
+            f"$budget {acfg.budget} is less than the {first} requests a reference calibration needs "
             f"({len(refs)} reference pipeline(s) x {len(items)} questions, then 2 per other pipeline): with this "
-            f"budget use --calibration-mode sample (or auto), which spends any budget from {smallest} requests up"
+            f"budget use $calibration_mode sample (or auto), which spends any budget from {smallest} requests up"
         )
     if mode == "sample":
         acfg = acfg.model_copy(update={"audit_share": 1.0})

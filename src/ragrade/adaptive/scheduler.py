@@ -7,10 +7,12 @@ update its ability (EAP or MAP, with a standard error), pooled across the grid
 under the additive model (:mod:`ragrade.adaptive.pool`). A pipeline stops
 when its SE reaches ``target_se`` (after at least ``min_items`` answers and ``min_share`` of the exam), at
 its item cap, when the global request budget (by default a share of the full
-grid) runs out, or, under a budget, once it is surely not the best (the simultaneous bounds of
-elimination, margin 0); elimination drops a pipeline once its upper bound plus ``margin`` is below
-another's lower bound (paired questions: once the difference's bound is), with bounds simultaneous over
-pipelines and rounds (:func:`~ragrade.adaptive.estimate.elimination_z`), never on fewer than
+grid) runs out, under a budget once it is surely not the best (the simultaneous bounds of
+elimination, margin 0), or once the run is decided: under the same bounds no pipeline can beat the
+leader by more than ``margin`` (:meth:`Scheduler._stop_if_settled`: what further answers could still change
+is smaller than the margin, so they are not bought); elimination drops a pipeline once its upper bound
+plus ``margin`` is below another's lower bound (paired questions: once the difference's bound is), with
+bounds simultaneous over pipelines and rounds (:func:`~ragrade.adaptive.estimate.elimination_z`), never on fewer than
 ``min_items`` answers and ``min_audit`` audit answers. No decision stops a pipeline whose accuracy SD is
 above :data:`STOP_MAX_SD` (a minimum sample size; only the cap and the budget do). Under a budget, a
 pipeline whose probability of being the best is below ``stop_p_best`` (and whose SD is at most
@@ -209,7 +211,7 @@ class Scheduler(RunState):
         acc0, sd0 = self.accuracy()
         racing = self._contenders(acc0, sd0)
         settled = sd0 <= STOP_MAX_SD  # precise enough to stop on anything but the item cap or the budget
-        race_cap = min(self.cap, self.cfg.race_items or self.cap)
+        race_cap = self.race_cap
         for p in range(len(self.pipelines)):
             if self.status[p] != "active":
                 continue
@@ -228,6 +230,7 @@ class Scheduler(RunState):
         acc, sd_all = self.accuracy()
         eliminated = self._eliminate(acc, sd_all) if self.cfg.eliminate else []
         self._stop_unlikely(acc, sd_all)
+        self._stop_if_settled(acc, sd_all)
         self._stop_if_decided()
         alive = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
         if not alive:
@@ -246,6 +249,17 @@ class Scheduler(RunState):
             "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
             "paused": int(self.paused.sum()),
         }
+
+    @property
+    def race_cap(self) -> int:
+        """How far a contender races past its target SE: ``race_items`` (default: the item cap).
+
+        A cap at the budget's share of the exam was tried (8 seeds of ``bench_adaptive.py`` per 63 x 1,000
+        scenario, ``BENCH_CFG='{"race_items": 250}'``): the share of the grid's requests fell from 0.19 to 0.15
+        on average (worst seed 0.24 to 0.19), but the pick lost: mean regret rose from 0-0.06 to 0.14-0.43
+        points and one two-ability seed picked a pipeline significantly worse than the best. Left to the user.
+        """
+        return min(self.cap, self.cfg.race_items or self.cap)
 
     def _wrap_up(self) -> None:
         """At the end of the run: the last re-fit (the final estimates use every answer) and the misfit check.
@@ -287,7 +301,12 @@ class Scheduler(RunState):
         self.refit_seconds += time.perf_counter() - t0
 
     def _contenders(self, acc: F64, sd: F64) -> set[int]:
-        """Pipelines (running) whose 95% interval overlaps the current best's: candidates for the top."""
+        """Pipelines (running) whose 95% interval overlaps the current best's: candidates for the top.
+
+        Empty when nothing overlaps the best: a race needs two. (A leader alone used to count as racing and
+        went on to the item cap after its estimate was precise: on a 4 x 1,500 sampled grid whose leader was
+        14 points ahead it spent the whole 25% budget, where stopping at the target SE spends about half.)
+        """
         if not self.cfg.race:
             return set()
         live = np.isin(self.status, ["active", "stopped"]) & (self.n_answered > 0)
@@ -295,7 +314,10 @@ class Scheduler(RunState):
             return set()
         best = int(np.flatnonzero(live)[np.argmax(acc[live])])
         floor = acc[best] - 1.96 * sd[best]
-        return {int(p) for p in np.flatnonzero(live & (acc + 1.96 * sd >= floor)) if self.status[p] == "active"}
+        near = live & (acc + 1.96 * sd >= floor)
+        if near.sum() < 2:  # a leader nobody overlaps is in no race (it used to race alone to the item cap)
+            return set()
+        return {int(p) for p in np.flatnonzero(near) if self.status[p] == "active"}
 
     def _stop(self, p: int, why: str) -> None:
         self.status[p], self.reason[p] = "stopped", why
@@ -360,6 +382,39 @@ class Scheduler(RunState):
         # a pause is no decision: recomputed every round, it only orders the spending (a paused pipeline whose
         # probability rises again is served again; all are served once no contender is running)
         self.paused = ok & (self.status == "active") & (pb < self.cfg.stop_p_best) & (sd <= STOP_MAX_SD)
+
+    def _stop_if_settled(self, acc: F64, sd: F64) -> None:
+        """Stop every running pipeline once no further answer can move the pick by more than ``margin``.
+
+        The pick is the leader (highest estimate among the pipelines still standing); for every other
+        standing pipeline ``q`` the simultaneous upper bound of ``acc[q] - acc[leader]`` (the bounds of
+        :meth:`_eliminate`: Bonferroni over pipelines, union over rounds; paired differences in ``sample``
+        mode) must be at most ``margin``. Then, but with probability ``1 - confidence`` over the whole run,
+        the leader is within ``margin`` of the best, whatever the remaining budget would buy: spending it
+        could only reorder pipelines closer than that (an indifference zone, as in epsilon-best selection).
+        Needs every standing pipeline to have ``min_items`` and ``min_audit`` answers; a running pipeline
+        whose SD is above :data:`STOP_MAX_SD` goes on (the precision floor is a promise about every estimate,
+        not only the pick), and stops here once it is below.
+        """
+        if not self.cfg.eliminate:
+            return
+        standing = np.isin(self.status, ["active", "stopped"])
+        running = standing & (self.status == "active")
+        if standing.sum() < 2 or not running.any():
+            return
+        m_audit = (self.audit & (self.y >= 0)).sum(axis=1)
+        ready = (self.n_answered >= self.min_items) & (m_audit >= self.cfg.min_audit)
+        if not ready[standing].all():
+            return
+        lead = int(np.flatnonzero(standing)[np.argmax(acc[standing])])
+        z = elimination_z(1.0 - self.cfg.confidence, len(self.pipelines), max(1, self.round))
+        gap = pair_gaps(acc, sd, z, self.paired_corr())  # gap[q, lead]: lower bound of acc[lead] - acc[q]
+        others = standing & (np.arange(len(acc)) != lead)
+        if (gap[others, lead] < -self.cfg.margin).any():
+            return
+        why = f"decided: none can beat the leader by more than {self.cfg.margin:g} (simultaneous bounds)"
+        for p in np.flatnonzero(running & (sd <= STOP_MAX_SD)):
+            self._stop(int(p), why)
 
     def _stop_if_decided(self) -> None:
         """Stop the last pipeline standing once every other measured one is eliminated."""

@@ -69,11 +69,11 @@ class AdaptiveConfig(BaseModel):
     def check(self) -> AdaptiveConfig:
         """ConfigError on values no run can use."""
         if not math.isfinite(self.target_se) or self.target_se <= 0:
-            raise ConfigError(f"--target-se must be positive, got {self.target_se}")
+            raise ConfigError(f"$target_se must be positive, got {self.target_se}")
         if self.budget is not None and self.budget < 1:
-            raise ConfigError(f"--budget must be positive, got {self.budget}")
+            raise ConfigError(f"$budget must be positive, got {self.budget}")
         if self.audit_share >= 1.0 and self.calibration_mode not in ("auto", "sample"):
-            raise ConfigError("--audit-share 1 leaves nothing for the model to choose: use calibration mode 'sample'")
+            raise ConfigError("$audit_share 1 leaves nothing for the model to choose: use $calibration_mode sample")
         return self
 
 

@@ -1,5 +1,8 @@
 """Validation harness of adaptive runs: simulated grids with planted effects, and the scores of a run.
 
+For the tests (``tests/adaptive``) and ``benchmarks/bench_adaptive.py`` only (it was
+``ragrade.adaptive.simulate``; no production code or CLI verb uses it).
+
 :func:`simulate_grid` draws a full response matrix for a grid of pipelines
 (factor levels with planted additive effects, optional interactions) on a 3PL
 exam; :func:`adaptive_on_matrix` runs the real :class:`~ragrade.adaptive.scheduler.Scheduler`
