@@ -31,11 +31,11 @@ def test_every_path_of_a_job_config_is_relative_to_the_file(tmp_path: Path, monk
         'out = "../runs/job"\n'
         '[corpus]\npaths = ["../docs", "/abs/docs"]\n'
         '[index]\nembedder = "st:./models/mini"\n'
-        '[exam]\npath = "exam.jsonl"\nllm = "llamacpp/./m.gguf"\n[exam.options]\nprompt_file = "p.txt"\n'
+        '[exam]\npath = "exam.jsonl"\nllm = "llamacpp/./m.gguf"\nprompt_file = "p.txt"\n'
         '[sweep]\nllms = ["offline/student", "llamacpp/models/q4.gguf", "hf/org/name", "llamacpp/gemma-3-270m"]\n'
-        '[robust]\ndata = "../rgb.jsonl"\nllms = ["hf/../hfmodel"]\n'
+        '[robust]\ndata = "../rgb.jsonl"\nllm = ["hf/../hfmodel"]\nprompts = "rp.toml"\njudge = "hf/./judge"\n'
         '[adaptive]\ncalibration = "old/irt.json"\n'
-        '[judge]\nenabled = true\njudge_llm = "openai/gpt-4o"\n'
+        '[judge]\nenabled = true\nllm = "openai/gpt-4o"\nprompts = { correctness = "c.txt" }\n'
         '[calibration]\nhuman = "labels.jsonl"\n',
         encoding="utf-8",
     )
@@ -46,16 +46,17 @@ def test_every_path_of_a_job_config_is_relative_to_the_file(tmp_path: Path, monk
     assert cfg.corpus.paths == [str(root / "docs"), "/abs/docs"]
     assert cfg.index.embedder == f"st:{here / 'models' / 'mini'}"
     assert cfg.exam.path == str(here / "exam.jsonl") and cfg.exam.llm == f"llamacpp/{here / 'm.gguf'}"
-    assert cfg.exam.options["prompt_file"] == str(here / "p.txt")
+    assert cfg.exam.prompt_file == str(here / "p.txt")
     assert cfg.sweep.llms == [
         "offline/student",
         f"llamacpp/{here / 'models/q4.gguf'}",
         "hf/org/name",
         "llamacpp/gemma-3-270m",
     ]
-    assert cfg.robust.data == str(root / "rgb.jsonl") and cfg.robust.llms == [f"hf/{root / 'hfmodel'}"]
+    assert cfg.robust.data == str(root / "rgb.jsonl") and cfg.robust.llm == [f"hf/{root / 'hfmodel'}"]
+    assert cfg.robust.prompts == here / "rp.toml" and cfg.robust.judge == f"hf/{here / 'judge'}"
     assert cfg.adaptive.calibration == str(here / "old" / "irt.json")
-    assert cfg.judge.judge_llm == "openai/gpt-4o"
+    assert cfg.judge.llm == "openai/gpt-4o" and cfg.judge.prompts == {"correctness": str(here / "c.txt")}
     assert cfg.calibration.human == str(here / "labels.jsonl")
     flagged = load_job_config(Path("../../project/cfg/job.toml"), {"out": "mine"})
     assert flagged.out == "mine"  # a command-line value is taken as given (relative to the CWD)

@@ -19,7 +19,7 @@ from ragrade.job.runner import build_stages, stage_hashes
 def _config(tmp_path: Path, labels: str = "labels.jsonl") -> JobConfig:
     toml = tmp_path / "job.toml"
     toml.write_text(
-        f'[corpus]\ndemo = true\n[judge]\nenabled = true\nmetrics = ["claims"]\njudge_llm = "offline/judge"\n'
+        f'[corpus]\ndemo = true\n[judge]\nenabled = true\nmetrics = ["claims"]\nllm = "offline/judge"\n'
         f'[calibration]\nhuman = "{labels}"\nmin_labels = 5\n',
         encoding="utf-8",
     )

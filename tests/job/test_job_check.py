@@ -22,17 +22,26 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
 @pytest.mark.parametrize(
     ("table", "word"),
     [
-        ('[irt]\nmodel = "4pl"\n', "[irt] model"),
+        ('[irt]\nmodel = "4pl"\n', "irt.model: unknown IRT model '4pl'"),
         ('[robust]\ntestbeds = ["noise", "nosie"]\n', "[robust] testbeds"),
         ('[judge]\nenabled = true\nmetrics = ["exact", "bogus"]\n', "[judge] metrics"),
         ('[sweep]\nretrievers = ["bm25", "hybird"]\n', "[sweep] retrievers"),
         ('[sweep]\nllms = ["offline/student", "offline/studnet"]\n', "[sweep] llms"),
-        ('[robust]\nllms = ["nosuch/model"]\n', "[robust] llms"),
-        ('[judge]\nenabled = true\nmetrics = ["correctness"]\njudge_llm = "offline/judge"\n', "[judge] judge_llm"),
+        ('[robust]\nllm = ["nosuch/model"]\n', "[robust] llm"),
+        ('[robust]\njudge = "nosuch/model"\n', "[robust] judge"),
+        (
+            '[judge]\nenabled = true\nmetrics = ["correctness"]\nllm = "offline/judge"\n',
+            "[judge] llm offline/judge is the offline claims baseline",
+        ),
         # every path the job names, checked before the first stage (a missing one failed only at its stage)
         ('[exam]\npath = "."\n', "is a folder; give the exam"),
         ('[exam]\npath = "nosuch.jsonl"\n', "[exam] path: "),
-        ('[exam]\noptions = { prompt_file = "nosuch.txt" }\n', "[exam.options] prompt_file"),
+        ('[exam]\nprompt_file = "nosuch.txt"\n', "[exam] prompt_file"),
+        ('[robust]\nprompts = "nosuch.toml"\n', "[robust] prompts: "),
+        ('[judge]\nenabled = true\nprompts = { correctness = "no.txt" }\n', "[judge] prompts.correctness: "),
+        # the judge's own checks, before the first stage (they failed at the judge stage)
+        ('[judge]\nenabled = true\nmetrics = ["correctness"]\n', "[judge] LLM-judged metrics (correctness) need llm"),
+        ('[judge]\nenabled = true\nscreen_top = 2\nmetrics = ["exact"]\n', "[judge] screen_top ranks"),
         ('[robust]\ndata = "nosuch.jsonl"\n', "[robust] data: "),
         ("[sweep]\nllms = []\n", "grid axis 'llms' is empty"),  # said "the sweep has no pipelines"
         ("[sweep]\nk = []\n", "grid axis 'k' is empty"),
@@ -74,6 +83,6 @@ def test_check_prints_the_plan_and_runs_nothing(tmp_path: Path, capsys: pytest.C
 
 
 def test_the_offline_claims_judge_is_a_valid_judge_llm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = _config(tmp_path, '[judge]\nenabled = true\nmetrics = ["claims", "exact"]\njudge_llm = "offline/judge"\n')
+    cfg = _config(tmp_path, '[judge]\nenabled = true\nmetrics = ["claims", "exact"]\nllm = "offline/judge"\n')
     assert main(["run", str(cfg), "--check"]) == 0
     assert "config is valid" in capsys.readouterr().out

@@ -134,7 +134,7 @@ def test_demo_judges_a_small_grid_over_one_chunker(tmp_path: Path) -> None:
 
     layout = RunLayout(tmp_path)
     cfg = load_job_config(None, base=DEMO_CONFIG)
-    assert cfg.judge.metrics == ["claims", "exact"] and cfg.judge.judge_llm == "offline/judge"
+    assert cfg.judge.metrics == ["claims", "exact"] and cfg.judge.llm == "offline/judge"
     judge = next(s for s in build_stages(cfg, layout) if s.name == "judge")
     assert judge.needs == ["chunk:recursive-200", "index:recursive-200"]  # the other chunking is not read
     ids = {p.id for p in expand_pipelines(judge_sweep_config(cfg, layout))}
@@ -194,7 +194,7 @@ def test_displays_print_one_line_per_stage() -> None:
 def test_irt_section_chooses_the_effect_se() -> None:
     from ragrade.job.analysis import _fit_config
 
-    cfg = load_job_config(None, {"corpus": {"demo": True}, "irt": {"se": "jackknife", "groups": 8}})
+    cfg = load_job_config(None, {"corpus": {"demo": True}, "irt": {"se": "jackknife", "jackknife_groups": 8}})
     fit_cfg = _fit_config(cfg, ["retriever", "icl"])
     assert fit_cfg.se == "jackknife" and fit_cfg.jackknife_groups == 8
     assert _fit_config(cfg, []).se == "observed"  # nothing to correct without factors

@@ -39,7 +39,7 @@ def _stage(tmp_path: Path, server: OpenAIServer) -> SimpleNamespace:
             "retrievers": ["closed"],
             "answer_llms": ["offline/extractive"],
             "metrics": ["correctness", "exact"],
-            "judge_llm": "openai/test-model",
+            "llm": "openai/test-model",
         },
     }
     cfg = load_job_config(None, overrides, base=DEMO_CONFIG)

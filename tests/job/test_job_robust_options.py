@@ -16,12 +16,12 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "job.toml"
 
 def test_example_shows_the_question_cap_and_min_positives(tmp_path: Path) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
-    assert "\nn = 60" in text and "# min_positives = 5" in text
+    assert "\nlimit = 60" in text and "# min_positives = 5" in text
     mine = tmp_path / "job.toml"
     mine.write_text(text.replace("# min_positives = 5", "min_positives = 5"), encoding="utf-8")
     cfg = load_job_config(mine)
-    assert cfg.robust.n == 60 and cfg.robust.min_positives == 5
-    assert load_job_config(EXAMPLE).robust.min_positives is None
+    assert cfg.robust.limit == 60 and cfg.robust.min_positives == 5
+    assert load_job_config(EXAMPLE).robust.min_positives == 0
 
 
 def test_min_positives_reaches_the_robust_stages(tmp_path: Path) -> None:

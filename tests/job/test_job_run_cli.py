@@ -71,7 +71,7 @@ def test_run_config_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str
         'name = "lighthouses"\n'
         '[corpus]\npaths = ["docs"]\n'
         '[[chunkers]]\nstrategy = "recursive"\nsize = 64\noverlap = 8\n'
-        "[exam]\nn = 12\n[exam.options]\nmin_chunk_chars = 60\n"
+        "[exam]\nn = 12\nmin_chunk_chars = 60\n"
         '[sweep]\nretrievers = ["closed", "bm25", "oracle"]\nicl = [0]\n'
         '[irt]\nfactors = ["retriever"]\nimprove_steps = 1\n'
         "[robust]\nenabled = false\n",

@@ -21,7 +21,7 @@ def test_an_exam_shortfall_is_one_line_with_counts_per_reason() -> None:
     assert text is not None
     assert text.startswith("27 of 60 requested questions (65 of 663 eligible chunks asked in 3 rounds, of 700 chunks)")
     assert "near_duplicate:cosine 20, generation:no_key_term 15, parse:bad_json 3" in text
-    assert "raise `max_rounds` or `oversample` in [exam.options]" in text
+    assert "raise `max_rounds` or `oversample` in [exam]" in text
     every = _funnel(27, 60)
     every["chunks"] = {"total": 700, "eligible": 65, "asked": 65}
     assert "every eligible chunk was asked" in str(exam_shortfall(every))

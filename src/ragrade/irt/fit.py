@@ -293,7 +293,7 @@ def fit_irt(
 def bootstrap_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResult:
     """Replace ability and effect SEs by a bootstrap over items (refits warm-started from ``result``)."""
     rng = np.random.default_rng(cfg.seed)
-    sub_cfg = replace(cfg, se="none")
+    sub_cfg = cfg.replace(se="none")
     refits = []
     for _ in range(cfg.n_boot):
         idx = rng.integers(0, len(data.items), len(data.items))
@@ -313,7 +313,7 @@ def parametric_se(data: Responses, cfg: FitConfig, result: IRTResult) -> IRTResu
     from ragrade.irt.simulate import sample_matrix
 
     rng = np.random.default_rng(cfg.seed)
-    sub_cfg = replace(cfg, se="none")
+    sub_cfg = cfg.replace(se="none")
     missing = data.R < 0
     refits = []
     for _ in range(cfg.n_boot):

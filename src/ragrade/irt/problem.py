@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragrade.errors import ConfigError
 from ragrade.irt.hierarchical import Design
@@ -40,14 +41,19 @@ WEAK_PENALTY = 1e-3
 SE_METHODS = ("observed", "sandwich", "bootstrap", "parametric", "jackknife", "none")
 
 
-@dataclass(frozen=True)
-class FitConfig:
-    """Options of an IRT fit (defaults: 3PL, weak priors, observed-information SEs)."""
+class FitConfig(BaseModel):
+    """Options of an IRT fit (defaults: 3PL, weak priors, observed-information SEs).
+
+    Frozen: a changed copy is :meth:`replace` (validated again). In a config file ``priors`` may be a name
+    (``"weak"``, ``"none"``) and ``bounds`` a spec (``"theta=-4:4,d=0.2:3"``), as the ``irt fit`` flags take them.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = "3pl"
     factors: tuple[str, ...] = ()
-    bounds: Bounds = field(default_factory=Bounds)
-    priors: Priors = field(default_factory=Priors)
+    bounds: Bounds = Field(default_factory=Bounds)
+    priors: Priors = Field(default_factory=Priors)
     max_iter: int = 3000
     ftol: float = 1e-13  # L-BFGS-B only; small, so that the SE-based criterion decides
     gtol: float = 0.05  # converged when no coordinate is more than this many SEs from its optimum
@@ -62,14 +68,33 @@ class FitConfig:
     # None: DEFAULT_NOT_APPLICABLE ("none" and empty cells) for every factor; an empty tuple: strict
     not_applicable: Mapping[str, tuple[str, ...]] | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "model", check_model(self.model))
-        if self.not_applicable is not None:
-            spec = dict(self.not_applicable)
-            for key, values in spec.items():
-                if isinstance(values, str) or not all(isinstance(v, str) for v in values):
-                    raise ConfigError(f"not-applicable values of '{key}' must be a list of strings, got {values!r}")
-            object.__setattr__(self, "not_applicable", {k: tuple(v) for k, v in spec.items()})
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return check_model(value)
+
+    @field_validator("bounds", mode="before")
+    @classmethod
+    def _bounds_spec(cls, value: object) -> object:
+        return Bounds.parse(value) if isinstance(value, str) else value
+
+    @field_validator("priors", mode="before")
+    @classmethod
+    def _priors_name(cls, value: object) -> object:
+        return Priors.named(value) if isinstance(value, str) else value
+
+    @field_validator("not_applicable", mode="before")
+    @classmethod
+    def _not_applicable(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        for key, values in value.items():
+            if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+                raise ConfigError(f"not-applicable values of '{key}' must be a list of strings, got {values!r}")
+        return {k: tuple(v) for k, v in value.items()}
+
+    @model_validator(mode="after")
+    def _check(self) -> FitConfig:
         if self.backend not in ("auto", "numpy", "numba"):
             raise ConfigError(f"unknown backend '{self.backend}'; valid choices: auto, numpy, numba")
         if self.solver not in SOLVERS:
@@ -77,11 +102,17 @@ class FitConfig:
         if self.se not in SE_METHODS:
             raise ConfigError(f"unknown SE method '{self.se}'; valid choices: {', '.join(SE_METHODS)}")
         if self.max_iter < 1 or self.n_boot < 2 or self.jackknife_groups < 2:
-            raise ConfigError("max_iter must be >= 1, n_boot >= 2 and jackknife_groups >= 2")
+            raise ConfigError("$max_iter must be >= 1, $n_boot >= 2 and $jackknife_groups >= 2")
         if self.se == "jackknife" and not self.factors:
-            raise ConfigError("--se jackknife corrects factor effects: it needs --factors (the hierarchical model)")
+            raise ConfigError("$se jackknife corrects factor effects: it needs $factors (the hierarchical model)")
         if len(set(self.factors)) != len(self.factors):
             raise ConfigError("a factor is listed twice")
+        return self
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (field names), validated as a new config."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**fields, **changes})
 
 
 def numba_cache_dir() -> Path:

@@ -16,7 +16,6 @@ report still reads them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -171,17 +170,8 @@ def plan_irt(df: pd.DataFrame, factors: Sequence[str], not_applicable: Sequence[
 
 
 def _fit_config(cfg: JobConfig, factors: Sequence[str]) -> FitConfig:
-    from ragrade.irt.fit import FitConfig
-    from ragrade.irt.model import Priors
-
-    return FitConfig(
-        model=cfg.irt.model,
-        factors=tuple(factors),
-        priors=Priors.named(cfg.irt.prior),
-        not_applicable={"*": NOT_APPLICABLE},
-        se=cfg.irt.se if factors else "observed",  # the jackknife corrects factor effects only
-        jackknife_groups=cfg.irt.groups,
-    )
+    """The fit of the plan over ``factors``: ``[irt]``'s settings, the job's not-applicable values."""
+    return cfg.irt.fit_config(factors, NOT_APPLICABLE)
 
 
 def run_irt_stage(ctx: StageContext) -> StageSummary:
@@ -213,7 +203,7 @@ def run_irt_stage(ctx: StageContext) -> StageSummary:
     if steps > 0:
         ctx.progress("irt improve", len(plan["fits"]), len(plan["fits"]) + 1)
         main = plan["fits"][0]["factors"]
-        main_cfg = replace(_fit_config(ctx.cfg, main), se="observed")  # improve reads item parameters only
+        main_cfg = _fit_config(ctx.cfg, main).replace(se="observed")  # improve reads item parameters only
         data = load_responses(df, main, main_cfg.not_applicable)
         imp = improve(data, main_cfg, steps=steps, drop=ctx.cfg.irt.drop, tags=exam_tags(exam) if exam else {})
         write_improvement(imp, out / "improve", exam, data)
@@ -235,7 +225,9 @@ def run_robust_build(ctx: StageContext) -> StageSummary:
 
     r = ctx.cfg.robust
     label = ctx.cfg.chunker(r.chunker).label
-    opts = CorpusBuildOptions(k=r.k, seed=r.seed, lang=r.lang, max_questions=r.n, min_positives=r.min_positives or 1)
+    opts = CorpusBuildOptions(
+        k=r.k, seed=r.seed, lang=r.lang, max_questions=r.limit, min_positives=max(r.min_positives, 1)
+    )
     index_dir = ctx.layout.index(label)
     ret = load_index(index_dir).retriever(r.retriever)
     built = build_corpus_testbeds(qa_from_exam(ctx.layout.exam), ret, opts)
@@ -270,22 +262,18 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
         write_json(out / "skipped.json", {"version": 1, "testbed": testbed, "reason": why})
         return {"skipped": why}
     tb = get_testbed(testbed)
-    ratios = None if tb.ratios_fixed else [x for x in r.noise_ratios if x < 1.0]
+    ratios = None if tb.ratios_fixed or r.noise_ratios is None else [x for x in r.noise_ratios if x < 1.0]
     if tb.ratio_cap is not None and ratios:
         ratios = [x for x in ratios if x <= tb.ratio_cap] or None
     cfg = RobustRunConfig.model_validate(
         {
+            **r.run_settings(),  # [robust] holds `robust run`'s settings, same keys
             "data": data,
             "testbed": testbed,
-            "llm": list(r.llms),
+            "llm": list(r.llm),
             "out": out,
             "noise_ratios": ratios,
-            "docs": r.docs,
-            "lang": r.lang,
-            "seed": r.seed,
-            "limit": r.n,
-            "min_positives": r.min_positives or 0,
-            "llm_options": ctx.cfg.llm,  # the job's [llm] options
+            "llm_options": ctx.cfg.llm,  # the job's [llm_options], shared by its LLMs
         }
     )
     stale = out / "skipped.json"
@@ -351,13 +339,8 @@ def run_judge_stage(ctx: StageContext) -> StageSummary:
         ctx.progress(f"judge answers: {pipeline[:40]}", n, total)
 
     answered = run_qa_answers(qa_path, scfg, out / "answers", progress=progress)
-    jcfg = JudgeRunConfig.model_validate(
-        {
-            "metrics": list(j.metrics),
-            "llm": j.judge_llm,
-            "llm_options": ctx.cfg.llm,  # the job's [llm] options
-        }
-    )
+    # [judge] holds `judge`'s settings, same keys; the job's [llm_options] are shared by its LLMs
+    jcfg = JudgeRunConfig.model_validate({**j.judge_settings(), "llm_options": ctx.cfg.llm})
     summary = run_judging(
         out / "answers", out / "scores", jcfg, progress=lambda m, d, t: ctx.progress(f"judge {m}", d, t)
     )

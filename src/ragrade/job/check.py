@@ -145,19 +145,20 @@ def _check_paths(cfg: JobConfig) -> None:
                 raise ConfigError(f"[corpus] paths: {raw} does not exist; fix it or remove it from the list")
     if cfg.exam.enabled:
         _need_file(cfg.exam.path, "[exam] path", "exam (JSONL, from `ragrade exam generate`)")
-        options = cfg.exam.options or {}
-        for key in ("prompt_file", "system_prompt_file"):
-            value = options.get(key) if isinstance(options, dict) else None
-            _need_file(value if isinstance(value, str) else None, f"[exam.options] {key}", "prompt")
+        _need_file(cfg.exam.prompt_file, "[exam] prompt_file", "prompt")
+        _need_file(cfg.exam.system_prompt_file, "[exam] system_prompt_file", "prompt")
     if cfg.robust.enabled:
         _need_file(cfg.robust.data, "[robust] data", "robustness data")
+        _need_file(cfg.robust.prompts, "[robust] prompts", "robustness prompts (TOML)")
+    if cfg.judge.enabled:
+        for metric, prompt in cfg.judge.prompts.items():
+            _need_file(prompt, f"[judge] prompts.{metric}", "judge prompt")
 
 
 def check_job(cfg: JobConfig) -> None:
     """Raise a ConfigError for the first bad component name or model spec of ``cfg`` (see the module)."""
-    from ragrade.irt.model import MODELS
     from ragrade.judge.claims import OFFLINE_JUDGE
-    from ragrade.judge.run import check_judge_llm
+    from ragrade.judge.run import check_judge_settings
 
     llm_options = cfg.llm  # the job's [llm_options] (a check builds real backends and sends nothing)
     for c in cfg.chunkers:
@@ -175,13 +176,13 @@ def check_job(cfg: JobConfig) -> None:
         _sweep_specs(cfg)
     if cfg.adaptive.enabled:
         _check_adaptive(cfg)
-    if cfg.irt.enabled and cfg.irt.model not in MODELS:
-        raise ConfigError(f"[irt] model: unknown model '{cfg.irt.model}'; valid: {', '.join(MODELS)}")
     if cfg.robust.enabled:
         for tb in cfg.robust.testbeds:
             _known("testbed", tb, "[robust] testbeds")
-        for spec in cfg.robust.llms:
-            check_llm_spec(spec, "[robust] llms", llm_options)
+        for spec in cfg.robust.llm:
+            check_llm_spec(spec, "[robust] llm", llm_options)
+        if cfg.robust.judge:
+            check_llm_spec(cfg.robust.judge, "[robust] judge", llm_options)
     if cfg.judge.enabled:
         for m in cfg.judge.metrics:
             _known("judge", m, "[judge] metrics")
@@ -189,13 +190,12 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[judge] answer_llms", llm_options)
         for r in cfg.judge.retrievers:
             _check_retriever(r)
-        if cfg.judge.judge_llm:
-            try:  # the judge stage's own rule: which LLM can judge which metric
-                check_judge_llm(cfg.judge.metrics, cfg.judge.judge_llm, flag="judge_llm =")
-            except ConfigError as exc:
-                raise ConfigError(f"[judge] {exc}") from exc
-            if cfg.judge.judge_llm != OFFLINE_JUDGE:
-                check_llm_spec(cfg.judge.judge_llm, "[judge] judge_llm", llm_options)
+        try:  # the judge's own checks: metrics, the judge LLM for them, screening, prompt files
+            check_judge_settings(cfg.judge)
+        except ConfigError as exc:  # "[judge] llm offline/student cannot judge ...": the keys by name
+            raise ConfigError(f"[judge] {exc}") from exc
+        if cfg.judge.llm and cfg.judge.llm != OFFLINE_JUDGE:
+            check_llm_spec(cfg.judge.llm, "[judge] llm", llm_options)
         if cfg.judge.qa_llm.strip().lower() != "offline":
             check_llm_spec(cfg.judge.qa_llm, "[judge] qa_llm", llm_options)
         if cfg.calibration.human:

@@ -3,20 +3,46 @@
 Layers merge once: built-in defaults < the config file < CLI flags (``None``
 means "not given"). The demo is this config with :data:`DEMO_CONFIG` as its
 file layer.
+
+A stage's table is that stage's own settings model, subclassed with the job's keys, so a key means the same
+here as in the stage's verb: ``[sweep]`` is a sweep file's grid and run settings
+(:class:`~ragrade.run.spec.GridConfig`, :class:`~ragrade.run.spec.GridRunSettings`), ``[adaptive]`` an
+:class:`~ragrade.run.adaptive_config.AdaptiveConfig`, ``[exam]`` an :class:`~ragrade.exam.config.ExamConfig`,
+``[irt]`` a :class:`~ragrade.irt.problem.FitConfig`, ``[robust]`` ``robust run``'s
+:class:`~ragrade.robust.config.RobustSettings`, ``[judge]`` ``judge``'s :class:`~ragrade.judge.run.JudgeSettings`;
+``[llm_options]`` is the :class:`~ragrade.llm.options.LLMOptions` every LLM of the job shares. The old job-only
+spellings are read once with a warning (:mod:`ragrade.job.legacy`). Stage keys (:mod:`ragrade.job.runner`) keep
+the shape they had before, so finished run folders are reused after the change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    field_validator,
+    model_validator,
+)
 
 from ragrade.config import build_config, load_toml
 from ragrade.corpus.demo import DEMO_TOPICS
+from ragrade.corpus.load import CorpusConfig
 from ragrade.errors import ConfigError
+from ragrade.exam.config import ExamConfig
+from ragrade.irt.model import Priors, check_model
+from ragrade.irt.problem import FitConfig
+from ragrade.job.legacy import upgrade_job_layer
+from ragrade.judge.run import JudgeSettings
 from ragrade.llm.options import LLMOptions, rename_options_table
+from ragrade.robust.config import RobustSettings
 from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.spec import GridConfig, GridRunSettings, no_repeats
 
@@ -25,16 +51,24 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CorpusSection(_Section):
-    """Where the documents come from: the built-in demo corpus or paths."""
+class CorpusSection(CorpusConfig):
+    """Where the documents come from: the built-in demo corpus or paths, loaded with ``ragrade corpus``'s own
+    settings (:class:`~ragrade.corpus.load.CorpusConfig`: same keys, e.g. ``api_docstrings``, ``templates``)."""
 
     demo: bool = False
     demo_limit: int | None = Field(default=None, ge=1)
     demo_topics: list[str] | None = None  # standard-library modules/packages the demo corpus is built from
     paths: list[str] = Field(default_factory=list)
-    text_field: str | None = None
-    id_field: str | None = None
-    drop_patterns: list[str] = Field(default_factory=list)
+
+    def corpus_config(self) -> CorpusConfig:
+        """The settings ``ragrade corpus`` takes (the section less the job's own keys)."""
+        return CorpusConfig.model_validate(self.model_dump(include=set(CorpusConfig.model_fields)))
+
+    def stage_key(self) -> dict[str, object]:
+        """The corpus stage's key: the keys the section had before it embedded :class:`CorpusConfig` always,
+        the loader's other settings only where they differ from their defaults (earlier folders keep theirs)."""
+        old = ("demo", "demo_limit", "demo_topics", "paths", "text_field", "id_field", "drop_patterns")
+        return stage_key(self, old)
 
 
 class ChunkerSection(_Section):
@@ -70,17 +104,32 @@ class IndexSection(_Section):
 LLMSection = LLMOptions
 
 
-class ExamSection(_Section):
-    """Exam generation: an LLM spec, or ``offline`` for the offline cloze generator."""
+class ExamSection(ExamConfig):
+    """Exam generation: an ``exam generate`` config (same keys) plus the job's own: an LLM spec (``offline``
+    for the offline cloze generator), the chunking it reads, or an existing exam file instead."""
 
     enabled: bool = True
     path: str | None = None  # use an existing exam file instead of generating one
     llm: str = "offline"
-    n: int = Field(default=200, ge=1)
-    seed: int = 0
     chunker: str | None = None  # which chunking to generate from (default: the first)
-    topic_field: str | None = "topic"
-    options: dict[str, Any] = Field(default_factory=dict)  # more ExamConfig fields (filters, oversample, ...)
+    # the job's own defaults: a larger exam than `exam generate`'s 100 (the IRT fits and the improvement read
+    # it), stratified by the corpus' topics
+    n: int = Field(default=200, ge=1, description="questions wanted in the exam")
+    topic_field: str | None = Field(default="topic", description="stratify sampling by this chunk metadata field")
+
+    def exam_config(self) -> ExamConfig:
+        """The settings ``exam generate`` takes (the section less the job's own keys)."""
+        return ExamConfig.model_validate(self.model_dump(include=set(ExamConfig.model_fields)))
+
+    def stage_key(self) -> dict[str, object]:
+        """The exam stage's key, shaped as before the section embedded :class:`ExamConfig` (the exam settings
+        given under ``options``), so earlier run folders keep their stage."""
+        key: dict[str, object] = {
+            name: getattr(self, name) for name in ("enabled", "path", "llm", "n", "seed", "chunker", "topic_field")
+        }
+        options = set(ExamConfig.model_fields) - set(key)
+        key["options"] = self.model_dump(mode="json", include=options, exclude_unset=True)
+        return key
 
 
 class SweepSection(GridConfig, GridRunSettings):
@@ -124,42 +173,102 @@ class AdaptiveSection(AdaptiveConfig):
     replay: bool = False
 
 
-class IRTSection(_Section):
-    """Item Response Theory over the sweep's responses."""
+class IRTSection(FitConfig):
+    """Item Response Theory over the sweep's responses: an IRT fit's settings (same keys) plus the
+    improvement's steps and drop; ``factors`` default to the sweep's retriever, chunker and ICL."""
 
     enabled: bool = True
-    model: str = "3pl"
-    factors: list[str] = Field(default_factory=lambda: ["retriever", "chunker", "icl"])
+    factors: tuple[str, ...] = ("retriever", "chunker", "icl")
     improve_steps: int = Field(default=3, ge=0)
     drop: float = Field(default=0.1, gt=0, lt=1)
-    prior: str = "weak"
-    # SEs of the factor effects: "jackknife" also bias-corrects them (see `irt fit --se`); groups for it
-    se: Literal["observed", "sandwich", "jackknife"] = "observed"
-    groups: int = Field(default=20, ge=2)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        try:  # as the fit checks it, reported at [irt] model
+            return check_model(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _in_table(cls, data: object, handler: ModelWrapValidatorHandler[IRTSection]) -> IRTSection:
+        try:  # the fit's own checks raise ConfigError; here they name the [irt] table like every other key
+            section = handler(data)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        if section.not_applicable is not None:
+            raise ValueError("not_applicable is set by the job ('none' and empty cells do not apply), not here")
+        return section
+
+    def fit_config(self, factors: Sequence[str], not_applicable: Sequence[str]) -> FitConfig:
+        """The fit over ``factors`` (those of the plan): the jackknife corrects factor effects only, so a fit
+        without factors keeps observed-information SEs."""
+        fields = {name: getattr(self, name) for name in FitConfig.model_fields}
+        se = self.se if factors or self.se not in ("jackknife", "sandwich") else "observed"
+        return FitConfig.model_validate(
+            {**fields, "factors": tuple(factors), "not_applicable": {"*": tuple(not_applicable)}, "se": se}
+        )
+
+    def stage_key(self) -> dict[str, object]:
+        """The IRT stage's key: the keys the section had before it embedded :class:`FitConfig` (old names), then
+        every other fit setting that differs from its default."""
+        key = stage_key(self, ("enabled", "model", "factors", "improve_steps", "drop", "se", "jackknife_groups"))
+        key["groups"] = key.pop("jackknife_groups")
+        key["prior"] = _prior_name(self.priors)
+        key.pop("priors", None)
+        return key
 
 
-class RobustSection(_Section):
-    """Robustness testbeds built from the corpus (or an RGB-format file)."""
+def _prior_name(priors: Priors) -> object:
+    for name in ("weak", "none"):
+        if priors == Priors.named(name):
+            return name
+    return asdict(priors)
+
+
+class RobustSection(RobustSettings):
+    """Robustness testbeds built from the corpus (or an RGB-format file) and run: ``robust run``'s settings
+    (same keys) plus the testbeds, the build from the corpus (chunker, retriever, k) and the job's defaults."""
 
     enabled: bool = True
     data: str | None = None  # an RGB-format JSONL file instead of building from the corpus
     testbeds: list[str] = Field(default_factory=lambda: ["noise", "negative", "counterfactual"])
-    llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
-    noise_ratios: list[float] = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
-    docs: int = Field(default=5, ge=1)
-    n: int = Field(default=60, ge=1)  # questions per testbed at most (`robust run --limit`, `--max-questions`)
-    # questions with fewer supporting passages are left out (`robust build/run --min-positives`); None: 1 when
-    # built from the corpus, 0 (keep all) for an RGB-format `data` file
-    min_positives: int | None = Field(default=None, ge=0, le=5)  # a built question keeps 5 positives at most
-    lang: str = "en"
-    seed: int = 0
+    llm: list[str] = Field(default_factory=lambda: ["offline/extractive"])
+    noise_ratios: list[float] | None = Field(default_factory=lambda: [0.0, 0.2, 0.4, 0.6, 0.8])
+    limit: int | None = Field(default=60, ge=1)  # questions per testbed at most (built and run); None: all
+    # questions with fewer supporting passages are left out (0: at least 1 when built from the corpus, all kept
+    # for an RGB-format `data` file); a built question keeps 5 positives at most
+    min_positives: int = Field(default=0, ge=0, le=5)
     chunker: str | None = None  # which index finds the hard negatives (default: the first)
     retriever: str = "bm25"
     k: int = Field(default=30, ge=1)
 
+    def run_settings(self) -> dict[str, object]:
+        """The ``robust run`` settings of the section (its keys of :class:`RobustSettings`)."""
+        return {name: getattr(self, name) for name in RobustSettings.model_fields}
 
-class JudgeSection(_Section):
-    """Free-text answers judged (off by default: LLM judges need an LLM)."""
+    def build_key(self) -> dict[str, object]:
+        """The key of the ``robust:build`` stage (the names as before the section embedded the run's settings)."""
+        key: dict[str, object] = {name: getattr(self, name) for name in ("chunker", "retriever", "k", "seed", "lang")}
+        key["n"] = self.limit
+        if "min_positives" in self.model_fields_set:  # only when set, so earlier runs keep their stage keys
+            key["min_positives"] = self.min_positives
+        return key
+
+    def testbed_key(self) -> dict[str, object]:
+        """The key of a ``robust:<testbed>`` stage, less the testbed and the LLM options."""
+        old = ("data", "llm", "noise_ratios", "docs", "limit", "lang", "seed")
+        key = stage_key(self, old, skip=("min_positives", "chunker", "retriever", "k", "testbeds", "enabled"))
+        key["llms"], key["n"] = key.pop("llm"), key.pop("limit")
+        if "min_positives" in self.model_fields_set:
+            key["min_positives"] = self.min_positives
+        return key
+
+
+class JudgeSection(JudgeSettings):
+    """Free-text answers judged (off by default: LLM judges need an LLM): ``judge``'s settings (same keys;
+    ``llm`` is the judge LLM) plus the QA triplets and the grid that answers them."""
 
     enabled: bool = False
     n: int = Field(default=40, ge=1)
@@ -168,13 +277,34 @@ class JudgeSection(_Section):
     retrievers: list[str] = Field(default_factory=lambda: ["bm25"])
     chunkers: list[str] | None = None  # default: the sweep's chunkers
     k: int | None = Field(default=None, ge=1)  # passages per answer (default: the sweep's first k)
-    metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
-    judge_llm: str | None = None
 
     @field_validator("answer_llms", "retrievers", "chunkers")
     @classmethod
     def _no_repeats(cls, values: list[str] | None) -> list[str] | None:
         return no_repeats(values)  # the axes of the grid that answers, refused here rather than at the judge stage
+
+    def judge_settings(self) -> dict[str, object]:
+        """The ``judge`` settings of the section (its keys of :class:`JudgeSettings`)."""
+        return {name: getattr(self, name) for name in JudgeSettings.model_fields}
+
+    def stage_key(self) -> dict[str, object]:
+        """The judge stage's key (the names as before the section embedded the judge's settings)."""
+        old = ("enabled", "n", "qa_llm", "answer_llms", "retrievers", "chunkers", "k", "metrics", "llm")
+        key = stage_key(self, old)
+        key["judge_llm"] = key.pop("llm")
+        return key
+
+
+def stage_key(section: BaseModel, old: Sequence[str], skip: Sequence[str] = ()) -> dict[str, object]:
+    """A stage's key from its section: the ``old`` keys always, every other setting (less ``skip``) only where it
+    differs from the section's default, so a setting the section gained leaves earlier run folders' keys alone."""
+    dump = section.model_dump(mode="json")
+    defaults = type(section)().model_dump(mode="json")
+    key: dict[str, object] = {name: dump[name] for name in old}
+    for name, value in dump.items():
+        if name not in key and name not in skip and value != defaults[name]:
+            key[name] = value
+    return key
 
 
 class CalibrationSection(_Section):
@@ -213,8 +343,8 @@ class JobConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _old_table_name(cls, data: object) -> object:
-        return rename_options_table(data, "llm", "job config")
+    def _old_spellings(cls, data: object) -> object:
+        return upgrade_job_layer(rename_options_table(data, "llm", "job config"))
 
     @model_validator(mode="after")
     def _check(self) -> JobConfig:
@@ -255,11 +385,11 @@ DEMO_CONFIG: dict[str, object] = {
     ],
     # short stems (six words each side of the blank, the topic as subject): a question does not copy its
     # whole source sentence, so a retriever has to find the passage rather than match it verbatim
-    "exam": {"llm": "offline", "n": 200, "seed": 0, "options": {"stem_window": 6, "stem_subject": "topic"}},
+    "exam": {"llm": "offline", "n": 200, "seed": 0, "stem_window": 6, "stem_subject": "topic"},
     # k=1 gives every retriever the oracle's context budget (one passage); k=3 shows what more passages buy
     "sweep": {"retrievers": ["closed", "bm25", "dense", "hybrid", "oracle"], "icl": [0, 1, 2], "k": [1, 3]},
     "irt": {"model": "3pl", "factors": ["retriever", "chunker", "icl"], "improve_steps": 3},
-    "robust": {"testbeds": ["noise", "negative", "counterfactual"], "n": 40},
+    "robust": {"testbeds": ["noise", "negative", "counterfactual"], "limit": 40},
     # the free-text path with offline baselines: QA from the corpus, extractive answers, claims + exact match
     "judge": {
         "enabled": True,
@@ -268,7 +398,7 @@ DEMO_CONFIG: dict[str, object] = {
         "chunkers": ["recursive-200"],
         "k": 3,
         "metrics": ["claims", "exact"],
-        "judge_llm": "offline/judge",
+        "llm": "offline/judge",
     },
     # after the full sweep, an adaptive rerun replaying its answers: how close it comes, at what share of requests
     "adaptive": {"enabled": True, "replay": True, "min_items": 20, "batch": 5},
@@ -284,20 +414,32 @@ def load_job_config(
     adaptive calibration, model files in LLM and embedder specs) is read relative to the file's folder;
     ``overrides`` (command-line flags) are taken as given.
     """
-    file_layer = _resolve_paths(load_toml(path), Path(path).resolve().parent) if path is not None else None
-    return build_config(JobConfig, base, file_layer, overrides, source=str(path or "config"))
+    where = str(path or "job config")
+    file_layer = None
+    if path is not None:  # old spellings renamed first: the file's key wins over the base's whatever its spelling
+        file_layer = _resolve_paths(upgrade_job_layer(load_toml(path), where), Path(path).resolve().parent)
+    return build_config(
+        JobConfig, _upgraded(base, where), file_layer, _upgraded(overrides, where), source=str(path or "config")
+    )
 
 
-def _resolve_paths(data: dict[str, object], base: Path) -> dict[str, object]:
+def _upgraded(layer: Mapping[str, object] | None, where: str) -> Mapping[str, object] | None:
+    out = upgrade_job_layer(layer, where)
+    return out if isinstance(out, Mapping) else None
+
+
+def _resolve_paths(data: object, base: Path) -> dict[str, object]:
     """The file layer with every path field made absolute against ``base`` (the config file's folder)."""
     from ragrade.config_paths import resolve_embedder_spec, resolve_keys
 
+    if not isinstance(data, dict):
+        raise ConfigError("a job config is a TOML table")
     resolve_keys(data, ("out",), base)
     keys: tuple[str, ...]
     for section, keys in (
         ("corpus", ("paths",)),
-        ("exam", ("path",)),
-        ("robust", ("data",)),
+        ("exam", ("path", "prompt_file", "system_prompt_file")),
+        ("robust", ("data", "prompts")),
         ("calibration", ("human",)),
         ("adaptive", ("calibration",)),
     ):
@@ -305,13 +447,14 @@ def _resolve_paths(data: dict[str, object], base: Path) -> dict[str, object]:
     for section, keys in (
         ("exam", ("llm",)),
         ("sweep", ("llms", "transform_llm")),
-        ("robust", ("llms",)),
-        ("judge", ("qa_llm", "answer_llms", "judge_llm")),
+        ("robust", ("llm", "judge")),
+        ("judge", ("qa_llm", "answer_llms", "llm")),
     ):
         resolve_keys(data.get(section), keys, base, llm=True)
-    exam = data.get("exam")
-    if isinstance(exam, dict):
-        resolve_keys(exam.get("options"), ("prompt_file", "system_prompt_file"), base)
+    judge = data.get("judge")
+    prompts = judge.get("prompts") if isinstance(judge, dict) else None
+    if isinstance(prompts, dict):  # metric -> prompt file
+        resolve_keys(prompts, tuple(prompts), base)
     index = data.get("index")
     if isinstance(index, dict) and "embedder" in index:
         index["embedder"] = resolve_embedder_spec(index["embedder"], base)
@@ -334,4 +477,16 @@ def config_paths(cfg: JobConfig, out: str | Path) -> dict[str, str | list[str]]:
     return paths
 
 
-__all__ = ["DEMO_CONFIG", "ChunkerSection", "JobConfig", "ReportSection", "config_paths", "load_job_config"]
+__all__ = [
+    "DEMO_CONFIG",
+    "ChunkerSection",
+    "ExamSection",
+    "IRTSection",
+    "JobConfig",
+    "JudgeSection",
+    "ReportSection",
+    "RobustSection",
+    "config_paths",
+    "load_job_config",
+    "stage_key",
+]

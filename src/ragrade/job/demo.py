@@ -30,7 +30,7 @@ SMALL_OVERRIDES: dict[str, object] = {
     ],
     "exam": {"n": 45},
     "irt": {"improve_steps": 2},
-    "robust": {"n": 20, "noise_ratios": [0.0, 0.4, 0.8]},
+    "robust": {"limit": 20, "noise_ratios": [0.0, 0.4, 0.8]},
     "judge": {"n": 12},
 }
 

@@ -21,11 +21,12 @@ if TYPE_CHECKING:
 
 
 WARNING_KEY = "warning"  # a stage summary's line for the terminal (e.g. fewer questions than requested)
+NOTE_KEY = "note"  # a stage summary's line of information (e.g. what the corpus loader left out, counted)
 
 
 def _brief(summary: Mapping[str, object]) -> str:
     parts = []
-    for key, value in [kv for kv in summary.items() if kv[0] != WARNING_KEY][:4]:
+    for key, value in [kv for kv in summary.items() if kv[0] not in (WARNING_KEY, NOTE_KEY)][:4]:
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             text = f"{value:.3f}" if isinstance(value, float) else str(value)
             parts.append(f"{key}={text[:60]}")
@@ -115,6 +116,9 @@ class Display:
         self._end_stage()
         brief = _brief(summary)
         self._line(f"[{i + 1:>2}/{n}] {name:<28} done in {seconds:7.1f}s" + (f"  ({brief})" if brief else ""))
+        note = summary.get(NOTE_KEY)
+        if isinstance(note, str) and note:
+            self._line(f"ragrade: {name}: {note}")
         warning = summary.get(WARNING_KEY)
         if isinstance(warning, str) and warning:
             self._line(f"ragrade: warning: {name}: {warning}")

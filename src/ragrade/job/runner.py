@@ -113,7 +113,7 @@ def _files_fingerprint(paths: list[str]) -> list[list[str | int | None]]:
 def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
     """The job's stages in order (disabled stages left out)."""
     labels = [c.label for c in cfg.chunkers]
-    corpus_key: dict[str, object] = {"corpus": cfg.corpus.model_dump()}
+    corpus_key: dict[str, object] = {"corpus": cfg.corpus.stage_key()}
     if not cfg.corpus.demo:
         corpus_key["files"] = _files_fingerprint(cfg.corpus.paths)
     stages = [st.Stage("corpus", corpus_key, [], [layout.docs], st.run_corpus)]
@@ -141,7 +141,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         )
     exam_label = cfg.chunker(cfg.exam.chunker).label
     if cfg.exam.enabled or cfg.exam.path:
-        key: dict[str, object] = {"exam": cfg.exam.model_dump(), "llm": cfg.llm.stage_key()}
+        key: dict[str, object] = {"exam": cfg.exam.stage_key(), "llm": cfg.llm.stage_key()}
         if cfg.exam.path:
             key["file"] = _files_fingerprint([cfg.exam.path])
         stages.append(
@@ -162,7 +162,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         )
         if cfg.irt.enabled:
             stages.append(
-                st.Stage("irt", {"irt": cfg.irt.model_dump()}, ["sweep"], [layout.irt / "irt.json"], an.run_irt_stage)
+                st.Stage("irt", {"irt": cfg.irt.stage_key()}, ["sweep"], [layout.irt / "irt.json"], an.run_irt_stage)
             )
     if cfg.adaptive.enabled and has_exam:
         from ragrade.job.adaptive_stage import adaptive_stage
@@ -173,7 +173,7 @@ def build_stages(cfg: JobConfig, layout: RunLayout) -> list[st.Stage]:
         stages.append(
             st.Stage(
                 "judge",
-                {"judge": cfg.judge.model_dump(), "llm": cfg.llm.stage_key(), "sweep": cfg.sweep.stage_key()},
+                {"judge": cfg.judge.stage_key(), "llm": cfg.llm.stage_key(), "sweep": cfg.sweep.stage_key()},
                 [f"chunk:{exam_label}", *(f"index:{c}" for c in (cfg.judge.chunkers or labels))],
                 [layout.judge / "scores" / "summary.json"],
                 an.run_judge_stage,
@@ -212,13 +212,10 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
         if not has_exam:
             return []
         label = cfg.chunker(r.chunker).label
-        key = {k: getattr(r, k) for k in ("chunker", "retriever", "k", "seed", "lang", "n")}
-        if r.min_positives is not None:  # only when set, so earlier runs keep their stage keys
-            key["min_positives"] = r.min_positives
         out.append(
             st.Stage(
                 "robust:build",
-                key,
+                r.build_key(),
                 ["exam", f"index:{label}"],
                 [layout.testbeds / "build_report.json"],
                 an.run_robust_build,
@@ -226,12 +223,9 @@ def _robust_stages(cfg: JobConfig, layout: RunLayout, has_exam: bool) -> list[st
         )
         needs = ["robust:build"]
     for tb in r.testbeds:
-        key = {
-            "testbed": tb,
-            **{k: getattr(r, k) for k in ("data", "llms", "noise_ratios", "docs", "n", "lang", "seed")},
-            "llm": cfg.llm.stage_key(),
-            **({"min_positives": r.min_positives} if r.min_positives is not None else {}),
-        }
+        key = {"testbed": tb, **r.testbed_key(), "llm": cfg.llm.stage_key()}
+        if r.prompts is not None:  # the prompts file's contents count, as an exam file's do
+            key["prompts_file"] = _files_fingerprint([str(r.prompts)])
         out.append(
             st.Stage(f"robust:{tb}", key, needs, [layout.robust / tb], _bind(an.run_robust_testbed, tb), resumable=True)
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import DataError
 from ragrade.job.config import JobConfig
 from ragrade.job.layout import RunLayout
 
@@ -62,7 +62,7 @@ class Stage:
 def run_corpus(ctx: StageContext) -> StageSummary:
     """Load or build the documents into ``corpus/docs.jsonl``."""
     from ragrade.corpus.files import write_documents
-    from ragrade.corpus.load import CorpusConfig, LoadReport, load_corpus
+    from ragrade.corpus.load import LoadReport, left_out_label, load_corpus
 
     c = ctx.cfg.corpus
     meta: dict[str, object] = {}
@@ -78,19 +78,22 @@ def run_corpus(ctx: StageContext) -> StageSummary:
             "topics": c.demo_topics,
         }
     else:
-        cc = CorpusConfig(text_field=c.text_field, id_field=c.id_field, drop_patterns=list(c.drop_patterns))
-        report = load_corpus(c.paths, cc)
+        report = load_corpus(c.paths, c.corpus_config())
     summary = report.summary()
     if not report.documents:
         raise DataError(f"no usable document in {', '.join(c.paths) or 'the demo corpus'}")
     write_documents(ctx.layout.docs, report.documents, meta={**meta, "summary": summary})
     topics = {str(d.metadata.get("topic")) for d in report.documents if d.metadata.get("topic") is not None}
-    return {
+    out: StageSummary = {
         "documents": len(report.documents),
         "characters": summary["characters"],
         "skipped": len(report.skipped),
         "topics": len(topics),
     }
+    left_out = ", ".join(f"{n:,} {left_out_label(kind)}" for kind, n in summary.get("left_out", {}).items())
+    if left_out:
+        out["note"] = f"left out {left_out}"  # printed under the stage line (job.progress), kept in stages.json
+    return out
 
 
 def run_chunk(ctx: StageContext, label: str) -> StageSummary:
@@ -148,7 +151,6 @@ def _create_llm(ctx: StageContext, spec: str) -> LLM:
 def run_exam(ctx: StageContext) -> StageSummary:
     """Generate the exam from one chunking into ``exam/exam.jsonl`` (or copy a given exam)."""
     from ragrade.corpus.files import read_chunks
-    from ragrade.exam.config import ExamConfig
     from ragrade.exam.files import read_exam, write_exam
     from ragrade.exam.generate import generate_exam_full, write_exam_result
 
@@ -159,10 +161,7 @@ def run_exam(ctx: StageContext) -> StageSummary:
         return {"questions": len(questions), "source": e.path}
     label = ctx.cfg.chunker(e.chunker).label
     chunks = read_chunks(ctx.layout.chunks(label))
-    try:
-        cfg = ExamConfig(n=e.n, seed=e.seed, topic_field=e.topic_field, **e.options)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"exam.options: {exc}") from exc
+    cfg = e.exam_config()  # [exam] is an `exam generate` config plus the job's own keys
     llm = None if e.llm == "offline" else _create_llm(ctx, e.llm)
 
     def progress(done: int, target: int, valid: int) -> None:
@@ -207,7 +206,7 @@ def exam_shortfall(funnel: Mapping[str, object]) -> str | None:
     hint = (
         "every eligible chunk was asked: a larger corpus, or a lower [exam] n"
         if exhausted
-        else "raise `max_rounds` or `oversample` in [exam.options], or lower [exam] n"
+        else "raise `max_rounds` or `oversample` in [exam], or lower [exam] n"
     )
     return (
         f"{kept} of {requested} requested questions ({asked} of {eligible if eligible is not None else '?'} "

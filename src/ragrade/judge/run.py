@@ -54,15 +54,14 @@ MANIFEST_KIND = "judge"
 Progress = Callable[[str, int, int], None]  # (metric, done, total)
 
 
-class JudgeRunConfig(BaseModel):
-    """Everything ``ragrade judge`` can be told (CLI flags or a ``[judge]`` table of a config file)."""
+class JudgeSettings(BaseModel):
+    """How answers are judged: the metrics, the judge LLM and its sampling, screening, BERTScore. Shared by
+    ``ragrade judge`` (:class:`JudgeRunConfig`) and the ``[judge]`` table of a ``ragrade run`` job config."""
 
     model_config = ConfigDict(extra="forbid")
 
     metrics: list[str] = Field(default_factory=lambda: ["bertscore", "exact"])
-    llm: str | None = None
-    # how the judge LLM is reached; `ragrade --dry-run judge` sets dry_run (count the requests, send none)
-    llm_options: LLMOptions = Field(default_factory=LLMOptions)
+    llm: str | None = None  # the judge LLM (LLM-judged metrics)
     fields: dict[str, str] = Field(default_factory=dict)
     samples: int = Field(1, ge=1)
     temperature: float = Field(0.0, ge=0.0)
@@ -80,6 +79,13 @@ class JudgeRunConfig(BaseModel):
     pass_threshold: float = Field(4.0, ge=1.0, le=5.0)
     batch_size: int = Field(64, ge=1)
     n_boot: int = Field(2000, ge=100)
+
+
+class JudgeRunConfig(JudgeSettings):
+    """Everything ``ragrade judge`` can be told (CLI flags or a ``[judge]`` table of a config file)."""
+
+    # how the judge LLM is reached; `ragrade --dry-run judge` sets dry_run (count the requests, send none)
+    llm_options: LLMOptions = Field(default_factory=LLMOptions)
 
     @model_validator(mode="before")
     @classmethod
@@ -102,42 +108,41 @@ def _check_out_dir(out: Path) -> None:
             raise ConfigError(f"{out} holds a '{kind}' run; write the judge output to a subfolder (e.g. {out}/judge)")
 
 
-def _validate_metrics(cfg: JudgeRunConfig) -> None:
+def check_judge_settings(cfg: JudgeSettings) -> None:
+    """ConfigError for judge settings that cannot run: unknown or repeated metrics, an LLM-judged metric without
+    a judge LLM (or with one that cannot judge it), screening on a metric not computed, unusable prompt files.
+    ``judge`` checks its config with it before the first answer; ``ragrade run --check`` the ``[judge]`` table."""
     from ragrade.judge import LLM_METRICS
     from ragrade.registry import lookup
 
     if not cfg.metrics:
-        raise ConfigError("--metrics needs at least one metric")
+        raise ConfigError("$metrics needs at least one metric")
     for m in cfg.metrics:
         lookup("judge", m)  # did-you-mean error for unknown names
     if len(set(cfg.metrics)) != len(cfg.metrics):
-        raise ConfigError(f"--metrics repeats a metric: {','.join(cfg.metrics)}")
-    _check_offline_judge(cfg)
+        raise ConfigError(f"$metrics repeats a metric: {','.join(cfg.metrics)}")
+    check_judge_llm(cfg.metrics, cfg.llm)
     if any(m in LLM_METRICS for m in cfg.metrics) and not cfg.llm:
         raise ConfigError(
             "LLM-judged metrics ("
             + ", ".join(m for m in cfg.metrics if m in LLM_METRICS)
-            + ") need --llm PROVIDER/MODEL"
+            + ") need $llm PROVIDER/MODEL"
         )
     if cfg.screen_top is not None and cfg.screen_metric not in cfg.metrics:
-        raise ConfigError(f"--screen-top ranks configurations by {cfg.screen_metric}; add it to --metrics")
+        raise ConfigError(f"$screen_top ranks configurations by {cfg.screen_metric}; add it to $metrics")
     from ragrade.judge.claims import CLAIMS_PROMPTS, load_claims_prompt
     from ragrade.judge.llm_judges import SPECS, load_prompt
 
     unknown = set(cfg.prompts) - set(SPECS) - set(CLAIMS_PROMPTS)
     if unknown:
         raise ConfigError(
-            f"--prompt given for {', '.join(sorted(unknown))}; prompts exist for {', '.join([*SPECS, *CLAIMS_PROMPTS])}"
+            f"$prompts given for {', '.join(sorted(unknown))}; prompts exist for {', '.join([*SPECS, *CLAIMS_PROMPTS])}"
         )
     for metric, prompt_path in cfg.prompts.items():  # unreadable file or missing placeholders: fail before any call
         load_claims_prompt(metric, prompt_path) if metric in CLAIMS_PROMPTS else load_prompt(SPECS[metric], prompt_path)
 
 
-def _check_offline_judge(cfg: JudgeRunConfig) -> None:
-    check_judge_llm(cfg.metrics, cfg.llm)
-
-
-def check_judge_llm(metrics: Sequence[str], llm: str | None, flag: str = "--llm") -> None:
+def check_judge_llm(metrics: Sequence[str], llm: str | None) -> None:
     """ConfigError when ``llm`` cannot judge the LLM-judged ``metrics``: ``offline/judge`` (the offline claims
     baseline) serves claims only; the other offline baselines and ``replay/`` write no judgement at all
     (offline/student answers multiple-choice questions only, offline/extractive replies with a passage sentence)."""
@@ -151,13 +156,13 @@ def check_judge_llm(metrics: Sequence[str], llm: str | None, flag: str = "--llm"
         others = [m for m in judged if m != "claims"]
         if others:
             raise ConfigError(
-                f"{flag} {OFFLINE_JUDGE} is the offline claims baseline; {', '.join(others)} need(s) a real judge LLM"
+                f"$llm {OFFLINE_JUDGE} is the offline claims baseline; {', '.join(others)} need(s) a real judge LLM"
             )
         return
     if llm.split("/", 1)[0] in ("offline", "replay"):
         hint = f", or {OFFLINE_JUDGE} (the offline claims baseline) for claims" if "claims" in judged else ""
         raise ConfigError(
-            f"{flag} {llm} cannot judge {', '.join(judged)}: offline baselines and replays write no judgement (no "
+            f"$llm {llm} cannot judge {', '.join(judged)}: offline baselines and replays write no judgement (no "
             f"claims, no grades); give a generating LLM (openai/..., hf/..., llamacpp/...){hint}"
         )
 
@@ -177,7 +182,7 @@ def check_reachable(llm: Any, timeout: float = 10.0) -> None:
     try:
         host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
-        raise ConfigError(f"--llm-base-url {root}: {exc}") from exc
+        raise ConfigError(f"$base_url {root}: {exc}") from exc
     direct = host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass(host or "")
     if not host or (urllib.request.getproxies() and not direct):
         return
@@ -188,7 +193,7 @@ def check_reachable(llm: Any, timeout: float = 10.0) -> None:
         why = exc.strerror or str(exc) or type(exc).__name__
         raise BackendError(
             f"the judge LLM {getattr(llm, 'name', '')} is unreachable at {root} ({why}); "
-            "start the server or fix --llm-base-url"
+            "start the server or fix $base_url"
         ) from exc
 
 
@@ -485,7 +490,7 @@ def run_judging(
     from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
     from ragrade.run.summary import write_csv_rows
 
-    _validate_metrics(cfg)
+    check_judge_settings(cfg)
     path = resolve_answers_path(answers)
     items = read_answers(path, cfg.fields)
     out = Path(out_dir)
@@ -549,9 +554,11 @@ def run_judging(
 
 __all__ = [
     "JudgeRunConfig",
+    "JudgeSettings",
     "ScoreStore",
     "check_judge_failures",
     "check_judge_llm",
+    "check_judge_settings",
     "check_reachable",
     "resolve_answers_path",
     "response_format_counts",
