@@ -534,11 +534,9 @@ def test_dry_run_prints_only_the_estimates(base: dict[str, Path], tmp_path: Path
     assert summary["requests"] == 3  # one round: ceil(2 x 1.3) candidates, no top-up rounds
 
 
-def test_run_warns_before_mixing_into_another_commands_run(base: dict[str, Path], capsys: Cap) -> None:
-    from ragrade.cli.run import _warn_foreign_layout
+def test_run_warns_before_mixing_into_another_commands_run(base: dict[str, Path]) -> None:
+    from ragrade.api.job import foreign_layout_note
 
-    _warn_foreign_layout(base["run"])
-    err = capsys.readouterr().err
-    assert err.startswith(f"ragrade: warning: {base['run']} holds another command's run (responses.parquet")
-    _warn_foreign_layout(base["idx"].parent / "no-such-run")
-    assert capsys.readouterr().err == ""
+    note = foreign_layout_note(base["run"])  # `ragrade run` prints it as a warning before it runs
+    assert note is not None and note.startswith(f"{base['run']} holds another command's run (responses.parquet")
+    assert foreign_layout_note(base["idx"].parent / "no-such-run") is None

@@ -10,10 +10,12 @@ from ragrade.api._common import PathLike, settings_layer
 from ragrade.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
+    from ragrade.api.built_index import BuiltIndex
+    from ragrade.api.types import ChunkedDocuments, LoadedCorpus
     from ragrade.corpus.load import CorpusConfig
     from ragrade.corpus.types import Chunk, Document
     from ragrade.progress import ProgressFn
-    from ragrade.retrieval.index import Index, IndexConfig, IndexStats
+    from ragrade.retrieval.index import IndexConfig
 
 
 def load_corpus(
@@ -25,17 +27,17 @@ def load_corpus(
     config: CorpusConfig | None = None,
     out: PathLike | None = None,
     warn: Callable[[str], None] | None = None,
-    show: Callable[[dict[str, Any]], None] | None = None,
     **settings: Any,
-) -> list[Document]:
+) -> LoadedCorpus:
     """Load documents from files and folders, or the demo corpus (``ragrade corpus``).
 
     ``settings`` are :class:`~ragrade.corpus.load.CorpusConfig` fields (``text_field``, ``drop_patterns``,
     ``min_chars``, ...) over ``config`` when given. Skipped files are counted in one warning
     (:mod:`warnings`), or given one by one to ``warn``. Writes the documents JSONL file ``out`` when given
-    (as ``ragrade corpus --out``). DataError when no document is usable. ``show`` is given the load summary
-    (documents, characters, formats, skipped files by reason, ...; the CLI prints it).
+    (as ``ragrade corpus --out``). DataError when no document is usable. Returns the documents (a list) with
+    the load summary as ``.summary`` (documents, characters, formats, skipped files by reason, ...).
     """
+    from ragrade.api.types import LoadedCorpus
     from ragrade.config import build_config
     from ragrade.corpus.load import CorpusConfig
     from ragrade.corpus.load import load_corpus as _load
@@ -63,9 +65,7 @@ def load_corpus(
         from ragrade.corpus.files import write_documents
 
         write_documents(out, report.documents, meta={**header, "summary": summary})
-    if show is not None:
-        show(summary)
-    return list(report.documents)
+    return LoadedCorpus(list(report.documents), summary, Path(out) if out is not None else None)
 
 
 def _warn_skipped(skipped: Sequence[tuple[str, str]], notes: Sequence[tuple[str, str]]) -> None:
@@ -90,16 +90,16 @@ def chunk(
     tokenizer: str = "minilm",
     out: PathLike | None = None,
     progress: Callable[[int], None] | None = None,
-    show: Callable[[dict[str, Any]], None] | None = None,
     **options: Any,
-) -> list[Chunk]:
+) -> ChunkedDocuments:
     """Split documents (objects or a documents JSONL file) into chunks (``ragrade chunk``).
 
     Sizes are in tokens; ``options`` are strategy options (semantic: ``threshold``, ``buffer``, ``embedder``).
     Writes the chunks JSONL file ``out`` when given. ``progress(n)`` is called with the documents done per
-    batch; ``show`` is given the summary written in the file's header (strategy, params, token and
-    character statistics, oversize chunks; the CLI prints it).
+    batch. Returns the chunks (a list) with the summary written in the file's header as ``.summary``
+    (strategy, params, token and character statistics, oversize chunks).
     """
+    from ragrade.api.types import ChunkedDocuments
     from ragrade.corpus.chunk import chunk_documents, create_chunker, summarize_chunks
     from ragrade.corpus.files import read_documents, write_chunks
 
@@ -116,9 +116,7 @@ def chunk(
     if out is not None:
         source = str(docs) if isinstance(docs, (str, Path)) else None
         write_chunks(out, chunks, chunker=chunker, meta={"documents": source, "summary": summary})
-    if show is not None:
-        show(summary)
-    return chunks
+    return ChunkedDocuments(chunks, summary, Path(out) if out is not None else None)
 
 
 def build_index(
@@ -127,17 +125,18 @@ def build_index(
     *,
     config: IndexConfig | None = None,
     progress: ProgressFn | None = None,
-    show: Callable[[IndexStats], None] | None = None,
     **settings: Any,
-) -> Index:
+) -> BuiltIndex:
     """Build (or rebuild) the retrieval index folder ``out`` (``ragrade index``) and return it opened.
 
     ``source``: chunks, documents (chunked with ``strategy``/``size``/``overlap``), or a JSONL file of
     either. ``settings`` are :class:`~ragrade.retrieval.index.IndexConfig` fields: ``embedder`` (default
     minilm), ``dense`` (False: BM25 only), ``store``, ``bm25={"stemmer": ...}``, ... Writes the chunks,
     the BM25 index, the dense vectors and a manifest under ``out``; embeddings are cached.
-    ``progress(what, done, total)`` follows the build; ``show`` is given its statistics (the CLI prints them).
+    ``progress(what, done, total)`` follows the build. Returns the opened index with the build's statistics
+    as ``.stats`` (chunks, documents, embedded and cached vectors, seconds).
     """
+    from ragrade.api.built_index import BuiltIndex
     from ragrade.config import build_config
     from ragrade.retrieval.index import IndexConfig, load_index
     from ragrade.retrieval.index import build_index as _build
@@ -148,6 +147,4 @@ def build_index(
 
         lookup("vector_store", cfg.store)  # a bad store fails now, not after the embedding
     stats = _build(source, out, cfg, progress=progress)
-    if show is not None:
-        show(stats)
-    return load_index(out)
+    return BuiltIndex(load_index(out), stats)

@@ -1,8 +1,10 @@
-"""Exams and grids: generate an exam, let a grid take it or answer a QA file (``ragrade exam``, ``qa answer``)."""
+"""Exams and grids: generate an exam, describe it, let a grid take it (adaptively too) or answer a QA file
+(``ragrade exam generate|stats|take``, ``qa answer``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,10 +12,10 @@ from ragrade.api._common import PathLike, settings_layer
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
+    from ragrade.adaptive.runner import AdaptiveResult, RoundFn
+    from ragrade.api.types import GeneratedExam
     from ragrade.corpus.types import Chunk
     from ragrade.exam.config import ExamConfig
-    from ragrade.exam.files import Question
-    from ragrade.exam.generate import ExamResult
     from ragrade.llm.options import LLMOptions
     from ragrade.progress import ProgressFn
     from ragrade.qa.run import QAAnswerResult
@@ -32,11 +34,11 @@ def generate_exam(
     embedder: str | None = None,
     llm_options: LLMOptions | Mapping[str, Any] | None = None,
     max_failed: float | None = None,
+    check: bool = True,
     progress: Callable[[int, int, int], None] | None = None,
-    show: Callable[[ExamResult], None] | None = None,
     **settings: Any,
-) -> list[Question]:
-    """Write a multiple-choice exam from chunks (``ragrade exam generate``); returns its questions.
+) -> GeneratedExam:
+    """Write a multiple-choice exam from chunks (``ragrade exam generate``); returns its questions (a list).
 
     ``chunks``: chunk objects, an opened index, or a chunks JSONL file / index folder. ``llm``: ``offline``
     (cloze questions, no LLM) or PROVIDER/MODEL, built with ``llm_options`` (``base_url``, ``concurrency``,
@@ -44,9 +46,12 @@ def generate_exam(
     ``topic_field``, ``oversample``, ...). Writes the exam JSONL ``out`` and its sidecars
     ``<stem>.funnel.json`` and ``<stem>.rejected.jsonl``. DataError when no question survived.
     ``llm_options``: an :class:`~ragrade.llm.options.LLMOptions` or its fields. ``progress(done, target,
-    valid)`` follows the candidates written; ``show`` is given the result (questions, funnel, generator)
-    once the exam is written, before failed requests are checked (the CLI prints it there).
+    valid)`` follows the candidates written. The result has the exam's ``funnel``, its ``generator`` and
+    the generation requests (``failures``). Raises (exit-code errors) when more requests failed than
+    ``max_failed`` allows, after the exam is written (``check=False``: returns it anyway; ``result.check()``
+    raises then).
     """
+    from ragrade.api.types import EXAM_RESUME, GeneratedExam
     from ragrade.config import build_config
     from ragrade.exam.config import ExamConfig
     from ragrade.exam.generate import generate_exam_full, write_exam_checked
@@ -75,14 +80,37 @@ def generate_exam(
         emb = create_embedder(embedder)
     result = generate_exam_full(data, model, cfg, embedder=emb, progress=progress)
     tally = exam_request_tally(result, model)
-    hint = "rerun the same command: received questions come from the response cache, only failed requests are sent"
     if not result.questions and tally.n_failed:  # every survivor lost to failed requests: say so
-        tally.check(hint, 0.0)
+        tally.check(EXAM_RESUME, 0.0)
     write_exam_checked(out, result, cfg, input_path=source)
-    if show is not None:
-        show(result)
-    tally.check(hint, max_failed, what="generation")
-    return list(result.questions)
+    exam = GeneratedExam(
+        list(result.questions), out=Path(out), funnel=result.funnel, generator=result.generator, failures=tally
+    )
+    if check:
+        exam.check(max_failed)
+    return exam
+
+
+@dataclass(frozen=True)
+class ExamStats:
+    """What :func:`exam_stats` read: the exam's analytics, its generation funnel (None when not recorded) and
+    the header's metadata (how it was generated)."""
+
+    analytics: dict[str, Any]
+    funnel: dict[str, Any] | None
+    meta: dict[str, Any] | None
+
+
+def exam_stats(exam: PathLike) -> ExamStats:
+    """An exam's analytics (letter balance, guessing baselines, lengths, taxonomy) and its generation funnel
+    (``ragrade exam stats``)."""
+    from ragrade.exam.analytics import exam_analytics
+    from ragrade.exam.files import read_exam
+    from ragrade.exam.funnel import read_funnel
+
+    header, questions = read_exam(exam)
+    meta = dict(header.meta) if header else None
+    return ExamStats(exam_analytics(questions), read_funnel(exam, header.meta if header else None), meta)
 
 
 def take_exam(
@@ -122,6 +150,38 @@ def take_exam(
     if check:
         check_grid_failures(result.responses, max_failed)
     return result
+
+
+def take_exam_adaptive(
+    exam: PathLike,
+    out: PathLike,
+    *,
+    config: SweepConfig,
+    overwrite: bool = False,
+    on_round: RoundFn | None = None,
+    config_files: Sequence[PathLike] = (),
+) -> AdaptiveResult:
+    """Let the grid of ``config`` take the exam adaptively (``ragrade exam take --adaptive``): ask only
+    informative questions, stop a pipeline once its ability is known to ``config.adaptive``'s precision.
+
+    ``config.adaptive`` (budget, target SE, calibration, ...) is used as given, switched on. Writes the run
+    directory ``out``; the result has the estimates (``summary``), the cost, the round log, warnings and
+    diagnostics. ``on_round(record)`` is called after each round.
+    """
+    from ragrade.adaptive import run_adaptive
+
+    acfg = config.adaptive.model_copy(update={"enabled": True}).check()
+    files = [str(f) for f in config_files]
+    return run_adaptive(exam, config, acfg, out, overwrite=overwrite, on_round=on_round, config_files=files)
+
+
+def plan_adaptive(exam: PathLike, config: SweepConfig) -> dict[str, Any]:
+    """What :func:`take_exam_adaptive` would ask, without asking (``ragrade --dry-run exam take --adaptive``):
+    pipelines, questions, the full grid's requests, an upper bound and an expected number of requests."""
+    from ragrade.adaptive import adaptive_plan
+
+    acfg = config.adaptive.model_copy(update={"enabled": True}).check()
+    return adaptive_plan(exam, config, acfg)
 
 
 def answer_qa(

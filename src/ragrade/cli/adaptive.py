@@ -25,11 +25,10 @@ def take_adaptive(
 ) -> None:
     """Run ``cfg``'s grid adaptively by its ``adaptive`` settings (the ``[adaptive]`` table under the adaptive
     flags, merged by :meth:`ragrade.cli.sweep.TakeFlags.sweep_config`), or plan it under ``--dry-run``."""
-    from ragrade.adaptive import adaptive_plan, run_adaptive
+    from ragrade import api
 
-    acfg = cfg.adaptive.model_copy(update={"enabled": True}).check()
     if cfg.llm_options.dry_run:
-        plan = adaptive_plan(exam, cfg, acfg)
+        plan = api.plan_adaptive(exam, cfg)
         if as_json:
             echo_json({"adaptive_plan": plan})
         else:
@@ -39,11 +38,12 @@ def take_adaptive(
                 f"requests, about {plan['expected_requests']} expected ({plan['calibration']} calibration)"
             )
         return
+    budget = cfg.adaptive.budget or 0
     show = is_tty() and not as_json
     shown = command_progress("exam take --adaptive", status=LOADING)
 
     def on_round(rec: dict[str, Any]) -> None:
-        shown.update("requests", int(rec["requests"]), acfg.budget or 0)
+        shown.update("requests", int(rec["requests"]), budget)
         if show:
             se = rec.get("max_se")
             typer.echo(
@@ -53,8 +53,8 @@ def take_adaptive(
             )
 
     with shown:
-        result = run_adaptive(
-            exam, cfg, acfg, out, overwrite=overwrite, on_round=on_round, config_files=[str(config)] if config else []
+        result = api.take_exam_adaptive(
+            exam, out, config=cfg, overwrite=overwrite, on_round=on_round, config_files=[config] if config else []
         )
     print_adaptive(
         result.summary, result.cost, as_json, result.run_dir, warnings=result.warnings, diagnostics=result.diagnostics

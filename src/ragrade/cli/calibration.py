@@ -71,7 +71,7 @@ def calibrate_cmd(
     """Calibrate judge scores against human labels."""
     from ragrade import api
     from ragrade.config import build_config, load_toml
-    from ragrade.judge.calibrate import CalibrationConfig, resolve_scores_path
+    from ragrade.judge.calibrate import CalibrationConfig
 
     layer: dict[str, object] = {}
     if config is not None:
@@ -85,9 +85,7 @@ def calibrate_cmd(
         resolve_keys(layer, ("human",), config.resolve().parent)  # relative to the config file, like every config
     flags = {"human": str(human) if human else None, "level": level, "min_labels": min_labels}
     cfg = build_config(CalibrationConfig, layer, flags, source="calibrate options")
-    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
-    result = api.calibrate_judge(scores, out=out, config=cfg)
-    out = out or resolve_scores_path(scores).parent / "calibration"
+    result = api.calibrate_judge(scores, out=output_path(out), config=cfg)  # `--dry-run`: a temporary folder
     if as_json:
         echo_json(result)
         return
@@ -103,7 +101,7 @@ def calibrate_cmd(
                 f"[{lo:.3f}, {hi:.3f}] (human only [{hlo:.3f}, {hhi:.3f}], n_labels={row['n_labels']}, "
                 f"bias {row['bias']:+.3f})"
             )
-    typer.echo(f"wrote {out / 'calibration.json'}")
+    typer.echo(f"wrote {result.out / 'calibration.json'}")
 
 
 def label_cmd(
@@ -121,16 +119,14 @@ def label_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
 ) -> None:
     """Write the labelling page."""
+    from ragrade import api
     from ragrade.cli.common import split_list
-    from ragrade.judge.label import write_label_page
 
     out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
-    info = write_label_page(scores, out, n=n, metrics=split_list(metrics, "--metrics"), answers=answers, seed=seed)
-    graded = info["metrics"]
-    names = ", ".join(str(m) for m in graded) if isinstance(graded, list) else ""
+    page = api.write_label_page(scores, out, n=n, metrics=split_list(metrics, "--metrics"), answers=answers, seed=seed)
     typer.echo(
-        f"wrote {out}: {info['n_items']} answers, {info['n_tasks']} grades to give "
-        f"({names}); open it in a browser, then `ragrade judge calibrate {scores} "
+        f"wrote {out}: {page.n_items} answers, {page.n_tasks} grades to give "
+        f"({', '.join(page.metrics)}); open it in a browser, then `ragrade judge calibrate {scores} "
         f"--human labels.jsonl`"
     )
 

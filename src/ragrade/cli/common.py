@@ -25,6 +25,19 @@ def error_line(message: str) -> None:
     typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
 
 
+def warning_line(message: str) -> None:
+    """Print a warning the API gave (to a ``warn`` callback) on stderr, each ``$setting`` it names spelled as
+    the running command's flag (as :meth:`~ragrade.errors.RagradeError.render` does for errors)."""
+    import re
+
+    from ragrade.cli.setting_flags import flag_table, spell
+
+    ctx = _current_context()
+    table = flag_table(ctx.command) if ctx is not None else {}
+    text = re.sub(r"\$([a-z][a-z0-9_]*)", lambda m: spell(table, m.group(1)) or m.group(1), message)
+    typer.echo(f"ragrade: warning: {text}", err=True)
+
+
 def echo_json(obj: object) -> None:
     """Print ``obj`` as indented JSON on stdout."""
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))

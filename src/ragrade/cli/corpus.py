@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,7 @@ def _meta_fields(values: list[str] | None) -> list[str] | None:
 
 
 def corpus_cmd(
-    paths: list[Path] = typer.Argument(
+    paths: list[Path] | None = typer.Argument(
         None, help="Files or folders to load (folders recursively).", show_default=False
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Documents JSONL file to write."),
@@ -115,6 +114,7 @@ def corpus_cmd(
     from ragrade.config import build_config
     from ragrade.corpus.load import CorpusConfig
 
+    paths = paths or []
     _check_corpus_sources(paths, demo, demo_limit)
     out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
     topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
@@ -125,11 +125,11 @@ def corpus_cmd(
     for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
         section.pop(key, None)
     cfg = build_config(CorpusConfig, section, flags, source="corpus options")
-    api.load_corpus(
+    docs = api.load_corpus(
         [] if demo else list(paths), demo=demo, demo_limit=demo_limit, demo_topics=topics, config=cfg, out=out,
         warn=lambda message: typer.echo(f"ragrade: warning: {message}", err=True),
-        show=lambda summary: _show_corpus({**summary, "out": str(out)}, out, as_json),
     )  # fmt: skip
+    _show_corpus({**docs.summary, "out": str(out)}, out, as_json)
 
 
 def _check_corpus_sources(paths: list[Path], demo: bool, demo_limit: int | None) -> None:
@@ -225,9 +225,7 @@ def chunk_cmd(
             err=True,
         )
     settings = {"strategy": strategy, "size": size, "overlap": overlap, "min_size": min_size, "tokenizer": tokenizer}
-    summaries: list[dict[str, Any]] = []
-    _chunk_with_progress(docs, out, settings, extra, summaries.append)
-    summary = {**summaries[0], "out": str(out)}
+    summary = {**_chunk_with_progress(docs, out, settings, extra), "out": str(out)}
     if as_json:
         echo_json(summary)
         return
@@ -245,20 +243,21 @@ def chunk_cmd(
         typer.echo(f"documents without chunks (blank text): {summary['documents_without_chunks']}")
 
 
-def _chunk_with_progress(
-    docs: Path, out: Path, settings: dict[str, Any], options: dict[str, Any], show: Callable[[dict[str, Any]], None]
-) -> None:
-    """Chunk through :func:`ragrade.api.chunk`, with a progress bar on a terminal."""
+def _chunk_with_progress(docs: Path, out: Path, settings: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """Chunk through :func:`ragrade.api.chunk`, with a progress bar on a terminal; the chunks' summary."""
     from ragrade import api
 
     if not is_tty():
-        api.chunk(docs, out=out, show=show, **settings, **options)
-        return
+        return api.chunk(docs, out=out, **settings, **options).summary
     from rich.progress import Progress
 
     with Progress(transient=True) as progress:
         task = progress.add_task("chunking")
-        api.chunk(docs, out=out, show=show, progress=lambda n: progress.advance(task, n), **settings, **options)
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+
+        return api.chunk(docs, out=out, progress=advance, **settings, **options).summary
 
 
 def register(app: typer.Typer) -> None:

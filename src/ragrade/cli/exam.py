@@ -24,10 +24,8 @@ from ragrade.cli.llm_flags import (
 from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from ragrade.api.types import GeneratedExam
     from ragrade.exam.config import ExamConfig
-    from ragrade.exam.generate import ExamResult
     from ragrade.llm.options import LLMOptions
 
 exam_app = typer.Typer(help="Generate, inspect and take multiple-choice exams.", no_args_is_help=True)
@@ -205,13 +203,10 @@ def generate_cmd(
     file_options = file_layer.pop("llm_options", None)  # [exam.llm_options]: how the generator LLM is reached
     cfg = build_config(ExamConfig, file_layer, flags.layer(), source="exam options")
     options = build_config(LLMOptions, file_options, flags.llm_options_layer(), source="exam llm_options")
-    written: list[ExamResult] = []  # the API gives the written exam before it checks the failed requests
-    try:
-        _generate_with_progress(chunks, out, flags.llm, cfg, options, flags.embedder, flags.max_failed, written.append)
-    finally:
-        if written:
-            _print_generated_exam(out, written[0], flags.json_out)
-            offline_exam_note({"generator": written[0].generator})
+    exam = _generate_with_progress(chunks, out, flags.llm, cfg, options, flags.embedder)
+    _print_generated_exam(out, exam, flags.json_out)
+    offline_exam_note({"generator": exam.generator})
+    exam.check(flags.max_failed)  # after the written exam is shown
 
 
 def offline_exam_note(meta: dict[str, Any] | None) -> None:
@@ -222,16 +217,16 @@ def offline_exam_note(meta: dict[str, Any] | None) -> None:
         typer.echo(f"note: {OFFLINE_EXAM_NOTE}", err=True)
 
 
-def _print_generated_exam(out: Path, result: ExamResult, json_out: bool) -> None:
+def _print_generated_exam(out: Path, result: GeneratedExam, json_out: bool) -> None:
     """Print the analytics of the exam written to ``out``."""
     from ragrade.exam.analytics import exam_analytics, format_analytics
     from ragrade.exam.funnel import shortfall_line
 
-    stats = exam_analytics(result.questions)
+    stats = exam_analytics(result)
     if json_out:
         echo_json({"exam": str(out), "funnel": result.funnel, "analytics": stats})
     else:
-        typer.echo(f"wrote {len(result.questions)} questions to {out}")
+        typer.echo(f"wrote {len(result)} questions to {out}")
         typer.echo(format_analytics(stats, result.funnel))  # its funnel ends with the shortfall line, if any
     why = shortfall_line(result.funnel)
     if why is not None:  # on the terminal whatever stdout is (a --json pipe, a file)
@@ -245,9 +240,7 @@ def _generate_with_progress(
     cfg: ExamConfig,
     options: LLMOptions,
     embedder: str | None,
-    max_failed: float | None,
-    show: Callable[[ExamResult], None],
-) -> None:
+) -> GeneratedExam:
     from ragrade import api, interrupt
 
     interrupt.progress(0, math.ceil(cfg.n * cfg.oversample), "question candidates written")
@@ -257,10 +250,9 @@ def _generate_with_progress(
             interrupt.progress(done, target, "question candidates written")  # what an interruption reports
             shown.update("candidates", done, target)
 
-        api.generate_exam(
-            chunks, out, llm=llm, config=cfg, embedder=embedder, llm_options=options, max_failed=max_failed,
-            progress=track, show=show,
-        )  # fmt: skip
+        return api.generate_exam(
+            chunks, out, llm=llm, config=cfg, embedder=embedder, llm_options=options, check=False, progress=track
+        )
 
 
 @exam_app.command("stats")
@@ -269,17 +261,14 @@ def stats_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Print an exam's analytics (letter balance, guessing baselines, taxonomy) and its generation funnel."""
-    from ragrade.exam.analytics import exam_analytics, format_analytics
-    from ragrade.exam.files import read_exam
-    from ragrade.exam.funnel import read_funnel
+    from ragrade import api
+    from ragrade.exam.analytics import format_analytics
 
-    header, questions = read_exam(exam)
-    stats = exam_analytics(questions)
-    funnel = read_funnel(exam, header.meta if header else None)
+    stats = api.exam_stats(exam)
     if json_out:
-        echo_json({"exam": str(exam), "analytics": stats, "funnel": funnel})
+        echo_json({"exam": str(exam), "analytics": stats.analytics, "funnel": stats.funnel})
     else:
-        typer.echo(format_analytics(stats, funnel))
+        typer.echo(format_analytics(stats.analytics, stats.funnel))
 
 
 def register(app: typer.Typer) -> None:

@@ -220,20 +220,13 @@ def improve_cmd(
     as_json: bool = _JSON,
 ) -> None:
     """Iteratively drop the least discriminative items; write the improved exam and the evolution."""
-    from ragrade.irt.improve import check_drop, improve, write_improvement
-    from ragrade.irt.io import exam_tags, load_responses
+    from ragrade import api
 
-    check_drop(drop, steps)
     cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50, solver, not_applicable)
-    data = load_responses(source, cfg.factors, cfg.not_applicable)
-    exam_path = str(exam) if exam else data.exam_path
-    if exam_path and not Path(exam_path).exists():
-        from ragrade.errors import DataError
-
-        raise DataError(f"exam file {exam_path} not found (pass --exam PATH)")
-    imp = improve(data, cfg, steps=steps, drop=drop, tags=exam_tags(exam_path))
-    out = output_path(out, "irt_improve") or (source if source.is_dir() else source.parent) / "irt_improve"
-    summary = write_improvement(imp, out, exam_path, data)
+    done = api.improve_exam(
+        source, steps=steps, drop=drop, out=output_path(out, "irt_improve"), exam=exam, config=cfg
+    )  # `ragrade --dry-run`: the run's temporary folder
+    imp, summary, exam_path, out = done.improvement, done.summary, done.exam, done.out
     if as_json:
         echo_json(summary)
         return

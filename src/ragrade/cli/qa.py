@@ -39,12 +39,11 @@ from ragrade.cli.pipelines import (
     parse_pairs,
     with_flags,
 )
-from ragrade.errors import ConfigError, DataError
-from ragrade.llm.failures import MAX_FAILED_HELP, FailureTally
+from ragrade.errors import ConfigError
+from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
-    from ragrade.corpus.types import Chunk
-    from ragrade.llm.base import LLM
+    from ragrade.llm.options import LLMOptions
     from ragrade.qa.generate import QAGenConfig
 
 qa_app = typer.Typer(
@@ -167,16 +166,13 @@ def judge(
         if not answers.is_dir():
             raise ConfigError("--out is required when ANSWERS is a file")
         out = answers / "judge"
-    target = out
-
-    def show(summary: dict[str, Any]) -> None:  # printed before failed requests raise (exit 2/3)
-        if flags.as_json:
-            echo_json(summary)
-        else:
-            _print_summary(summary, target)
-
     with command_progress("judge", status=LOADING) as shown:
-        api.judge_answers(answers, out, config=cfg, max_failed=flags.max_failed, progress=shown.update, show=show)
+        summary = api.judge_answers(answers, out, config=cfg, check=False, progress=shown.update)
+    if flags.as_json:
+        echo_json(summary)
+    else:
+        _print_summary(summary, summary.out)
+    summary.check(flags.max_failed)  # after the summary is shown
 
 
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
@@ -197,19 +193,6 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         if desc.get("baseline") and metric == "claims":
             typer.echo(f"{metric}: {desc.get('method')}; not an LLM judge")
     typer.echo(f"wrote {out}/scores.jsonl, summary.json, summary.csv, agreement.json")
-
-
-def _load_chunks(path: Path) -> list[Chunk]:
-    """Chunks from a chunks JSONL or an index directory."""
-    if path.is_dir():
-        from ragrade.retrieval.index import load_index  # type: ignore[import-not-found,unused-ignore]
-
-        return list(load_index(path).chunks)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such chunks file or index directory")
-    from ragrade.corpus.files import read_chunks
-
-    return read_chunks(path)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,26 +241,16 @@ class QAGenerateFlags:
             max_tokens=self.max_tokens, oversample=self.oversample,
         )  # fmt: skip
 
-    def model(self) -> LLM | None:
-        """The generator LLM (``None``: the offline extractive generator)."""
-        from ragrade.qa.generate import OFFLINE
-
-        if self.llm == OFFLINE:
-            return None
-        if self.llm.startswith("offline/"):
-            raise ConfigError(
-                f"--llm {self.llm} answers questions and writes none; use --llm {OFFLINE} (the offline "
-                "extractive generator) or a real model"
-            )
+    def llm_options(self) -> LLMOptions:
+        """The options of the generator's LLM (its flags over the defaults; `ragrade --dry-run` included)."""
         from ragrade.config import build_config
-        from ragrade.llm import create_llm
         from ragrade.llm.options import LLMOptions
 
         layer = llm_layer(
             llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
             max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
         )  # fmt: skip
-        return create_llm(self.llm, options=build_config(LLMOptions, layer, source="LLM options"))
+        return build_config(LLMOptions, layer, source="LLM options")
 
 
 @qa_app.command("generate")
@@ -287,42 +260,24 @@ def qa_generate(
     flags: QAGenerateFlags,
 ) -> None:
     """Generate synthetic (question, reference answer, context) triplets from chunks."""
-    from ragrade.qa.files import write_qa, write_qrels
-    from ragrade.qa.generate import generate_qa, load_generation_prompt
+    from ragrade import api
 
     out, qrels = output_path(check_out_file(flags.out)), output_path(flags.qrels)  # `--dry-run`: a temporary folder
-    cfg = flags.config()
-    load_generation_prompt(cfg.prompt_file)  # as `exam generate --prompt`: checked whichever generator runs
-    chunks = _load_chunks(source)
-    model = flags.model()
     with command_progress("qa generate") as shown:
-        items, funnel = generate_qa(chunks, model, cfg, progress=shown.update)
-    tally = FailureTally()
-    tally.add_backend(model)
-    for i in range(funnel.sampled):
-        tally.add("qa generation", None, (funnel.first_error or "failed") if i < funnel.failed else None)
-    if not items and funnel.failed:
-        tally.check(_RESUME, 0.0)
-    gen = "offline-extractive (baseline)" if model is None else flags.llm
-    counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
-    if not items:
-        raise DataError(f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}")
-    meta = {"source": str(source), "generator": gen, "seed": flags.seed, "funnel": funnel.to_dict()}
-    write_qa(out, items, meta=meta)
-    if qrels is not None:
-        write_qrels(qrels, items)
+        items = api.generate_qa(
+            source, out, llm=flags.llm, config=flags.config(), qrels=qrels, llm_options=flags.llm_options(),
+            check=False, progress=shown.update,
+        )  # fmt: skip
     n = flags.n
     if flags.as_json:
-        echo_json({"written": len(items), "requested": n, "out": str(out), "generator": gen, "funnel": meta["funnel"]})
+        echo_json({"written": len(items), "requested": n, "out": str(out), "generator": items.generator,
+                   "funnel": items.funnel})  # fmt: skip
     else:
-        typer.echo(f"wrote {len(items)} of {n} requested triplets to {out} ({gen}); funnel: {counts}")
-        shortfall = funnel.shortfall()
-        if shortfall is not None:
-            typer.echo(f"ragrade: warning: {shortfall}", err=True)
-    tally.check(_RESUME, flags.max_failed, what="generation")
-
-
-_RESUME = "rerun the same command: received answers come from the response cache, only failed requests are sent"
+        counts = ", ".join(f"{k}={v}" for k, v in items.funnel.items() if k != "rejected")
+        typer.echo(f"wrote {len(items)} of {n} requested triplets to {out} ({items.generator}); funnel: {counts}")
+        if items.shortfall is not None:
+            typer.echo(f"ragrade: warning: {items.shortfall}", err=True)
+    items.check(flags.max_failed)  # after the triplets are shown
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -37,14 +37,6 @@ def _check_k(k: int) -> None:
         raise ConfigError(f"-k must be a positive integer, got {k}")
 
 
-def _open(index_dir: Path, spec: str, **opts: Any) -> Any:
-    from ragrade.retrieval.index import load_index
-    from ragrade.retrieval.setup import retriever_options
-
-    idx = load_index(index_dir)
-    return idx, idx.retriever(spec, **retriever_options(spec, **opts))
-
-
 QUERY_HELP = "Query transform: none (default), hyde, multi-query, rm3."
 POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, threshold, compress, llm-compress."
 
@@ -65,63 +57,80 @@ def _llm_options(
     return build_config(LLMOptions, layer, source="LLM options")
 
 
-def _transform_llm(spec: str | None, options: LLMOptions) -> Any:
-    if not spec:
-        return None
-    from ragrade.llm import create_llm
+@dataclass(frozen=True, kw_only=True)
+class IndexFlags:
+    """The options of ``ragrade index`` (``None``: not given, never overrides the config's \\[index] table)."""
 
-    return create_llm(spec, options)
+    out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to create or rebuild.")]
+    strategy: Annotated[
+        str | None, typer.Option("--strategy", help="Chunker for documents input (token, recursive, ...).")
+    ] = None
+    size: Annotated[int | None, typer.Option("--size", min=1, help="Chunk size (tokens).")] = None
+    overlap: Annotated[int | None, typer.Option("--overlap", min=0, help="Chunk overlap (tokens).")] = None
+    min_size: Annotated[
+        int | None, typer.Option("--min-size", min=0, help="Merge chunks under this many tokens (default 10).")
+    ] = None
+    embedder: Annotated[
+        str | None, typer.Option("--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ...")
+    ] = None
+    store: Annotated[
+        str | None, typer.Option("--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector.")
+    ] = None
+    no_dense: Annotated[bool, typer.Option("--no-dense", help="Build BM25 only (no embeddings).")] = False
+    headings: Annotated[
+        bool,
+        typer.Option("--headings", help="Index each chunk with its heading path (page > section) before its text."),
+    ] = False
+    stemmer: Annotated[
+        str | None, typer.Option("--stemmer", help="BM25 stemmer language or 'none' (default english).")
+    ] = None
+    stopwords: Annotated[str | None, typer.Option("--stopwords", help="BM25 stopwords: en or none.")] = None
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device", help="Local embedding model's device: auto (CUDA, else MPS, else CPU), cpu, cuda[:N], mps."
+        ),
+    ] = None
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file with an \\[index] table.")] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the build statistics as JSON.")] = False
+
+    def layer(self) -> dict[str, object]:
+        """The :class:`~ragrade.retrieval.index.IndexConfig` layer of these flags (over the config file's)."""
+        bm25 = {"stemmer": self.stemmer, "stopwords": self.stopwords}
+        return {
+            "strategy": self.strategy,
+            "size": self.size,
+            "overlap": self.overlap,
+            "embedder": self.embedder,
+            "store": self.store,
+            "device": self.device,
+            "dense": False if self.no_dense else None,
+            "headings": True if self.headings else None,
+            "bm25": {k: v for k, v in bm25.items() if v is not None},
+            "chunker_options": {"min_size": self.min_size} if self.min_size is not None else None,
+        }
 
 
+@with_flags(IndexFlags)
 def index_cmd(
-    input_path: Path = typer.Argument(..., metavar="DOCS_OR_CHUNKS", help="documents.jsonl or chunks.jsonl."),
-    out: Path = typer.Option(..., "--out", "-o", help="Index directory to create or rebuild."),
-    strategy: str = typer.Option(None, "--strategy", help="Chunker for documents input (token, recursive, ...)."),
-    size: int = typer.Option(None, "--size", min=1, help="Chunk size (tokens)."),
-    overlap: int = typer.Option(None, "--overlap", min=0, help="Chunk overlap (tokens)."),
-    min_size: int = typer.Option(None, "--min-size", min=0, help="Merge chunks under this many tokens (default 10)."),
-    embedder: str = typer.Option(None, "--embedder", help="minilm (default), minilm-st, st:PATH, openai:M@URL ..."),
-    store: str = typer.Option(None, "--store", help="Vector store: exact (default), faiss, usearch, chroma, pgvector."),
-    no_dense: bool = typer.Option(False, "--no-dense", help="Build BM25 only (no embeddings)."),
-    headings: bool = typer.Option(
-        False, "--headings", help="Index each chunk with its heading path (page > section) before its text."
-    ),
-    stemmer: str = typer.Option(None, "--stemmer", help="BM25 stemmer language or 'none' (default english)."),
-    stopwords: str = typer.Option(None, "--stopwords", help="BM25 stopwords: en or none."),
-    device: str = typer.Option(
-        None, "--device", help="Local embedding model's device: auto (CUDA, else MPS, else CPU), cpu, cuda[:N], mps."
-    ),
-    config: Path = typer.Option(None, "--config", help="TOML file with an \\[index] table."),
-    as_json: bool = typer.Option(False, "--json", help="Print the build statistics as JSON."),
+    input_path: Annotated[Path, typer.Argument(metavar="DOCS_OR_CHUNKS", help="documents.jsonl or chunks.jsonl.")],
+    *,
+    flags: IndexFlags,
 ) -> None:
     """Chunk (if given documents), embed (with the cache) and index a corpus for retrieval."""
     from ragrade import api
     from ragrade.config import build_config, load_toml
     from ragrade.config_paths import resolve_section
-    from ragrade.retrieval.index import IndexConfig, IndexStats
+    from ragrade.retrieval.index import IndexConfig
 
+    config = flags.config
     file_layer = (
         resolve_section(load_toml(config).get("index") or {}, config, embedders=("embedder",)) if config else {}
     )
-    bm25_flags = {"stemmer": stemmer, "stopwords": stopwords}
-    flags = {
-        "strategy": strategy,
-        "size": size,
-        "overlap": overlap,
-        "embedder": embedder,
-        "store": store,
-        "device": device,
-        "dense": False if no_dense else None,
-        "headings": True if headings else None,
-        "bm25": {k: v for k, v in bm25_flags.items() if v is not None},
-        "chunker_options": {"min_size": min_size} if min_size is not None else None,
-    }
-    cfg = build_config(IndexConfig, file_layer, flags, source="index options")
-    built: list[IndexStats] = []
+    cfg = build_config(IndexConfig, file_layer, flags.layer(), source="index options")
     with command_progress("index", status="reading the input ...") as shown:
-        api.build_index(input_path, output_path(out), config=cfg, progress=shown.update, show=built.append)
-    stats = built[0]
-    if as_json:
+        stats = api.build_index(input_path, output_path(flags.out), config=cfg, progress=shown.update).stats
+    if flags.as_json:
         echo_json(stats.to_dict())
         return
     dense = (
@@ -135,70 +144,53 @@ def index_cmd(
     )
 
 
+@dataclass(frozen=True)
+class SearchFlags:
+    """The options of ``ragrade search``."""
+
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help=RETRIEVER_HELP)] = "hybrid"
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 5
+    embedder: Annotated[str | None, typer.Option("--embedder", help="Query embedder (must match the index).")] = None
+    store: Annotated[
+        str | None, typer.Option("--store", help="Vector store backend to search (built on first use).")
+    ] = None
+    reranker: Annotated[str | None, typer.Option("--reranker", help="Cross-encoder model folder for rerank.")] = None
+    fusion: Annotated[str | None, typer.Option("--fusion", help="Hybrid fusion: rrf (default) or weighted.")] = None
+    rrf_k: Annotated[float | None, typer.Option("--rrf-k", min=0.0, help="RRF constant (default 60).")] = None
+    query_tx: Annotated[str | None, typer.Option("--query", help=QUERY_HELP)] = None
+    post: Annotated[str | None, typer.Option("--post", help=POST_HELP)] = None
+    transform_llm: Annotated[
+        str | None, typer.Option("--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-*.")
+    ] = None
+    llm_base_url: LlmBaseUrlOption = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False
+
+
+@with_flags(SearchFlags)
 def search_cmd(
-    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
-    query: str = typer.Argument(..., help="The search query."),
-    retriever: str = typer.Option("hybrid", "--retriever", "-r", help=RETRIEVER_HELP),
-    k: int = typer.Option(5, "-k", "--k", help="Number of hits."),
-    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
-    store: str = typer.Option(None, "--store", help="Vector store backend to search (built on first use)."),
-    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    fusion: str = typer.Option(None, "--fusion", help="Hybrid fusion: rrf (default) or weighted."),
-    rrf_k: float = typer.Option(None, "--rrf-k", min=0.0, help="RRF constant (default 60)."),
-    query_tx: str = typer.Option(None, "--query", help=QUERY_HELP),
-    post: str = typer.Option(None, "--post", help=POST_HELP),
-    transform_llm: str = typer.Option(None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-*."),
-    llm_base_url: LlmBaseUrlOption = None,
-    as_json: bool = typer.Option(False, "--json", help="Print hits as JSON."),
+    index_dir: Annotated[Path, typer.Argument(metavar="INDEX_DIR")],
+    query: Annotated[str, typer.Argument(help="The search query.")],
+    *,
+    flags: SearchFlags,
 ) -> None:
     """Search an index and print the top-k chunks."""
-    _check_k(k)
-    if not query.strip():
-        raise ConfigError("the query is empty")
-    from ragrade.retrieval.setup import retrieval_pipeline, single_value
+    from ragrade import api
 
-    single_value(query_tx, "--query")
-    single_value(post, "--post")
-    llm = _transform_llm(transform_llm, _llm_options(llm_base_url))  # a wrong model fails before the index loads
-    idx, ret = _open(
-        index_dir, retriever, embedder=embedder, store=store, reranker=reranker, fusion=fusion, rrf_k=rrf_k
-    )
-    ret = retrieval_pipeline(idx, ret, query_tx, post, llm, reranker, "--transform-llm")
-    got = ret.run([query], k)[0] if hasattr(ret, "run") else None
-    hits = got.hits if got is not None else ret.retrieve([query], k)[0]
-    if got is not None and got.error:
-        typer.echo(f"warning: {got.error}", err=True)
-    if as_json:
-        echo_json(
-            {
-                "query": query,
-                "retriever": ret.name,
-                "k": k,
-                "searched": got.searched if got is not None else [query],
-                "added_terms": got.added_terms if got is not None else [],
-                "transform_error": got.error if got is not None else None,
-                "hits": [
-                    {
-                        "rank": h.rank,
-                        "chunk_id": h.chunk_id,
-                        "doc_id": h.doc_id,
-                        "score": h.score,
-                        "source": h.source,
-                        "text": h.text,
-                        **({"spans": [list(s) for s in h.spans]} if h.spans is not None else {}),
-                    }
-                    for h in hits
-                ],
-            }
-        )
+    _check_k(flags.k)
+    found = api.search_index(
+        index_dir, query, retriever=flags.retriever, k=flags.k, embedder=flags.embedder, store=flags.store,
+        reranker=flags.reranker, fusion=flags.fusion, rrf_k=flags.rrf_k, query_transform=flags.query_tx,
+        post=flags.post, transform_llm=flags.transform_llm, llm_options=_llm_options(flags.llm_base_url),
+    )  # fmt: skip
+    if found.transform_error:
+        typer.echo(f"warning: {found.transform_error}", err=True)
+    if flags.as_json:
+        echo_json(found.to_dict())
         return
-    if not hits:
+    if not found.hits:
         typer.echo("no hits")
-    from ragrade.retrieval.passages import heading_line, shown_passages
-
-    for h, shown in zip(hits, shown_passages(hits, idx.chunk), strict=True):
+    for h, shown, path in zip(found.hits, found.passages, found.headings, strict=True):
         text = " ".join(shown.split())  # a part of a split code block with its fences
-        path = heading_line(idx.chunk(h.chunk_id))
         typer.echo(
             f"{h.rank:>2}. {h.score:8.4f}  {h.chunk_id}  {h.source or h.doc_id}" + (f"  [{path}]" if path else "")
         )
@@ -342,33 +334,50 @@ def _empty_note(n_all: int, n_relevant: int, n_skipped: int, mode: str) -> str:
     )
 
 
+@dataclass(frozen=True)
+class EvalFlags:
+    """The options of ``ragrade retrieval-eval``."""
+
+    retriever: Annotated[str, typer.Option("--retriever", "-r", help="Comma-separated retrievers.")] = (
+        "bm25,dense,hybrid"
+    )
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="Cut-off.")] = 10
+    level: Annotated[str, typer.Option("--level", help="Relevance of chunk ids or doc ids.")] = "chunk"
+    embedder: Annotated[str | None, typer.Option("--embedder", help="Query embedder (must match the index).")] = None
+    reranker: Annotated[str | None, typer.Option("--reranker", help="Cross-encoder model folder for rerank.")] = None
+    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the intervals.")] = 2000
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the results (with per-query rows) as JSON.")] = (
+        None
+    )
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False
+    empty_queries: Annotated[
+        str,
+        typer.Option(
+            "--empty-queries",
+            help="Queries with no relevant id: skip (as trec_eval: one with no judged id is left out of the means "
+            "and counted, one judged only not relevant scores 0) or zero (both score 0 on every metric, as ranx).",
+        ),
+    ] = "skip"
+
+
+@with_flags(EvalFlags)
 def eval_cmd(
-    index_dir: Path = typer.Argument(..., metavar="INDEX_DIR"),
-    qrels: Path = typer.Argument(..., metavar="QRELS", help="Qrels JSONL (query + relevant ids) or an exam file."),
-    retriever: str = typer.Option("bm25,dense,hybrid", "--retriever", "-r", help="Comma-separated retrievers."),
-    k: int = typer.Option(10, "-k", "--k", min=1, help="Cut-off."),
-    level: str = typer.Option("chunk", "--level", help="Relevance of chunk ids or doc ids."),
-    embedder: str = typer.Option(None, "--embedder", help="Query embedder (must match the index)."),
-    reranker: str = typer.Option(None, "--reranker", help="Cross-encoder model folder for rerank."),
-    n_boot: int = typer.Option(2000, "--n-boot", min=1, help="Bootstrap resamples for the intervals."),
-    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    out: Path = typer.Option(None, "--out", help="Also write the results (with per-query rows) as JSON."),
-    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
-    empty_queries: str = typer.Option(
-        "skip",
-        "--empty-queries",
-        help="Queries with no relevant id: skip (as trec_eval: one with no judged id is left out of the means "
-        "and counted, one judged only not relevant scores 0) or zero (both score 0 on every metric, as ranx).",
-    ),
+    index_dir: Annotated[Path, typer.Argument(metavar="INDEX_DIR")],
+    qrels: Annotated[Path, typer.Argument(metavar="QRELS", help="Qrels JSONL (query + relevant ids) or an exam file.")],
+    *,
+    flags: EvalFlags,
 ) -> None:
     """Hit rate@k, recall@k, MRR and nDCG@k with bootstrap 95% intervals for each retriever."""
     from ragrade import api
     from ragrade.retrieval.metrics import METRICS
 
-    specs = split_list(retriever, "--retriever") or []
+    k = flags.k
+    specs = split_list(flags.retriever, "--retriever") or []
     ev = api.evaluate_retrieval(
-        index_dir, qrels, specs, k=k, level=level, embedder=embedder, reranker=reranker, n_boot=n_boot, seed=seed,
-        empty_queries=empty_queries, out=output_path(out),  # `ragrade --dry-run`: the run's temporary folder
+        index_dir, qrels, specs, k=k, level=flags.level, embedder=flags.embedder, reranker=flags.reranker,
+        n_boot=flags.n_boot, seed=flags.seed, empty_queries=flags.empty_queries,
+        out=output_path(flags.out),  # `ragrade --dry-run`: the run's temporary folder
     )  # fmt: skip
     n_relevant = ev.n_queries - ev.n_empty_queries
     note = _empty_note(ev.n_queries, n_relevant, ev.n_skipped_queries, ev.empty_queries)
@@ -379,12 +388,12 @@ def eval_cmd(
         "n_skipped_queries": ev.n_skipped_queries,
         "empty_queries": ev.empty_queries,
     }
-    if as_json:
+    if flags.as_json:
         results = [r.to_dict() for r in ev.reports]
         echo_json({"k": k, "level": ev.level, "n_queries": ev.n_queries, **empty, "results": results})
         return
     shown = f" ({note})" if ev.n_empty_queries else ""
-    typer.echo(f"{ev.n_queries} queries{shown}, k={k}, {level}-level relevance, 95% bootstrap intervals")
+    typer.echo(f"{ev.n_queries} queries{shown}, k={k}, {flags.level}-level relevance, 95% bootstrap intervals")
     header = f"{'retriever':<22}" + "".join(f"{m + '@' + str(k):>24}" for m in METRICS)
     typer.echo(header)
     for r in ev.reports:

@@ -191,17 +191,18 @@ def run_cmd(
         raise ConfigError("robust run needs --llm PROVIDER/MODEL (e.g. --llm offline/extractive or openai/MODEL)")
     cfg = build_config(RobustRunConfig, file_layer, layer, source="robust run options")
     with command_progress(f"robust {cfg.testbed}", status=LOADING) as shown:
-        api.run_testbed(
+        runs = api.run_testbed(
             cfg.data,
             cfg.testbed,
             cfg.llm,
             cfg.out,
             config=cfg,
-            max_failed=flags.max_failed,
+            check=False,
             progress=shown.update,
             warn=lambda msg: typer.echo(f"ragrade: warning: {msg}", err=True),
-            show=lambda runs: _print_runs(runs, flags.as_json),
-        )  # printed before failed requests raise
+        )
+    _print_runs(runs, flags.as_json)
+    runs.check(flags.max_failed)  # after the runs are shown
 
 
 def _print_runs(runs: list[ModelRun], as_json: bool) -> None:
@@ -265,21 +266,17 @@ def build_cmd(flags: BuildFlags) -> None:
     """Build robustness testbeds from your exam (or QA file) and index."""
     from ragrade import api
     from ragrade.cli.common import echo_json, output_path
-    from ragrade.errors import ConfigError
-    from ragrade.io import read_json_object
 
-    if (flags.exam is None) == (flags.qa is None):
-        raise ConfigError("give exactly one of --exam or --qa")
     paths = api.build_testbeds(
         output_path(flags.out), flags.index, exam=flags.exam, qa=flags.qa, retriever=flags.retriever, k=flags.k,
         max_positive=flags.max_positive, max_negative=flags.max_negative, seed=flags.seed, lang=flags.lang,
         max_questions=flags.max_questions, min_positives=flags.min_positives,
     )  # fmt: skip
-    rep = read_json_object(paths["report"], "a testbed build report")  # what the build wrote
+    rep = paths.report
     dropped = rep.get("dropped")
     echo_json({"questions": rep["questions"], "base": rep["base"], "integration": rep["integration"],
                "counterfactual": rep["counterfactual"], "dropped": len(dropped) if isinstance(dropped, list) else 0,
-               "files": paths})  # fmt: skip
+               "files": dict(paths)})  # fmt: skip
 
 
 @robust_app.command("table")
@@ -288,15 +285,11 @@ def table_cmd(
     out: Path | None = typer.Option(None, "--out", help="Write the table as CSV here."),
 ) -> None:
     """Combine runs into one paper-shaped table (one row per model, one column per noise ratio)."""
+    from ragrade import api
     from ragrade.cli.common import output_path
-    from ragrade.robust.table import build_table, load_run_metrics, render_table, write_table
 
-    metrics = [m for r in runs for m in load_run_metrics(r)]
-    table = build_table(metrics)
-    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
-    if out is not None:
-        write_table(table, out)
-    typer.echo(render_table(table))
+    table = api.robust_table(runs, output_path(out))  # `ragrade --dry-run`: the run's temporary folder
+    typer.echo(table.render())
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,8 +16,12 @@ from ragrade.cli.llm_flags import (
     MaxRetriesOption,
     NoCacheOption,
     TimeoutOption,
-    llm_flag_layer,
+    llm_layer,
 )
+
+if TYPE_CHECKING:
+    from ragrade.api.job import JobPlan
+    from ragrade.api.job_run import JobRun
 
 RUN_HELP = (
     "Run every stage of a job config (TOML) into one run directory: corpus, chunkers, indexes, exam, sweep, "
@@ -32,7 +36,7 @@ DEMO_HELP = (
 REPORT_HELP = "Render the self-contained HTML report of a run directory (from its files only; works offline)."
 
 
-def _finish(result: Any, as_json: bool) -> None:
+def _finish(result: JobRun, as_json: bool) -> None:
     if as_json:
         echo_json(
             {
@@ -49,10 +53,7 @@ def _finish(result: Any, as_json: bool) -> None:
     )
     if result.report is not None:
         typer.echo(f"report: {result.report}")
-    from ragrade.report.sections_core import baseline_notes
-    from ragrade.report.sources import RunFiles
-
-    for note in baseline_notes(RunFiles(Path(result.run_dir))):
+    for note in result.notes:
         typer.echo(f"note: {note}")
 
 
@@ -86,8 +87,7 @@ def run_cmd(
 ) -> None:
     """Run a job config end to end."""
     from ragrade import api
-    from ragrade.cli.common import split_list
-    from ragrade.job.config import load_job_config
+    from ragrade.cli.common import split_list, warning_line
     from ragrade.job.progress import make_display
 
     overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
@@ -98,61 +98,37 @@ def run_cmd(
     }
     if any(v is not None for v in sweep.values()):
         overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
-    llm = llm_flag_layer(
-        {"llm_base_url": llm_base_url, "concurrency": concurrency, "timeout": timeout,
-         "max_retries": max_retries, "no_cache": no_cache, "device": device, "dtype": dtype}
+    llm = llm_layer(
+        llm_base_url=llm_base_url, concurrency=concurrency, timeout=timeout, max_retries=max_retries,
+        no_cache=no_cache, device=device, dtype=dtype,
     )  # fmt: skip
     if llm:  # over the config's [llm_options] table (and `ragrade --dry-run run`)
         overrides["llm_options"] = llm
-    cfg = load_job_config(config, overrides)
-    target = output_path(out) or Path(cfg.out)  # `ragrade --dry-run`: the run's temporary folder
+    target = output_path(out)  # `ragrade --dry-run`: the run's temporary folder (None: the config's `out`)
     if check:
-        _print_plan(cfg, target, as_json)
+        _print_plan(api.plan_job(config, target, overrides=overrides), as_json)
         return
-    _warn_foreign_layout(target)
-    result = api.run_job(cfg, target, force=force, display=make_display(quiet_requested()))
+    display = make_display(quiet_requested())
+    result = api.run_job(config, target, overrides=overrides, force=force, display=display, warn=warning_line)
     _finish(result, as_json)
 
 
-def _print_plan(cfg: Any, out: Path, as_json: bool) -> None:
-    from ragrade.job.check import check_job
-    from ragrade.job.config import config_paths
-    from ragrade.job.runner import describe_plan
-
-    check_job(cfg)
-    plan = describe_plan(cfg, out)
-    paths = config_paths(cfg, out)
+def _print_plan(plan: JobPlan, as_json: bool) -> None:
+    out = plan.run_dir
     if as_json:
-        echo_json({"run_dir": str(out), "valid": True, "paths": paths, "stages": plan})
+        echo_json({"run_dir": str(out), "valid": True, "paths": plan.paths, "stages": plan.stages})
         return
     typer.echo("paths (a config's relative paths are read from its folder; flags from the current one):")
-    for key, value in paths.items():
+    for key, value in plan.paths.items():
         for item in value if isinstance(value, list) else [value]:
             typer.echo(f"  {key:<20} {item}")
     typer.echo(f"config is valid; plan for {out}:")
-    for s in plan:
+    for s in plan.stages:
         typer.echo(f"  {s['action']:<5}  {s['stage']}")
     typer.echo(
-        f"{sum(s['action'] == 'run' for s in plan)} stage(s) to run, {sum(s['action'] == 'reuse' for s in plan)} reused"
+        f"{sum(s['action'] == 'run' for s in plan.stages)} stage(s) to run, "
+        f"{sum(s['action'] == 'reuse' for s in plan.stages)} reused"
     )
-
-
-def _warn_foreign_layout(target: Path) -> None:
-    """Warn when ``target`` holds another command's run (e.g. `exam take`): the job's layout would mix in."""
-    if not target.is_dir() or (target / "stages.json").exists():
-        return
-    marks = [
-        name
-        for name in ("responses.parquet", "answers.jsonl", "results.jsonl", "manifest.json")
-        if (target / name).exists()
-    ]
-    if marks:
-        typer.echo(
-            f"ragrade: warning: {target} holds another command's run ({', '.join(marks)} at its top, e.g. from "
-            "`ragrade exam take`); `ragrade run` adds its own layout (corpus/, exam/, sweep/, ...) beside it; "
-            "give a new folder with --out to keep them apart",
-            err=True,
-        )
 
 
 def demo_cmd(

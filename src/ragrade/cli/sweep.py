@@ -255,13 +255,6 @@ class CompareFlags:
     ] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False
 
-    def check(self) -> None:
-        """Refuse settings no comparison can use."""
-        if self.correction not in ("holm", "bonferroni", "bh", "none"):
-            raise ConfigError(f"unknown correction '{self.correction}'; valid: holm, bonferroni, bh, none")
-        if not 0 < self.alpha < 1 or self.n_boot < 1 or self.top < 2:
-            raise ConfigError("need 0 < --alpha < 1, --n-boot >= 1 and --top >= 2")
-
 
 @with_flags(CompareFlags)
 def compare(
@@ -272,58 +265,20 @@ def compare(
     flags: CompareFlags,
 ) -> None:
     """Paired comparison of pipelines: accuracy difference, bootstrap CI, McNemar exact p-value."""
-    from ragrade.run.compare import verdicts, write_comparisons
+    from ragrade import api
 
-    flags.check()
-    if flags.all_pairs:
-        if a or b:
-            raise ConfigError("give either two pipelines or --all, not both")
-        result = verdicts(
-            run_dir, top=flags.top, correction=flags.correction, alpha=flags.alpha, n_boot=flags.n_boot,
-            seed=flags.seed,
-        )  # fmt: skip
-    else:
-        if not (a and b):
-            raise ConfigError("name two pipelines (ids or unique parts of ids), or use --all")
-        result = _compare_two(run_dir, a, b, flags)
-    out = output_path(flags.out)  # `ragrade --dry-run`: the run's temporary folder
-    if out is None and run_dir.is_dir():
-        from ragrade.run.compare import COMPARISONS_FILE
-
-        out = run_dir / COMPARISONS_FILE
-    if out is not None:
-        write_comparisons(out, result)
+    if flags.all_pairs and (a or b):
+        raise ConfigError("give either two pipelines or --all, not both")
+    if not flags.all_pairs and not (a and b):
+        raise ConfigError("name two pipelines (ids or unique parts of ids), or use --all")
+    found = api.compare_pipelines(
+        run_dir, a, b, top=flags.top, correction=flags.correction, alpha=flags.alpha, n_boot=flags.n_boot,
+        seed=flags.seed, out=output_path(flags.out),  # `ragrade --dry-run`: the run's temporary folder
+    )  # fmt: skip
     if flags.as_json:
-        echo_json(result)
+        echo_json(found.verdicts)
         return
-    _print_comparisons(result, out)
-
-
-def _compare_two(run_dir: Path, a: str, b: str, flags: CompareFlags) -> Verdicts:
-    """The comparison of two pipelines of a run, named by ids or unique parts of ids (no correction)."""
-    from ragrade.io import now_iso
-    from ragrade.run.compare import COMPARISONS_VERSION, compare_pair, resolve_pipeline
-    from ragrade.run.summary import read_responses
-    from ragrade.stats import adjust_pvalues
-
-    df = read_responses(run_dir)
-    ids = list(dict.fromkeys(str(p) for p in df["pipeline"]))
-    pa_, pb_ = resolve_pipeline(a, ids), resolve_pipeline(b, ids)
-    if pa_ == pb_:
-        raise ConfigError(f"'{a}' and '{b}' name the same pipeline")
-    comp = compare_pair(df, pa_, pb_, n_boot=flags.n_boot, seed=flags.seed, alpha=flags.alpha)
-    comp.correction = "none"
-    comp.p_adjusted = adjust_pvalues([comp.p_value], "none")[0]
-    return {
-        "version": COMPARISONS_VERSION,
-        "created": now_iso(),
-        "pipelines": [pa_, pb_],
-        "correction": "none",
-        "alpha": flags.alpha,
-        "n_boot": flags.n_boot,
-        "seed": flags.seed,
-        "comparisons": [comp.to_dict()],
-    }
+    _print_comparisons(found.verdicts, found.out)
 
 
 def _print_comparisons(result: Verdicts, out: Path | None) -> None:
