@@ -11,9 +11,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from typing import TypeVar
 
 #: how a message names a setting: ``$name`` (the setting's Python/config name, lower case)
 _SETTING = re.compile(r"\$([a-z][a-z0-9_]*)")
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
 class RagradeError(Exception):
@@ -38,11 +41,7 @@ class RagradeError(Exception):
         """The message with each ``$name`` spelled by ``spell`` (a flag, say), or as the bare name where
         ``spell`` is None or returns None."""
 
-        def one(match: re.Match[str]) -> str:
-            name = match.group(1)
-            return (spell(name) if spell is not None else None) or name
-
-        return _SETTING.sub(one, super().__str__())
+        return render_settings(super().__str__(), spell)
 
 
 class ConfigError(RagradeError):
@@ -77,10 +76,33 @@ class MissingDependency(RagradeError):
         self.extra = extra
 
 
+def render_settings(text: str, spell: Callable[[str], str | None] | None = None) -> str:
+    """``text`` with each ``$name`` spelled by ``spell``, or as the bare name (for a message that is logged or
+    stored rather than raised, or raised later by code that does not know it names settings)."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return (spell(name) if spell is not None else None) or name
+
+    return _SETTING.sub(one, text)
+
+
 def did_you_mean(value: str, choices: list[str]) -> str:
     """A hint sentence for an error message naming the closest valid choice, if any is close."""
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.5)
     return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def check_choice(value: str, choices: tuple[_Choice, ...], setting: str) -> _Choice:
+    """``value`` as one of ``choices`` (the values of a ``Literal``: ``get_args(Level)``), typed as that
+    ``Literal``; a ConfigError naming ``$setting`` for a string from a config file or a flag that is none of them."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    *head, last = choices
+    valid = f"{', '.join(head)} or {last}" if head else last
+    hint = did_you_mean(str(value), list(choices))
+    raise ConfigError(f"${setting} must be {valid}, got '{value}'" + (f".{hint}" if hint else ""))
 
 
 def open_error(
@@ -102,6 +124,8 @@ __all__ = [
     "FailedRequests",
     "MissingDependency",
     "RagradeError",
+    "check_choice",
     "did_you_mean",
     "open_error",
+    "render_settings",
 ]

@@ -60,7 +60,7 @@ def no_error(row: Row) -> bool:
 
 
 class JournalMismatch(ConfigError):
-    """The run directory's journal holds results made with other inputs or settings (rerun with --overwrite)."""
+    """The run directory's journal holds results made with other inputs or settings (rerun with ``overwrite``)."""
 
 
 class Journal:
@@ -123,7 +123,7 @@ class Journal:
         elif old != fingerprint:
             raise JournalMismatch(
                 f"{self.path.parent} holds a {what} with other inputs or settings; "
-                "use a new --out directory or --overwrite"
+                "write to a new $out directory, or start over with $overwrite"
             )
 
     def register_pipelines(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
@@ -139,7 +139,8 @@ class Journal:
                 known[pid] = blob
             if pid in known and known[pid] != blob:
                 raise JournalMismatch(
-                    f"pipeline '{pid}' was run before with other settings; use a new --out directory or --overwrite"
+                    f"pipeline '{pid}' was run before with other settings; "
+                    "write to a new $out directory, or start over with $overwrite"
                 )
             if pid not in known:
                 new.append((pid, blob))

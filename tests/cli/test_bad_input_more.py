@@ -220,8 +220,8 @@ def _job_cases(p: dict[str, Path], t: Path) -> dict[str, tuple[str, str]]:
             "compress has no option 'bogus'",
         ),
         "transform-llm": ('[sweep]\nquery = ["hyde"]\ntransform_llm = "nosuch/m"\n', "[sweep] transform_llm"),
-        "adaptive-target": ("[adaptive]\nenabled = true\ntarget_se = 0\n", "[adaptive] --target-se must be positive"),
-        "adaptive-no-file": ('[adaptive]\nenabled = true\ncalibration_mode = "file"\n', "needs --calibration"),
+        "adaptive-target": ("[adaptive]\nenabled = true\ntarget_se = 0\n", "[adaptive] target_se must be positive"),
+        "adaptive-no-file": ('[adaptive]\nenabled = true\ncalibration_mode = "file"\n', "needs calibration"),
         "adaptive-missing": (f'[adaptive]\nenabled = true\ncalibration = "{t / "no.json"}"\n', "not found"),
         "adaptive-garbage": (f'[adaptive]\nenabled = true\ncalibration = "{t / "garbage.json"}"\n', "garbage.json"),
         "adaptive-reference": (
@@ -240,8 +240,8 @@ def _job_cases(p: dict[str, Path], t: Path) -> dict[str, tuple[str, str]]:
         ),
         "human-few": (f'{judge}metrics = ["exact"]\n[calibration]\nhuman = "{t / "few.jsonl"}"\n', "needs at least 10"),
         "judge-llm-student": (
-            f'{judge}metrics = ["claims"]\njudge_llm = "offline/student"\n',
-            "[judge] judge_llm = offline/student cannot judge claims",
+            f'{judge}metrics = ["claims"]\nllm = "offline/student"\n',
+            "[judge] llm offline/student cannot judge claims",
         ),
         # issue 38: settings that used to be taken without a word
         "sweep-k-repeated": ("[sweep]\nk = [3, 3]\n", "sweep.k: 3 is listed twice; list each value once"),

@@ -85,7 +85,7 @@ def test_a_level_with_one_pipeline_cannot_be_jackknifed(grid: tuple[Responses, T
 
 
 def test_jackknife_needs_factors_and_two_groups() -> None:
-    with pytest.raises(ConfigError, match="needs --factors"):
+    with pytest.raises(ConfigError, match="needs factors"):
         FitConfig(se="jackknife")
     with pytest.raises(ConfigError, match="jackknife_groups"):
         FitConfig(factors=FACTORS, se="jackknife", jackknife_groups=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -131,8 +130,8 @@ def test_newton_and_lbfgs_reach_the_same_optimum(factors: bool) -> None:
 def test_newton_ml_2pl_anchors_and_agrees_with_lbfgs() -> None:
     data, _ = simulate_flat(150, 120, seed=13)
     cfg = FitConfig(model="2pl", priors=Priors.named("none"), gtol=0.005, se="none")
-    new = fit_responses(data, replace(cfg, solver="newton"), compute_se=False)
-    old = fit_responses(data, replace(cfg, solver="lbfgs"), compute_se=False)
+    new = fit_responses(data, cfg.replace(solver="newton"), compute_se=False)
+    old = fit_responses(data, cfg.replace(solver="lbfgs"), compute_se=False)
     assert new.converged and "line search" not in new.fit["message"]
     gm = np.exp(np.log(new.discrimination).mean())
     # anchored to geometric mean 1 unless a bound binds (abilities of all-correct pipelines sit at their

@@ -152,14 +152,14 @@ def test_cost_of_a_four_option_question(llama_server: LlamaServer, capsys: pytes
     ]
     llm = _llm(llama_server)
     posts: list[str] = []
-    real_post = llm._post
+    real_post = llm.post_json
 
     async def counting_post(path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
         posts.append(path.rsplit("/", 1)[-1])
         result: dict[str, Any] = await real_post(path, body, extra)
         return result
 
-    llm._post = counting_post
+    llm.post_json = counting_post
     loglikelihood(llm, reqs[:1])  # detection (an echo request first)
     posts.clear()
     t0 = time.perf_counter()

@@ -58,7 +58,7 @@ def test_no_first_reply_within_the_longest_timeout_stops_with_one_message(caplog
     fatal = str(llm.limiter.fatal)
     assert fatal == (
         "server unreachable or too slow: no reply within 0.8s to a request sent alone; "
-        "if the server is that slow, rerun with --timeout 1.6 --concurrency 1"
+        "if the server is that slow, rerun with $timeout 1.6 $concurrency 1"  # settings: the CLI spells the flags
     )
     assert sum(str(c.error).startswith("not sent: server unreachable or too slow") for c in out) == 4
     # one line while waiting past the default timeout, once
@@ -84,7 +84,7 @@ def test_a_server_that_slows_down_is_stopped_with_the_latencies_seen_and_setting
     fatal = str(llm.limiter.fatal)
     assert fatal.startswith("server unreachable or too slow: replies took ") and "(median " in fatal
     assert fatal.endswith("but 3 requests sent one at a time got no reply within 0.6s; if the server is that slow, "
-                          "rerun with --timeout 1.2 --concurrency 1")  # fmt: skip
+                          "rerun with $timeout 1.2 $concurrency 1")  # fmt: skip
 
 
 def test_a_timeout_the_user_gave_is_never_stretched() -> None:
@@ -97,8 +97,8 @@ def test_a_timeout_the_user_gave_is_never_stretched() -> None:
     assert elapsed < 1.0  # two attempts of 0.2 s (and a short backoff): neither waited longer
     assert not any(c.ok for c in out)
     assert str(llm.limiter.fatal) == (
-        "server unreachable or too slow: no reply within 0.2s (--timeout) to 2 requests sent one at a time; "
-        "if the server is that slow, rerun with --timeout 0.8 --concurrency 1"
+        "server unreachable or too slow: no reply within 0.2s ($timeout) to 2 requests sent one at a time; "
+        "if the server is that slow, rerun with $timeout 0.8 $concurrency 1"
     )
 
 

@@ -40,7 +40,7 @@ def test_auto_picks_the_cpu_here(monkeypatch: pytest.MonkeyPatch, shortcut: bool
 def test_missing_and_unknown_devices_are_one_line_errors() -> None:
     with pytest.raises(ConfigError) as err:
         placement.embedding_device("cuda", "embedder minilm")
-    assert str(err.value) == f"embedder minilm: {NOT_HERE}; use --device auto or one of those"
+    assert str(err.value) == f"embedder minilm: {NOT_HERE}; use device auto or one of those"
     with pytest.raises(ConfigError, match=r"^unknown device 'tpu'; valid choices: auto, cpu, cuda, mps$"):
         placement.embedding_device("tpu", "embedder minilm")
 

@@ -215,15 +215,16 @@ def test_cross_encoder_rerank_composes(sparse_index: Any, tiny_cross_encoder: st
     assert pipe.fetch_depth(2) == 6
 
 
-def test_names_suggest_and_llm_requirement_names_the_flag() -> None:
+def test_names_suggest_and_llm_requirement_names_the_setting() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'hyde'"):
         check_transforms("hydee", "none", has_llm=True)
     with pytest.raises(ConfigError, match="Did you mean 'mmr'"):
         check_transforms("none", "rerank+mrr", has_llm=True)
-    with pytest.raises(ConfigError, match="--transform-llm"):
+    with pytest.raises(ConfigError, match="pass transform_llm PROVIDER/MODEL") as no_llm:
         check_transforms("hyde", "none", has_llm=False)
-    with pytest.raises(ConfigError, match=r"llm-compress needs an LLM.*--llm"):
-        check_transforms("none", "mmr+llm-compress", has_llm=False, flag="--llm")
+    assert no_llm.value.settings == ("transform_llm",)  # the command line spells it --transform-llm
+    with pytest.raises(ConfigError, match=r"llm-compress needs an LLM.*pass llm PROVIDER"):
+        check_transforms("none", "mmr+llm-compress", has_llm=False, setting="$llm")
     assert parse_post("none") == [] and parse_post("rerank+compress") == ["rerank", "compress"]
     with pytest.raises(ConfigError, match="malformed"):
         parse_post("rerank++mmr")

@@ -52,6 +52,6 @@ def check_resume_rules(run: RunFn, tmp_path: Path, prompt_text: str, responder: 
             settings(limit=5),  # other questions
         ]
         for other in refused:
-            with pytest.raises(JournalMismatch, match="--overwrite"):
+            with pytest.raises(JournalMismatch, match="start over with overwrite"):
                 run(out, other)
         assert srv.requests_total == sent

@@ -15,7 +15,7 @@ def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path: Path) -> No
     j.register_pipelines({"p1": {"k": 3}})
     j.register_pipelines({"p1": {"k": 3}})
     j.add("p1", [{"item_id": "q1", "error": None}])  # finished work: now the run is protected
-    with pytest.raises(JournalMismatch, match="--overwrite"):
+    with pytest.raises(JournalMismatch, match="start over with overwrite"):
         j.check_fingerprint("bbb")
     with pytest.raises(JournalMismatch) as info:
         j.register_pipelines({"p1": {"k": 5}})

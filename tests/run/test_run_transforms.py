@@ -57,7 +57,7 @@ def test_grid_expands_and_validates_transforms() -> None:
     with pytest.raises(ConfigError, match="Did you mean 'hyde'"):
         expand_pipelines(bad)
     nollm = build_sweep_config({"grid": {"retrievers": ["bm25"], "post": ["llm-rerank"]}, "indexes": {"a": "x"}})
-    with pytest.raises(ConfigError, match="--transform-llm"):
+    with pytest.raises(ConfigError, match="pass transform_llm PROVIDER/MODEL"):
         expand_pipelines(nollm)
 
 
@@ -167,7 +167,7 @@ def test_example_job_config_puts_query_and_post_on_the_grid(tmp_path: Path) -> N
     assert len(specs) == 2 + 2 * 2 * 3  # closed and oracle once; bm25 and dense x query x post
     assert {"query", "post"} <= set(cfg.irt.factors)
     over = load_job_config(example, {"sweep": {"query": ["none", "hyde"]}})
-    with pytest.raises(ConfigError, match="--transform-llm"):
+    with pytest.raises(ConfigError, match="pass transform_llm PROVIDER/MODEL"):
         expand_pipelines(sweep_config(over, RunLayout(tmp_path)))
 
 

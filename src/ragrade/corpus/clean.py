@@ -44,7 +44,7 @@ def compile_patterns(patterns: Iterable[str] | None) -> list[re.Pattern[str]]:
         try:
             compiled.append(re.compile(pat))
         except re.error as exc:
-            raise ConfigError(f"--drop-pattern {pat!r} is not a valid regular expression ({exc})") from exc
+            raise ConfigError(f"$drop_patterns: {pat!r} is not a valid regular expression ({exc})") from exc
     return compiled
 
 

@@ -48,7 +48,7 @@ def directive_options(content: str) -> dict[str, Any]:
 
 def file_directive(name: str, arg: str, content: str, ctx: PageContext, render: Callable[[str], str]) -> str:
     """The text ``{include}`` / ``{literalinclude}`` of ``arg`` stands for ("" with a warning when there is none)."""
-    from ragrade.corpus.rst_include import RstContext, _read, cut, resolve
+    from ragrade.corpus.rst_include import RstContext, cut, read_include, resolve
 
     current = ctx.includes[-1] if ctx.includes else ctx.page
     root = ctx.site.root if ctx.site is not None else None
@@ -62,7 +62,7 @@ def file_directive(name: str, arg: str, content: str, ctx: PageContext, render: 
     if path in chain or len(chain) > _MAX_DEPTH:
         ctx.warn(f"include cycle, left out: {' -> '.join(p.name for p in (*chain, path))}")
         return ""
-    text = _read(rctx, name, path)
+    text = read_include(rctx, name, path)
     ctx.warnings.extend(w for w in rctx.warnings if w not in ctx.warnings)
     if text is None:
         return ""

@@ -152,7 +152,9 @@ def resolve(ctx: RstContext, arg: str, source: str) -> Path | None:
     return next((c.resolve() for c in candidates if c.is_file()), None)
 
 
-def _read(ctx: RstContext, name: str, path: Path) -> str | None:
+def read_include(ctx: RstContext, name: str, path: Path) -> str | None:
+    """The text of ``path``, included by directive ``name``; None (with a warning) when it is too large or
+    unreadable (the MyST include reads through it too)."""
     try:
         size = path.stat().st_size
         if size > ctx.max_bytes:
@@ -272,7 +274,7 @@ class _FileDirective(Directive):  # type: ignore[misc]  # docutils is untyped
         if ctx.includes > _MAX_INCLUDES:
             ctx.warn(f"more than {_MAX_INCLUDES} included files in one page; the rest left out")
             return None
-        text = _read(ctx, self.name, path)
+        text = read_include(ctx, self.name, path)
         return None if text is None else (path, chain, text)
 
     def lines(self, path: Path, text: str) -> list[str] | None:
@@ -384,4 +386,4 @@ def file_directives() -> Iterator[None]:
                 table[name] = before
 
 
-__all__ = ["AUTODOC_DIRECTIVES", "AUTODOC_KIND", "RstContext", "cut", "file_directives", "resolve"]
+__all__ = ["AUTODOC_DIRECTIVES", "AUTODOC_KIND", "RstContext", "cut", "file_directives", "read_include", "resolve"]

@@ -79,7 +79,7 @@ def resolve(device: str | None, dtype: str | None, torch: Any, what: str = "hf")
     if kind not in here:
         raise ConfigError(
             f"{what}: device '{asked_device}' is not available here (available: {', '.join(here)}); "
-            "use --device auto or one of those"
+            "use $device auto or one of those"
         )
     if kind == "cuda" and ":" in dev:
         index = dev.split(":", 1)[1]
@@ -89,7 +89,7 @@ def resolve(device: str | None, dtype: str | None, torch: Any, what: str = "hf")
     if dt == "auto":
         dt = ("bfloat16" if bf16 else "float16") if kind == "cuda" else "float32"
     if dt == "bfloat16" and kind == "cuda" and not bf16:
-        raise ConfigError(f"{what}: this GPU cannot run bfloat16; use --dtype float16 or float32")
+        raise ConfigError(f"{what}: this GPU cannot run bfloat16; use $dtype float16 or float32")
     return Placement(dev, dt, asked_device, asked_dtype)
 
 

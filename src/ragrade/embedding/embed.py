@@ -55,7 +55,8 @@ def minilm_path() -> str:
     return str(mod.get_model_path())
 
 
-def _offline() -> None:
+def hub_offline() -> None:
+    """Keep the Hugging Face libraries off the network and quiet (local model folders only), before one loads."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -108,7 +109,7 @@ class SentenceTransformerEmbedder:
         name: str | None = None,
         device: str | None = None,
     ) -> None:
-        _offline()
+        hub_offline()
         self.name = name or f"st:{model}"
         self.device = embedding_device(device, f"embedder {self.name}")  # a missing device fails before loading
         self.asked_device = device or "auto"
@@ -269,7 +270,7 @@ def _onnx_device(device: str | None, name: str) -> None:
     found = embedding_device(device, f"embedder {name}")
     raise ConfigError(
         f"embedder {name}: runs on the CPU only (onnxruntime), not on '{found}'; "
-        "use --device cpu or auto, or a sentence-transformers embedder (minilm-st, st:PATH)"
+        "use $device cpu or auto, or a sentence-transformers embedder (minilm-st, st:PATH)"
     )
 
 
@@ -529,6 +530,7 @@ __all__ = [
     "create_embedder",
     "default_embedder",
     "fixed_shape_batches",
+    "hub_offline",
     "minilm_backend",
     "minilm_path",
     "plan_chunk_key",

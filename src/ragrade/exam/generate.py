@@ -274,8 +274,8 @@ def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) 
     eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
     if not eligible:
         raise DataError(
-            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters; lower min_chunk_chars "
-            "(in a job config: the [exam.options] table; for `exam generate --config`: the [exam] table)"
+            f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters; lower $min_chunk_chars "
+            "(the [exam] table of an `exam generate` config file, the [exam.options] table of a job config)"
         )
     return eligible
 

@@ -86,7 +86,7 @@ class Design:
 
     def _check_rank(self) -> None:
         if self.k == 0:
-            raise DataError("every factor has a single level; nothing to estimate (drop --factors)")
+            raise DataError("every factor has a single level; nothing to estimate (drop $factors)")
         rank, k = self._rank(range(len(self.factors)))
         if rank < k:
             names = ", ".join(f.name for f in self.factors)

@@ -34,7 +34,6 @@ combinations missing 97%. On tiny grids (12 pipelines) the bias is not first-ord
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -69,15 +68,14 @@ def draw_groups(data: Responses, factor_names: tuple[str, ...], n_groups: int, s
     n = len(data.pipelines)
     g = min(n_groups, n)
     if g < 2:
-        raise ConfigError("--se jackknife needs at least 2 pipelines")
+        raise ConfigError("the jackknife ($se) needs at least 2 pipelines")
     for f in (f for f in data.factors if f.name in factor_names):
         counts = np.bincount(f.codes[f.codes >= 0], minlength=len(f.levels))
         lone = [f.levels[j] for j, c in enumerate(counts) if c < 2]
         if lone:
             raise DataError(
-                f"--se jackknife: level(s) {', '.join(lone)} of factor '{f.name}' have a single pipeline, so a "
-                "refit without it cannot estimate their effect; use --se observed or sandwich "
-                "([irt] se in a ragrade run config)"
+                f"the jackknife ($se): level(s) {', '.join(lone)} of factor '{f.name}' have a single pipeline, so "
+                "a refit without it cannot estimate their effect; set $se to observed or sandwich"
             )
     rng = np.random.default_rng(seed)
     for _ in range(MAX_DRAWS):
@@ -85,9 +83,9 @@ def draw_groups(data: Responses, factor_names: tuple[str, ...], n_groups: int, s
         if all(_identifiable(data, factor_names, groups != k) for k in range(g)):
             return np.asarray(groups, dtype=np.int64)
     raise DataError(
-        f"--se jackknife: no split of the {n} pipelines into {g} groups keeps every effect identifiable in each "
-        f"refit (some level has few pipelines); use more --groups (at most {n}: one pipeline per group) or "
-        "--se observed"
+        f"the jackknife ($se): no split of the {n} pipelines into {g} groups keeps every effect identifiable in "
+        f"each refit (some level has few pipelines); raise $jackknife_groups (at most {n}: one pipeline per group) "
+        "or set $se to observed"
     )
 
 
@@ -104,12 +102,12 @@ def jackknife_se(data: Responses, cfg: FitConfig, result: IRTResult, *, refit: R
     ``refit`` fits one subset (:func:`ragrade.irt.fit.fit_responses`, passed in by its caller).
     """
     if not cfg.factors:
-        raise ConfigError("--se jackknife corrects factor effects: it needs --factors (the hierarchical model)")
+        raise ConfigError("the jackknife ($se) corrects factor effects: it needs $factors (the hierarchical model)")
     factors = [f for f in data.factors if f.name in cfg.factors]
     design = Design(factors)
     groups = draw_groups(data, cfg.factors, cfg.jackknife_groups, cfg.seed)
     G = int(groups.max()) + 1
-    sub_cfg = replace(cfg, se="none")
+    sub_cfg = cfg.replace(se="none")
     z_full, s = _unit_effects(result, design)
     reps, n_conv = [], 0
     for k in range(G):

@@ -203,10 +203,10 @@ class NewtonSolver:
         mask = keep[:, :, None] * keep[:, None, :]
         idx = np.arange(3)
         # the observed Hessian (with the exact prior curvature) where it is positive definite, else Fisher
-        obs = _blocks(pt.H) + _diag3(self._item_prior_diag(d, g, exact=True))
+        obs = sym_blocks(pt.H) + _diag3(self._item_prior_diag(d, g, exact=True))
         obs = obs * mask
         obs[:, idx, idx] += fixed
-        fisher = (_blocks(pt.F) + _diag3(self._item_prior_diag(d, g))) * mask
+        fisher = (sym_blocks(pt.F) + _diag3(self._item_prior_diag(d, g))) * mask
         use = np.zeros(len(d), dtype=bool)
         if observed:
             # per item: observed curvature once its own gradient is within a standard error of zero
@@ -458,7 +458,7 @@ class NewtonSolver:
         return None, alpha
 
 
-def _blocks(v: F64) -> F64:
+def sym_blocks(v: F64) -> F64:
     """(n, 3, 3) symmetric blocks from the (n, 6) packing dd db bb gg dg bg."""
     B = np.empty((v.shape[0], 3, 3))
     B[:, 0, 0], B[:, 1, 1], B[:, 2, 2] = v[:, 0], v[:, 2], v[:, 3]
@@ -511,4 +511,11 @@ def newton_optimise(prob: Problem, x0: F64) -> tuple[F64, dict[str, Any]]:
     return x, rep
 
 
-__all__ = ["NewtonSolver", "newton_optimise", "newton_pass_numpy", "pick_newton_kernels", "schur_apply_numpy"]
+__all__ = [
+    "NewtonSolver",
+    "newton_optimise",
+    "newton_pass_numpy",
+    "pick_newton_kernels",
+    "schur_apply_numpy",
+    "sym_blocks",
+]

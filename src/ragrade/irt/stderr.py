@@ -88,13 +88,13 @@ def sandwich_cov(cov_z: F64, U: F64) -> F64:
 
 def _fused_flat(prob: Problem, R: npt.NDArray[np.int8], theta: F64, d: F64, b: F64, g: F64) -> tuple[F64, F64]:
     """Items' observed (d, b, g) blocks without priors and each ability's Fisher information, in one pass."""
-    from ragrade.irt.newton import _blocks, pick_newton_kernels
+    from ragrade.irt.newton import pick_newton_kernels, sym_blocks
 
     pass_fn, _ = pick_newton_kernels("numba")
     A = np.empty(R.shape, dtype=np.float32)  # per-response weights the pass stores (unused here)
     Bg = np.empty(R.shape, dtype=np.float32) if prob.free_g else np.zeros((1, R.shape[1]), dtype=np.float32)
     _, _, _, H6, _, fisher = pass_fn(R, theta, d, b, g, A, Bg, prob.free_g)
-    return _blocks(H6), fisher
+    return sym_blocks(H6), fisher
 
 
 def standard_errors(

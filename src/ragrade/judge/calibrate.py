@@ -209,7 +209,7 @@ def read_labels(path: str | Path, table: ScoreTable, *, min_labels: int = 10) ->
                 lines = ", ".join(str(lab.line) for lab in labels[:8]) + (", ..." if len(labels) > 8 else "")
                 raise DataError(
                     f"{p}:{labels[-1].line}: only {len(labels)} {metric} label(s) for configuration '{config}' "
-                    f"(lines {lines}); calibration needs at least {min_labels} per configuration (--min-labels)"
+                    f"(lines {lines}); calibration needs at least {min_labels} per configuration ($min_labels)"
                 )
     return {m: dict(c) for m, c in out.items()}
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ragrade.judge.parse import _to_verdict
+from ragrade.judge.parse import to_verdict
 from ragrade.llm.replies import reply_problem
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
@@ -110,8 +110,8 @@ def _entry(entry: object) -> tuple[int | None, float | None]:
             (low[k] for k in _ENTRY_INDEX_KEYS if isinstance(low.get(k), int) and not isinstance(low[k], bool)), None
         )
         value = next((low[k] for k in _ENTRY_VALUE_KEYS if k in low), None)
-        return idx, _to_verdict(value)
-    return None, _to_verdict(entry)
+        return idx, to_verdict(value)
+    return None, to_verdict(entry)
 
 
 def parse_verdicts(
@@ -138,7 +138,7 @@ def parse_verdicts(
         return ParsedList("ok", [v for _, v in entries])
     lines = [m for m in (_NUMBERED_VERDICT.match(ln) for ln in text.splitlines()) if m]
     if lines:
-        got = {int(m.group(1)): _to_verdict(m.group(2)) for m in lines}
+        got = {int(m.group(1)): to_verdict(m.group(2)) for m in lines}
         if sorted(got) == list(range(1, n + 1)) and len(lines) == n:
             return ParsedList("ok", [got[i] for i in range(1, n + 1)])
         return ParsedList("unparsed", note=f"numbered verdicts {sorted(got)} do not match 1..{n}")

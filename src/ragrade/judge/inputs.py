@@ -64,9 +64,9 @@ def parse_field_map(pairs: Sequence[str] | None) -> dict[str, str]:
         target, sep, source = pair.partition("=")
         target, source = target.strip(), source.strip()
         if not sep or not target or not source:
-            raise ConfigError(f"--field expects TARGET=SOURCE (e.g. query=q), got '{pair}'")
+            raise ConfigError(f"$fields expects TARGET=SOURCE (e.g. query=q), got '{pair}'")
         if target not in DEFAULT_FIELDS:
-            raise ConfigError(f"--field target '{target}' is unknown; valid targets: {', '.join(DEFAULT_FIELDS)}")
+            raise ConfigError(f"$fields: target '{target}' is unknown; valid targets: {', '.join(DEFAULT_FIELDS)}")
         out[target] = source
     return out
 
@@ -188,12 +188,12 @@ def read_answers(path: str | Path, field_map: Mapping[str, str] | None = None) -
     for target, count in resolver.seen.items():
         if count == 0:
             raise ConfigError(
-                f"--field {target}={resolver.field_map[target]}: no record of {path} has that field; "
+                f"$fields {target}={resolver.field_map[target]}: no record of {path} has that field; "
                 f"fields present: {', '.join(sorted(keys_seen))}"
             )
     if all(it.answer is None and it.error is None for it in items):
         raise ConfigError(
-            f"{path}: no record has an answer field; map yours with --field answer=NAME "
+            f"{path}: no record has an answer field; map yours with $fields answer=NAME "
             f"(fields present: {', '.join(sorted(keys_seen))})"
         )
     dedup: dict[tuple[str, str], int] = {}

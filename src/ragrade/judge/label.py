@@ -70,7 +70,7 @@ def _answers_path(scores_path: Path, meta: dict[str, Any], given: Path | None) -
         if cand.is_file():
             return cand
     raise ConfigError(
-        f"{scores_path}: cannot find the answers file the judge read ({raw or 'not recorded'}); give it with --answers"
+        f"{scores_path}: cannot find the answers file the judge read ({raw or 'not recorded'}); give it with $answers"
     )
 
 
@@ -159,11 +159,11 @@ def build_page_data(
         raise ConfigError(
             f"{path} holds only computed metrics ({', '.join(present)}), which are formulas, not judgements: "
             "there is nothing for a person to grade. Judge with an LLM metric (correctness, faithfulness, "
-            "relevancy, claims), or name them with --metrics to grade them anyway"
+            "relevancy, claims), or name them with $metrics to grade them anyway"
         )
     unknown = [m for m in chosen if m not in present]
     if unknown:
-        raise ConfigError(f"--metrics: no judged {', '.join(unknown)} in {path} (judged: {', '.join(present)})")
+        raise ConfigError(f"$metrics: no judged {', '.join(unknown)} in {path} (judged: {', '.join(present)})")
     items = [it for it in items if any(m in it["metrics"] for m in chosen)]
     if not items:
         raise DataError(f"{path}: no item with an ok score to label")

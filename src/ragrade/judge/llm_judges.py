@@ -207,13 +207,13 @@ class LLMJudge:
         if metric not in SPECS:
             raise ConfigError(f"unknown LLM judge '{metric}'; valid: {', '.join(SPECS)}")
         if llm is None:
-            raise ConfigError(f"the {metric} judge needs an LLM; give one with --llm PROVIDER/MODEL")
+            raise ConfigError(f"the {metric} judge needs an LLM; give one with $llm PROVIDER/MODEL")
         self.spec = SPECS[metric]
         self.name = metric
         self.llm = llm
         self.config = config or LLMJudgeConfig()
         if self.config.samples < 1:
-            raise ConfigError(f"--samples must be at least 1, got {self.config.samples}")
+            raise ConfigError(f"$samples must be at least 1, got {self.config.samples}")
         self.template = load_prompt(self.spec, self.config.prompt_file)
 
     @property

@@ -153,7 +153,8 @@ def _to_number(value: object) -> float | None:
     return None
 
 
-def _to_verdict(value: object) -> float | None:
+def to_verdict(value: object) -> float | None:
+    """A yes/no verdict as 1.0/0.0 (a bool, 0/1, or a word such as yes, no, true, false); None otherwise."""
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and value in (0, 1):
@@ -266,24 +267,24 @@ def parse_verdict(text: str | None, *, finish_reason: str | None = None, templat
         return Parsed("unparsed", note="empty output")
     if (bad := _unusable(text, finish_reason, template)) is not None:
         return bad
-    got = _parse_json(text, _VERDICT_KEYS + _SCORE_KEYS, _to_verdict)
+    got = _parse_json(text, _VERDICT_KEYS + _SCORE_KEYS, to_verdict)
     if got is not None:
         return got
     stripped = text.replace("*", "").replace("`", "")
-    labelled = [_to_verdict(w) for w in _LABELLED_VERDICT.findall(stripped)]
+    labelled = [to_verdict(w) for w in _LABELLED_VERDICT.findall(stripped)]
     got = _unique([v for v in labelled if v is not None], "label", _text_reason(text))
     if got is not None:
         return got
     lead = _LEADING_VERDICT.match(stripped)
     if lead:
-        value = _to_verdict(lead.group(1))
+        value = to_verdict(lead.group(1))
         if value is not None:
             return Parsed("ok", value=value, reason=_text_reason(text), method="leading")
     last = stripped.strip().splitlines()[-1] if stripped.strip() else ""
-    value = _to_verdict(last)
+    value = to_verdict(last)
     if value is not None:
         return Parsed("ok", value=value, reason=None, method="trailing")
     return Parsed("unparsed", note="no yes/no verdict found")
 
 
-__all__ = ["Parsed", "json_objects", "parse_score", "parse_verdict"]
+__all__ = ["Parsed", "json_objects", "parse_score", "parse_verdict", "to_verdict"]

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ragrade.errors import render_settings
 from ragrade.io import JSONObject
 from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
 from ragrade.llm.core import log
@@ -45,9 +46,10 @@ if TYPE_CHECKING:
 
 NO_SLOT_PROBE_HOSTS = ("openai.com", "azure.com")  # hosted APIs: no llama.cpp endpoints to look for
 SLOT_PROBE_TIMEOUT_S = 5.0
+#: names settings as ``$name`` (see :mod:`ragrade.errors`): the error it ends is raised later, by a grid's tally
 LETTER_HINT = (
-    "use --method generate, or allow letter picking with letter_fallback = true in the [llm_options] table "
-    "of a --config file (its scores are option letters the model picks, not log-likelihoods)"
+    "set $methods to generate, or allow letter picking with $letter_fallback = true in the [llm_options] table "
+    "of a config file (its scores are option letters the model picks, not log-likelihoods)"
 )
 PROBE_CONTEXT = "The sky on a clear day is"
 PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
@@ -70,11 +72,11 @@ async def fetch_slots(llm: OpenAIClient) -> tuple[int | None, int | None]:
     host = urllib.parse.urlsplit(root or "").hostname or ""
     if root is None or host.endswith(NO_SLOT_PROBE_HOSTS):
         return None, None
-    props = await llm._get(f"{root}/props", SLOT_PROBE_TIMEOUT_S)
+    props = await llm.get_json(f"{root}/props", SLOT_PROBE_TIMEOUT_S)
     if isinstance(props, dict) and isinstance(props.get("total_slots"), int):
         n_ctx = as_dict(props.get("default_generation_settings")).get("n_ctx")
         return int(props["total_slots"]), n_ctx if isinstance(n_ctx, int) else None
-    slots = await llm._get(f"{root}/slots", SLOT_PROBE_TIMEOUT_S)
+    slots = await llm.get_json(f"{root}/slots", SLOT_PROBE_TIMEOUT_S)
     if isinstance(slots, list) and slots:
         n_ctx = as_dict(slots[0]).get("n_ctx")
         return len(slots), n_ctx if isinstance(n_ctx, int) else None
@@ -98,7 +100,7 @@ async def _attempt(
     outcome = await llm.limiter.call(run, timeout=budget)
     if isinstance(outcome.value, Unsupported):
         return outcome.value
-    return llm._loglik(outcome)  # type: ignore[arg-type]
+    return llm.loglik_result(outcome)  # type: ignore[arg-type]
 
 
 async def detect_loglikelihood(llm: OpenAIClient) -> str | None:
@@ -140,14 +142,14 @@ async def detect_loglikelihood(llm: OpenAIClient) -> str | None:
     llm.loglikelihood_mode = "none"
     what = "; ".join(tried)
     llm.no_loglikelihood = f"{llm.name}: the server cannot score log-likelihoods (tried {what}); {LETTER_HINT}"
-    log.error("%s", llm.no_loglikelihood)
+    log.error("%s", render_settings(llm.no_loglikelihood))
     return None
 
 
 # -- the probe report --------------------------------------------------------------------------
 async def _ask(llm: OpenAIClient, path: str, body: Mapping[str, object]) -> tuple[JSONObject | None, str | None]:
     """POST under the limiter: ``(reply, None)`` or ``(None, error)``."""
-    outcome = await llm.limiter.call(partial(llm._post, path, {"model": llm.model, "temperature": 0, **body}))
+    outcome = await llm.limiter.call(partial(llm.post_json, path, {"model": llm.model, "temperature": 0, **body}))
     return outcome.value, outcome.error
 
 
@@ -226,7 +228,7 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
     """
     caps: JSONObject = {}
     notes: dict[str, str] = {}
-    async with llm._batch():
+    async with llm.batch_session():
         hello = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
         chat, chat_error = await _ask(llm, "/chat/completions", hello)
         completion, completion_error = await _ask(llm, "/completions", {"prompt": PROBE_CONTEXT, "max_tokens": 4})
@@ -236,7 +238,7 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
                 notes[key] = why
         caps["prompt_logprobs"] = llm.prompt_logprobs_method()
         if llm.no_loglikelihood:
-            notes["prompt_logprobs"] = llm.no_loglikelihood
+            notes["prompt_logprobs"] = render_settings(llm.no_loglikelihood)
         path = "/chat/completions" if _text(chat) is not None else "/completions"  # the chat endpoint answers
         schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": PROBE_SCHEMA, "strict": False}}
         for key, fmt in (("json_schema", schema), ("json_object", {"type": "json_object"})):

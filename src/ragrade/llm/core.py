@@ -229,7 +229,7 @@ class BaseLLM:
         writer = _WRITER.get()
 
         async def one(req: LoglikelihoodRequest) -> LoglikelihoodResult:
-            result = self._loglik(await self.limiter.call(partial(self._loglikelihood_one, req)))
+            result = self.loglik_result(await self.limiter.call(partial(self._loglikelihood_one, req)))
             if writer is not None:
                 writer.add(req, result)
             return result
@@ -245,7 +245,9 @@ class BaseLLM:
         return o.value
 
     @staticmethod
-    def _loglik(o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
+    def loglik_result(o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
+        """The result of one limiter outcome: its value with the attempts and latency, or a failed one as an
+        error result (the server probes of :mod:`ragrade.llm.capabilities` read their outcomes through it)."""
         if o.value is None:
             return LoglikelihoodResult(
                 logprobs=None, error=redact_text(o.error or "unknown error"), attempts=o.attempts, latency_s=o.latency_s

@@ -46,7 +46,7 @@ def max_failed_share(value: float | None = None) -> float:
         except ValueError as exc:
             raise ConfigError(f"${MAX_FAILED_ENV} must be a number between 0 and 1, got '{raw}'") from exc
     if not 0.0 <= value <= 1.0:
-        raise ConfigError(f"--max-failed must be between 0 and 1, got {value:g}")
+        raise ConfigError(f"$max_failed must be between 0 and 1, got {value:g}")
     return float(value)
 
 
@@ -159,7 +159,7 @@ class FailureTally:
             cause = error.split(f"{UNREACHABLE}:", 1)[-1].strip()
             raise BackendError(
                 f"{model}: {UNREACHABLE} ({cause}); {self.n_failed} of {self.n_total} requests failed or were "
-                f"not sent. Check --llm-base-url and the server, then {resume}"
+                f"not sent. Check $base_url and the server, then {resume}"
             )
         dead = [m for m, n in self.model_total.items() if n and self.model_failed[m] == n]
         over = [g for g, n in self.total.items() if n and self.failed[g] / n > share]

@@ -199,7 +199,7 @@ class OpenAILLM(BaseLLM):
         self._key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
         if self._key is None:
             raise _config_error(
-                "no API key for openai/...: set OPENAI_API_KEY, or give --llm-base-url for a local "
+                "no API key for openai/...: set OPENAI_API_KEY, or give $base_url for a local "
                 "OpenAI-compatible server (vLLM, Ollama, llama.cpp) that needs none"
             )
         if loglikelihood_mode not in LOGLIKELIHOOD_MODES:
@@ -269,7 +269,7 @@ class OpenAILLM(BaseLLM):
         return session
 
     @contextlib.asynccontextmanager
-    async def _batch(self) -> AsyncIterator[_Session]:
+    async def batch_session(self) -> AsyncIterator[_Session]:
         """Hold this loop's client for one batch; the last batch to finish on the loop closes it.
 
         One client (one connection pool sized to the concurrency limit) serves every request of the
@@ -303,14 +303,14 @@ class OpenAILLM(BaseLLM):
                 log.info("%s: the server has %d slot(s); %d request(s) in flight", self.name, self.slots, self.slots)
 
     async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        async with self._batch():
+        async with self.batch_session():
             try:
                 return await super()._generate_batch(reqs)
             finally:
                 for req in reqs:
                     self._last_500.pop(id(req), None)
 
-    async def _post(self, path: str, body: Mapping[str, object], extra: bool = True) -> JSONObject:
+    async def post_json(self, path: str, body: Mapping[str, object], extra: bool = True) -> JSONObject:
         """POST ``body`` (plus ``extra_body`` when ``extra``); the parsed JSON object of the reply.
 
         ``path`` is relative to the base URL, or a full URL. The client (direct, or the SDK) builds,
@@ -338,7 +338,7 @@ class OpenAILLM(BaseLLM):
             raise TransientError(f"unreadable response: expected a JSON object, got {type(data).__name__}")
         return data
 
-    async def _get(self, url: str, timeout: float) -> object:
+    async def get_json(self, url: str, timeout: float) -> object:
         """GET ``url`` once (no retry) with a short timeout; the parsed JSON, or None on any failure."""
         session = self._session()
         options = {"timeout": min(timeout, self.limits.timeout), "max_retries": 0}
@@ -381,7 +381,7 @@ class OpenAILLM(BaseLLM):
             common["seed"] = req.seed
         fmt: str | None = None
         if req.messages is None:
-            data = await self._post("/completions", {**common, "prompt": req.prompt or ""})
+            data = await self.post_json("/completions", {**common, "prompt": req.prompt or ""})
             choice = first_choice(data)
             text = choice.get("text")
             if not isinstance(text, str):
@@ -415,7 +415,7 @@ class OpenAILLM(BaseLLM):
         format that got it, so no format is skipped.
         """
         if schema is None:
-            return await self._post("/chat/completions", body), None
+            return await self.post_json("/chat/completions", body), None
         mode = self._json_mode
         last = self._last_500.pop(key, None) if key is not None else None
         floor = JSON_MODES.index(_below(last)) if last is not None else len(JSON_MODES)
@@ -425,7 +425,7 @@ class OpenAILLM(BaseLLM):
         checking: Exception | None = None  # the first of them that did not name the format: raised if not settled
         while True:
             try:
-                data = await self._post("/chat/completions", _with_format(body, mode, schema))
+                data = await self.post_json("/chat/completions", _with_format(body, mode, schema))
             except TransientError as exc:
                 if checking is not None:  # what the format below meets does not settle the refusal
                     raise checking from None
@@ -500,7 +500,7 @@ class OpenAILLM(BaseLLM):
         return "unknown" if mode is None else "none"
 
     async def _loglikelihood_batch(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        async with self._batch():
+        async with self.batch_session():
             failed: list[LoglikelihoodResult] = []  # requests whose detection attempt failed
             if self.loglikelihood_mode is None and reqs:
                 from ragrade.llm.capabilities import detect_loglikelihood
@@ -518,7 +518,7 @@ class OpenAILLM(BaseLLM):
     async def _score(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
         if self.loglikelihood_mode == "none":  # settled: no request could help
             return LoglikelihoodResult(logprobs=None, error=self.no_loglikelihood, attempts=0)
-        result = self._loglik(
+        result = self.loglik_result(
             await self.limiter.call(partial(self._loglikelihood_one, req), timeout=self.loglikelihood_budget(req))
         )
         writer = _WRITER.get()

@@ -44,19 +44,19 @@ class OpenAIClient(Protocol):
     chat_logprobs: bool
     fallback_prompt: str
 
-    async def _post(self, path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
+    async def post_json(self, path: str, body: dict[str, Any], extra: bool = True) -> dict[str, Any]:
         """POST ``body``; the parsed JSON object of the reply (Transient/Permanent errors otherwise)."""
         ...
 
-    async def _get(self, url: str, timeout: float) -> Any:
+    async def get_json(self, url: str, timeout: float) -> Any:
         """GET ``url`` once; the parsed JSON, or None on any failure."""
         ...
 
-    def _batch(self) -> AbstractAsyncContextManager[object]:
+    def batch_session(self) -> AbstractAsyncContextManager[object]:
         """Hold the client for one batch of requests."""
         ...
 
-    def _loglik(self, o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
+    def loglik_result(self, o: CallResult[LoglikelihoodResult]) -> LoglikelihoodResult:
         """The result of one limiter outcome (a failed one as an error result)."""
         ...
 

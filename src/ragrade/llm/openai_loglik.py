@@ -121,7 +121,7 @@ async def _echo_request(llm: OpenAIClient, prompt: str | list[str], probing: boo
         "logprobs": 1,
     }
     try:
-        data = await llm._post("/completions", body)
+        data = await llm.post_json("/completions", body)
     except (PermanentError, TransientError) as exc:
         refused = refusal(exc) if probing else None
         if refused is not None:
@@ -186,7 +186,7 @@ async def tokenize(llm: OpenAIClient, text: str, add_special: bool) -> list[tupl
         return known
     body = {"content": text, "add_special": add_special, "with_pieces": True}
     try:
-        data = await llm._post(f"{llm.server_root}/tokenize", body, extra=False)
+        data = await llm.post_json(f"{llm.server_root}/tokenize", body, extra=False)
     except PermanentError as exc:
         raise (refusal(exc) or exc) from exc
     tokens = data.get("tokens")
@@ -273,7 +273,7 @@ async def forced_logprob(
         "temperature": 0,
         "cache_prompt": cache_prompt,
     }
-    data = await llm._post("/completions", body)
+    data = await llm.post_json("/completions", body)
     if cache_prompt:
         note_recomputed(llm, data.get("timings"))
     choice = first_choice(data)
@@ -350,13 +350,13 @@ async def letter_choice(llm: OpenAIClient, req: LoglikelihoodRequest) -> Loglike
     data = None
     if llm.chat_logprobs and llm.loglikelihood_mode != "letter-choice":
         try:
-            data = await llm._post("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
+            data = await llm.post_json("/chat/completions", {**body, "logprobs": True, "top_logprobs": 20})
         except PermanentError as exc:
             if not unsupported(exc):
                 raise
             llm.chat_logprobs = False
     if data is None:
-        data = await llm._post("/chat/completions", body)
+        data = await llm.post_json("/chat/completions", body)
     choice = first_choice(data)
     scores = _letter_logprobs(choice.get("logprobs"), n)
     if scores is not None:

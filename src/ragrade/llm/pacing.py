@@ -121,10 +121,11 @@ class Pace:
     def advice(self, waited: float) -> str:
         """The settings that would work, after requests sent one at a time got no reply within ``waited`` seconds:
         one request at a time, and a timeout of 3 times the slowest reply seen, or a multiple of the wait (twice
-        the longest learned timeout, which already is 4 times the default; 4 times a timeout the user gave)."""
+        the longest learned timeout, which already is 4 times the default; 4 times a timeout the user gave).
+        Names the settings as :mod:`ragrade.errors` does (``$timeout``): the error it ends is raised later."""
         slowest = self.slowest or 0.0
         longer = (2.0 if self.learn else 4.0) * waited
-        return f"--timeout {nice_seconds(max(longer, 3.0 * slowest)):g} --concurrency 1"
+        return f"$timeout {nice_seconds(max(longer, 3.0 * slowest)):g} $concurrency 1"
 
 
 def signature(message: str, status: int | None = None) -> str:
@@ -246,7 +247,7 @@ class Watch:
 
     def _slow(self, waited: float, n: int) -> str:
         seen = self.pace.describe()
-        given = "" if self.pace.learn else " (--timeout)"
+        given = "" if self.pace.learn else " ($timeout)"
         alone = "a request sent alone" if n == 1 else f"{n} requests sent one at a time"
         if seen:
             what = f"{seen}, but {alone} got no reply within {seconds(waited)}{given}"

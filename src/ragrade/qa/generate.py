@@ -202,7 +202,7 @@ class Funnel:
         else:
             why = (
                 f"the attempt limit was reached ({self.sampled} of {self.chunks_eligible} eligible chunks tried: "
-                f"n x oversample + 5 = {self.tried_limit} LLM requests at most; raise --oversample to try more)"
+                f"n x oversample + 5 = {self.tried_limit} LLM requests at most; raise oversample to try more)"
             )
         lost = [
             (name, count)
@@ -547,7 +547,7 @@ def generate_qa(
     candidate chunk: fewer when ``n`` triplets are accepted first).
     """
     if cfg.n < 1:
-        raise ConfigError(f"--n must be at least 1, got {cfg.n}")
+        raise ConfigError(f"$n must be at least 1, got {cfg.n}")
     load_generation_prompt(cfg.prompt_file)  # a bad --prompt file is refused whichever generator runs
     funnel = Funnel(requested=cfg.n, min_chunk_chars=cfg.min_chunk_chars)
     order = sample_chunks(chunks, cfg, funnel)

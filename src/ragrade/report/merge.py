@@ -123,7 +123,7 @@ def check_same_exam(first: ExamRun, other: ExamRun, ids: Mapping[str, set[str]])
     if got_a != got_b:
         raise DataError(
             f"{where}: the runs asked different questions of the exam ({_id_difference(got_a, got_b, first, other)}; "
-            "a different --limit or ICL pool?)"
+            "a different $limit or ICL pool?)"
         )
 
 

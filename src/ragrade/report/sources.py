@@ -205,7 +205,7 @@ def extra_aliases(folder: Path, kind: str | None = None) -> dict[str, Path]:
     if kind == "adaptive" or adaptive:
         if not ((folder / "summary.csv").is_file() and adaptive):
             raise DataError(
-                f"{folder}: not an adaptive run (`exam take --adaptive` writes summary.csv and a "
+                f"{folder}: not an adaptive run (an adaptive `exam take` writes summary.csv and a "
                 "manifest.json with an adaptive entry)"
             )
         return {"adaptive/": folder}

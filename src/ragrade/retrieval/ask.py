@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragrade.corpus.types import Chunk
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, render_settings
 from ragrade.io import JSONObject
 from ragrade.retrieval.base import Hit
 from ragrade.retrieval.passages import shown_passages
@@ -278,7 +278,7 @@ def render(ans: Answer) -> str:
     if ans.transform_error:
         lines.append(f"Warning: {ans.transform_error}")
     if ans.error:
-        lines.append(f"Answer failed: {ans.error}")
+        lines.append(f"Answer failed: {render_settings(ans.error)}")  # an LLM error may name settings ($timeout)
     else:
         lines.append(f"Answer: {ans.answer}")
     lines.extend(f"Note: {note}" for note in ans.notes())

@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, cast
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, check_choice
 from ragrade.retrieval.base import Hit, retriever_caps
 from ragrade.retrieval.setup import retriever_options
 
 if TYPE_CHECKING:
     from ragrade.retrieval.base import GoldRetriever
     from ragrade.retrieval.index import Index
-    from ragrade.retrieval.metrics import RetrievalReport
+    from ragrade.retrieval.metrics import EmptyQueries, Level, RetrievalReport
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,10 @@ class RetrievalEvaluation:
     """What :func:`evaluate_retrieval` measured: one report per retriever (metrics with bootstrap intervals)."""
 
     k: int
-    level: str
+    level: Level
     n_queries: int  # queries in the qrels file
     n_empty_queries: int  # of them, with no relevant id (skipped or scored 0, as ``empty_queries`` says)
-    empty_queries: str
+    empty_queries: EmptyQueries
     reports: list[RetrievalReport]
     n_skipped_queries: int = 0  # of those, left out of the means: with no judged id, under ``"skip"``
 
@@ -56,16 +56,12 @@ def evaluate_retrieval(
     """
     from ragrade.io import write_json
     from ragrade.retrieval.index import load_index
-    from ragrade.retrieval.metrics import evaluate_run, hits_to_ids, read_qrels
+    from ragrade.retrieval.metrics import EMPTY_QUERIES, LEVELS, evaluate_run, hits_to_ids, read_qrels
 
     if k <= 0:
-        raise ConfigError(f"-k must be a positive integer, got {k}")
-    if level not in ("chunk", "doc"):
-        raise ConfigError(f"--level must be chunk or doc, got '{level}'")
-    if empty_queries not in ("skip", "zero"):
-        raise ConfigError(f"--empty-queries must be skip or zero, got '{empty_queries}'")
-    lvl: Literal["chunk", "doc"] = "doc" if level == "doc" else "chunk"
-    mode: Literal["skip", "zero"] = "zero" if empty_queries == "zero" else "skip"
+        raise ConfigError(f"$k must be a positive integer, got {k}")
+    lvl = check_choice(level, LEVELS, "level")
+    mode = check_choice(empty_queries, EMPTY_QUERIES, "empty_queries")
     gold = read_qrels(qrels, level=lvl)
     idx = load_index(index) if isinstance(index, (str, Path)) else index
     queries = [q for q, g in gold.items() if any(x > 0 for x in g.values())]  # the others need no ranking
@@ -73,7 +69,7 @@ def evaluate_retrieval(
     for spec in retrievers:
         needs_gold = retriever_caps(spec).needs_gold  # handed the relevant chunks of each query
         if needs_gold and lvl != "chunk":
-            raise ConfigError(f"the {spec.strip()} retriever needs --level chunk")
+            raise ConfigError(f"the {spec.strip()} retriever needs $level chunk")
         ret = idx.retriever(spec, **retriever_options(spec, embedder=embedder, reranker=reranker))
         if not queries:
             hits = []

@@ -443,7 +443,7 @@ class Index:
     def _dense_info(self) -> EmbedderInfo:
         info = self.manifest.get("embedder")
         if not info:
-            raise ConfigError(f"index {self.path} was built without dense vectors (rebuild without --no-dense)")
+            raise ConfigError(f"index {self.path} was built without dense vectors (rebuild it with $dense on)")
         return info
 
     def embedder(self, spec: str | None = None) -> Embedder:

@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -41,8 +41,9 @@ from ragrade.schemas import check_question
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 Level = Literal["chunk", "doc"]
+LEVELS: tuple[Level, ...] = get_args(Level)
 EmptyQueries = Literal["skip", "zero"]
-EMPTY_QUERIES = ("skip", "zero")
+EMPTY_QUERIES: tuple[EmptyQueries, ...] = get_args(EmptyQueries)
 
 
 def per_query(ranked: Sequence[str], relevant: Mapping[str, float], k: int) -> dict[str, float]:
@@ -217,8 +218,10 @@ def hits_to_ids(hits: Sequence[Any], level: Level) -> list[str]:
 
 __all__ = [
     "EMPTY_QUERIES",
+    "LEVELS",
     "METRICS",
     "EmptyQueries",
+    "Level",
     "MetricSummary",
     "RetrievalReport",
     "evaluate_run",

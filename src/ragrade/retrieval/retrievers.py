@@ -257,16 +257,16 @@ def load_cross_encoder(model: str) -> Any:
         if model in _CE_CACHE:
             return _CE_CACHE[model]
         from ragrade.deps import require
-        from ragrade.embedding.embed import _offline
+        from ragrade.embedding.embed import hub_offline
 
-        _offline()
+        hub_offline()
         st = require("sentence_transformers", package="sentence-transformers", purpose="cross-encoder reranking")
         try:
             ce = st.CrossEncoder(model, device="cpu", local_files_only=True)
         except (OSError, ValueError) as exc:
             raise BackendError(
                 f"cannot load cross-encoder '{model}' offline ({type(exc).__name__}); "
-                "pass a local model folder with --reranker PATH"
+                "give a local model folder as $reranker"
             ) from exc
         _CE_CACHE[model] = ce
         return ce

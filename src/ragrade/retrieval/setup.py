@@ -44,15 +44,16 @@ def retriever_options(
         if rrf_k is not None:
             kw["rrf_k"] = rrf_k
     elif fusion or rrf_k is not None:
-        raise ConfigError("--fusion and --rrf-k apply to the hybrid retriever only")
+        raise ConfigError("$fusion and $rrf_k apply to the hybrid retriever only")
     return kw
 
 
-def single_value(value: str | None, option: str) -> str:
-    """One query transform or post-processing chain (``none`` when not given); a comma list is a grid's."""
+def single_value(value: str | None, setting: str) -> str:
+    """One query transform or post-processing chain (``none`` when not given); a comma list is a grid's.
+    ``setting`` names it in the error (``$query``)."""
     value = (value or "none").strip()
     if not value or "," in value:
-        raise ConfigError(f"{option} takes one value here (a grid is for exam take, qa answer and run)")
+        raise ConfigError(f"{setting} takes one value here (a grid is for exam take, qa answer and run)")
     return value
 
 
@@ -63,21 +64,21 @@ def retrieval_pipeline(
     post: str | None,
     llm: LLM | None,
     reranker: str | None,
-    flag: str,
+    setting: str,
 ) -> Retriever | RetrievalPipeline:
     """``retriever`` itself, or a RetrievalPipeline with the query transform and the post-processing chain.
 
-    ``llm`` rewrites queries and reranks or compresses passages where the transform needs one (``flag``
+    ``llm`` rewrites queries and reranks or compresses passages where the transform needs one (``setting``
     names where it comes from in an error); ``reranker``: the cross-encoder folder of ``rerank``.
     """
-    q, p = single_value(query, "--query"), single_value(post, "--post")
+    q, p = single_value(query, "$query"), single_value(post, "$post")
     if q == "none" and p == "none":
         return retriever
     from ragrade.retrieval.transforms import build_pipeline, check_transforms
 
-    check_transforms(q, p, llm is not None, flag)  # names and the LLM, before anything loads
+    check_transforms(q, p, llm is not None, setting)  # names and the LLM, before anything loads
     options = {"rerank": {"model": reranker}} if reranker else {}
-    return build_pipeline(index, retriever, q, p, llm=llm, options=options, flag=flag)
+    return build_pipeline(index, retriever, q, p, llm=llm, options=options, setting=setting)
 
 
 __all__ = ["retrieval_pipeline", "retriever_options", "single_value"]

@@ -41,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUERY_KIND = "query_transform"
 POST_KIND = "post_processor"
 NONE = "none"
-LLM_FLAG = "--transform-llm"
+LLM_SETTING = "$transform_llm"  # how an error names where a transform's LLM comes from ($name: see ragrade.errors)
 Processed = tuple[list[list[Hit]], list[str | None]]  # hit lists and, per query, an error (or None)
 
 
@@ -114,12 +114,13 @@ def needs_llm(kind: str, name: str) -> bool:
     return bool(getattr(lookup(kind, name), "needs_llm", False))
 
 
-def check_transforms(query: str, post: str, has_llm: bool, flag: str = LLM_FLAG, where: str = "") -> None:
-    """Validate a query transform and a post chain by name; ConfigError naming ``flag`` when an LLM is missing."""
+def check_transforms(query: str, post: str, has_llm: bool, setting: str = LLM_SETTING) -> None:
+    """Validate a query transform and a post chain by name; ConfigError naming ``setting`` (where the LLM comes
+    from: ``$transform_llm``, say) when an LLM is missing."""
     wanting = [query] if needs_llm(QUERY_KIND, query) else []
     wanting += [p for p in parse_post(post) if needs_llm(POST_KIND, p)]
     if wanting and not has_llm:
-        raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {flag} PROVIDER/MODEL{where}")
+        raise ConfigError(f"{', '.join(wanting)} needs an LLM to rewrite with; pass {setting} PROVIDER/MODEL")
 
 
 def _options(options: Mapping[str, object] | None, name: str, kind: str | None = None) -> dict[str, Any]:
@@ -204,10 +205,10 @@ def create_query_transform(
     index: object = None,
     llm: object = None,
     options: Mapping[str, object] | None = None,
-    flag: str = LLM_FLAG,
+    setting: str = LLM_SETTING,
 ) -> QueryTransform:
     """The query transform ``name`` (``options`` maps a transform name to its keyword arguments)."""
-    check_transforms(name, NONE, llm is not None, flag)
+    check_transforms(name, NONE, llm is not None, setting)
     made: QueryTransform = lookup(QUERY_KIND, name)(index=index, llm=llm, **_options(options, name, QUERY_KIND))
     return made
 
@@ -218,10 +219,10 @@ def create_post_chain(
     index: object = None,
     llm: object = None,
     options: Mapping[str, object] | None = None,
-    flag: str = LLM_FLAG,
+    setting: str = LLM_SETTING,
 ) -> list[PassageProcessor]:
     """The processors of chain ``spec`` in order."""
-    check_transforms(NONE, spec, llm is not None, flag)
+    check_transforms(NONE, spec, llm is not None, setting)
     return [lookup(POST_KIND, n)(index=index, llm=llm, **_options(options, n, POST_KIND)) for n in parse_post(spec)]
 
 
@@ -348,12 +349,14 @@ def build_pipeline(
     *,
     llm: object = None,
     options: dict[str, Any] | None = None,
-    flag: str = LLM_FLAG,
+    setting: str = LLM_SETTING,
 ) -> RetrievalPipeline:
     """A :class:`RetrievalPipeline` from names (``options``: per-name keyword arguments; ``depth`` under ``post``)."""
-    check_transforms(query, post, llm is not None, flag)
-    qt = None if query == NONE else create_query_transform(query, index=index, llm=llm, options=options, flag=flag)
-    chain = create_post_chain(post, index=index, llm=llm, options=options, flag=flag)
+    check_transforms(query, post, llm is not None, setting)
+    qt = (
+        None if query == NONE else create_query_transform(query, index=index, llm=llm, options=options, setting=setting)
+    )
+    chain = create_post_chain(post, index=index, llm=llm, options=options, setting=setting)
     depth = _options(options, "post", POST_KIND).get("depth")
     return RetrievalPipeline(retriever, qt, chain, depth=int(depth) if depth is not None else None)
 
@@ -528,7 +531,7 @@ def finite(x: float) -> bool:
 
 
 __all__ = [
-    "LLM_FLAG",
+    "LLM_SETTING",
     "NONE",
     "POST_KIND",
     "POST_OPTIONS",

@@ -76,7 +76,7 @@ def check_min_positives(items: Sequence[RGBItem], testbed: Testbed, min_positive
     most = max((testbed.supporting_passages(item) for item in items), default=0)
     if min_positives > most:
         raise ConfigError(
-            f"--min-positives must be between 0 and {most} (the most supporting passages of a question in {source} "
+            f"$min_positives must be between 0 and {most} (the most supporting passages of a question in {source} "
             f"for the {testbed.name} testbed), got {min_positives}: every question would be skipped"
         )
 

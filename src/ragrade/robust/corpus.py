@@ -24,9 +24,9 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import ConfigError, DataError, check_choice
 from ragrade.io import JSONObject, iter_jsonl, now_iso, write_json
 from ragrade.robust.data import RGBItem, write_rgb
 from ragrade.robust.match import contains, contains_normalised, has_cjk, normalise, replace_all, same_text
@@ -47,6 +47,11 @@ class QA:
     meta: JSONObject = field(default_factory=dict, compare=False)
 
 
+#: the language of the built testbeds' prompts (``auto``: from the questions)
+BuildLang = Literal["auto", "en", "zh"]
+LANG_CHOICES: tuple[BuildLang, ...] = get_args(BuildLang)
+
+
 @dataclass(frozen=True)
 class CorpusBuildOptions:
     """Retrieval depth, pool sizes, pairing seed and language of the built testbeds."""
@@ -55,19 +60,18 @@ class CorpusBuildOptions:
     max_positive: int = 5
     max_negative: int = 10
     seed: int = 0
-    lang: str = "auto"
+    lang: str = "auto"  # one of LANG_CHOICES, checked (a BuildLang once every caller passes one)
     max_questions: int | None = None
     min_positives: int = 1  # questions with fewer supporting passages are dropped (with the reason)
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.max_positive < 1 or self.max_negative < 1:
-            raise ConfigError("--k, --max-positive and --max-negative must be at least 1")
+            raise ConfigError("$k, $max_positive and $max_negative must be at least 1")
         if not 1 <= self.min_positives <= self.max_positive:
             raise ConfigError(
-                f"--min-positives must be between 1 and --max-positive ({self.max_positive}), got {self.min_positives}"
+                f"$min_positives must be between 1 and $max_positive ({self.max_positive}), got {self.min_positives}"
             )
-        if self.lang not in ("auto", "en", "zh"):
-            raise ConfigError(f"--lang must be auto, en or zh, got '{self.lang}'")
+        check_choice(self.lang, LANG_CHOICES, "lang")
 
 
 @dataclass
@@ -401,8 +405,10 @@ def _offline_exam(exam: object) -> bool:
 
 
 __all__ = [
+    "LANG_CHOICES",
     "OFFLINE_EXAM_NOTE",
     "QA",
+    "BuildLang",
     "CorpusBuildOptions",
     "CorpusTestbeds",
     "build_corpus_testbeds",

@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
-from ragrade.errors import ConfigError
+from ragrade.errors import ConfigError, check_choice
 from ragrade.io import JSONObject
 
 if TYPE_CHECKING:
@@ -23,12 +23,18 @@ if TYPE_CHECKING:
     from ragrade.robust.prompts import LangPrompts
 
 Shortfall = Literal["pad", "skip", "fewer"]
+SHORTFALLS: tuple[Shortfall, ...] = get_args(Shortfall)
 Construction = Literal["ragrade", "rgb"]
+CONSTRUCTIONS: tuple[Construction, ...] = get_args(Construction)
 
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """How instances are built: documents per question, shortfall policy, construction, seed."""
+    """How instances are built: documents per question, shortfall policy, construction, seed.
+
+    ``n_docs`` is the ``docs`` setting of ``robust run`` (:class:`~ragrade.robust.config.RobustRunConfig`), and
+    errors name it so; a string that is not a valid choice (from a config file) fails here too.
+    """
 
     n_docs: int = 5
     shortfall: Shortfall = "pad"
@@ -39,15 +45,13 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         if self.min_positives < 0:
-            raise ConfigError(f"--min-positives must be at least 0, got {self.min_positives}")
+            raise ConfigError(f"$min_positives must be at least 0, got {self.min_positives}")
         if self.n_docs < 1:
-            raise ConfigError(f"--docs must be at least 1, got {self.n_docs}")
-        if self.shortfall not in ("pad", "skip", "fewer"):
-            raise ConfigError(f"--shortfall must be 'pad', 'skip' or 'fewer', got '{self.shortfall}'")
-        if self.construction not in ("ragrade", "rgb"):
-            raise ConfigError(f"--construction must be 'ragrade' or 'rgb', got '{self.construction}'")
+            raise ConfigError(f"$docs must be at least 1, got {self.n_docs}")
+        check_choice(self.shortfall, SHORTFALLS, "shortfall")
+        check_choice(self.construction, CONSTRUCTIONS, "construction")
         if not 0.0 <= self.correct_ratio <= 1.0:
-            raise ConfigError(f"--correct-ratio must be within [0, 1], got {self.correct_ratio}")
+            raise ConfigError(f"$correct_ratio must be within [0, 1], got {self.correct_ratio}")
 
 
 @dataclass(frozen=True)
@@ -215,6 +219,8 @@ def testbed_names() -> list[str]:
 
 
 __all__ = [
+    "CONSTRUCTIONS",
+    "SHORTFALLS",
     "BuildOptions",
     "Cells",
     "Construction",

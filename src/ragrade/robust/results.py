@@ -57,7 +57,7 @@ def read_results(
         if diff:
             raise ConfigError(
                 f"{path} holds results of another configuration (differs in: {', '.join(diff)}); "
-                "use another --out or delete the file"
+                "use another $out or delete the file"
             )
     return header, records
 

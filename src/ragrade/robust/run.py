@@ -82,17 +82,17 @@ def resolve_ratios(tb: Testbed, ratios: Sequence[float] | None) -> list[float]:
     """The noise ratios to run (the testbed's defaults when None), validated."""
     if tb.ratios_fixed:
         if ratios is not None and [float(r) for r in ratios] != list(tb.default_ratios):
-            raise ConfigError(f"the {tb.name} testbed uses only noise documents; --noise-ratios does not apply")
+            raise ConfigError(f"the {tb.name} testbed uses only noise documents; $noise_ratios does not apply")
         return list(tb.default_ratios)
     chosen = [float(r) for r in (ratios if ratios is not None else tb.default_ratios)]
     if not chosen:
-        raise ConfigError("--noise-ratios needs at least one value")
+        raise ConfigError("$noise_ratios needs at least one value")
     for r in chosen:
         if not 0.0 <= r < 1.0:
-            hint = " (use --testbed negative for noise only)" if r == 1.0 else ""
+            hint = " (use $testbed negative for noise only)" if r == 1.0 else ""
             raise ConfigError(f"noise ratio {r:g} is outside [0, 1){hint}")
     if len(set(chosen)) != len(chosen):
-        raise ConfigError("--noise-ratios has duplicates")
+        raise ConfigError("$noise_ratios has duplicates")
     return chosen
 
 
@@ -200,7 +200,7 @@ class RecordJournal:
             diff = sorted(k for k in fp if _fingerprint_of(old).get(k) != fp[k])
             raise ConfigError(
                 f"{results.parent} holds results of another configuration (differs in: {', '.join(diff)}); "
-                f"use another --out or delete {results.name} and {JOURNAL_FILE} there"
+                f"use another $out or delete {results.name} and {JOURNAL_FILE} there"
             )
         journal.check_fingerprint(blob)  # records it, or forgets a journal with nothing finished
         if journal.count() == 0 and journal.count_failed() == 0 and results.is_file():
@@ -427,10 +427,10 @@ def run_robust(
     ``warn`` receives each warning (loader findings, unrecognisable prompt sentences) once, before generation.
     """
     if not cfg.llm:
-        raise ConfigError("--llm needs at least one model")
+        raise ConfigError("$llm needs at least one model")
     get_testbed(cfg.testbed)  # an unknown --testbed fails before any model is built
     if llms is not None and len(llms) != len(cfg.llm):
-        raise ConfigError("one LLM object per --llm spec is needed")
+        raise ConfigError("one LLM object per $llm spec is needed")
     if llms is None:  # every model spec (and the judge's) is checked before the first model runs
         from ragrade.llm import create_llm
 

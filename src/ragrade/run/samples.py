@@ -59,7 +59,7 @@ def _check_header(path: Path) -> None:
     head = loads_line(first, f"{path}:1") if first.strip() else {}
     kind = (head.get(HEADER_KEY) or {}).get("kind") if isinstance(head, dict) else None
     if kind != SAMPLES_KIND:
-        raise DataError(f"{path}: not a samples file (kind {kind!r}); use --overwrite or another --out")
+        raise DataError(f"{path}: not a samples file (kind {kind!r}); use $overwrite or another $out")
 
 
 def _key(pipeline: object, item: object) -> tuple[str, str]:

@@ -383,7 +383,7 @@ def _check_labels(llms: Iterable[str]) -> None:
 def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
     if spec.needs_index:
         if not cfg.indexes:
-            raise ConfigError(f"retriever '{spec.retriever}' needs an index; pass --index DIR")
+            raise ConfigError(f"retriever '{spec.retriever}' needs an index; give one with $indexes")
         if spec.chunker not in cfg.indexes:
             raise ConfigError(
                 f"pipeline '{spec.id}' names index '{spec.chunker}', but the indexes are: {', '.join(cfg.indexes)}"
@@ -391,14 +391,13 @@ def _validate_spec(spec: PipelineSpec, cfg: SweepConfig) -> None:
     if spec.is_external:
         name = spec.retriever[len(EXTERNAL_PREFIX) :]
         if name not in cfg.external:
-            raise ConfigError(f"external pipeline '{name}' is not defined; pass --external {name}=TARGET")
+            raise ConfigError(f"external pipeline '{name}' is not defined; define it with $external {name}=TARGET")
     if spec.prompt != "default" and spec.prompt not in cfg.prompts:
-        raise ConfigError(f"prompt '{spec.prompt}' is not defined; pass --prompt FILE or a [prompts] table")
+        raise ConfigError(f"prompt '{spec.prompt}' is not defined; give its template file with $prompts")
     if spec.transformed:
         from ragrade.retrieval.transforms import check_transforms
 
-        where = " (in a config file: transform_llm = ...)"
-        check_transforms(spec.query, spec.post, cfg.transform_llm is not None, where=where)
+        check_transforms(spec.query, spec.post, cfg.transform_llm is not None)
 
 
 def load_sweep_file(path: str | Path) -> dict[str, object]:
