@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -362,3 +363,19 @@ def test_toctree_titles_reach_a_subfolder_loaded_alone(tmp_path: Path) -> None:
     (docs / "guide" / "setup.rst").write_text("Setup\n=====\n\nInstall it.\n", encoding="utf-8")
     report = load_corpus([docs / "guide"])
     assert [d.metadata["title"] for d in report.documents] == ["Setting up"]
+
+
+def test_the_command_line_loads_templates_and_docstrings_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ragrade.cli.main import main
+
+    site = str(SITES / "tern" / "docs")
+    assert main(["corpus", site, "--out", str(tmp_path / "a.jsonl")]) == 0
+    plain = capsys.readouterr().out
+    assert "left out 2 theme templates" in plain and "--templates loads them" in plain
+    assert main(["corpus", site, "--out", str(tmp_path / "b.jsonl"), "--templates", "--api-docstrings"]) == 0
+    asked = capsys.readouterr().out
+    assert "theme templates" not in asked
+    docs = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()[1:]]
+    assert "overrides/main.html" in [d["metadata"]["path"] for d in docs]

@@ -81,7 +81,7 @@ def calibrate_judge(
     flags = {**settings, "human": str(human) if human is not None else None}
     cfg = build_config(CalibrationConfig, settings_layer(config), flags, source="calibrate settings")
     if cfg.human is None:
-        raise ConfigError("calibrate needs the human labels: $human (a labels JSONL file; human = ... in [calibration])")
+        raise ConfigError("calibrate needs the human labels: $human (a labels JSONL file; [calibration] human)")
     path = resolve_scores_path(scores)
     target = Path(out) if out is not None else path.parent / "calibration"
     return Calibration(run_calibration(path, cfg.human, target, cfg), target)

@@ -106,6 +106,15 @@ def corpus_cmd(
         None, "--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."
     ),
     no_dedupe: bool = typer.Option(False, "--no-dedupe", help="Keep documents whose text repeats an earlier one."),
+    api_docstrings: bool = typer.Option(
+        False,
+        "--api-docstrings",
+        help="Fill mkdocstrings ':::' blocks and autodoc directives from the installed package's docstrings where it "
+        "imports (runs the package's import code; no network, no install).",
+    ),
+    templates: bool = typer.Option(
+        False, "--templates", help="Load theme templates (Jinja, .html under overrides/ or _templates/) as documents."
+    ),
     config: Path | None = typer.Option(None, "--config", help="TOML file with a \\[corpus] table of these options."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -121,6 +130,7 @@ def corpus_cmd(
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
     flags = _corpus_flags(text_field, id_field, meta_field, drop_pattern, max_bytes, min_chars, no_dedupe)
+    flags.update(api_docstrings=api_docstrings or None, templates=templates or None)
     section = _read_config_section(config, "corpus")
     for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
         section.pop(key, None)

@@ -113,13 +113,14 @@ class LoadReport:
 
 # what ``left_out`` counts, as the load summary says it
 LEFT_OUT_LABELS = {
-    "autodoc": "autodoc directives (they need the package imported); api_docstrings = true in [corpus] fills them",
-    "mkdocstrings": "mkdocstrings ':::' objects (generated from docstrings: api_docstrings = true in [corpus] fills "
-    "them from the installed package)",
+    "autodoc": "autodoc directives (they need the package imported); api_docstrings = true in [corpus] or "
+    "--api-docstrings fills them",
+    "mkdocstrings": "mkdocstrings ':::' objects (generated from docstrings: api_docstrings = true in [corpus] or "
+    "--api-docstrings fills them from the installed package)",
     "api-pages": "generated API pages with no text of their own (':::' or autodoc only; not loaded)",
     "macros": "{{ macro }} / Jinja placeholders (rendered only by mkdocs-macros; mkdocs.yml extra values filled in)",
     "site-config": "site configuration files (mkdocs.yml, conf.py: read for page titles and snippets)",
-    "templates": "theme templates (Jinja / overrides/*.html; templates = true in [corpus] loads them)",
+    "templates": "theme templates (Jinja / overrides/*.html; templates = true in [corpus] or --templates loads them)",
 }
 
 
