@@ -6,6 +6,7 @@ overrides a lower layer; a falsy value such as ``0`` or ``False`` does.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +17,18 @@ from pydantic import BaseModel, ValidationError
 from ragrade.errors import ConfigError, did_you_mean, open_error
 
 M = TypeVar("M", bound=BaseModel)
+
+
+_DEPRECATIONS: set[str] = set()
+
+
+def deprecated(message: str) -> None:
+    """Print ``ragrade: warning: <message>`` on stderr, once per process (an old spelling of a config key or
+    table, read until the next release)."""
+    line = f"ragrade: warning: {message}"
+    if line not in _DEPRECATIONS:
+        _DEPRECATIONS.add(line)
+        print(line, file=sys.stderr)
 
 
 def deep_merge(base: Mapping[str, object], override: Mapping[str, object]) -> dict[str, object]:

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from ragrade import config
 from ragrade.errors import ConfigError
 from ragrade.exam.config import ExamConfig
 from ragrade.irt.model import Bounds, Priors
 from ragrade.irt.problem import FitConfig
-from ragrade.job import legacy
 from ragrade.job.analysis import _fit_config
 from ragrade.job.config import (
     DEMO_CONFIG,
@@ -38,7 +38,7 @@ DEMO = {"corpus": {"demo": True}}
 
 @pytest.fixture(autouse=True)
 def _fresh_warnings() -> None:
-    legacy._WARNED.clear()  # each test sees the one-per-process deprecation lines afresh
+    config._DEPRECATIONS.clear()  # each test sees the one-per-process deprecation lines afresh
 
 
 @pytest.mark.parametrize(

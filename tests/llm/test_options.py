@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from tests.run.fakes import make_exam
 
+from ragrade import config
 from ragrade.cli.llm_flags import llm_flag_layer
 from ragrade.cli.main import main
 from ragrade.config import build_config
@@ -138,9 +139,8 @@ def test_unknown_llm_option_exits_2_with_did_you_mean(
 def test_old_flat_spelling_is_read_with_one_warning(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragrade.llm import options
 
-    monkeypatch.setattr(options, "_WARNED", set())  # messages printed by earlier tests in this process
+    monkeypatch.setattr(config, "_DEPRECATIONS", set())  # messages printed by earlier tests in this process
     cfg = JudgeRunConfig.model_validate({"timeout": 9, "cache": False, "llm_options": {"concurrency": 2}})
     assert cfg.llm_options == LLMOptions(timeout=9, cache=False, concurrency=2)
     JudgeRunConfig.model_validate({"timeout": 9, "cache": False})  # the same message is not repeated
@@ -155,9 +155,8 @@ def test_a_job_configs_old_llm_table_is_read_once_with_a_warning(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ragrade.job.config import load_job_config
-    from ragrade.llm import options
 
-    monkeypatch.setattr(options, "_WARNED", set())
+    monkeypatch.setattr(config, "_DEPRECATIONS", set())
     new = load_job_config(None, {"corpus": {"demo": True}, "llm_options": {"timeout": 9, "concurrency": 2}})
     assert new.llm == LLMOptions(timeout=9, concurrency=2) and capsys.readouterr().err == ""
     old = load_job_config(None, {"corpus": {"demo": True}, "llm": {"timeout": 9, "concurrency": 2}})

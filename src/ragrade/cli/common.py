@@ -28,13 +28,12 @@ def error_line(message: str) -> None:
 def warning_line(message: str) -> None:
     """Print a warning the API gave (to a ``warn`` callback) on stderr, each ``$setting`` it names spelled as
     the running command's flag (as :meth:`~ragrade.errors.RagradeError.render` does for errors)."""
-    import re
-
     from ragrade.cli.setting_flags import flag_table, spell
+    from ragrade.errors import render_settings
 
     ctx = _current_context()
     table = flag_table(ctx.command) if ctx is not None else {}
-    text = re.sub(r"\$([a-z][a-z0-9_]*)", lambda m: spell(table, m.group(1)) or m.group(1), message)
+    text = render_settings(message, lambda name: spell(table, name))
     typer.echo(f"ragrade: warning: {text}", err=True)
 
 

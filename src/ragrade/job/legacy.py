@@ -10,9 +10,9 @@ layer's whatever its spelling; within one layer the old spelling wins (a base me
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 
+from ragrade.config import deprecated
 from ragrade.errors import ConfigError
 
 #: table -> old key -> current key
@@ -24,14 +24,9 @@ RENAMED: dict[str, dict[str, str]] = {
 #: table -> the old key whose table of keys now sits in the table itself
 FLATTENED: dict[str, str] = {"exam": "options"}
 
-_WARNED: set[str] = set()
-
 
 def _warn(message: str) -> None:
-    line = f"ragrade: warning: {message} (the old spelling is read until the next release)"
-    if line not in _WARNED:
-        _WARNED.add(line)
-        print(line, file=sys.stderr)
+    deprecated(f"{message} (the old spelling is read until the next release)")
 
 
 def _upgrade_table(name: str, table: Mapping[str, object], where: str) -> dict[str, object]:

@@ -22,13 +22,13 @@ or run manifests). Sampling settings (temperature, reply length) belong to each 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from ragrade.config import deprecated
 from ragrade.llm.defaults import BACKOFF_S, CONCURRENCY, MAX_RETRIES, RETRIES, TIMEOUT
 
 if TYPE_CHECKING:
@@ -253,9 +253,6 @@ def provider_caps(provider: str) -> LLMCaps | None:
     return caps if isinstance(caps, LLMCaps) else None
 
 
-_WARNED: set[str] = set()
-
-
 def lift_flat_options(data: object, where: str) -> object:
     """Read the old spelling of a config table whose LLM options sat at its top level (``[judge] timeout = 30``):
     move those keys into its ``llm_options`` table, with one deprecation line on stderr per process.
@@ -276,13 +273,10 @@ def lift_flat_options(data: object, where: str) -> object:
     for key in old:  # the top-level key wins over the same key under llm_options
         lifted[key] = out.pop(key)
     out["llm_options"] = lifted
-    message = (
-        f"ragrade: warning: {where}: {', '.join(old)} at the top level is the old spelling; write "
+    deprecated(
+        f"{where}: {', '.join(old)} at the top level is the old spelling; write "
         f"llm_options.{old[0]} (a [...llm_options] table; the old spelling is read until the next release)"
     )
-    if message not in _WARNED:
-        _WARNED.add(message)
-        print(message, file=sys.stderr)
     return out
 
 
@@ -297,13 +291,10 @@ def rename_options_table(data: object, old: str, where: str) -> object:
     nested = out.get("llm_options")
     current = nested.model_dump(exclude_unset=True) if isinstance(nested, LLMOptions) else nested
     out["llm_options"] = {**moved, **(dict(current) if isinstance(current, Mapping) else {})}
-    message = (
-        f"ragrade: warning: {where}: the [{old}] table is the old name of [llm_options]; rename it "
+    deprecated(
+        f"{where}: the [{old}] table is the old name of [llm_options]; rename it "
         "(the old name is read until the next release)"
     )
-    if message not in _WARNED:
-        _WARNED.add(message)
-        print(message, file=sys.stderr)
     return out
 
 
