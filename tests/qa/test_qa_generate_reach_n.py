@@ -107,3 +107,18 @@ def test_next_batch_follows_the_acceptance_rate() -> None:
     assert next_batch(Funnel(sampled=10, accepted=0), cfg, 100) == 32  # none accepted yet: a full batch
     assert next_batch(Funnel(sampled=12, accepted=3), cfg, 100) == 28  # 7 more at 1 in 4
     assert next_batch(Funnel(sampled=12, accepted=3), cfg, 5) == 5  # no more than are left
+
+
+def test_an_interruption_counts_every_answered_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the interruption line used to give the count at the start of the running batch (4 of 25 while 10 were
+    # answered and cached); it now moves with each answer, as the progress display does
+    monkeypatch.setenv("RAGRADE_CACHE_DIR", str(tmp_path / "cache"))
+    from ragrade import interrupt
+    from ragrade.llm import create_llm
+
+    with OpenAIServer(responder=_responder) as server:
+        llm = create_llm("openai/test-model", base_url=server.base_url, api_key="sk-x", concurrency=1)
+        generate_qa(_chunks(30), llm, QAGenConfig(n=4, seed=0, min_chunk_chars=50, batch_size=8, oversample=1.0))
+        asked = server.requests_by_path["/v1/chat/completions"]
+    assert asked > 4  # more than one batch: the old count stopped at the last batch's start
+    assert interrupt.message().startswith(f"interrupted: {asked} of ")

@@ -527,11 +527,16 @@ def next_batch(funnel: Funnel, cfg: QAGenConfig, left: int) -> int:
     return max(1, min(need, cfg.batch_size, left))
 
 
-def _answered(progress: Callable[[str, int, int], None] | None, start: int, total: int) -> Callable[[int], None] | None:
-    """``progress("requests", start + answered, total)`` as the running batch's requests are answered."""
-    if progress is None:
-        return None
-    return lambda answered: progress("requests", start + answered, total)
+def _answered(progress: Callable[[str, int, int], None] | None, start: int, total: int) -> Callable[[int], None]:
+    """``progress("requests", start + answered, total)`` as the running batch's requests are answered, and the
+    same count for an interruption's message (answered requests are in the response cache: a rerun reuses them)."""
+
+    def report(answered: int) -> None:
+        interrupt.progress(start + answered, total, "generation requests")
+        if progress is not None:
+            progress("requests", start + answered, total)
+
+    return report
 
 
 def generate_qa(
