@@ -133,7 +133,10 @@ class LLMOptions(BaseModel):
         default=None, description="hf: prefix-tree (default, batched), shared-prefix or per-choice (one at a time)."
     )
     max_batch: int | None = Field(
-        default=None, ge=1, description="hf: continuations per forward of the one-at-a-time shared-prefix method."
+        default=None,
+        ge=1,
+        description="hf: requests per padded group of batched greedy generation, and continuations per forward of "
+        "the one-at-a-time shared-prefix method (default 32).",
     )
     batch_tokens: int | None = Field(
         default=None,
