@@ -142,3 +142,25 @@ def test_a_row_ends_at_its_first_end_token() -> None:
     assert gen._cut([5, 6, 7, 0, 0], max_new=5) == [5, 6, 7]
     assert gen._cut([5, 2, 9], max_new=5) == [5, 2]
     assert gen._cut([5, 6, 8, 9], max_new=2) == [5, 6]
+
+
+def test_a_request_that_breaks_generation_fails_alone(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    llm = narrow(create_llm(f"hf/{tiny_model}", cache=False), HFLLM)
+    reqs = _requests()
+    want = [c.text for c in generate(llm, reqs)]
+    lengths = [len(llm._prompt_ids(r)) for r in reqs]
+    n_bad = next(n for n, k in enumerate(lengths) if lengths.count(k) == 1)  # a prompt length no other has
+    bad = lengths[n_bad]
+    real = llm.lm.generate
+
+    def breaks_on_one_length(x: Any, **kw: Any) -> Any:
+        if x.shape[1] == bad:  # the request alone (in a group it is padded to the group's longest)
+            raise ValueError("position ids out of range (simulated)")
+        if x.shape[0] > 1:
+            raise ValueError("a group holding the bad request (simulated)")
+        return real(x, **kw)
+
+    monkeypatch.setattr(llm.lm, "generate", breaks_on_one_length)
+    got = generate(llm, reqs)
+    assert not got[n_bad].ok and "position ids out of range" in (got[n_bad].error or "")
+    assert [c.text for n, c in enumerate(got) if n != n_bad] == [w for n, w in enumerate(want) if n != n_bad]

@@ -10,7 +10,8 @@ the first end-of-sequence token are padding.
 
 Groups hold at most ``max_batch`` requests and ``budget`` token positions (prompt plus new tokens, padded). A
 group that runs out of device memory is split in half and retried; a single request that still does not fit
-gets an error (missing data, never a wrong answer). Sampled requests (temperature > 0) are not batched here:
+gets an error (missing data, never a wrong answer). A group that fails otherwise is run again one request at a
+time, so only the request that causes the error is missing. Sampled requests (temperature > 0) are not batched here:
 each reseeds the generator, which one shared decoding loop cannot honour.
 """
 
@@ -84,16 +85,24 @@ class BatchGenerator:
             group = todo.pop(0)
             try:
                 rows = self.decode(group)
-            except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                self.empty_cache()
+            except Exception as exc:  # one request's failure must not sink the others of its group
+                oom = is_oom(exc)
+                if oom:
+                    self.empty_cache()
                 if len(group) == 1:
-                    out[group[0].index] = f"out of memory generating from {len(group[0].ids)} prompt tokens"
+                    it = group[0]
+                    out[it.index] = (
+                        f"out of memory generating from {len(it.ids)} prompt tokens"
+                        if oom
+                        else f"{type(exc).__name__}: {exc}"
+                    )
                     continue
-                self.stats.oom_splits += 1
-                half = len(group) // 2
-                todo[:0] = [group[:half], group[half:]]
+                if oom:  # halve the group; another error: each request alone, so only its cause fails
+                    self.stats.oom_splits += 1
+                    half = len(group) // 2
+                    todo[:0] = [group[:half], group[half:]]
+                else:
+                    todo[:0] = [[it] for it in group]
                 continue
             self.stats.groups += 1
             self.stats.requests += len(group)
