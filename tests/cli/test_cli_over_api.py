@@ -143,7 +143,7 @@ ALLOWED_BELOW_API: dict[str, frozenset[str]] = {
     # the notes exam take prints after its run, read from the exam's header (known, not yet in the API's result)
     "ragrade.exam.files": frozenset({"read_exam"}),
     # errors, exit codes, signals, progress display, the dry run's counts, help texts
-    "ragrade.errors": frozenset({"BackendError", "ConfigError", "RagradeError"}),
+    "ragrade.errors": frozenset({"BackendError", "ConfigError", "RagradeError", "render_settings"}),
     "ragrade.llm.failures": frozenset({"MAX_FAILED_HELP"}),
     "ragrade.llm": frozenset({"failures"}),
     "ragrade.llm.dryrun": frozenset({"LEDGER"}),
