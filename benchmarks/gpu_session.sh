@@ -10,13 +10,15 @@
 # [".gpu_carry"]:
 #   bash benchmarks/gpu_session.sh mcq      # timeout_s about 240: the 1.1B comparison, bf16 then fp32
 #   bash benchmarks/gpu_session.sh grid     # timeout_s about 420: the 7B grid slice and its adaptive run
-#   bash benchmarks/gpu_session.sh gen      # timeout_s about 150: batched hf/ generation against one at a time
+#   bash benchmarks/gpu_session.sh gen      # timeout_s about 220: batched hf/ generation against one at a time
 # (no argument: both, in one call of at most MCQ_S + GRID_S seconds).
 #
 # Budget (one H200, 2026-11-27): the 1.1B comparison took 255 s with both dtypes and the harness (model built
 # on the CPU then); a 7B built on the CPU took 194 s before any scoring, so both scripts now draw the random
 # weights on the GPU. bf16 runs every batch size on both harness sides; fp32 (the harness's slow side, about
 # 40 s per batch size) runs the sizes that were fastest before (method 128, HFLM 64).
+# 2026-11-28 (H200): mcq 210 s with MCQ_S=140, grid 194 s, one bfloat16 gen run (32 requests, 16 new tokens)
+# 61 s; 128 requests x 32 new tokens ran past 60 s one at a time. A first call started in about 35 s.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -45,8 +47,8 @@ if [ "$PART" = mcq ] || [ "$PART" = all ]; then
 fi
 if [ "$PART" = gen ] || [ "$PART" = all ]; then
     for dt in float32 bfloat16; do
-        timeout 60 python3 benchmarks/bench_hf_generate.py --device cuda --dtype $dt --hidden 2048 --layers 22 \
-            --requests 128 --new 32 2>&1 | quiet | tee "$OUT/gen_$dt.log"
+        timeout 100 python3 benchmarks/bench_hf_generate.py --device cuda --dtype $dt --hidden 2048 --layers 22 \
+            --requests 32 --new 16 2>&1 | quiet | tee "$OUT/gen_$dt.log"
         echo "gen $dt exit ${PIPESTATUS[0]}"
     done
 fi

@@ -126,6 +126,69 @@ def test_the_next_pass_is_queued_before_the_last_is_read(tiny: str) -> None:
     assert seconds["launch_s"] > 0 and "wait_s" in seconds and "plan_s" in seconds
 
 
+def _many(n: int) -> list[LoglikelihoodRequest]:
+    """``n`` requests of mixed lengths, each with its own question (more than two chunks' worth)."""
+    base = _requests()
+    return [
+        LoglikelihoodRequest(f"{r.context} ({k})", r.continuations) for k in range(n) for r in base[k % 12 : k % 12 + 1]
+    ]
+
+
+def test_a_streamed_call_plans_the_next_chunk_while_passes_are_queued(tiny: str) -> None:
+    reqs = _many(300)
+    expected = loglikelihood(_llm(tiny), reqs)  # one chunk (the CPU's default)
+    llm = _llm(tiny, batch_tokens=512)
+    rec = _Recorder(llm.lm, llm._torch, llm.device, budget=512)
+    llm.tree, llm.stream_chunks, rec.events = rec, True, []
+    loglikelihood(llm, reqs[:1])  # the once-per-model check runs here
+    rec.events = []
+    encode = llm._encode_all
+
+    def recorded(batch: Any) -> Any:
+        rec.events.append(f"encode {len(batch)}")
+        return encode(batch)
+
+    llm._encode_all = recorded  # type: ignore[method-assign]
+    out = loglikelihood(llm, reqs)
+    chunks = [e for e in rec.events if e.startswith("encode")]
+    assert len(chunks) >= 3 and chunks[0] == "encode 64"  # a small first chunk, then larger ones
+    assert sum(int(e.split()[1]) for e in chunks) == len(reqs)
+    # the device gets its first pass after the first chunk alone, and later chunks are encoded while passes
+    # are queued (a launch is followed by an encode before the pass before it is read back)
+    assert rec.events[:2] == ["encode 64", "launch"]
+    later = [i for i, e in enumerate(rec.events) if e.startswith("encode")][1:]
+    assert all(rec.events[i - 1] == "launch" for i in later)
+    assert rec.events.count("launch") == rec.events.count("collect")
+    assert rec.stats.requests == len(reqs) + 1
+    for r, e in zip(out, expected, strict=True):
+        assert r.ok and r.method == "prefix-tree"
+        assert some(r.logprobs) == pytest.approx(some(e.logprobs), abs=1e-5)
+
+
+def test_a_stop_during_a_streamed_call_counts_every_request(tiny: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragrade.llm.hf as hf_module
+
+    reqs = _many(300)
+    llm = _llm(tiny, batch_tokens=512)
+    llm.stream_chunks = True
+    loglikelihood(llm, reqs[:1])
+    launched = {"n": 0}
+    launch = llm.tree.launch
+
+    def counted(rows: Any) -> Pass:
+        launched["n"] += 1
+        return launch(rows)
+
+    llm.tree.launch = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(hf_module, "_stopping", lambda: launched["n"] >= 2)
+    out = loglikelihood(llm, reqs)
+    assert len(out) == len(reqs)
+    stopped = [r for r in out if not r.ok]
+    assert stopped and all(r.error == "stopped before this request was scored" for r in stopped)
+    assert 0 < sum(r.ok for r in out) < len(reqs)  # the two passes queued were read back, nothing else ran
+    assert launched["n"] == 2
+
+
 class _OOMScorer(TreeScorer):
     """Raises torch's out-of-memory error when the passes in flight would hold more than ``limit`` padded
     positions (a simulated card: a pass holds its memory from launch until its results are collected)."""

@@ -33,7 +33,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from ragrade.llm.core import BaseLLM, log
 from ragrade.llm.device import resolve as resolve_placement
 from ragrade.llm.gguf import model_label
 from ragrade.llm.hf_generate import BatchGenerator, GenItem, eos_ids
-from ragrade.llm.hf_tree import TreeScorer
+from ragrade.llm.hf_tree import STOPPED, TreeScorer, chunk_bounds
 from ragrade.llm.limits import LimitConfig
 from ragrade.llm.llamacpp import gguf_identity
 from ragrade.llm.prefix_tree import Item
@@ -101,6 +101,8 @@ class HFLLM(BaseLLM):
         # the device and dtype first: a wrong one fails before any file is read
         self.placement = resolve_placement(device, dtype, require("torch", purpose="the hf backend"), f"hf/{model}")
         self.device, self.dtype = self.placement.device, self.placement.dtype
+        #: encode and plan a call's requests in chunks that overlap the device's passes (off the CPU)
+        self.stream_chunks = self.placement.kind != "cpu"
         self.gguf = _gguf_file(model)  # a GGUF file (embedded name or *.gguf path), loaded dequantised
         path = self.gguf.parent if self.gguf is not None else Path(model).expanduser()
         if self.gguf is None and not path.is_dir():
@@ -313,33 +315,37 @@ class HFLLM(BaseLLM):
         return got
 
     def _loglikelihood_sync(self, reqs: Sequence[LoglikelihoodRequest]) -> list[LoglikelihoodResult]:
-        """Score ``reqs`` (every request of every caller that the batcher merged) as one batch."""
+        """Score ``reqs`` (every request of every caller that the batcher merged) as one batch. Off the CPU the
+        requests are encoded and planned in growing chunks while the device runs the passes of the chunks
+        before (:meth:`TreeScorer.score_stream`); on the CPU, where a pass is computed as it is launched, at
+        once (fuller passes)."""
         with self._lock:
-            encoded = self._encode_all(reqs)
-            out: list[LoglikelihoodResult | None] = [
-                LoglikelihoodResult(logprobs=None, error=e) if isinstance(e, str) else None for e in encoded
-            ]
-            todo = [n for n, it in enumerate(encoded) if isinstance(it, Item)]
-            items = [it for it in encoded if isinstance(it, Item)]
-            for n, result in zip(todo, self._score_items(items), strict=True):
-                out[n] = result
-            return [r for r in out if r is not None]
+            out: list[LoglikelihoodResult | None] = [None] * len(reqs)
+            alone: list[tuple[int, Item]] = []  # scored one request at a time (their own masks)
+            placed: list[tuple[int, Item]] = []  # the requests given to the batched scorer, in its order
 
-    def _score_items(self, items: list[Item]) -> list[LoglikelihoodResult]:
-        """Scores of encoded requests by the configured method (prefix-tree batches by default)."""
-        if self.method == "prefix-tree" and items and self._tree_ok(items):
-            tree_ok = [n for n, it in enumerate(items) if self._fits_tree(it)]
-            results: list[LoglikelihoodResult | None] = [None] * len(items)
-            if tree_ok:
-                got = self.tree.score([items[n] for n in tree_ok], stop=_stopping)
-                for n, scores in zip(tree_ok, got, strict=True):
-                    results[n] = self._result(items[n], scores, "prefix-tree")
-            for n, it in enumerate(items):
-                if results[n] is None:  # longer than the model's sliding window: its own masks
-                    results[n] = self._one(it, "shared-prefix")
-            return [r for r in results if r is not None]
-        method = "per-choice" if self.method == "per-choice" else "shared-prefix"
-        return [self._one(it, method) for it in items]
+            def chunks() -> Iterator[list[Item]]:
+                for lo, hi in chunk_bounds(len(reqs), self.tree.budget, placed if self.stream_chunks else None):
+                    tree: list[Item] = []
+                    encoded = self._encode_all(reqs[lo:hi])
+                    items = [it for it in encoded if isinstance(it, Item)]
+                    batched = self.method == "prefix-tree" and bool(items) and self._tree_ok(items)
+                    for n, it in enumerate(encoded, lo):
+                        if isinstance(it, str):
+                            out[n] = LoglikelihoodResult(logprobs=None, error=it)
+                        elif batched and self._fits_tree(it):
+                            tree.append(it)
+                            placed.append((n, it))
+                        else:
+                            alone.append((n, it))
+                    yield tree
+
+            got = self.tree.score_stream(chunks(), stop=_stopping)
+            for k, (n, it) in enumerate(placed):
+                out[n] = self._result(it, got[k] if k < len(got) else STOPPED, "prefix-tree")
+            for n, it in alone:  # longer than the model's sliding window, or another method asked for
+                out[n] = self._one(it, "per-choice" if self.method == "per-choice" else "shared-prefix")
+            return [r or LoglikelihoodResult(logprobs=None, error=STOPPED) for r in out]
 
     def _one(self, it: Item, method: str) -> LoglikelihoodResult:
         ctx, conts = list(it.ctx), [list(c) for c in it.conts]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,11 @@ LOGSOFTMAX_ROWS = 1024
 #: successful passes after an out-of-memory error before the token budget grows back (by half, never past 90%
 #: of the smallest pass that ran out of memory, nor past the budget it started with)
 GROW_AFTER = 8
+#: requests in the first chunk of a streamed call (:func:`chunk_bounds`): what the device waits for
+FIRST_CHUNK = 64
+#: later chunks grow by doubling up to this many passes' worth of requests
+CHUNK_PASSES = 4
+STOPPED = "stopped before this request was scored"
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -45,6 +50,26 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def chunk_bounds(n: int, budget: int, placed: Sequence[tuple[int, Item]] | None) -> Iterator[tuple[int, int]]:
+    """``[lo, hi)`` bounds of the chunks in which a call of ``n`` requests is encoded and planned: one chunk
+    when ``placed`` is None; else :data:`FIRST_CHUNK` requests, then each chunk twice the one before, up to
+    :data:`CHUNK_PASSES` passes of ``budget`` token positions at the mean cost of the requests ``placed`` so
+    far (read when each chunk is cut, so the list may grow between chunks)."""
+    if placed is None or n <= 2 * FIRST_CHUNK:
+        yield 0, n
+        return
+    lo, size = 0, FIRST_CHUNK
+    while lo < n:
+        hi = min(n, lo + size)
+        if n - hi < FIRST_CHUNK // 2:  # no small chunk at the end
+            hi = n
+        yield lo, hi
+        lo = hi
+        mean = sum(it.cost for _, it in placed) / len(placed) if placed else 0.0
+        cap = max(FIRST_CHUNK, int(CHUNK_PASSES * budget / mean)) if mean else 2 * size
+        size = min(2 * size, cap)
 
 
 @dataclass
@@ -86,25 +111,41 @@ class TreeScorer:
 
     # -- scoring -------------------------------------------------------------------------------------------------
     def score(self, items: Sequence[Item], stop: Callable[[], bool] = lambda: False) -> list[Scores]:
-        """Per request, the summed log-probability of each continuation (or the error that failed it).
+        """Per request, the summed log-probability of each continuation (or the error that failed it)."""
+        return self.score_stream(iter([items]), stop)
+
+    def score_stream(self, chunks: Iterator[Sequence[Item]], stop: Callable[[], bool] = lambda: False) -> list[Scores]:
+        """:meth:`score` of the requests of every chunk, in order, taking a chunk only when the passes planned
+        so far have all been queued.
 
         Passes overlap with the host's work: pass i+1 is prepared and queued on the device before the
-        results of pass i are read back, so a GPU never waits for the host between passes."""
-        out: list[Scores] = ["not scored"] * len(items)
-        t0 = time.perf_counter()
-        rows = plan_rows(items, max(self.row_cap, max((it.cost for it in items), default=1)), share=self.share)
-        self.stats.add_seconds("plan", time.perf_counter() - t0)
-        self.stats.requests += len(items)
-        self.stats.plain_positions += sum(it.plain for it in items)
-        pending = plan_batches(rows, self.budget)
+        results of pass i are read back, and the next chunk (whose encoding the iterator may do when asked)
+        is planned while the device still runs the last two passes, so a GPU waits for the host only for
+        the first chunk. Rows never mix chunks: a chunk's last pass may be smaller than the budget. After a
+        stop request the output is shorter than the requests offered: those of the chunks never taken."""
+        out: list[Scores] = []
+        pending: list[list[Row]] = []
+
+        def refill() -> bool:
+            chunk = next(chunks, None)
+            if chunk is None:
+                return False
+            pending.extend(self._plan(chunk, base=len(out)))
+            out.extend(["not scored"] * len(chunk))
+            return True
+
+        more = refill()
         flight: Pass | None = None
-        while pending or flight is not None:
+        while pending or flight is not None or more:
+            if not pending and more:
+                more = refill()
+                continue
             queued: Pass | None = None
-            if pending and stop():
-                for row in [r for b in pending for r in b]:
-                    for i in row.items:
-                        out[i] = "stopped before this request was scored"
-                pending = []
+            if pending and stop():  # chunks not yet taken are left out: the caller counts them as stopped
+                pending, more = [], False
+                for n, got in enumerate(out):
+                    if got == "not scored" and not self._in_flight(flight, n):
+                        out[n] = STOPPED
             elif pending:
                 batch = pending.pop(0)
                 try:
@@ -120,12 +161,30 @@ class TreeScorer:
                         flight = None
                         pending.insert(0, batch)
                         continue
-                    pending = self._split(batch, exc, out) + pending
+                    pending[:0] = self._split(batch, exc, out)
                     continue
+                if not pending and more:  # plan the next chunk while the device runs what is queued
+                    more = refill()
             if flight is not None:
                 self._deliver(flight, out)
             flight = queued
         return out
+
+    def _plan(self, items: Sequence[Item], base: int) -> list[list[Row]]:
+        """``items`` as passes of rows, request indices offset by ``base`` (their place in the output)."""
+        t0 = time.perf_counter()
+        rows = plan_rows(items, max(self.row_cap, max((it.cost for it in items), default=1)), share=self.share)
+        for row in rows:
+            row.items = [base + i for i in row.items]
+        self.stats.requests += len(items)
+        self.stats.plain_positions += sum(it.plain for it in items)
+        batches = plan_batches(rows, self.budget)
+        self.stats.add_seconds("plan", time.perf_counter() - t0)
+        return batches
+
+    @staticmethod
+    def _in_flight(flight: Pass | None, n: int) -> bool:
+        return flight is not None and any(n in row.items for row in flight.rows)
 
     def _split(self, batch: list[Row], exc: BaseException, out: list[Scores]) -> list[list[Row]]:
         """After out of memory on ``batch`` alone: halve the token budget and re-plan it (a lone row that does
