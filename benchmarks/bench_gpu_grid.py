@@ -46,25 +46,22 @@ On the CPU (2 cores: a few minutes)::
 
     .venv/bin/python benchmarks/bench_gpu_grid.py --shape small --questions 60 --slice-requests 200 --adaptive
 
-Measured on one NVIDIA H200 (2026-11-27; torch 2.11, transformers 5.17; the GPU command below; random 7B
-Llama in bf16, 3 chunkings, BM25 at k 1-6, ICL 0-2: 60 pipelines x 995 evaluated questions = 59,700 requests):
+Measured on one NVIDIA H200 (2026-11-28; torch 2.11, transformers 5.17; ``benchmarks/gpu_session.sh grid``;
+random 7B Llama in bf16, 3 chunkings, BM25 at k 1-6, ICL 0-2, closed book and oracle: 60 pipelines x 995
+evaluated questions = 59,700 requests):
 
-* the slice, all 60 pipelines x the first 84 questions = 5,040 requests: 114.5 s end to end (44.0
-  requests/s; 59.9/s after the first progress line), 1,002 forward passes (5.0 requests per pass), 2.92M
-  token positions against 15.0M plain (0.19 of it). The full grid computed from it (not measured): 22.6
-  minutes at the slice's end-to-end rate, 17.1 with start-up counted once; the 30-minute target holds on
-  either count.
-* the adaptive run on the slice: 1,260 requests (25%) in 237 s -- slower than the whole slice, because its
-  once-per-model check failed in bf16 (batched and full forwards 0.316 nats apart against a fixed 0.25) and
-  it scored one request at a time (about 5 requests/s). The full grid's adaptive run was not measured.
+* the slice, all 60 pipelines x the first 84 questions = 5,040 requests: 99.1 s end to end (96.7 s to
+  ``summary.csv``; 50.9 requests/s; 55.3/s after the first progress line at 31 s), 58 forward passes (86.9
+  requests per pass), 2.91M token positions against 15.0M plain (0.19 of it), no out-of-memory split, no failed
+  pass. The full grid computed from it (not measured): 19.6 minutes at the slice's end-to-end rate, 18.1 with
+  start-up counted once; within the 30-minute target on either count.
+* the adaptive run on the slice: 1,260 requests (25% of its 5,040) in 49.1 s end to end, 3 rounds. The full
+  grid's adaptive run was not measured; at the slice's steady rate its 20% cap (11,940 requests) computes to
+  about 4 minutes plus start-up.
 
-Both runs lost most of the card: ``bm25s`` imports JAX when it is installed (it is on the GPU image) and JAX
-reserved 75% of the GPU's memory, so the hf budget ran out of memory 7 times and stayed halved (hence 5
-requests per pass); a cuDNN attention kernel also failed once with the tree mask and ended the first try.
-Fixed after these runs, not yet measured on a GPU: JAX is kept on the CPU (``ragrade.retrieval.bm25.
-import_bm25s``), the budget grows back after out-of-memory, a pass that fails otherwise makes only its own
-requests missing, attention runs without the cuDNN kernel, and the bf16 check's tolerance follows the
-rounding the exact one-request methods show between themselves.
+The previous session's runs (114.5 s; adaptive 237 s) lost most of the card to JAX (which ``bm25s`` starts when
+it is installed) and their bf16 check fell back to one request at a time; both fixed before these runs (JAX
+kept on the CPU, the bf16 check's tolerance from the spread of the exact methods).
 
 On a GPU machine, after installing the wheels of ``benchmarks/gpu_carry.sh`` (see its header). A device
 command runs 10 minutes at most and a machine stays warm only briefly between calls, so one command does it

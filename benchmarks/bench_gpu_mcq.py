@@ -29,31 +29,33 @@ per request, at least as fast as the baseline quiet, at most 1.5x slower than it
 ``--harness`` needs ``lm_eval`` importable: on the GPU machine, lm-eval 0.4.13's files without its ``tasks/``
 sub-folders plus dill, pytz, sqlitedict, more_itertools and word2number (7 MiB) on ``PYTHONPATH``.
 
-Measured on one NVIDIA H200 (2026-11-27, second session; torch 2.11, transformers 5.17; ``--shape 1b --requests
-600``; bf16 with ``--batch-sizes 64,128,256 --harness --harness-batch 64,128,256 --scale 4``, fp32 with
-``--batch-sizes 128 --harness --harness-batch 64``, the sizes fastest in the first session; the scoring call
-only, the model built and loaded before):
+Measured on one NVIDIA H200 (2026-11-28; torch 2.11, transformers 5.17; ``benchmarks/gpu_session.sh mcq``:
+``--shape 1b --requests 600``; bf16 with ``--batch-sizes 64,128,256 --harness --harness-batch 64,128,256
+--scale 4``, fp32 with ``--batch-sizes 128 --harness --harness-batch 64``, the sizes fastest before; the scoring
+call only, the model built and loaded before; pinned copies, before chunked encoding):
 
 =======================  ================  ==========  ===========  ================  ==========  ============
 side                     bf16 requests/s   GPU busy    bf16 peak    fp32 requests/s   GPU busy    fp32 peak
 =======================  ================  ==========  ===========  ================  ==========  ============
-ragrade ``hf/``          187.1             33%         4.88 GiB     56.7              92%         9.73 GiB
-method, best batch       123.6 (256)       89%         24.89 GiB    15.7 (128)        99%         27.03 GiB
-``HFLM``, best batch     118.7 (256)       82%         24.89 GiB    15.7 (64)         99%         15.42 GiB
+ragrade ``hf/``          311.9             59%         4.88 GiB     56.9              94%         9.73 GiB
+method, best batch       118.1 (256)       76%         24.89 GiB    15.6 (128)        99%         27.03 GiB
+``HFLM``, best batch     116.5 (256)       84%         24.89 GiB    15.6 (64)         98%         15.42 GiB
 =======================  ================  ==========  ===========  ================  ==========  ============
 
-bf16 at the other sizes: method 90.9 (64), 113.0 (128); ``HFLM`` 100.2 (64), 116.6 (128). Ratios: bf16 1.51x
-the method's best and 1.58x ``HFLM``'s best; fp32 3.62x and 3.61x. ragrade ran 5 forward passes over 244,248
-token positions (275,865 padded) where the harness's way computes 936,913. ragrade alone on 2,400 requests:
-311.0 requests/s, busy 57%. Agreement: fp32 max |d| per option 1.16e-4 against both harness runs (the
-method as written against ``HFLM`` at other batch sizes: 1.07e-4), the same choice on 593 of 593 decided
-requests; bf16 the same choice on 589 of 589 (max |d| 0.66: the harness takes its log-softmax in bf16).
+bf16 at the other sizes: method 91.1 (64), 113.5 (128); ``HFLM`` 91.3 (64), 101.8 (128). Ratios: bf16 2.64x
+the method's best and 2.68x ``HFLM``'s best; fp32 3.66x both. ragrade ran 5 forward passes over 244,248 token
+positions (275,865 padded) where the harness's way computes 936,913. ragrade alone on 2,400 requests: 325.3
+requests/s, 17 passes, busy 66%. Agreement: fp32 max |d| per option 1.16e-4 against both harness runs (the
+method as written against ``HFLM``: 1.07e-4), the same choice on 593 of 593 decided requests; bf16 the same
+choice on 589 of 589 (max |d| 0.83: the harness takes its log-softmax in bf16).
 
-What the host's seconds said (bf16, 600 requests): encode 0.50, plan 0.09, launch 2.58, wait 0.00. ``wait`` is
-zero because ``launch`` itself blocked: a copy from pageable host memory waits for everything queued before
-it, so each pass waited for the previous pass and the GPU sat idle while the host prepared the next. The copies
-now go through pinned memory without blocking (:meth:`ragrade.llm.hf_tree.TreeScorer._to_device`); not yet
-measured on a GPU. Not met: bf16 >= 2x the best batch and busy >= 80% (fp32 meets both and the memory target).
+The host's seconds (bf16, 600 requests): encode 0.34, plan 0.13, launch 0.58, wait 0.83 of 1.92 (2,400: 1.57,
+0.51, 1.84, 3.33 of 7.38). The previous session's blocking copies are gone (wait is no longer zero), and what
+kept the card idle was the host encoding and planning every request before the first pass (a quarter of the
+call). Since then a call off the CPU is encoded and planned in chunks that overlap the passes
+(:meth:`ragrade.llm.hf_tree.TreeScorer.score_stream`); not yet measured on a GPU. Met: >= 2x in both dtypes,
+peak memory, fp32 busy; not met: bf16 busy >= 80%; fp32 agreement 1.16e-4 against the 1e-4 asked, at the
+spread that the harness's two forms show between themselves on this card.
 """
 
 from __future__ import annotations
