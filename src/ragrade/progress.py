@@ -345,15 +345,17 @@ class Progress:
     def update(self, key: str, done: int, total: int) -> None:
         """``key`` has ``done`` of ``total`` items of this run finished (absolute counts, from 0).
 
-        A new key's step is taken to have started at the previous report (or at the start): a step reported
-        only after its first batch still gets a rate.
+        A step first reported with nothing done starts now (what came before, such as loading a model, is not
+        in its rate); one first reported after its first batch is taken to have started at the previous report
+        (or at the start), so that it still gets a rate.
         """
         with self._lock:
+            began = time.monotonic() if int(done) == 0 else self._mark
             task = self._tasks.get(key)
             if task is None:
-                task = self._tasks[key] = _Task(key, started=self._mark)
+                task = self._tasks[key] = _Task(key, started=began)
             elif done < task.done:  # the step starts again (the next model of a robustness run)
-                task.start_done, task.started = 0, self._mark
+                task.start_done, task.started = 0, began
             if int(done) != task.done:
                 self._moved = time.monotonic()
             task.done, task.total = int(done), int(total)

@@ -84,6 +84,20 @@ def test_the_key_reported_last_and_a_restarted_step() -> None:
     assert p.snapshot().rate > 0  # reported after its first batch only: counted from the previous report
 
 
+def test_a_step_reported_at_zero_after_loading_counts_its_rate_from_then() -> None:
+    p = Progress("robust noise", mode="plain", stream=io.StringIO(), interval=10)
+    for model in range(2):  # the first step, then the step again for the next model
+        p.update("judge" if model else "generate", 5, 5)
+        p._mark -= 60.0  # a model that took a minute to load since the previous report
+        p.update("generate", 0, 100)  # the step's first report: nothing done yet
+        start = p._tasks["generate"].started
+        assert start > p._mark - 1.0  # its clock starts at this report, not at the previous one
+        p.update("generate", 20, 100)
+        snap = p.snapshot(now=start + 10.0)
+        assert snap.label == "robust noise generate" and snap.rate == pytest.approx(2.0)  # 20 in 10 s
+        assert snap.eta() == pytest.approx(40.0)  # the loading minute is not in the ETA
+
+
 def test_quiet_and_an_error_print_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     stream = io.StringIO()
     with Progress("judge", quiet=True, stream=stream, interval=0.01) as p:
