@@ -8,6 +8,7 @@ prefix sharing switched off; and the batcher must merge concurrent callers into 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,9 +145,9 @@ def test_a_streamed_call_plans_the_next_chunk_while_passes_are_queued(tiny: str)
     rec.events = []
     encode = llm._encode_all
 
-    def recorded(batch: Any) -> Any:
-        rec.events.append(f"encode {len(batch)}")
-        return encode(batch)
+    def recorded(reqs: Sequence[LoglikelihoodRequest]) -> list[Item | str]:
+        rec.events.append(f"encode {len(reqs)}")
+        return encode(reqs)
 
     llm._encode_all = recorded  # type: ignore[method-assign]
     out = loglikelihood(llm, reqs)
