@@ -14,6 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from ragrade.cli.flags import with_flags
+from ragrade.cli.llm_flags import LLMFlags
 from ragrade.cli.main import main
 
 LLM = {"--llm", "--llm-base-url", "--base-url", "--max-retries", "--timeout"}
@@ -41,6 +42,13 @@ FLAGS: dict[str, set[str]] = {
     | {"--embedder", "--headings", "--json", "--k", "-k", "--post", "--prompt-file", "--query", "--reranker"}
     | {"--retriever", "-r", "--transform-llm"},
     "compare": {"--all", "--alpha", "--correction", "--json", "--n-boot", "--out", "--seed", "--top"},
+    "run": (LLM - {"--llm"})
+    | {"--check", "--concurrency", "--device", "--dtype", "--force", "--json", "--no-cache", "--no-report", "--out"}
+    | {"-o", "--post", "--query", "--transform-llm"},
+    "irt fit": {"--backend", "--bounds", "--exam", "--factors", "--groups", "--json", "--max-iter", "--model"}
+    | {"--n-boot", "--not-applicable", "--out", "--prior", "--se", "--solver"},
+    "irt improve": {"--backend", "--bounds", "--drop", "--exam", "--factors", "--json", "--max-iter", "--model"}
+    | {"--not-applicable", "--out", "--prior", "--solver", "--steps"},
 }
 
 
@@ -53,6 +61,34 @@ def test_help_lists_every_flag(
     out = capsys.readouterr().out
     listed = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", out)) - {"--help", "-h"}
     assert listed >= FLAGS[command], sorted(FLAGS[command] - listed)
+
+
+def test_the_llm_flags_are_one_object_and_one_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragrade.cli.exam import GenerateFlags
+    from ragrade.cli.pipelines import GridFlags
+    from ragrade.cli.qa import JudgeFlags, QAGenerateFlags
+    from ragrade.cli.robust import RunFlags
+    from ragrade.cli.run import JobFlags
+
+    for verb in (GenerateFlags, GridFlags, JudgeFlags, QAGenerateFlags, RunFlags, JobFlags):
+        assert issubclass(verb, LLMFlags), verb
+    given = LLMFlags(llm_base_url="http://x/v1", concurrency=3, no_cache=True, timeout=2.5, max_retries=0)
+    assert given.llm_layer() == {"base_url": "http://x/v1", "concurrency": 3, "cache": False, "timeout": 2.5,
+                                 "max_retries": 0}  # fmt: skip
+    assert LLMFlags().llm_layer() == {}  # nothing given: nothing over the config file
+    options = LLMFlags(timeout=2.5, device="cpu").llm_options()
+    assert (options.timeout, options.device, options.cache) == (2.5, "cpu", True)  # over the defaults
+
+
+def test_the_llm_flags_have_their_own_help_panel(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["qa", "generate", "--help"]) == 0
+    out = capsys.readouterr().out
+    panel = out[out.index("LLM options") :]
+    assert "--concurrency" in panel and "--no-cache" in panel and "--min-chars" not in panel
+    assert "--min-chars" in out[: out.index("LLM options")]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,7 +51,7 @@ def test_run_and_table_verbs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     [
         (["--testbed", "bogus"], "unknown testbed 'bogus'"),
         (["--testbed", "noise", "--noise-ratios", "0,1.0"], "--testbed negative"),
-        (["--testbed", "noise", "--noise-ratios", "x"], "--noise-ratios must be numbers"),
+        (["--testbed", "noise", "--noise-ratios", "x"], "--noise-ratios expects numbers"),
         (["--testbed", "negative", "--noise-ratios", "0.2"], "does not apply"),
         (["--testbed", "integration"], "needs integration records"),
         (["--testbed", "noise", "--scoring", "strict"], "scoring"),

@@ -6,11 +6,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 import typer
 
 from ragrade.errors import ConfigError
+
+N = TypeVar("N", int, float)
 
 if TYPE_CHECKING:
     from typer._click import Context
@@ -135,6 +137,17 @@ def split_list(value: str | None, option: str) -> list[str] | None:
     if not items:
         raise ConfigError(f"{option} needs at least one value")
     return items
+
+
+def split_numbers(value: str | None, option: str, number: type[N]) -> list[N] | None:
+    """Parse a comma list of ``number`` (int or float); None when not given."""
+    items = split_list(value, option)
+    if items is None:
+        return None
+    try:
+        return [number(v) for v in items]
+    except ValueError as exc:
+        raise ConfigError(f"{option} expects {'integers' if number is int else 'numbers'}, got '{value}'") from exc
 
 
 def check_out_file(path: Path, option: str = "--out") -> Path:

@@ -11,16 +11,7 @@ import typer
 
 from ragrade.cli.common import LOADING, check_out_file, command_progress, echo_json, output_path
 from ragrade.cli.flags import with_flags
-from ragrade.cli.llm_flags import (
-    ConcurrencyOption,
-    DeviceOption,
-    DtypeOption,
-    LlmBaseUrlOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    TimeoutOption,
-    llm_layer,
-)
+from ragrade.cli.llm_flags import LLMFlags
 from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
@@ -58,7 +49,7 @@ def _filter_layer(share: float | None, intra: float | None, extra: float | None,
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerateFlags:
+class GenerateFlags(LLMFlags):
     """The options of ``ragrade exam generate`` (``None``: not given, never overrides the config's \\[exam] table)."""
 
     n: Annotated[int | None, typer.Option("--n", "-n", min=1, help="Questions wanted (default 100).")] = None
@@ -96,13 +87,6 @@ class GenerateFlags:
     domain: Annotated[str | None, typer.Option("--domain", help="A few words naming the corpus, for the prompt.")] = (
         None
     )
-    llm_base_url: LlmBaseUrlOption = None
-    concurrency: ConcurrencyOption = None
-    no_cache: NoCacheOption = False
-    timeout: TimeoutOption = None
-    max_retries: MaxRetriesOption = None
-    device: DeviceOption = None
-    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     temperature: Annotated[
         float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (default 0.7).")
@@ -179,13 +163,6 @@ class GenerateFlags:
             **_filter_layer(self.filter_share, self.intra_cosine, self.extra_cosine, self.dup_cosine),
         }
 
-    def llm_options_layer(self) -> dict[str, object]:
-        """The :class:`~ragrade.llm.options.LLMOptions` layer of the generator's LLM flags."""
-        return llm_layer(
-            llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-            max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
-        )  # fmt: skip
-
 
 @exam_app.command("generate")
 @with_flags(GenerateFlags)
@@ -202,7 +179,7 @@ def generate_cmd(
     file_layer = _file_layer(flags.config)
     file_options = file_layer.pop("llm_options", None)  # [exam.llm_options]: how the generator LLM is reached
     cfg = build_config(ExamConfig, file_layer, flags.layer(), source="exam options")
-    options = build_config(LLMOptions, file_options, flags.llm_options_layer(), source="exam llm_options")
+    options = build_config(LLMOptions, file_options, flags.llm_layer(), source="exam llm_options")
     exam = _generate_with_progress(chunks, out, flags.llm, cfg, options, flags.embedder)
     _print_generated_exam(out, exam, flags.json_out)
     offline_exam_note({"generator": exam.generator})

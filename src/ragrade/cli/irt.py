@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragrade.cli.common import command_progress, echo_json, output_path, split_list
+from ragrade.cli.flags import with_flags
 
 if TYPE_CHECKING:
     from ragrade.irt.problem import FitConfig
@@ -16,36 +18,67 @@ irt_app = typer.Typer(
     help="Item response theory: abilities, item parameters, information, exam improvement.", no_args_is_help=True
 )
 
-_INPUT = typer.Argument(..., help="A run directory (responses.parquet + manifest.json) or a Parquet/CSV file.")
-_MODEL = typer.Option("3pl", "--model", help="1pl, 2pl or 3pl.")
-_FACTORS = typer.Option(None, "--factors", help="Comma-separated factor columns for the hierarchical model.")
-_PRIOR = typer.Option("weak", "--prior", help="weak (MAP, the default) or none (joint maximum likelihood).")
-_BOUNDS = typer.Option(None, "--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
-_SE = typer.Option(
-    "observed",
-    "--se",
-    help="observed, sandwich (robust SEs of factor effects), bootstrap (over items), parametric (refits of responses "
-    "simulated from the fit: includes the uncertainty of the logit unit), jackknife (refits leaving out --groups "
-    "groups of pipelines in turn: factor effects bias-corrected, on the unit where discriminations have geometric "
-    "mean 1; needs --factors) or none.",
+NOT_APPLICABLE_HELP = (
+    "FACTOR=V1|V2: values meaning the factor does not apply to a pipeline, which then gets no effect "
+    "from it (e.g. chunker=none for closed book); case-insensitive; repeatable; FACTOR '*' sets every "
+    "factor not named; a list replaces the default 'none|' (an empty item, as in 'chunker=n/a|', means "
+    "empty cells); 'FACTOR=' makes the factor strict. Closed-book and oracle pipelines are not applicable "
+    "to k, chunker, query and post by default (closed book is k=0, the oracle k=1); naming such a "
+    "factor's values replaces that default."
 )
-_BACKEND = typer.Option("auto", "--backend", help="auto, numpy or numba (fused kernel).")
-_MAX_ITER = typer.Option(3000, "--max-iter", min=1, help="Iteration cap of the solver.")
-_SOLVER = typer.Option(
-    "newton", "--solver", help="newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
+SE_HELP = (
+    "observed, sandwich (robust SEs of factor effects), bootstrap (over items), parametric (refits of "
+    "responses simulated from the fit: includes the uncertainty of the logit unit), jackknife (refits "
+    "leaving out --groups groups of pipelines in turn: factor effects bias-corrected, on the unit where "
+    "discriminations have geometric mean 1; needs --factors) or none."
 )
-_NOT_APPLICABLE = typer.Option(
-    None,
-    "--not-applicable",
-    help="FACTOR=V1|V2: values meaning the factor does not apply to a pipeline, which then gets no effect "
-    "from it (e.g. chunker=none for closed book); case-insensitive; repeatable; FACTOR '*' sets every factor "
-    "not named; a list replaces the default 'none|' (an empty item, as in 'chunker=n/a|', means empty "
-    "cells); 'FACTOR=' makes the factor strict. Closed-book and oracle pipelines are not applicable to "
-    "k, chunker, query and post by default (closed book is k=0, the oracle k=1); naming such a factor's "
-    "values replaces that default.",
-)
-_EXAM = typer.Option(None, "--exam", help="Exam file for tags and improvement (default: the run manifest's).")
-_JSON = typer.Option(False, "--json", help="Print a JSON summary instead of text.")
+SOLVER_HELP = "newton (block Fisher scoring with exact Schur solves, the default) or lbfgs."
+EXAM_HELP = "Exam file for tags and improvement (default: the run manifest's)."
+
+InputArgument = Annotated[
+    Path, typer.Argument(help="A run directory (responses.parquet + manifest.json) or a Parquet/CSV file.")
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelFlags:
+    """The options of the IRT model both verbs fit (``irt fit`` and ``irt improve``, which refits it)."""
+
+    model: Annotated[str, typer.Option("--model", help="1pl, 2pl or 3pl.")] = "3pl"
+    factors: Annotated[
+        str | None, typer.Option("--factors", help="Comma-separated factor columns for the hierarchical model.")
+    ] = None
+    prior: Annotated[
+        str, typer.Option("--prior", help="weak (MAP, the default) or none (joint maximum likelihood).")
+    ] = "weak"
+    bounds: Annotated[
+        str | None, typer.Option("--bounds", help="e.g. 'theta=-6:6,b=-6:6,d=0.05:5,g=0:0.5' (any subset).")
+    ] = None
+    backend: Annotated[str, typer.Option("--backend", help="auto, numpy or numba (fused kernel).")] = "auto"
+    solver: Annotated[str, typer.Option("--solver", help=SOLVER_HELP)] = "newton"
+    max_iter: Annotated[int, typer.Option("--max-iter", min=1, help="Iteration cap of the solver.")] = 3000
+    not_applicable: Annotated[list[str] | None, typer.Option("--not-applicable", help=NOT_APPLICABLE_HELP)] = None
+    exam: Annotated[Path | None, typer.Option("--exam", help=EXAM_HELP)] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of text.")] = False
+
+    def fit_config(self, *, se: str = "observed", n_boot: int = 50, groups: int = 20) -> FitConfig:
+        """The fit settings of these flags, with the standard errors asked for."""
+        from ragrade.irt.fit import FitConfig
+        from ragrade.irt.model import Bounds, Priors
+
+        return FitConfig(
+            not_applicable=parse_not_applicable(self.not_applicable),
+            model=self.model,
+            factors=tuple(split_list(self.factors, "--factors") or ()),
+            bounds=Bounds.parse(self.bounds),
+            priors=Priors.named(self.prior),
+            se=se,
+            backend=self.backend,
+            max_iter=self.max_iter,
+            n_boot=n_boot,
+            solver=self.solver,
+            jackknife_groups=groups,
+        )
 
 
 def parse_not_applicable(specs: list[str] | None) -> dict[str, tuple[str, ...]] | None:
@@ -64,37 +97,6 @@ def parse_not_applicable(specs: list[str] | None) -> dict[str, tuple[str, ...]] 
             raise ConfigError(f"--not-applicable names factor '{name}' twice")
         out[name] = tuple(v.strip() for v in values.split("|")) if values.strip() else ()
     return out
-
-
-def _config(
-    model: str,
-    factors: str | None,
-    prior: str,
-    bounds: str | None,
-    se: str,
-    backend: str,
-    max_iter: int,
-    n_boot: int,
-    solver: str = "newton",
-    not_applicable: list[str] | None = None,
-    groups: int = 20,
-) -> FitConfig:
-    from ragrade.irt.fit import FitConfig
-    from ragrade.irt.model import Bounds, Priors
-
-    return FitConfig(
-        not_applicable=parse_not_applicable(not_applicable),
-        model=model,
-        factors=tuple(split_list(factors, "--factors") or ()),
-        bounds=Bounds.parse(bounds),
-        priors=Priors.named(prior),
-        se=se,
-        backend=backend,
-        max_iter=max_iter,
-        n_boot=n_boot,
-        solver=solver,
-        jackknife_groups=groups,
-    )
 
 
 def _pp(rec: dict[str, Any]) -> str:
@@ -155,34 +157,30 @@ def register(app: typer.Typer) -> None:
     app.add_typer(irt_app, name="irt")
 
 
+@dataclass(frozen=True, kw_only=True)
+class FitFlags(ModelFlags):
+    """The options of ``ragrade irt fit``: the model's and how its standard errors are found."""
+
+    out: Annotated[Path | None, typer.Option("--out", help="irt.json to write (default: next to the input).")] = None
+    se: Annotated[str, typer.Option("--se", help=SE_HELP)] = "observed"
+    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Replicates for --se bootstrap or parametric.")] = 50
+    groups: Annotated[
+        int,
+        typer.Option("--groups", min=2, help="Groups of pipelines for --se jackknife (at most one per pipeline)."),
+    ] = 20
+
+
 @irt_app.command("fit")
-def fit_cmd(
-    source: Path = _INPUT,
-    model: str = _MODEL,
-    factors: str | None = _FACTORS,
-    out: Path | None = typer.Option(None, "--out", help="irt.json to write (default: next to the input)."),
-    prior: str = _PRIOR,
-    bounds: str | None = _BOUNDS,
-    se: str = _SE,
-    n_boot: int = typer.Option(50, "--n-boot", min=1, help="Replicates for --se bootstrap or parametric."),
-    groups: int = typer.Option(
-        20, "--groups", min=2, help="Groups of pipelines for --se jackknife (at most one per pipeline)."
-    ),
-    backend: str = _BACKEND,
-    solver: str = _SOLVER,
-    max_iter: int = _MAX_ITER,
-    not_applicable: list[str] | None = _NOT_APPLICABLE,
-    exam: Path | None = _EXAM,
-    as_json: bool = _JSON,
-) -> None:
+@with_flags(FitFlags)
+def fit_cmd(source: InputArgument, flags: FitFlags) -> None:
     """Fit abilities and item parameters; write irt.json and per-item/pipeline/effect CSV tables."""
     from ragrade import api
 
-    cfg = _config(model, factors, prior, bounds, se, backend, max_iter, n_boot, solver, not_applicable, groups)
-    out = output_path(out, "irt.json") or (source if source.is_dir() else source.parent) / "irt.json"
-    with command_progress("irt fit", status=f"fitting the {model} model ({se} standard errors) ..."):
-        res = api.fit_irt(source, config=cfg, out=out, exam=exam)
-    if as_json:
+    cfg = flags.fit_config(se=flags.se, n_boot=flags.n_boot, groups=flags.groups)
+    out = output_path(flags.out, "irt.json") or (source if source.is_dir() else source.parent) / "irt.json"
+    with command_progress("irt fit", status=f"fitting the {flags.model} model ({flags.se} standard errors) ..."):
+        res = api.fit_irt(source, config=cfg, out=out, exam=flags.exam)
+    if flags.as_json:
         echo_json(
             {
                 "out": str(out),
@@ -202,32 +200,27 @@ def fit_cmd(
     typer.echo(f"wrote {out}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ImproveFlags(ModelFlags):
+    """The options of ``ragrade irt improve``: the model's and the drop-and-refit rounds."""
+
+    steps: Annotated[int, typer.Option("--steps", min=0, help="Drop-and-refit rounds after the first fit.")] = 4
+    drop: Annotated[float, typer.Option("--drop", help="Fraction of items dropped per round (0.1 = 10%).")] = 0.1
+    out: Annotated[Path | None, typer.Option("--out", help="Output directory (default: <run>/irt_improve).")] = None
+
+
 @irt_app.command("improve")
-def improve_cmd(
-    source: Path = _INPUT,
-    steps: int = typer.Option(4, "--steps", min=0, help="Drop-and-refit rounds after the first fit."),
-    drop: float = typer.Option(0.1, "--drop", help="Fraction of items dropped per round (0.1 = 10%)."),
-    out: Path | None = typer.Option(None, "--out", help="Output directory (default: <run>/irt_improve)."),
-    model: str = _MODEL,
-    factors: str | None = _FACTORS,
-    prior: str = _PRIOR,
-    bounds: str | None = _BOUNDS,
-    backend: str = _BACKEND,
-    solver: str = _SOLVER,
-    max_iter: int = _MAX_ITER,
-    not_applicable: list[str] | None = _NOT_APPLICABLE,
-    exam: Path | None = _EXAM,
-    as_json: bool = _JSON,
-) -> None:
+@with_flags(ImproveFlags)
+def improve_cmd(source: InputArgument, flags: ImproveFlags) -> None:
     """Iteratively drop the least discriminative items; write the improved exam and the evolution."""
     from ragrade import api
 
-    cfg = _config(model, factors, prior, bounds, "observed", backend, max_iter, 50, solver, not_applicable)
+    out = output_path(flags.out, "irt_improve")  # `ragrade --dry-run`: the run's temporary folder
     done = api.improve_exam(
-        source, steps=steps, drop=drop, out=output_path(out, "irt_improve"), exam=exam, config=cfg
-    )  # `ragrade --dry-run`: the run's temporary folder
+        source, steps=flags.steps, drop=flags.drop, out=out, exam=flags.exam, config=flags.fit_config()
+    )
     imp, summary, exam_path, out = done.improvement, done.summary, done.exam, done.out
-    if as_json:
+    if flags.as_json:
         echo_json(summary)
         return
     base = imp.steps[0]["linked"]["mean_information_at_abilities"]

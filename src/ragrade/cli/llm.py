@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ragrade.cli.llm_flags import DeviceOption, DtypeOption, LlmBaseUrlOption, llm_layer
+from ragrade.cli.llm_flags import LLM_PANEL, DeviceOption, DtypeOption, LlmBaseUrlOption, llm_layer
 from ragrade.llm.options import MAX_RETRIES
 
 cache_app = typer.Typer(help="Inspect or clear the LLM response cache ($RAGRADE_CACHE_DIR).", no_args_is_help=True)
@@ -57,7 +57,11 @@ def llm_probe(
     llm: str = typer.Option(..., "--llm", help="PROVIDER/MODEL, e.g. openai/llama3.1"),
     llm_base_url: LlmBaseUrlOption = None,
     timeout: float | None = typer.Option(
-        None, "--timeout", min=0.1, help=f"Seconds per request (default {PROBE_OPTIONS['timeout']:g})."
+        None,
+        "--timeout",
+        min=0.1,
+        help=f"Seconds per request (default {PROBE_OPTIONS['timeout']:g}).",
+        rich_help_panel=LLM_PANEL,
     ),
     max_retries: int | None = typer.Option(
         None,
@@ -65,6 +69,7 @@ def llm_probe(
         min=0,
         max=MAX_RETRIES,
         help=f"Retries of a failed request (default {PROBE_OPTIONS['max_retries']}).",
+        rich_help_panel=LLM_PANEL,
     ),
     need: str = typer.Option(
         "generate",

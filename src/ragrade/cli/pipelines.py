@@ -20,18 +20,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ragrade.cli.common import split_list
+from ragrade.cli.common import split_list, split_numbers
 from ragrade.cli.flags import with_flags
-from ragrade.cli.llm_flags import (
-    ConcurrencyOption,
-    DeviceOption,
-    DtypeOption,
-    LlmBaseUrlOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    TimeoutOption,
-    llm_layer,
-)
+from ragrade.cli.llm_flags import LLMFlags
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -122,17 +113,6 @@ def parse_pairs(values: list[str] | None, option: str, *, default_label: bool = 
     return out
 
 
-def parse_ints(value: str | None, option: str) -> list[int] | None:
-    """Parse a comma list of integers; None when not given."""
-    items = split_list(value, option)
-    if items is None:
-        return None
-    try:
-        return [int(v) for v in items]
-    except ValueError as exc:
-        raise ConfigError(f"{option} expects integers, got '{value}'") from exc
-
-
 def _prune(table: Mapping[str, object]) -> dict[str, object]:
     """Drop None values (not given) recursively, and tables left empty."""
     out = {k: _prune(v) if isinstance(v, dict) else v for k, v in table.items() if v is not None}
@@ -140,7 +120,7 @@ def _prune(table: Mapping[str, object]) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
-class GridFlags:
+class GridFlags(LLMFlags):
     """The options every grid command offers, as typed values (``None``: not given, never overrides the file).
 
     A command declares them with :func:`with_flags`; :meth:`layer` turns them into the config layer of
@@ -164,13 +144,8 @@ class GridFlags:
     limit: LimitOption = None
     shard_size: ShardSizeOption = None
     executor: ExecutorOption = None
-    llm_base_url: LlmBaseUrlOption = None
-    concurrency: ConcurrencyOption = None
-    no_cache: NoCacheOption = False
-    timeout: TimeoutOption = None
-    max_retries: MaxRetriesOption = None
-    device: DeviceOption = None
-    dtype: DtypeOption = None
+    max_failed: MaxFailedOption = None  # read by the command, after the run: not a setting of the run
+    as_json: JsonOption = False
 
     def layer(self) -> dict[str, object]:
         """The config layer of these flags (the grid axes in the one spelling of :class:`GridConfig`)."""
@@ -178,29 +153,20 @@ class GridFlags:
         grid = {
             "llms": split_list(self.llm, "--llm"),
             "retrievers": split_list(self.retrievers, "--retrievers"),
-            "k": parse_ints(self.k, "--k"),
-            "icl": parse_ints(self.icl, "--icl"),
+            "k": split_numbers(self.k, "--k", int),
+            "icl": split_numbers(self.icl, "--icl", int),
             "chunkers": split_list(self.chunkers, "--chunkers"),
             "prompts": list(prompts) if prompts else None,
             "query": split_list(self.query, "--query"),
             "post": split_list(self.post, "--post"),
         }
-        llm = llm_layer(  # and `ragrade --dry-run`
-            llm_base_url=self.llm_base_url,
-            concurrency=self.concurrency,
-            no_cache=self.no_cache,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            device=self.device,
-            dtype=self.dtype,
-        )
         layer = _prune(
             {
                 "grid": grid,
                 "indexes": parse_pairs(self.index, "--index", default_label=True),
                 "external": parse_pairs(self.external, "--external"),
                 "prompts": {k: str(Path(v).resolve()) for k, v in prompts.items()} if prompts else None,
-                "llm_options": llm,
+                "llm_options": self.llm_layer(),  # and `ragrade --dry-run`
                 "transform_llm": self.transform_llm,
                 "seed": self.seed,
                 "icl_pool": self.icl_pool,
@@ -259,7 +225,6 @@ __all__ = [
     "TransformLlmOption",
     "check_grid_failures",
     "external_pipelines",
-    "parse_ints",
     "parse_pairs",
     "with_flags",
 ]

@@ -19,21 +19,11 @@ from ragrade.cli.common import (
     echo_json,
     output_path,
     split_list,
+    split_numbers,
 )
-from ragrade.cli.llm_flags import (
-    ConcurrencyOption,
-    DeviceOption,
-    DtypeOption,
-    LlmBaseUrlOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    TimeoutOption,
-    llm_layer,
-)
+from ragrade.cli.llm_flags import LLMFlags
 from ragrade.cli.pipelines import (
     GridFlags,
-    JsonOption,
-    MaxFailedOption,
     RunDirOption,
     check_grid_failures,
     parse_pairs,
@@ -43,7 +33,6 @@ from ragrade.errors import ConfigError
 from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
-    from ragrade.llm.options import LLMOptions
     from ragrade.qa.generate import QAGenConfig
 
 qa_app = typer.Typer(
@@ -65,7 +54,7 @@ def _config_layer(path: Path | None, table: str) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
-class JudgeFlags:
+class JudgeFlags(LLMFlags):
     """The options of ``ragrade judge score`` (``None``: not given, never overrides the config's \\[judge] table)."""
 
     metrics: Annotated[
@@ -78,7 +67,6 @@ class JudgeFlags:
         str | None,
         typer.Option("--llm", help="Judge model, PROVIDER/MODEL (offline/judge: the offline claims baseline)."),
     ] = None
-    llm_base_url: LlmBaseUrlOption = None
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory (default RUN_DIR/judge).")] = None
     field: Annotated[
         list[str] | None,
@@ -112,13 +100,7 @@ class JudgeFlags:
         None
     )
     batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, help="Answers per saved batch.")] = None
-    concurrency: ConcurrencyOption = None
-    max_retries: MaxRetriesOption = None
-    device: DeviceOption = None
-    dtype: DtypeOption = None
-    timeout: TimeoutOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
-    no_cache: NoCacheOption = False
     config: Annotated[Path | None, typer.Option("--config", help="TOML file (a \\[judge] table).")] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print the full summary as JSON.")] = False
 
@@ -140,11 +122,8 @@ class JudgeFlags:
             "bertscore_idf": self.bertscore_idf,
             "pass_threshold": self.pass_threshold,
             "batch_size": self.batch_size,
-            "llm_options": llm_layer(
-                llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-                max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
-            ),
-        }  # fmt: skip
+            "llm_options": self.llm_layer(),
+        }
 
 
 @with_flags(JudgeFlags)
@@ -196,7 +175,7 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class QAGenerateFlags:
+class QAGenerateFlags(LLMFlags):
     """The options of ``ragrade qa generate``."""
 
     n: Annotated[int, typer.Option("--n", help="Number of triplets.")] = 50
@@ -221,13 +200,6 @@ class QAGenerateFlags:
         Path | None,
         typer.Option("--prompt", exists=True, dir_okay=False, help="Prompt file with {passage} (and {source})."),
     ] = None
-    llm_base_url: LlmBaseUrlOption = None
-    concurrency: ConcurrencyOption = None
-    no_cache: NoCacheOption = False
-    timeout: TimeoutOption = None
-    max_retries: MaxRetriesOption = None
-    device: DeviceOption = None
-    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     as_json: Annotated[bool, typer.Option("--json", help="Print the funnel as JSON.")] = False
 
@@ -240,17 +212,6 @@ class QAGenerateFlags:
             n=self.n, seed=self.seed, min_chunk_chars=self.min_chars, prompt_file=prompt_file,
             max_tokens=self.max_tokens, oversample=self.oversample,
         )  # fmt: skip
-
-    def llm_options(self) -> LLMOptions:
-        """The options of the generator's LLM (its flags over the defaults; `ragrade --dry-run` included)."""
-        from ragrade.config import build_config
-        from ragrade.llm.options import LLMOptions
-
-        layer = llm_layer(
-            llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-            max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
-        )  # fmt: skip
-        return build_config(LLMOptions, layer, source="LLM options")
 
 
 @qa_app.command("generate")
@@ -296,13 +257,8 @@ class AnswerFlags(GridFlags):
 
     def generation(self) -> tuple[list[int], list[float]]:
         """The ``--max-tokens`` and ``--temperature`` values (one: a setting of the run; several: grid factors)."""
-        from ragrade.cli.pipelines import parse_ints
-
-        tokens = parse_ints(self.max_tokens, "--max-tokens") or [256]
-        try:
-            temps = [float(t) for t in split_list(self.temperature, "--temperature") or ["0"]]
-        except ValueError as exc:
-            raise ConfigError(f"--temperature expects numbers, got '{self.temperature}'") from exc
+        tokens = split_numbers(self.max_tokens, "--max-tokens", int) or [256]
+        temps = split_numbers(self.temperature, "--temperature", float) or [0.0]
         if any(t <= 0 for t in tokens) or any(not 0 <= t <= 2 for t in temps):
             raise ConfigError("--max-tokens must be positive and --temperature between 0 and 2")
         return tokens, temps
@@ -314,8 +270,6 @@ def qa_answer(
     qa: Annotated[Path, typer.Argument(help="QA file from `ragrade qa generate`.")],
     out: RunDirOption,
     flags: AnswerFlags,
-    max_failed: MaxFailedOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid answer the QA questions in free text; resumable; writes a run directory.
 
@@ -332,9 +286,9 @@ def qa_answer(
         result = answer_qa(
             qa, out, config=cfg, max_tokens=tokens, temperature=temps, progress=shown.advance, check=False
         )
-    if as_json:
+    if flags.as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
-        check_grid_failures(result.rows, max_failed)
+        check_grid_failures(result.rows, flags.max_failed)
         return
     for row in result.summary:
         em = "n/a" if row.get("exact") is None else f"{row['exact']:.3f}"
@@ -348,7 +302,7 @@ def qa_answer(
         f"wrote {result.run_dir}/answers.jsonl ({result.n_new_rows} new); judge it with "
         f"`ragrade judge {result.run_dir} --metrics ...`"
     )
-    check_grid_failures(result.rows, max_failed)
+    check_grid_failures(result.rows, flags.max_failed)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,14 +19,13 @@ from ragrade.cli.llm_flags import (
     DeviceOption,
     DtypeOption,
     LlmBaseUrlOption,
+    LLMFlags,
     MaxRetriesOption,
     TimeoutOption,
-    llm_layer,
 )
 from ragrade.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
-    from ragrade.llm.options import LLMOptions
     from ragrade.retrieval.ask import Assistant
 
 RETRIEVER_HELP = "Retriever: bm25, dense, hybrid, rerank(<base>) (rerank = rerank(hybrid)), closed."
@@ -39,22 +38,6 @@ def _check_k(k: int) -> None:
 
 QUERY_HELP = "Query transform: none (default), hyde, multi-query, rm3."
 POST_HELP = "Post-processing chain joined by '+': rerank, llm-rerank, mmr, threshold, compress, llm-compress."
-
-
-def _llm_options(
-    llm_base_url: str | None,
-    *,
-    timeout: float | None = None,
-    max_retries: int | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-) -> LLMOptions:
-    """The LLM options of the LLM flags (over the defaults of LLMOptions; `ragrade --dry-run` included)."""
-    from ragrade.config import build_config
-    from ragrade.llm.options import LLMOptions
-
-    layer = llm_layer(llm_base_url=llm_base_url, timeout=timeout, max_retries=max_retries, device=device, dtype=dtype)
-    return build_config(LLMOptions, layer, source="LLM options")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +163,8 @@ def search_cmd(
     found = api.search_index(
         index_dir, query, retriever=flags.retriever, k=flags.k, embedder=flags.embedder, store=flags.store,
         reranker=flags.reranker, fusion=flags.fusion, rrf_k=flags.rrf_k, query_transform=flags.query_tx,
-        post=flags.post, transform_llm=flags.transform_llm, llm_options=_llm_options(flags.llm_base_url),
+        post=flags.post, transform_llm=flags.transform_llm,
+        llm_options=LLMFlags(llm_base_url=flags.llm_base_url).llm_options(),  # search offers one of the LLM flags
     )  # fmt: skip
     if found.transform_error:
         typer.echo(f"warning: {found.transform_error}", err=True)
@@ -260,9 +244,13 @@ def _open_assistant(index_dir: Path, flags: AskFlags, *, one_question: bool) -> 
 
     from ragrade import api
 
-    options = _llm_options(
-        flags.llm_base_url, timeout=flags.timeout, max_retries=flags.max_retries, device=flags.device, dtype=flags.dtype
-    )
+    options = LLMFlags(  # ask offers five of the LLM flags
+        llm_base_url=flags.llm_base_url,
+        timeout=flags.timeout,
+        max_retries=flags.max_retries,
+        device=flags.device,
+        dtype=flags.dtype,
+    ).llm_options()
     started = time.monotonic()
     assistant = api.open_assistant(
         index_dir, retriever=flags.retriever, k=flags.k, llm=flags.llm, llm_options=options,

@@ -9,16 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ragrade.cli.flags import with_flags
-from ragrade.cli.llm_flags import (
-    ConcurrencyOption,
-    DeviceOption,
-    DtypeOption,
-    LlmBaseUrlOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    TimeoutOption,
-    llm_layer,
-)
+from ragrade.cli.llm_flags import LLMFlags
 from ragrade.llm.failures import MAX_FAILED_HELP
 
 if TYPE_CHECKING:
@@ -47,21 +38,8 @@ def _phrases(value: str | None, option: str) -> list[str] | None:
     return items
 
 
-def _ratios(value: str | None) -> list[float] | None:
-    from ragrade.cli.common import split_list
-    from ragrade.errors import ConfigError
-
-    items = split_list(value, "--noise-ratios")
-    if items is None:
-        return None
-    try:
-        return [float(x) for x in items]
-    except ValueError as exc:
-        raise ConfigError(f"--noise-ratios must be numbers, got '{value}'") from exc
-
-
 @dataclass(frozen=True)
-class RunFlags:
+class RunFlags(LLMFlags):
     """The options of ``ragrade robust run`` (``None``: not given, never overrides the config's \\[robust] table)."""
 
     testbed: Annotated[
@@ -77,7 +55,6 @@ class RunFlags:
         ),
     ] = None
     out: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None
-    llm_base_url: LlmBaseUrlOption = None
     noise_ratios: Annotated[str | None, typer.Option("--noise-ratios", help="e.g. 0,0.2,0.4,0.6,0.8")] = None
     docs: Annotated[int | None, typer.Option("--docs", help="Documents per question (default 5).")] = None
     lang: Annotated[str | None, typer.Option("--lang", help="en | zh | auto (default: from the questions).")] = None
@@ -128,12 +105,6 @@ class RunFlags:
         int | None, typer.Option("--max-tokens", min=1, help="Answer length limit (default 256).")
     ] = None
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None
-    no_cache: NoCacheOption = False
-    concurrency: ConcurrencyOption = None
-    timeout: TimeoutOption = None
-    max_retries: MaxRetriesOption = None
-    device: DeviceOption = None
-    dtype: DtypeOption = None
     max_failed: Annotated[float | None, typer.Option("--max-failed", help=MAX_FAILED_HELP)] = None
     config: Annotated[Path | None, typer.Option("--config", help="TOML with a \\[robust] table of these options.")] = (
         None
@@ -142,22 +113,19 @@ class RunFlags:
 
     def layer(self, data: Path) -> dict[str, object]:
         """The config layer of these flags for a run on ``data`` (over the config file's \\[robust] table)."""
-        from ragrade.cli.common import output_path, split_list
+        from ragrade.cli.common import output_path, split_list, split_numbers
 
         return {
             "data": data, "testbed": self.testbed, "llm": split_list(self.llm, "--llm"),
-            "out": output_path(self.out), "noise_ratios": _ratios(self.noise_ratios), "docs": self.docs,
+            "out": output_path(self.out), "docs": self.docs,
+            "noise_ratios": split_numbers(self.noise_ratios, "--noise-ratios", float),
             "lang": self.lang, "scoring": self.scoring, "construction": self.construction,
             "shortfall": self.shortfall, "seed": self.seed, "correct_ratio": self.correct_ratio,
             "min_positives": self.min_positives, "closed_book": self.closed_book, "judge": self.judge,
             "judge_base_url": self.judge_base_url, "prompts": self.prompts,
             "rejection_phrases": _phrases(self.rejection_phrases, "--rejection-phrases"),
             "error_phrases": _phrases(self.error_phrases, "--error-phrases"), "max_tokens": self.max_tokens,
-            "limit": self.limit,
-            "llm_options": llm_layer(
-                llm_base_url=self.llm_base_url, concurrency=self.concurrency, timeout=self.timeout,
-                max_retries=self.max_retries, no_cache=self.no_cache, device=self.device, dtype=self.dtype,
-            ),
+            "limit": self.limit, "llm_options": self.llm_layer(),
         }  # fmt: skip
 
 

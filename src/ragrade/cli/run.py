@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ragrade.cli.common import echo_json, output_path, quiet_requested
-from ragrade.cli.llm_flags import (
-    ConcurrencyOption,
-    DeviceOption,
-    DtypeOption,
-    LlmBaseUrlOption,
-    MaxRetriesOption,
-    NoCacheOption,
-    TimeoutOption,
-    llm_layer,
-)
+from ragrade.cli.flags import with_flags
+from ragrade.cli.llm_flags import LLMFlags
+from ragrade.cli.pipelines import TransformLlmOption
 
 if TYPE_CHECKING:
     from ragrade.api.job import JobPlan
@@ -33,6 +27,9 @@ DEMO_HELP = (
     "Run the whole method offline on the Python standard library's docstrings (no LLM, no network) and write "
     "an HTML report. Takes a few minutes on 2 cores; a rerun reuses the finished stages."
 )
+CHECK_HELP = "Validate the config (every component name and model spec), print the plan, run nothing."
+QUERY_HELP = "Comma list of query transforms for the sweep (none, hyde, multi-query, rm3)."
+POST_HELP = "Comma list of post-processing chains for the sweep, e.g. none,mmr,rerank+compress."
 REPORT_HELP = "Render the self-contained HTML report of a run directory (from its files only; works offline)."
 
 
@@ -57,60 +54,57 @@ def _finish(result: JobRun, as_json: bool) -> None:
         typer.echo(f"note: {note}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class JobFlags(LLMFlags):
+    """The options of ``ragrade run`` (the LLM flags go over the config's \\[llm_options] table)."""
+
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default: the config's `out`).")] = None
+    force: Annotated[bool, typer.Option("--force", help="Rerun every stage even when its config is unchanged.")] = False
+    no_report: Annotated[bool, typer.Option("--no-report", help="Skip the HTML report.")] = False
+    check: Annotated[bool, typer.Option("--check", help=CHECK_HELP)] = False
+    query: Annotated[str | None, typer.Option("--query", help=QUERY_HELP)] = None
+    post: Annotated[str | None, typer.Option("--post", help=POST_HELP)] = None
+    transform_llm: TransformLlmOption = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stage summaries and timings as JSON.")] = False
+
+    def overrides(self) -> dict[str, Any]:
+        """The layer of these flags over the job config (only what was given)."""
+        from ragrade.cli.common import split_list
+
+        overrides: dict[str, Any] = {"report": {"enabled": False}} if self.no_report else {}
+        sweep = {
+            "query": split_list(self.query, "--query"),
+            "post": split_list(self.post, "--post"),
+            "transform_llm": self.transform_llm,
+        }
+        if any(v is not None for v in sweep.values()):
+            overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
+        llm = self.llm_layer()
+        if llm:  # over the config's [llm_options] table (and `ragrade --dry-run run`)
+            overrides["llm_options"] = llm
+        return overrides
+
+
+@with_flags(JobFlags)
 def run_cmd(
-    config: Path = typer.Argument(
-        ..., help="Job config (TOML) with \\[corpus], \\[\\[chunkers]], \\[exam], \\[sweep], ..."
-    ),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default: the config's `out`)."),
-    force: bool = typer.Option(False, "--force", help="Rerun every stage even when its config is unchanged."),
-    no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML report."),
-    check: bool = typer.Option(
-        False, "--check", help="Validate the config (every component name and model spec), print the plan, run nothing."
-    ),
-    query: str | None = typer.Option(
-        None, "--query", help="Comma list of query transforms for the sweep (none, hyde, multi-query, rm3)."
-    ),
-    post: str | None = typer.Option(
-        None, "--post", help="Comma list of post-processing chains for the sweep, e.g. none,mmr,rerank+compress."
-    ),
-    transform_llm: str | None = typer.Option(
-        None, "--transform-llm", help="PROVIDER/MODEL for hyde, multi-query, llm-rerank and llm-compress."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
-    llm_base_url: LlmBaseUrlOption = None,
-    concurrency: ConcurrencyOption = None,
-    timeout: TimeoutOption = None,
-    max_retries: MaxRetriesOption = None,
-    no_cache: NoCacheOption = False,
-    device: DeviceOption = None,
-    dtype: DtypeOption = None,
+    config: Annotated[
+        Path, typer.Argument(help="Job config (TOML) with \\[corpus], \\[\\[chunkers]], \\[exam], \\[sweep], ...")
+    ],
+    flags: JobFlags,
 ) -> None:
     """Run a job config end to end."""
     from ragrade import api
-    from ragrade.cli.common import split_list, warning_line
+    from ragrade.cli.common import warning_line
     from ragrade.job.progress import make_display
 
-    overrides: dict[str, Any] = {"report": {"enabled": False}} if no_report else {}
-    sweep = {
-        "query": split_list(query, "--query"),
-        "post": split_list(post, "--post"),
-        "transform_llm": transform_llm,
-    }
-    if any(v is not None for v in sweep.values()):
-        overrides["sweep"] = {k: v for k, v in sweep.items() if v is not None}
-    llm = llm_layer(
-        llm_base_url=llm_base_url, concurrency=concurrency, timeout=timeout, max_retries=max_retries,
-        no_cache=no_cache, device=device, dtype=dtype,
-    )  # fmt: skip
-    if llm:  # over the config's [llm_options] table (and `ragrade --dry-run run`)
-        overrides["llm_options"] = llm
-    target = output_path(out)  # `ragrade --dry-run`: the run's temporary folder (None: the config's `out`)
-    if check:
-        _print_plan(api.plan_job(config, target, overrides=overrides), as_json)
+    overrides = flags.overrides()
+    target = output_path(flags.out)  # `ragrade --dry-run`: the run's temporary folder (None: the config's `out`)
+    if flags.check:
+        _print_plan(api.plan_job(config, target, overrides=overrides), flags.as_json)
         return
     display = make_display(quiet_requested())
-    result = api.run_job(config, target, overrides=overrides, force=force, display=display, warn=warning_line)
-    _finish(result, as_json)
+    result = api.run_job(config, target, overrides=overrides, force=flags.force, display=display, warn=warning_line)
+    _finish(result, flags.as_json)
 
 
 def _print_plan(plan: JobPlan, as_json: bool) -> None:

@@ -12,8 +12,6 @@ import typer
 from ragrade.cli.common import LOADING, command_progress, echo_json, output_path, split_list
 from ragrade.cli.pipelines import (
     GridFlags,
-    JsonOption,
-    MaxFailedOption,
     RunDirOption,
     check_grid_failures,
     with_flags,
@@ -90,9 +88,7 @@ def take(
     exam: Annotated[Path, typer.Argument(help="Exam file (JSONL) from `ragrade exam generate`.")],
     out: RunDirOption,
     flags: TakeFlags,
-    max_failed: MaxFailedOption = None,
     overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
-    as_json: JsonOption = False,
 ) -> None:
     """Let every pipeline of the grid take the exam; resumable; writes a run directory.
 
@@ -108,16 +104,16 @@ def take(
     if cfg.adaptive.enabled:
         from ragrade.cli.adaptive import take_adaptive
 
-        take_adaptive(exam, cfg, out, overwrite=overwrite, as_json=as_json, config=flags.config)
+        take_adaptive(exam, cfg, out, overwrite=overwrite, as_json=flags.as_json, config=flags.config)
         _offline_exam_note(exam)
         return
     with command_progress("exam take", aggregate=True, status=LOADING) as shown:
         result = take_exam(
             exam, out, config=cfg, overwrite=overwrite, progress=shown.advance, config_files=files, check=False
         )
-    _print_summary(result.summary, as_json, result.run_dir, result.n_new_rows)
+    _print_summary(result.summary, flags.as_json, result.run_dir, result.n_new_rows)
     _offline_exam_note(exam, result.summary)
-    check_grid_failures(result.responses, max_failed)
+    check_grid_failures(result.responses, flags.max_failed)
 
 
 def _offline_exam_note(exam: Path, summary: pd.DataFrame | None = None) -> None:

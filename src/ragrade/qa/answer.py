@@ -120,12 +120,7 @@ def _row(item: QAItem, spec: PipelineSpec, ctx: Contexts) -> Row:
         "gold_chunk_retrieved": (item.chunk_id in ctx.chunk_ids) if spec.retrieves else None,
         "gold_doc_retrieved": (item.doc_id in ctx.doc_ids) if spec.retrieves else None,
         "method": None,
-        "error": ctx.error,
-        "transform_error": ctx.transform_error,
-        "latency_s": 0.0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "cached": False,
+        **ctx.row_columns(),
         "topic": item.metadata.get("topic"),
     }
 

@@ -292,10 +292,10 @@ def _different_note(pid: str, runs: Sequence[ExamRun]) -> str:
 
 def merged_verdicts(df: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The paired comparisons of the merged runs' top distinct pipelines (as ``comparisons.json``)."""
-    from ragrade.run.compare import verdicts_of
+    from ragrade.run.compare import verdicts
 
     return dict(
-        verdicts_of(
+        verdicts(
             df,
             top=int(settings.get("top", 5)),
             correction=str(settings.get("correction", "holm")),

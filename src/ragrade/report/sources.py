@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -78,29 +78,30 @@ class RunFiles:
         p = self.path(rel)
         return read_json(p) if p.is_file() else None
 
-    def csv(self, rel: str) -> pd.DataFrame | None:
-        """A CSV file as a DataFrame, or None when absent."""
+    def _frame(
+        self, rel: str, read: Callable[[Path], pd.DataFrame], kind: str, errors: tuple[type[Exception], ...]
+    ) -> pd.DataFrame | None:
+        """A table as a DataFrame (the merged runs' when merged), or None when absent; ``read`` reads the file,
+        and ``errors`` are what it raises on a corrupt one (a DataError naming the file)."""
         if (frame := self._merged(rel)) is not None:
             return frame.copy()  # type: ignore[no-any-return]
         p = self.path(rel)
         if not p.is_file():
             return None
         try:
-            return pd.read_csv(p)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise DataError(f"{p}: unreadable CSV ({exc})") from exc
+            return read(p)
+        except errors as exc:
+            raise DataError(f"{p}: unreadable {kind} ({type(exc).__name__}: {exc})") from exc
+
+    def csv(self, rel: str) -> pd.DataFrame | None:
+        """A CSV file as a DataFrame, or None when absent."""
+        return self._frame(
+            rel, pd.read_csv, "CSV", (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError)
+        )
 
     def parquet(self, rel: str) -> pd.DataFrame | None:
         """A Parquet file as a DataFrame, or None when absent."""
-        if (frame := self._merged(rel)) is not None:
-            return frame.copy()  # type: ignore[no-any-return]
-        p = self.path(rel)
-        if not p.is_file():
-            return None
-        try:
-            return pd.read_parquet(p)
-        except Exception as exc:  # pyarrow raises several types on a corrupt file
-            raise DataError(f"{p}: unreadable Parquet ({type(exc).__name__}: {exc})") from exc
+        return self._frame(rel, pd.read_parquet, "Parquet", (Exception,))  # pyarrow raises several types
 
     def responses(self, rel: str) -> pd.DataFrame:
         """A responses table, checked (``read_responses``); the merged runs' when merged."""

@@ -50,6 +50,11 @@ from ragrade.robust.protocol import (
 RGB_SEED = 2333  # the original scripts reseed Python's generator with this before every item
 
 
+def first_noise(item: RGBItem, n: int) -> list[Doc]:
+    """The first ``n`` noise documents of ``item``, in pool order (fewer when the pool is short; none for n <= 0)."""
+    return [Doc("negative", i, t) for i, t in enumerate(item.negative[: max(n, 0)])]
+
+
 def noise_count(n_docs: int, ratio: float) -> int:
     """``ceil(n_docs * ratio)`` on the exact decimal value of ``ratio`` (no floating-point drift)."""
     return math.ceil(Fraction(repr(float(ratio))) * n_docs)
@@ -117,7 +122,7 @@ def assemble(
         return inst
     want_noise, want_pos = planned
     positives = tb.positives(item, want_pos, want_correct) if want_pos or want_correct else []
-    negatives = [Doc("negative", i, t) for i, t in enumerate(item.negative[:want_noise])]
+    negatives = first_noise(item, want_noise)
     short_pos = want_pos + want_correct - len(positives)
     short_neg = want_noise - len(negatives)
     if short_pos or short_neg:
@@ -277,8 +282,7 @@ def rgb_base_docs(item: RGBItem, n_docs: int, ratio: float, neg_num: int) -> lis
         pos_num = len(item.positive)
         neg_num = n_docs - pos_num
     docs = [Doc("positive", i, t) for i, t in enumerate(item.positive[:pos_num])]
-    docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
-    return docs
+    return docs + first_noise(item, neg_num)
 
 
 def _hooks(testbed: str | Testbed | SharedConstruction) -> SharedConstruction:
@@ -302,6 +306,7 @@ __all__ = [
     "build_instance",
     "build_rgb_instance",
     "check_min_positives",
+    "first_noise",
     "noise_count",
     "ratio_notes",
     "rgb_base_docs",

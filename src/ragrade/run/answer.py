@@ -23,6 +23,7 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragrade.errors import ConfigError
@@ -118,12 +119,7 @@ def base_row(q: Question, spec: PipelineSpec, ctx: Contexts) -> Row:
         "gold_doc_retrieved": (q.doc_id in ctx.doc_ids) if spec.retrieves else None,
         "output": None,
         "parse_failed": False,
-        "error": ctx.error,
-        "transform_error": ctx.transform_error,
-        "latency_s": 0.0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "cached": False,
+        **ctx.row_columns(),
         "topic": None if tags.get("topic") is None else str(tags.get("topic")),
         "bloom": ",".join(str(b) for b in bloom) if isinstance(bloom, list) else str(bloom),
         "qword": None if tags.get("qword") is None else str(tags.get("qword")),
@@ -135,17 +131,28 @@ def _decide(row: Row, chosen: int, q: Question) -> None:
     row["correct"] = int(chosen == q.answer)
 
 
-def _prompts(
-    res: Resources, spec: PipelineSpec, qs: Sequence[Question], ctxs: Sequence[Contexts], rows: list[Row], gen: bool
-) -> list[tuple[int, str, str]]:
-    """(row index, system, user) of every row still to answer (no retrieval error), rendered with ``spec``'s prompt."""
-    tpl = res.template(spec.prompt)
-    out = []
-    for i, r in enumerate(rows):
-        if r["error"] is None:
-            q = qs[i]
-            out.append((i, *render_prompt(tpl, q, ctxs[i].passages, res.examples(q.id, spec.icl), for_generation=gen)))
-    return out
+@dataclass(frozen=True)
+class _Pending:
+    """The questions a pipeline still answers in a shard: their passages and rows (filled in place)."""
+
+    res: Resources
+    spec: PipelineSpec
+    cfg: AnswerConfig
+    qs: Sequence[Question]
+    ctxs: Sequence[Contexts]
+    rows: list[Row]
+    samples: bool
+
+    def prompts(self, *, gen: bool) -> list[tuple[int, Question, str, str]]:
+        """(row index, question, system, user) of every row still to answer (no retrieval error), rendered with
+        the pipeline's prompt."""
+        tpl = self.res.template(self.spec.prompt)
+        out = []
+        for i, r in enumerate(self.rows):
+            if r["error"] is None:
+                q, passages, icl = self.qs[i], self.ctxs[i].passages, self.res.examples(self.qs[i].id, self.spec.icl)
+                out.append((i, q, *render_prompt(tpl, q, passages, icl, for_generation=gen)))
+        return out
 
 
 def _continuations(q: Question, cfg: AnswerConfig) -> tuple[str, ...]:
@@ -173,44 +180,32 @@ def answer_method(llm: LLM, spec: PipelineSpec) -> str:
     return method
 
 
-async def _by_loglikelihood(
-    res: Resources,
-    llm: LLM,
-    spec: PipelineSpec,
-    cfg: AnswerConfig,
-    qs: Sequence[Question],
-    ctxs: Sequence[Contexts],
-    rows: list[Row],
-    samples: bool = False,
-) -> None:
+async def _by_loglikelihood(llm: LLM, todo: _Pending) -> None:
     from ragrade.llm.base import LoglikelihoodRequest
 
-    prompts = _prompts(res, spec, qs, ctxs, rows, gen=False)
-    todo = [i for i, _, _ in prompts]
-    reqs = []
-    for i, system, user in prompts:
-        q = qs[i]
-        conts = _continuations(q, cfg)
-        reqs.append(
-            LoglikelihoodRequest(
-                context=f"{system}\n\n{user}",
-                continuations=conts,
-                question=q.question,
-                passages=tuple(ctxs[i].passages),
-                meta={"question_id": q.id, "pipeline": spec.id},
-            )
+    spec, cfg, rows = todo.spec, todo.cfg, todo.rows
+    prompts = todo.prompts(gen=False)
+    reqs = [
+        LoglikelihoodRequest(
+            context=f"{system}\n\n{user}",
+            continuations=_continuations(q, cfg),
+            question=q.question,
+            passages=tuple(todo.ctxs[i].passages),
+            meta={"question_id": q.id, "pipeline": spec.id},
         )
+        for i, q, system, user in prompts
+    ]
     t0 = time.perf_counter()
     results = await llm.aloglikelihood(reqs) if reqs else []
     wall = time.perf_counter() - t0
-    for i, req, out in zip(todo, reqs, results, strict=True):
-        row, q = rows[i], qs[i]
+    for (i, q, _, _), req, out in zip(prompts, reqs, results, strict=True):
+        row = rows[i]
         row["method"] = "loglikelihood"
         row["ll_source"] = getattr(out, "method", None)
         row["latency_s"] = float(out.latency_s or wall / max(1, len(reqs)))
         row["cached"] = bool(out.cached)
         row["prompt_tokens"] = int(getattr(out, "prompt_tokens", 0) or 0)
-        if samples:
+        if todo.samples:
             row[SAMPLE_KEY] = loglikelihood_sample(spec, q.id, req, out)
         if not out.ok or out.logprobs is None or len(out.logprobs) != len(q.choices):
             row["error"] = out.error or "the backend returned no scores for every candidate"
@@ -227,45 +222,34 @@ async def _by_loglikelihood(
         _decide(row, argmax(norms[norm]), q)
 
 
-async def _by_generation(
-    res: Resources,
-    llm: LLM,
-    spec: PipelineSpec,
-    cfg: AnswerConfig,
-    qs: Sequence[Question],
-    ctxs: Sequence[Contexts],
-    rows: list[Row],
-    samples: bool = False,
-) -> None:
+async def _by_generation(llm: LLM, todo: _Pending) -> None:
     from ragrade.llm.base import GenerationRequest, Message
 
-    prompts = _prompts(res, spec, qs, ctxs, rows, gen=True)
-    todo = [i for i, _, _ in prompts]
-    reqs = []
-    for i, system, user in prompts:
-        q = qs[i]
-        reqs.append(
-            GenerationRequest(
-                messages=(Message("system", system), Message("user", user)),
-                temperature=cfg.temperature if spec.temperature is None else spec.temperature,
-                max_tokens=cfg.max_tokens if spec.max_tokens is None else spec.max_tokens,
-                seed=res.seed,
-                question=q.question,
-                passages=tuple(ctxs[i].passages),
-                choices=tuple(q.choices),
-                task="mcq",
-                meta={"question_id": q.id, "pipeline": spec.id},
-            )
+    spec, cfg, rows = todo.spec, todo.cfg, todo.rows
+    prompts = todo.prompts(gen=True)
+    reqs = [
+        GenerationRequest(
+            messages=(Message("system", system), Message("user", user)),
+            temperature=cfg.temperature if spec.temperature is None else spec.temperature,
+            max_tokens=cfg.max_tokens if spec.max_tokens is None else spec.max_tokens,
+            seed=todo.res.seed,
+            question=q.question,
+            passages=tuple(todo.ctxs[i].passages),
+            choices=tuple(q.choices),
+            task="mcq",
+            meta={"question_id": q.id, "pipeline": spec.id},
         )
+        for i, q, system, user in prompts
+    ]
     results = await llm.agenerate(reqs) if reqs else []
-    for i, req, out in zip(todo, reqs, results, strict=True):
-        row, q = rows[i], qs[i]
+    for (i, q, _, _), req, out in zip(prompts, reqs, results, strict=True):
+        row = rows[i]
         row["method"] = "generate"
         row["latency_s"] = float(out.latency_s)
         row["cached"] = bool(out.cached)
         row["prompt_tokens"] = int(out.usage.prompt_tokens)
         row["completion_tokens"] = int(out.usage.completion_tokens)
-        if samples:
+        if todo.samples:
             row[SAMPLE_KEY] = generation_sample(spec, q.id, req, out)
         outcome = Outcome.of(out)  # a failed request is missing, never a wrong letter
         if outcome.value is None:
@@ -279,47 +263,43 @@ async def _by_generation(
             _decide(row, chosen, q)
 
 
+def _sample(spec: PipelineSpec, item: str, method: str, request: Sample, response: Sample) -> Sample:
+    """A samples.jsonl line: the pipeline, item and LLM, the method, the request sent and the raw reply."""
+    return {"pipeline": spec.id, "item_id": item, "llm": spec.llm, "method": method, "request": request,
+            "response": response}  # fmt: skip
+
+
 def loglikelihood_sample(spec: PipelineSpec, item: str, req: LoglikelihoodRequest, out: LoglikelihoodResult) -> Sample:
     """The samples.jsonl line of one log-likelihood request: the context and continuations, the raw scores."""
-    return {
-        "pipeline": spec.id,
-        "item_id": item,
-        "llm": spec.llm,
-        "method": "loglikelihood",
-        "request": {"context": req.context, "continuations": list(req.continuations)},
-        "response": {
-            "logprobs": out.logprobs,
-            "token_counts": out.token_counts,
-            "ll_source": getattr(out, "method", None),
-            "prompt_tokens": int(getattr(out, "prompt_tokens", 0) or 0),
-            "cached": bool(out.cached),
-            "error": out.error,
-        },
+    request: Sample = {"context": req.context, "continuations": list(req.continuations)}
+    response: Sample = {
+        "logprobs": out.logprobs,
+        "token_counts": out.token_counts,
+        "ll_source": getattr(out, "method", None),
+        "prompt_tokens": int(getattr(out, "prompt_tokens", 0) or 0),
+        "cached": bool(out.cached),
+        "error": out.error,
     }
+    return _sample(spec, item, "loglikelihood", request, response)
 
 
 def generation_sample(spec: PipelineSpec, item: str, req: GenerationRequest, out: Completion) -> Sample:
     """The samples.jsonl line of one generation request: the chat messages and settings, the raw reply."""
-    return {
-        "pipeline": spec.id,
-        "item_id": item,
-        "llm": spec.llm,
-        "method": "generate",
-        "request": {
-            "messages": [{"role": m.role, "content": m.content} for m in req.messages or ()],
-            "max_tokens": req.max_tokens,
-            "temperature": req.temperature,
-            "seed": req.seed,
-        },
-        "response": {
-            "text": out.text,
-            "finish_reason": out.finish_reason,
-            "prompt_tokens": int(out.usage.prompt_tokens),
-            "completion_tokens": int(out.usage.completion_tokens),
-            "cached": bool(out.cached),
-            "error": out.error,
-        },
+    request: Sample = {
+        "messages": [{"role": m.role, "content": m.content} for m in req.messages or ()],
+        "max_tokens": req.max_tokens,
+        "temperature": req.temperature,
+        "seed": req.seed,
     }
+    response: Sample = {
+        "text": out.text,
+        "finish_reason": out.finish_reason,
+        "prompt_tokens": int(out.usage.prompt_tokens),
+        "completion_tokens": int(out.usage.completion_tokens),
+        "cached": bool(out.cached),
+        "error": out.error,
+    }
+    return _sample(spec, item, "generate", request, response)
 
 
 def _apply_external(rows: list[Row], qs: Sequence[Question], ctxs: Sequence[Contexts]) -> list[int]:
@@ -382,13 +362,10 @@ async def _answer_questions(
         return rows
     llm = res.llm(spec.llm)
     method = answer_method(llm, spec)
-    sub_q = [qs[i] for i in pending]
-    sub_c = [ctxs[i] for i in pending]
-    sub_r = [rows[i] for i in pending]
-    if method == "loglikelihood":
-        await _by_loglikelihood(res, llm, spec, cfg, sub_q, sub_c, sub_r, samples)
-    else:
-        await _by_generation(res, llm, spec, cfg, sub_q, sub_c, sub_r, samples)
+    todo = _Pending(
+        res, spec, cfg, [qs[i] for i in pending], [ctxs[i] for i in pending], [rows[i] for i in pending], samples
+    )
+    await (_by_loglikelihood if method == "loglikelihood" else _by_generation)(llm, todo)
     return rows
 
 

@@ -217,7 +217,7 @@ def distinct_top_pipelines(df: pd.DataFrame, top: int) -> tuple[list[str], dict[
 
 
 def verdicts(
-    run_dir: str | Path,
+    run: str | Path | pd.DataFrame,
     *,
     top: int = 5,
     correction: str = "holm",
@@ -225,7 +225,8 @@ def verdicts(
     n_boot: int = 2000,
     seed: int = 0,
 ) -> Verdicts:
-    """Pairwise verdicts among the ``top`` distinct pipelines of a run dir (what the report shows).
+    """Pairwise verdicts among the ``top`` distinct pipelines of a run dir (what the report shows), or of its
+    responses table (one run's, or several runs' merged by the report).
 
     Pipelines that answered every question exactly like a better-ranked one are skipped
     (listed under ``identical``), so the comparisons are between different behaviours.
@@ -233,19 +234,7 @@ def verdicts(
     Returns ``{"version", "created", "pipelines", "correction", "alpha", "comparisons": [...]}``;
     ``a`` is always the pipeline with the higher accuracy.
     """
-    return verdicts_of(read_responses(run_dir), top=top, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)
-
-
-def verdicts_of(
-    df: pd.DataFrame,
-    *,
-    top: int = 5,
-    correction: str = "holm",
-    alpha: float = 0.05,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> Verdicts:
-    """:func:`verdicts` of a responses table (one run's, or several runs' merged by the report)."""
+    df = run if isinstance(run, pd.DataFrame) else read_responses(run)
     best, twins = distinct_top_pipelines(df, top)
     comps = (
         compare_many(df, best, correction=correction, n_boot=n_boot, seed=seed, alpha=alpha) if len(best) > 1 else []
@@ -281,6 +270,5 @@ __all__ = [
     "interval_text",
     "resolve_pipeline",
     "verdicts",
-    "verdicts_of",
     "write_comparisons",
 ]

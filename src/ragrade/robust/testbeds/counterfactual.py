@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragrade.registry import register
-from ragrade.robust.build import BuildOptions, Doc, noise_count
+from ragrade.robust.build import BuildOptions, Doc, first_noise, noise_count
 from ragrade.robust.metrics import count_label, judge_yes, judged_records, metric
 from ragrade.robust.rgb_scoring import rgb_judged
 from ragrade.robust.testbeds.base import BaseTestbed, Metrics
@@ -29,9 +29,7 @@ def rgb_counterfactual_docs(
     remain = [i for i in indexes if i not in selected]
     if correct_num > 0 and remain:
         docs += [Doc("positive", i, item.positive[i]) for i in rng.sample(remain, min(len(remain), correct_num))]
-    if neg_num > 0:
-        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
-    return docs
+    return docs + first_noise(item, neg_num)
 
 
 @register("testbed", "counterfactual")

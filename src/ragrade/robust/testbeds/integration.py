@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragrade.registry import register
-from ragrade.robust.build import BuildOptions, Doc, Instance
+from ragrade.robust.build import BuildOptions, Doc, Instance, first_noise
 from ragrade.robust.metrics import ratio_metric
 from ragrade.robust.testbeds.base import BaseTestbed, Metrics
 
@@ -47,9 +47,7 @@ def rgb_integration_docs(item: RGBItem, rng: random.Random, n_docs: int, pos_num
             if len(docs) == pos_num:
                 break
     neg_num = n_docs - len(docs)
-    if neg_num > 0:
-        docs += [Doc("negative", i, t) for i, t in enumerate(item.negative[:neg_num])]
-    return docs
+    return docs + first_noise(item, neg_num)
 
 
 @register("testbed", "integration")
