@@ -386,7 +386,7 @@ def report(res: dict[str, Any], shape: str) -> None:
     if secs:
         print("  ragrade host seconds: " + ", ".join(f"{k[:-2]} {v:.2f}" for k, v in secs.items())
               + " (launch: preparing and queueing passes, on the CPU the computation too; wait: blocked on "
-              "the device)")  # fmt: skip
+              "the device; lead: until the first pass was queued, overlapping the others)")  # fmt: skip
     if "hflm" in res:
         h = res["hflm"]
         if "error" in h:

@@ -124,7 +124,7 @@ def test_the_next_pass_is_queued_before_the_last_is_read(tiny: str) -> None:
     for r, e in zip(out, expected, strict=True):
         assert some(r.logprobs) == pytest.approx(some(e.logprobs), abs=1e-5)
     seconds = rec.stats.as_dict()
-    assert seconds["launch_s"] > 0 and "wait_s" in seconds and "plan_s" in seconds
+    assert seconds["launch_s"] > 0 and "wait_s" in seconds and "plan_s" in seconds and seconds["lead_s"] > 0
 
 
 def _many(n: int) -> list[LoglikelihoodRequest]:

@@ -125,6 +125,7 @@ class TreeScorer:
         stop request the output is shorter than the requests offered: those of the chunks never taken."""
         out: list[Scores] = []
         pending: list[list[Row]] = []
+        started, led = time.perf_counter(), False
 
         def refill() -> bool:
             chunk = next(chunks, None)
@@ -151,6 +152,9 @@ class TreeScorer:
                 try:
                     queued = self.launch(batch)
                     self._grow()
+                    if not led:
+                        self.stats.lead += time.perf_counter() - started
+                        led = True
                 except Exception as exc:
                     if not is_oom(exc):
                         self._fail(batch, exc, out)

@@ -81,6 +81,9 @@ class TreeStats:
     #: host seconds by step: encode (tokenizer), plan (rows and passes), launch (preparing and queueing passes;
     #: on the CPU the computation itself), wait (blocked on a device's results)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: host seconds from each call's start until its first pass was queued (the device's wait for the host),
+    #: summed over calls; overlaps the steps above
+    lead: float = 0.0
 
     def add_seconds(self, step: str, secs: float) -> None:
         """Add ``secs`` to the host seconds of ``step``."""
@@ -103,6 +106,7 @@ class TreeStats:
             "largest_batch_requests": max(sizes, default=0),
             "mean_batch_requests": round(sum(sizes) / len(sizes), 2) if sizes else 0.0,
             **{f"{step}_s": round(secs, 3) for step, secs in sorted(self.seconds.items())},
+            **({"lead_s": round(self.lead, 3)} if self.forward_passes else {}),
         }
 
 
