@@ -140,6 +140,44 @@ def test_additive_shrinkage_intercept_only_matches_the_closed_form() -> None:
     assert (same == est[:2]).all() and (same_sd == sd[:2]).all() and np.isnan(nan)
 
 
+def test_additive_shrinkage_with_too_few_residual_df_puts_a_flat_prior_on_tau() -> None:
+    # intercept only, two pipelines: one residual df (below 3), so tau's prior is flat. Worked by hand: with equal
+    # SDs s the restricted log-likelihood is -(log v + log 2 + d^2 / (2 v)) / 2 (v = s^2 + tau^2, d = y1 - y2);
+    # on the log-spaced grid a flat prior weighs each point by tau, so the weights are tau v^(-1/2) exp(-d^2 / 4v):
+    # s = 0.05, d = -0.2, tau 0.05 and 0.1: v = 0.005 and 0.0125, weights 0.0957 and 0.4019 -> 0.1923 and 0.8077;
+    # given tau, y1 -> mean + w (y1 - mean), w = tau^2 / v = 0.5 and 0.8: 0.55 and 0.52, mixed: 0.5258; its error
+    # variance given tau is w s^2 + (1 - w)^2 v / 2, plus the spread of the conditional means over tau
+    est, sd, X, taus = np.array([0.5, 0.7]), np.full(2, 0.05), np.ones((2, 1)), np.array([0.05, 0.1])
+    got, got_sd, t = additive_shrink(est, sd, np.ones(2, bool), X, taus=taus)
+    v = 0.05**2 + taus**2
+    wt = taus * v**-0.5 * np.exp(-0.04 / (4 * v))
+    wt /= wt.sum()
+    assert wt == pytest.approx([0.19232, 0.80768], abs=1e-5)
+    cond = 0.6 + np.outer(taus**2 / v, [-0.1, 0.1])  # given tau
+    assert got == pytest.approx(wt @ cond)
+    assert got[0] == pytest.approx(0.52577, abs=1e-5)
+    cond_var = taus**2 / v * 0.05**2 + (1 - taus**2 / v) ** 2 * v / 2
+    assert got_sd == pytest.approx(np.full(2, np.sqrt(wt @ cond_var + wt @ (cond[:, 0] - got[0]) ** 2)))
+    assert t == pytest.approx(wt @ taus)
+    # the scale-free prior (min_df 0: every grid counts as large enough) weighs the points equally: more on
+    # the small tau, more pooling
+    scale_free, _, t_sf = additive_shrink(est, sd, np.ones(2, bool), X, taus=taus, min_df=0)
+    wt_sf = v**-0.5 * np.exp(-0.04 / (4 * v))
+    assert scale_free == pytest.approx((wt_sf / wt_sf.sum()) @ cond)
+    assert scale_free[0] > got[0] and t_sf < t
+
+
+def test_two_by_two_grids_pool_less_than_under_the_scale_free_prior() -> None:
+    # 2 x 2 grid (rank 3, one residual df) with a large interaction: on the default tau grid the flat prior
+    # leaves the estimates nearer their own values than the scale-free one, which pools them onto the additive fit
+    X = np.array([[1, a, b] for a in (0, 1) for b in (0, 1)], dtype=float)
+    est, sd = np.array([0.60, 0.70, 0.70, 0.60]), np.full(4, 0.04)
+    flat, _, t_flat = additive_shrink(est, sd, np.ones(4, bool), X)
+    pooled, _, t_sf = additive_shrink(est, sd, np.ones(4, bool), X, min_df=0)
+    assert np.abs(flat - est).max() < np.abs(pooled - est).max()
+    assert t_flat > t_sf
+
+
 def test_additive_shrinkage_error_variance_holds_under_correlated_errors() -> None:
     # 2 x 3 factors, correlated sampling errors (paired questions): the stated SD is the root mean square error
     # of the shrunk estimate over draws from the model itself

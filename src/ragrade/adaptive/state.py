@@ -304,7 +304,10 @@ class RunState:
         in the error covariance); every interval also holds the pipeline's own sample-mean interval
         (:func:`~ragrade.adaptive.estimate.leader_sd` over all of them), so pooling moves the point estimates
         (smaller errors, a better pick) without costing coverage. Decisions during the run (stopping, elimination) use
-        the unshrunk design-based estimates and their simultaneous bounds; only the final report is pooled.
+        the unshrunk design-based estimates and their simultaneous bounds; only the final report is pooled. A grid
+        whose additive fit leaves fewer than :data:`~ragrade.adaptive.estimate.MIN_POOL_DF` residual degrees of
+        freedom (a 2 x 2 grid leaves one) cannot estimate its interactions' spread: it is pooled under a flat
+        prior on that spread, which does not favour pooling everything onto the additive fit.
         """
         acc, sd = self.accuracy()
         if not self.design_only or self.X.shape[1] < 2:
