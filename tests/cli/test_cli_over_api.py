@@ -130,18 +130,14 @@ ALLOWED_BELOW_API: dict[str, frozenset[str]] = {
     # how a result is printed (text of what the API returned)
     "ragrade.exam.analytics": frozenset({"exam_analytics", "format_analytics"}),
     "ragrade.exam.funnel": frozenset({"shortfall_line"}),
-    "ragrade.exam.offline": frozenset({"OFFLINE_EXAM_NOTE", "is_offline_exam"}),
     "ragrade.retrieval.ask": frozenset({"Assistant", "render"}),
     "ragrade.retrieval.metrics": frozenset({"METRICS"}),
-    "ragrade.retrieval.base": frozenset({"retriever_caps"}),
     "ragrade.robust.metrics": frozenset({"FLAGGED_MEANING"}),
     "ragrade.robust.table": frozenset({"build_table", "render_table"}),
     "ragrade.run.compare": frozenset({"Verdicts", "interval_text"}),
     "ragrade.run.summary": frozenset({"RULE_NAMES"}),
     "ragrade.job.progress": frozenset({"make_display"}),
     "ragrade.job.demo": frozenset({"default_out"}),
-    # the notes exam take prints after its run, read from the exam's header (known, not yet in the API's result)
-    "ragrade.exam.files": frozenset({"read_exam"}),
     # errors, exit codes, signals, progress display, the dry run's counts, help texts
     "ragrade.errors": frozenset({"BackendError", "ConfigError", "RagradeError", "render_settings"}),
     "ragrade.llm.failures": frozenset({"MAX_FAILED_HELP"}),

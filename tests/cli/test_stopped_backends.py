@@ -60,8 +60,20 @@ def test_a_slow_server_with_a_tight_timeout_stops_with_the_settings_that_work(
     assert code == 2 and elapsed < 10
     assert "no reply within 0.4s (--timeout) to 2 requests sent one at a time" in err
     assert "rerun with --timeout 1.6 --concurrency 1" in err and err.count("\n") == 1
+    _no_setting_marks_in_the_result_files(tmp_path / "run", "rerun with timeout set to 1.6 and concurrency to 1")
     with throttled(latency_s=(0.05, 0.15)) as srv:  # the advice taken (scaled down): every item answered
         code = main(_take(exam, srv.base_url, tmp_path / "run", "--method", "generate", "--timeout", "1.6"))
         assert code == 0 and srv.dropped == 0 and srv.abandoned == 0
     df = pd.read_parquet(tmp_path / "run" / "responses.parquet")
     assert df["error"].isna().all() and len(df) == 10
+
+
+def _no_setting_marks_in_the_result_files(run: Path, advice: str) -> None:
+    """Each request's error as result files keep it (for pandas): the settings named in words, never ``$name``."""
+    df = pd.read_parquet(run / "responses.parquet")
+    errors = [str(e) for e in df["error"].dropna()]
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines() if line.strip()]
+    errors += [str(s["response"]["error"]) for s in samples[1:] if s["response"].get("error")]
+    assert len(errors) == 10 + 10  # every item, in the parquet file and in samples.jsonl
+    assert not [e for e in errors if "$" in e]
+    assert any(advice in e for e in errors) and any("(the timeout given)" in e for e in errors)

@@ -4,6 +4,7 @@ statically), and prints what that function returned."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Callable, Sequence
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from ragrade import api
+from ragrade.api.types import AdaptivePlan
 from ragrade.cli.main import main
+from ragrade.run.spec import build_sweep_config
 
 Cap = pytest.CaptureFixture[str]
 
@@ -88,7 +91,13 @@ def test_every_verb_calls_its_api_function_once(tmp_path: Path, calls: list[str]
     step(["retrieval-eval", idx, exam, "-r", "bm25", "--n-boot", "20", "--json"], "evaluate_retrieval")
     grid = ["--index", f"r={idx}", "--llm", "offline/student", "--retrievers", "closed,bm25", "--k", "2"]
     step(["exam", "take", exam, *grid, "--out", run], "take_exam")
-    step(["--dry-run", "exam", "take", exam, *grid, "--adaptive", "--out", tmp_path / "ad"], "plan_adaptive")
+    plan_argv = ["--dry-run", "exam", "take", exam, *grid, "--adaptive", "--out", tmp_path / "ad"]
+    assert step(plan_argv, "plan_adaptive").startswith("adaptive plan: 2 pipelines x 6 questions (full grid 12 ")
+    plan = json.loads(step([*plan_argv, "--json"], "plan_adaptive"))["adaptive_plan"]
+    assert list(plan) == [f.name for f in dataclasses.fields(AdaptivePlan)][:-1]  # its fields in order, no notes
+    typed = api.plan_adaptive(exam, build_sweep_config({"grid": {"retrievers": ["closed", "bm25"], "k": [2]},
+                                                        "indexes": {"r": str(idx)}}))  # fmt: skip
+    assert isinstance(typed, AdaptivePlan) and typed.as_dict() == plan and typed.full_grid_requests == 12
     assert "McNemar" in step(["compare", run, "--all", "--n-boot", "50"], "compare_pipelines")
     step(["irt", "fit", run, "--model", "1pl", "--se", "none"], "fit_irt")
     step(["irt", "improve", run, "--model", "1pl", "--steps", "1", "--drop", "0.2"], "improve_exam")

@@ -155,3 +155,21 @@ def test_qa_answer_resumes_after_a_throughput_change_and_refuses_an_answer_chang
     assert len(again.rows) == len(first.rows) == 3
     with pytest.raises(RagradeError, match="other inputs or settings"):  # a change that changes answers
         ragrade.answer_qa(qa, run, llms="offline/extractive", retrievers="closed", max_tokens=64)
+
+
+def test_an_offline_exam_carries_its_note_through_generate_and_take(tmp_path: Path) -> None:
+    # issue 37: the note was read from the exam's header by the command line; the API's results carry it now
+    from tests.exam.exam_helpers import synthetic_chunks
+
+    from ragrade.exam.files import read_exam, write_exam
+    from ragrade.exam.offline import OFFLINE_EXAM_NOTE
+
+    exam = ragrade.generate_exam(synthetic_chunks(60), tmp_path / "exam.jsonl", n=6, embedder=None, seed=1)
+    assert exam.notes == [OFFLINE_EXAM_NOTE]
+    taken = ragrade.take_exam(tmp_path / "exam.jsonl", tmp_path / "run", llms="offline/student", retrievers="closed")
+    assert taken.notes == [OFFLINE_EXAM_NOTE] and taken.warnings == [] and len(taken.summary) == 1
+    header, questions = read_exam(tmp_path / "exam.jsonl")
+    assert header is not None
+    write_exam(tmp_path / "llm.jsonl", questions, meta={**header.meta, "generator": {"name": "openai/some-model"}})
+    other = ragrade.take_exam(tmp_path / "llm.jsonl", tmp_path / "run2", llms="offline/student", retrievers="closed")
+    assert other.notes == []

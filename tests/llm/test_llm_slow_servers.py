@@ -19,6 +19,7 @@ from ragrade.llm import GenerationRequest, Message, generate
 from ragrade.llm.limits import AdaptiveCap, LimitConfig, Limiter, TransientError
 from ragrade.llm.openai import OpenAILLM
 from ragrade.llm.openai_loglik import Unsupported
+from ragrade.llm.pacing import marked, stored
 
 
 def _llm(url: str, **limits: Any) -> OpenAILLM:
@@ -61,6 +62,10 @@ def test_no_first_reply_within_the_longest_timeout_stops_with_one_message(caplog
         "if the server is that slow, rerun with $timeout 1.6 $concurrency 1"  # settings: the CLI spells the flags
     )
     assert sum(str(c.error).startswith("not sent: server unreachable or too slow") for c in out) == 4
+    # each request's error (kept in result files) names the settings in words; the tally marks them again
+    assert all("$" not in str(c.error) for c in out)
+    assert all(str(c.error).endswith("rerun with timeout set to 1.6 and concurrency to 1") for c in out)
+    assert marked(stored(fatal)) == fatal
     # one line while waiting past the default timeout, once
     assert caplog.text.count("no reply after 0.2s; waiting up to 0.8s for the server's first reply") == 1
 
@@ -100,6 +105,11 @@ def test_a_timeout_the_user_gave_is_never_stretched() -> None:
         "server unreachable or too slow: no reply within 0.2s ($timeout) to 2 requests sent one at a time; "
         "if the server is that slow, rerun with $timeout 0.8 $concurrency 1"
     )
+    assert stored(str(llm.limiter.fatal)) == (
+        "server unreachable or too slow: no reply within 0.2s (the timeout given) to 2 requests sent one at a "
+        "time; if the server is that slow, rerun with timeout set to 0.8 and concurrency to 1"
+    )
+    assert marked(stored(str(llm.limiter.fatal))) == llm.limiter.fatal
 
 
 def _failing(status: int = 500) -> Any:

@@ -12,8 +12,11 @@ from ragrade.api._common import PathLike, settings_layer
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
-    from ragrade.adaptive.runner import AdaptiveResult, RoundFn
-    from ragrade.api.types import GeneratedExam
+    import pandas as pd
+
+    from ragrade.adaptive.runner import RoundFn
+    from ragrade.api.exam_run import AdaptiveExamRun, ExamRun
+    from ragrade.api.types import AdaptivePlan, GeneratedExam
     from ragrade.corpus.types import Chunk
     from ragrade.exam.config import ExamConfig
     from ragrade.llm.options import LLMOptions
@@ -21,7 +24,6 @@ if TYPE_CHECKING:
     from ragrade.qa.run import QAAnswerResult
     from ragrade.retrieval.index import Index
     from ragrade.run.spec import SweepConfig
-    from ragrade.run.sweep import SweepResult
 
 
 def generate_exam(
@@ -83,12 +85,69 @@ def generate_exam(
     if not result.questions and tally.n_failed:  # every survivor lost to failed requests: say so
         tally.check(EXAM_RESUME, 0.0)
     write_exam_checked(out, result, cfg, input_path=source)
+    gen = result.generator
     exam = GeneratedExam(
-        list(result.questions), out=Path(out), funnel=result.funnel, generator=result.generator, failures=tally
-    )
+        list(result.questions), out=Path(out), funnel=result.funnel, generator=gen, failures=tally,
+        notes=generator_notes({"generator": gen}),
+    )  # fmt: skip
     if check:
         exam.check(max_failed)
     return exam
+
+
+def generator_notes(meta: dict[str, Any] | None) -> list[str]:
+    """The notes on an exam written by the generator ``meta`` names (an exam header's meta, or
+    ``{"generator": ...}``): the offline-exam note for the offline cloze generator's (its questions favour
+    lexical retrieval, see :data:`ragrade.exam.offline.OFFLINE_EXAM_NOTE`), else none."""
+    from ragrade.exam.offline import OFFLINE_EXAM_NOTE, is_offline_exam
+
+    return [OFFLINE_EXAM_NOTE] if meta is not None and is_offline_exam(meta) else []
+
+
+def exam_notes(exam: str | Path) -> list[str]:
+    """The notes on ``exam`` a reader of any run on it should see: the offline-exam note when its header says
+    the offline cloze generator wrote it (see :data:`ragrade.exam.offline.OFFLINE_EXAM_NOTE`)."""
+    from ragrade.exam.files import read_exam
+
+    header, _ = read_exam(exam)
+    return generator_notes(header.meta if header else None)
+
+
+EASY_EXAM_ACCURACY = 0.95  # a retrieval pipeline at least this accurate (and not below the oracle): too easy
+
+
+def easy_exam_warning(summary: pd.DataFrame, offline: bool) -> str | None:
+    """One line when a retrieval pipeline (not the oracle, not closed book) scores at least
+    :data:`EASY_EXAM_ACCURACY` and at least the oracle's accuracy (the best oracle's; the threshold alone
+    when the grid has no oracle): such an exam cannot rank retrievers. None otherwise."""
+    from ragrade.retrieval.base import retriever_caps
+
+    if summary.empty or not {"pipeline", "retriever", "accuracy"} <= set(summary.columns):
+        return None
+    rows = [r for r in summary.to_dict(orient="records") if r["accuracy"] == r["accuracy"]]  # NaN: none answered
+    caps = {str(r["retriever"]): retriever_caps(str(r["retriever"])) for r in rows}
+    oracle = [float(r["accuracy"]) for r in rows if caps[str(r["retriever"])].needs_gold]
+    bar = max([EASY_EXAM_ACCURACY, *oracle])
+    easy = [
+        r
+        for r in rows
+        if caps[str(r["retriever"])].retrieves and not caps[str(r["retriever"])].needs_gold and r["accuracy"] >= bar
+    ]
+    if not easy:
+        return None
+    best = max(easy, key=lambda r: float(r["accuracy"]))
+    than = f" (the oracle {max(oracle):.1%})" if oracle else ""
+    why = (
+        "its offline cloze questions copy their source sentence, so matching words finds the answer; write the "
+        "exam with an LLM (`ragrade exam generate INDEX --llm openai/MODEL`) or quote less of the source "
+        '(`stem_window = 6`, `stem_subject = "topic"` in the [exam] table)'
+        if offline
+        else "its questions restate their source passages closely; ask questions that paraphrase them"
+    )
+    return (
+        f"the exam is too easy to rank retrievers: {best['pipeline']} answers {float(best['accuracy']):.1%}"
+        f"{than}; {why}"
+    )
 
 
 @dataclass(frozen=True)
@@ -125,7 +184,7 @@ def take_exam(
     progress: ProgressFn | None = None,
     config_files: Sequence[PathLike] = (),
     **settings: object,
-) -> SweepResult:
+) -> ExamRun:
     """Let every pipeline of a grid take the exam (``ragrade exam take``); resumable.
 
     ``indexes``: ``{label: index}`` (an opened index or its folder), or one index. ``settings``: the grid
@@ -135,10 +194,12 @@ def take_exam(
     ...), over ``config`` when given (the settings object ``ragrade exam take`` builds from its flags and
     ``--config`` file, recorded in the manifest with ``config_files``). Writes the run directory ``out``
     (``responses.parquet``, ``summary.csv``, ``summary_by_tag.csv``, ``manifest.json``, ``samples.jsonl``).
-    Returns a result whose ``responses`` and ``summary`` are DataFrames. Raises (exit-code errors) when
+    Returns a result whose ``responses`` and ``summary`` are DataFrames, with ``notes`` on the exam (an offline
+    exam's) and ``warnings`` on the results (an exam too easy to rank retrievers). Raises (exit-code errors) when
     more requests failed than ``max_failed`` allows (``check=False``: returns the result anyway); a rerun
     asks only the failed ones again. ``progress(pipeline, rows_done, rows_of_pipeline)`` follows the run.
     """
+    from ragrade.api.exam_run import exam_run
     from ragrade.llm.failures import check_grid_failures
     from ragrade.run.sweep import run_sweep
 
@@ -146,7 +207,10 @@ def take_exam(
         raise ConfigError(f"{exam}: exam file not found")
     cfg = _sweep_config(config, indexes, settings)
     files = [str(f) for f in config_files]
-    result = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
+    ran = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
+    notes = exam_notes(exam)
+    warning = easy_exam_warning(ran.summary, offline=bool(notes))
+    result = exam_run(ran, notes, [warning] if warning else [])
     if check:
         check_grid_failures(result.responses, max_failed)
     return result
@@ -160,28 +224,43 @@ def take_exam_adaptive(
     overwrite: bool = False,
     on_round: RoundFn | None = None,
     config_files: Sequence[PathLike] = (),
-) -> AdaptiveResult:
+) -> AdaptiveExamRun:
     """Let the grid of ``config`` take the exam adaptively (``ragrade exam take --adaptive``): ask only
     informative questions, stop a pipeline once its ability is known to ``config.adaptive``'s precision.
 
     ``config.adaptive`` (budget, target SE, calibration, ...) is used as given, switched on. Writes the run
-    directory ``out``; the result has the estimates (``summary``), the cost, the round log, warnings and
-    diagnostics. ``on_round(record)`` is called after each round.
+    directory ``out``; the result has the estimates (``summary``), the cost, the round log, warnings,
+    diagnostics and ``notes`` on the exam (an offline exam's). ``on_round(record)`` is called after each round.
     """
     from ragrade.adaptive import run_adaptive
+    from ragrade.api.exam_run import adaptive_exam_run
 
     acfg = config.adaptive.model_copy(update={"enabled": True}).check()
     files = [str(f) for f in config_files]
-    return run_adaptive(exam, config, acfg, out, overwrite=overwrite, on_round=on_round, config_files=files)
+    result = run_adaptive(exam, config, acfg, out, overwrite=overwrite, on_round=on_round, config_files=files)
+    return adaptive_exam_run(result, exam_notes(exam))
 
 
-def plan_adaptive(exam: PathLike, config: SweepConfig) -> dict[str, Any]:
+def plan_adaptive(exam: PathLike, config: SweepConfig) -> AdaptivePlan:
     """What :func:`take_exam_adaptive` would ask, without asking (``ragrade --dry-run exam take --adaptive``):
-    pipelines, questions, the full grid's requests, an upper bound and an expected number of requests."""
+    pipelines, questions, the full grid's requests, an upper bound and an expected number of requests, and
+    ``notes`` on the exam (an offline exam's)."""
     from ragrade.adaptive import adaptive_plan
+    from ragrade.api.types import AdaptivePlan
 
     acfg = config.adaptive.model_copy(update={"enabled": True}).check()
-    return adaptive_plan(exam, config, acfg)
+    plan = adaptive_plan(exam, config, acfg)
+    return AdaptivePlan(
+        pipelines=int(plan["pipelines"]),
+        questions=int(plan["questions"]),
+        full_grid_requests=int(plan["full_grid_requests"]),
+        upper_bound_requests=int(plan["upper_bound_requests"]),
+        expected_requests=int(plan["expected_requests"]),
+        expected_rounds=int(plan["expected_rounds"]),
+        calibration=str(plan["calibration"]),
+        reference_pipelines=tuple(str(p) for p in plan["reference_pipelines"]),
+        notes=tuple(exam_notes(exam)),
+    )
 
 
 def answer_qa(

@@ -12,6 +12,7 @@ first. Loaded only when a function runs (it imports the stages' types).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,12 @@ class GeneratedExam(list[Question]):
         funnel: dict[str, Any],
         generator: dict[str, Any],
         failures: FailureTally,
+        notes: list[str] | None = None,
     ) -> None:
         super().__init__(questions)
         self.out = out
+        #: notes on the exam (an offline exam's: its questions favour lexical retrieval)
+        self.notes = notes or []
         #: candidates asked, kept and removed, by reason (``<stem>.funnel.json``)
         self.funnel = funnel
         #: which generator wrote the questions (its kind, model, prompt)
@@ -148,7 +152,45 @@ class TestbedRuns(list["ModelRun"]):
         robust_request_tally(self).check(resume_hint(), max_failed, what="testbed")
 
 
+@dataclass(frozen=True)
+class AdaptivePlan:
+    """What :func:`ragrade.api.plan_adaptive` says an adaptive run would ask, without asking anything."""
+
+    #: pipelines in the grid
+    pipelines: int
+    #: questions an adaptive run may ask each pipeline
+    questions: int
+    #: requests of the full grid (every pipeline answering every question)
+    full_grid_requests: int
+    #: the most requests the run can send (reference pipelines answer everything; the budget caps it)
+    upper_bound_requests: int
+    #: requests a simulated run sent (abilities drawn N(0, 1): a rough guide)
+    expected_requests: int
+    #: rounds the simulated run took
+    expected_rounds: int
+    #: where the item parameters come from: ``file``, ``reference``, ``cold`` or ``sample``
+    calibration: str
+    #: pipelines that answer every question (to calibrate the items), in grid order
+    reference_pipelines: tuple[str, ...]
+    #: notes on the exam (an offline exam's); not part of :meth:`as_dict`
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as the JSON output of ``ragrade --dry-run exam take --adaptive --json`` shows it (no notes)."""
+        return {
+            "pipelines": self.pipelines,
+            "questions": self.questions,
+            "full_grid_requests": self.full_grid_requests,
+            "upper_bound_requests": self.upper_bound_requests,
+            "expected_requests": self.expected_requests,
+            "expected_rounds": self.expected_rounds,
+            "calibration": self.calibration,
+            "reference_pipelines": list(self.reference_pipelines),
+        }
+
+
 __all__ = [
+    "AdaptivePlan",
     "BuiltTestbeds",
     "Calibration",
     "ChunkedDocuments",

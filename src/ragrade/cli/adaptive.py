@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ragrade.cli.common import LOADING, command_progress, echo_json, is_tty
+from ragrade.cli.exam import print_notes
 
 if TYPE_CHECKING:
     from ragrade.run.spec import SweepConfig
@@ -30,13 +31,14 @@ def take_adaptive(
     if cfg.llm_options.dry_run:
         plan = api.plan_adaptive(exam, cfg)
         if as_json:
-            echo_json({"adaptive_plan": plan})
+            echo_json({"adaptive_plan": plan.as_dict()})
         else:
             typer.echo(
-                f"adaptive plan: {plan['pipelines']} pipelines x {plan['questions']} questions "
-                f"(full grid {plan['full_grid_requests']} requests); at most {plan['upper_bound_requests']} "
-                f"requests, about {plan['expected_requests']} expected ({plan['calibration']} calibration)"
+                f"adaptive plan: {plan.pipelines} pipelines x {plan.questions} questions "
+                f"(full grid {plan.full_grid_requests} requests); at most {plan.upper_bound_requests} "
+                f"requests, about {plan.expected_requests} expected ({plan.calibration} calibration)"
             )
+        print_notes(plan.notes)
         return
     budget = cfg.adaptive.budget or 0
     show = is_tty() and not as_json
@@ -59,6 +61,7 @@ def take_adaptive(
     print_adaptive(
         result.summary, result.cost, as_json, result.run_dir, warnings=result.warnings, diagnostics=result.diagnostics
     )
+    print_notes(result.notes)
 
 
 def _fmt(v: Any, spec: str) -> str:

@@ -7,13 +7,15 @@ group's default command (:class:`DefaultCommandGroup`), so ``ragrade judge ANSWE
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from typer.core import TyperGroup
 
 from ragrade.cli.common import echo_json, output_path
+from ragrade.cli.flags import with_flags
 from ragrade.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -59,14 +61,31 @@ class DefaultCommandGroup(TyperGroup):
         return self.get_command(ctx, token) or self.get_command(ctx, self.default_command)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CalibrateFlags:
+    """The options of ``ragrade judge calibrate`` (``None``: not given, never overrides the \\[calibration] table)."""
+
+    human: Annotated[Path | None, typer.Option("--human", help='Labels JSONL: {"id", "metric", "label"} per line.')] = (
+        None
+    )
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output directory (default SCORES_DIR/calibration).")
+    ] = None
+    level: Annotated[
+        float | None, typer.Option("--level", help="Confidence level of the intervals (default 0.95).")
+    ] = None
+    min_labels: Annotated[
+        int | None, typer.Option("--min-labels", help="Labels needed per configuration (default 10).")
+    ] = None
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file (a \\[calibration] table).")] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print calibration.json.")] = False
+
+
+@with_flags(CalibrateFlags)
 def calibrate_cmd(
     scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
-    human: Path | None = typer.Option(None, "--human", help='Labels JSONL: {"id", "metric", "label"} per line.'),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Output directory (default SCORES_DIR/calibration)."),
-    level: float | None = typer.Option(None, "--level", help="Confidence level of the intervals (default 0.95)."),
-    min_labels: int | None = typer.Option(None, "--min-labels", help="Labels needed per configuration (default 10)."),
-    config: Path | None = typer.Option(None, "--config", help="TOML file (a \\[calibration] table)."),
-    as_json: bool = typer.Option(False, "--json", help="Print calibration.json."),
+    *,
+    flags: CalibrateFlags,
 ) -> None:
     """Calibrate judge scores against human labels."""
     from ragrade import api
@@ -74,6 +93,7 @@ def calibrate_cmd(
     from ragrade.judge.calibrate import CalibrationConfig
 
     layer: dict[str, object] = {}
+    config = flags.config
     if config is not None:
         data = load_toml(config)
         table = data.get("calibration", {})
@@ -83,10 +103,10 @@ def calibrate_cmd(
         from ragrade.config_paths import resolve_keys
 
         resolve_keys(layer, ("human",), config.resolve().parent)  # relative to the config file, like every config
-    flags = {"human": str(human) if human else None, "level": level, "min_labels": min_labels}
-    cfg = build_config(CalibrationConfig, layer, flags, source="calibrate options")
-    result = api.calibrate_judge(scores, out=output_path(out), config=cfg)  # `--dry-run`: a temporary folder
-    if as_json:
+    given = {"human": str(flags.human) if flags.human else None, "level": flags.level, "min_labels": flags.min_labels}
+    cfg = build_config(CalibrationConfig, layer, given, source="calibrate options")
+    result = api.calibrate_judge(scores, out=output_path(flags.out), config=cfg)  # `--dry-run`: a temporary folder
+    if flags.as_json:
         echo_json(result)
         return
     for metric, m in result["metrics"].items():
@@ -104,26 +124,42 @@ def calibrate_cmd(
     typer.echo(f"wrote {result.out / 'calibration.json'}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class LabelFlags:
+    """The options of ``ragrade label``."""
+
+    n: Annotated[int, typer.Option("--n", min=1, help="Answers to sample (spread evenly over configurations).")] = 100
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML page to write.")]
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            "-m",
+            help=(
+                "Comma list of metrics to grade (default: every judged one but exact and "
+                "bertscore, formulas to compute, not judgements)."
+            ),
+        ),
+    ] = None
+    answers: Annotated[
+        Path | None, typer.Option("--answers", help="Answers file (default: the one the judge read).")
+    ] = None
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample.")] = 0
+
+
+@with_flags(LabelFlags)
 def label_cmd(
     scores: Path = typer.Argument(..., help="Judge output directory or its scores.jsonl (or an exam file)."),
-    n: int = typer.Option(100, "--n", min=1, help="Answers to sample (spread evenly over configurations)."),
-    out: Path = typer.Option(..., "--out", "-o", help="HTML page to write."),
-    metrics: str | None = typer.Option(
-        None,
-        "--metrics",
-        "-m",
-        help="Comma list of metrics to grade (default: every judged one but exact and bertscore, formulas to "
-        "compute, not judgements).",
-    ),
-    answers: Path | None = typer.Option(None, "--answers", help="Answers file (default: the one the judge read)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
+    *,
+    flags: LabelFlags,
 ) -> None:
     """Write the labelling page."""
     from ragrade import api
     from ragrade.cli.common import split_list
 
-    out = output_path(out)  # `ragrade --dry-run`: the run's temporary folder
-    page = api.write_label_page(scores, out, n=n, metrics=split_list(metrics, "--metrics"), answers=answers, seed=seed)
+    out = output_path(flags.out)  # `ragrade --dry-run`: the run's temporary folder
+    metrics = split_list(flags.metrics, "--metrics")
+    page = api.write_label_page(scores, out, n=flags.n, metrics=metrics, answers=flags.answers, seed=flags.seed)
     typer.echo(
         f"wrote {out}: {page.n_items} answers, {page.n_tasks} grades to give "
         f"({', '.join(page.metrics)}); open it in a browser, then `ragrade judge calibrate {scores} "

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from ragrade.cli.common import check_out_file, echo_json, is_tty, output_path, split_list
+from ragrade.cli.flags import with_flags
 from ragrade.errors import ConfigError
 
 MINILM_MAX_TOKENS = 256
@@ -64,59 +66,111 @@ def _meta_fields(values: list[str] | None) -> list[str] | None:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class CorpusFlags:
+    """The options of ``ragrade corpus`` (``None``: not given, never overrides the config's \\[corpus] table)."""
+
+    out: Annotated[Path, typer.Option("--out", "-o", help="Documents JSONL file to write.")]
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo", help="Build the demo corpus from the Python standard library's docstrings (no download)."
+        ),
+    ] = False
+    demo_limit: Annotated[
+        int | None, typer.Option("--demo-limit", min=1, help="Keep N demo documents, spread over topics.")
+    ] = None
+    demo_topics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--demo-topics",
+            help=(
+                "Build the demo corpus from these standard-library modules/packages only (e.g. "
+                "email,xml,asyncio); repeat or comma-separate."
+            ),
+        ),
+    ] = None
+    text_field: Annotated[
+        str | None,
+        typer.Option(
+            "--text-field",
+            help=("JSON field with the text (default: first of text, content, contents, body, page_content, ...)."),
+        ),
+    ] = None
+    id_field: Annotated[
+        str | None,
+        typer.Option(
+            "--id-field",
+            help=(
+                "JSON field with the document id (default: first of id, doc_id, docid, _id, uuid, key; else derived)."
+            ),
+        ),
+    ] = None
+    meta_field: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--meta-field",
+            help=("JSON field(s) kept as metadata; repeat or comma-separate (default: all other fields)."),
+        ),
+    ] = None
+    drop_pattern: Annotated[
+        list[str] | None,
+        typer.Option("--drop-pattern", help="Regular expression; lines matching it are removed (repeatable)."),
+    ] = None
+    max_bytes: Annotated[
+        int | None, typer.Option("--max-bytes", min=1, help="Skip files larger than this (default 64 MiB).")
+    ] = None
+    min_chars: Annotated[
+        int | None,
+        typer.Option("--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."),
+    ] = None
+    no_dedupe: Annotated[
+        bool, typer.Option("--no-dedupe", help="Keep documents whose text repeats an earlier one.")
+    ] = False
+    api_docstrings: Annotated[
+        bool,
+        typer.Option(
+            "--api-docstrings",
+            help=(
+                "Fill mkdocstrings ':::' blocks and autodoc directives from the installed "
+                "package's docstrings where it imports (runs the package's import code; no "
+                "network, no install)."
+            ),
+        ),
+    ] = False
+    templates: Annotated[
+        bool,
+        typer.Option(
+            "--templates", help="Load theme templates (Jinja, .html under overrides/ or _templates/) as documents."
+        ),
+    ] = False
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file with a \\[corpus] table of these options.")
+    ] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False
+
+    def layer(self) -> dict[str, Any]:
+        """The CLI layer of the corpus config (None means the flag was not given)."""
+        return {
+            "text_field": self.text_field,
+            "id_field": self.id_field,
+            "meta_fields": _meta_fields(self.meta_field),
+            "drop_patterns": list(self.drop_pattern) if self.drop_pattern else None,
+            "max_bytes": self.max_bytes,
+            "min_chars": self.min_chars,
+            "dedupe": False if self.no_dedupe else None,
+            "api_docstrings": self.api_docstrings or None,
+            "templates": self.templates or None,
+        }
+
+
+@with_flags(CorpusFlags)
 def corpus_cmd(
     paths: list[Path] | None = typer.Argument(
         None, help="Files or folders to load (folders recursively).", show_default=False
     ),
-    out: Path = typer.Option(..., "--out", "-o", help="Documents JSONL file to write."),
-    demo: bool = typer.Option(
-        False, "--demo", help="Build the demo corpus from the Python standard library's docstrings (no download)."
-    ),
-    demo_limit: int | None = typer.Option(
-        None, "--demo-limit", min=1, help="Keep N demo documents, spread over topics."
-    ),
-    demo_topics: list[str] | None = typer.Option(
-        None,
-        "--demo-topics",
-        help="Build the demo corpus from these standard-library modules/packages only (e.g. email,xml,asyncio); "
-        "repeat or comma-separate.",
-    ),
-    text_field: str | None = typer.Option(
-        None,
-        "--text-field",
-        help="JSON field with the text (default: first of text, content, contents, body, page_content, ...).",
-    ),
-    id_field: str | None = typer.Option(
-        None,
-        "--id-field",
-        help="JSON field with the document id (default: first of id, doc_id, docid, _id, uuid, key; else derived).",
-    ),
-    meta_field: list[str] | None = typer.Option(
-        None,
-        "--meta-field",
-        help="JSON field(s) kept as metadata; repeat or comma-separate (default: all other fields).",
-    ),
-    drop_pattern: list[str] | None = typer.Option(
-        None, "--drop-pattern", help="Regular expression; lines matching it are removed (repeatable)."
-    ),
-    max_bytes: int | None = typer.Option(
-        None, "--max-bytes", min=1, help="Skip files larger than this (default 64 MiB)."
-    ),
-    min_chars: int | None = typer.Option(
-        None, "--min-chars", min=1, help="Skip documents shorter than this after cleaning (default 1)."
-    ),
-    no_dedupe: bool = typer.Option(False, "--no-dedupe", help="Keep documents whose text repeats an earlier one."),
-    api_docstrings: bool = typer.Option(
-        False,
-        "--api-docstrings",
-        help="Fill mkdocstrings ':::' blocks and autodoc directives from the installed package's docstrings where it "
-        "imports (runs the package's import code; no network, no install).",
-    ),
-    templates: bool = typer.Option(
-        False, "--templates", help="Load theme templates (Jinja, .html under overrides/ or _templates/) as documents."
-    ),
-    config: Path | None = typer.Option(None, "--config", help="TOML file with a \\[corpus] table of these options."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    *,
+    flags: CorpusFlags,
 ) -> None:
     """Load documents into a documents JSONL file."""
     from ragrade import api
@@ -124,22 +178,21 @@ def corpus_cmd(
     from ragrade.corpus.load import CorpusConfig
 
     paths = paths or []
-    _check_corpus_sources(paths, demo, demo_limit)
-    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
-    topics = [t for value in demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
+    demo = flags.demo
+    _check_corpus_sources(paths, demo, flags.demo_limit)
+    out = check_out_file(output_path(flags.out))  # `ragrade --dry-run`: the run's temporary folder
+    topics = [t for value in flags.demo_topics or [] for t in split_list(value, "--demo-topics") or []] or None
     if topics is not None and not demo:
         raise ConfigError("--demo-topics needs --demo")
-    flags = _corpus_flags(text_field, id_field, meta_field, drop_pattern, max_bytes, min_chars, no_dedupe)
-    flags.update(api_docstrings=api_docstrings or None, templates=templates or None)
-    section = _read_config_section(config, "corpus")
+    section = _read_config_section(flags.config, "corpus")
     for key in _JOB_ONLY_KEYS:  # a job config's [corpus] also says where documents come from (arguments here)
         section.pop(key, None)
-    cfg = build_config(CorpusConfig, section, flags, source="corpus options")
+    cfg = build_config(CorpusConfig, section, flags.layer(), source="corpus options")
     docs = api.load_corpus(
-        [] if demo else list(paths), demo=demo, demo_limit=demo_limit, demo_topics=topics, config=cfg, out=out,
+        [] if demo else list(paths), demo=demo, demo_limit=flags.demo_limit, demo_topics=topics, config=cfg, out=out,
         warn=lambda message: typer.echo(f"ragrade: warning: {message}", err=True),
     )  # fmt: skip
-    _show_corpus({**docs.summary, "out": str(out)}, out, as_json)
+    _show_corpus({**docs.summary, "out": str(out)}, out, flags.as_json)
 
 
 def _check_corpus_sources(paths: list[Path], demo: bool, demo_limit: int | None) -> None:
@@ -150,27 +203,6 @@ def _check_corpus_sources(paths: list[Path], demo: bool, demo_limit: int | None)
         raise ConfigError("give at least one PATH (file or folder) or --demo")
     if demo_limit is not None and not demo:
         raise ConfigError("--demo-limit needs --demo")
-
-
-def _corpus_flags(
-    text_field: str | None,
-    id_field: str | None,
-    meta_field: list[str] | None,
-    drop_pattern: list[str] | None,
-    max_bytes: int | None,
-    min_chars: int | None,
-    no_dedupe: bool,
-) -> dict[str, Any]:
-    """The CLI layer of the corpus config (None means the flag was not given)."""
-    return {
-        "text_field": text_field,
-        "id_field": id_field,
-        "meta_fields": _meta_fields(meta_field),
-        "drop_patterns": list(drop_pattern) if drop_pattern else None,
-        "max_bytes": max_bytes,
-        "min_chars": min_chars,
-        "dedupe": False if no_dedupe else None,
-    }
 
 
 def _show_corpus(summary: dict[str, Any], out: Path, as_json: bool) -> None:
@@ -200,43 +232,77 @@ def _print_corpus_summary(summary: dict[str, Any], out: Path) -> None:
         typer.echo(f"left out {n:,} {left_out_label(kind)}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChunkFlags:
+    """The options of ``ragrade chunk``."""
+
+    out: Annotated[Path, typer.Option("--out", "-o", help="Chunks JSONL file to write.")]
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="token, recursive, sentence or semantic.")] = (
+        "recursive"
+    )
+    size: Annotated[int, typer.Option("--size", min=1, help="Most tokens per chunk.")] = 200
+    overlap: Annotated[
+        int, typer.Option("--overlap", min=0, help="Most tokens shared by consecutive chunks (< --size).")
+    ] = 20
+    min_size: Annotated[
+        int,
+        typer.Option(
+            "--min-size", min=0, help="Merge fragments under this many tokens (a lone heading) into a neighbour."
+        ),
+    ] = 10
+    tokenizer: Annotated[
+        str,
+        typer.Option(
+            "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
+        ),
+    ] = "minilm"
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold", help="semantic: percentile of sentence distances above which a chunk ends (default 95)."
+        ),
+    ] = None
+    buffer: Annotated[
+        int | None,
+        typer.Option(
+            "--buffer", help=("semantic: neighbouring sentences embedded with each sentence on each side (default 1).")
+        ),
+    ] = None
+    embedder: Annotated[
+        str | None, typer.Option("--embedder", help="semantic: embedder spec (default: the bundled MiniLM).")
+    ] = None
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False
+
+
+@with_flags(ChunkFlags)
 def chunk_cmd(
     docs: Path = typer.Argument(..., help="Documents JSONL file (from `ragrade corpus`)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Chunks JSONL file to write."),
-    strategy: str = typer.Option("recursive", "--strategy", "-s", help="token, recursive, sentence or semantic."),
-    size: int = typer.Option(200, "--size", min=1, help="Most tokens per chunk."),
-    overlap: int = typer.Option(20, "--overlap", min=0, help="Most tokens shared by consecutive chunks (< --size)."),
-    min_size: int = typer.Option(
-        10, "--min-size", min=0, help="Merge fragments under this many tokens (a lone heading) into a neighbour."
-    ),
-    tokenizer: str = typer.Option(
-        "minilm", "--tokenizer", help="'minilm' (bundled) or a path to a tokenizer.json or a model folder holding one."
-    ),
-    threshold: float | None = typer.Option(
-        None, "--threshold", help="semantic: percentile of sentence distances above which a chunk ends (default 95)."
-    ),
-    buffer: int | None = typer.Option(
-        None, "--buffer", help="semantic: neighbouring sentences embedded with each sentence on each side (default 1)."
-    ),
-    embedder: str | None = typer.Option(
-        None, "--embedder", help="semantic: embedder spec (default: the bundled MiniLM)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    *,
+    flags: ChunkFlags,
 ) -> None:
     """Split documents into chunks."""
     extra: dict[str, Any] = {
-        k: v for k, v in {"threshold": threshold, "buffer": buffer, "embedder": embedder}.items() if v is not None
+        k: v
+        for k, v in {"threshold": flags.threshold, "buffer": flags.buffer, "embedder": flags.embedder}.items()
+        if v is not None
     }
-    out = check_out_file(output_path(out))  # `ragrade --dry-run`: the run's temporary folder
-    if size > MINILM_MAX_TOKENS and tokenizer == "minilm" and not as_json:
+    out = check_out_file(output_path(flags.out))  # `ragrade --dry-run`: the run's temporary folder
+    strategy, size, overlap, tokenizer = flags.strategy, flags.size, flags.overlap, flags.tokenizer
+    if size > MINILM_MAX_TOKENS and tokenizer == "minilm" and not flags.as_json:
         typer.echo(
             f"ragrade: note: the MiniLM embedder reads at most {MINILM_MAX_TOKENS} tokens; longer "
             "chunks are truncated when embedded",
             err=True,
         )
-    settings = {"strategy": strategy, "size": size, "overlap": overlap, "min_size": min_size, "tokenizer": tokenizer}
+    settings = {
+        "strategy": strategy,
+        "size": size,
+        "overlap": overlap,
+        "min_size": flags.min_size,
+        "tokenizer": tokenizer,
+    }
     summary = {**_chunk_with_progress(docs, out, settings, extra), "out": str(out)}
-    if as_json:
+    if flags.as_json:
         echo_json(summary)
         return
     tok, chars = summary["tokens"], summary["chars"]

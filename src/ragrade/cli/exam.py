@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -182,16 +183,16 @@ def generate_cmd(
     options = build_config(LLMOptions, file_options, flags.llm_layer(), source="exam llm_options")
     exam = _generate_with_progress(chunks, out, flags.llm, cfg, options, flags.embedder)
     _print_generated_exam(out, exam, flags.json_out)
-    offline_exam_note({"generator": exam.generator})
+    print_notes(exam.notes)
     exam.check(flags.max_failed)  # after the written exam is shown
 
 
-def offline_exam_note(meta: dict[str, Any] | None) -> None:
-    """Print the offline-exam note (on stderr, so --json output stays clean) when ``meta`` is an offline exam's."""
-    from ragrade.exam.offline import OFFLINE_EXAM_NOTE, is_offline_exam
-
-    if meta is not None and is_offline_exam(meta):
-        typer.echo(f"note: {OFFLINE_EXAM_NOTE}", err=True)
+def print_notes(notes: Sequence[str], warnings: Sequence[str] = ()) -> None:
+    """Print the notes and warnings a result carries (on stderr, so --json output stays clean)."""
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    for warning in warnings:
+        typer.echo(f"ragrade: warning: {warning}", err=True)
 
 
 def _print_generated_exam(out: Path, result: GeneratedExam, json_out: bool) -> None:
@@ -232,17 +233,22 @@ def _generate_with_progress(
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class StatsFlags:
+    """The options of ``ragrade exam stats``."""
+
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+
+
 @exam_app.command("stats")
-def stats_cmd(
-    exam: Path = typer.Argument(..., help="An exam JSONL file."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
+@with_flags(StatsFlags)
+def stats_cmd(exam: Path = typer.Argument(..., help="An exam JSONL file."), *, flags: StatsFlags) -> None:
     """Print an exam's analytics (letter balance, guessing baselines, taxonomy) and its generation funnel."""
     from ragrade import api
     from ragrade.exam.analytics import format_analytics
 
     stats = api.exam_stats(exam)
-    if json_out:
+    if flags.json_out:
         echo_json({"exam": str(exam), "analytics": stats.analytics, "funnel": stats.funnel})
     else:
         typer.echo(format_analytics(stats.analytics, stats.funnel))

@@ -247,16 +247,25 @@ def build_cmd(flags: BuildFlags) -> None:
                "files": dict(paths)})  # fmt: skip
 
 
+@dataclass(frozen=True, kw_only=True)
+class TableFlags:
+    """The options of ``ragrade robust table``."""
+
+    out: Annotated[Path | None, typer.Option("--out", help="Write the table as CSV here.")] = None
+
+
 @robust_app.command("table")
+@with_flags(TableFlags)
 def table_cmd(
     runs: list[Path] = typer.Argument(..., help="Run directories or metrics.json files (one testbed)."),
-    out: Path | None = typer.Option(None, "--out", help="Write the table as CSV here."),
+    *,
+    flags: TableFlags,
 ) -> None:
     """Combine runs into one paper-shaped table (one row per model, one column per noise ratio)."""
     from ragrade import api
     from ragrade.cli.common import output_path
 
-    table = api.robust_table(runs, output_path(out))  # `ragrade --dry-run`: the run's temporary folder
+    table = api.robust_table(runs, output_path(flags.out))  # `ragrade --dry-run`: the run's temporary folder
     typer.echo(table.render())
 
 

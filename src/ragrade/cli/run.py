@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -125,44 +125,70 @@ def _print_plan(plan: JobPlan, as_json: bool) -> None:
     )
 
 
-def demo_cmd(
-    out: Path | None = typer.Option(None, "--out", "-o", help="Run directory (default runs/demo)."),
-    small: bool = typer.Option(False, "--small", help="A reduced demo (fewer documents and questions)."),
-    force: bool = typer.Option(False, "--force", help="Rerun every stage."),
-    as_json: bool = typer.Option(False, "--json", help="Print the stage summaries and timings as JSON."),
-) -> None:
+@dataclass(frozen=True, kw_only=True)
+class DemoFlags:
+    """The options of ``ragrade demo``."""
+
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Run directory (default runs/demo).")] = None
+    small: Annotated[bool, typer.Option("--small", help="A reduced demo (fewer documents and questions).")] = False
+    force: Annotated[bool, typer.Option("--force", help="Rerun every stage.")] = False
+    as_json: Annotated[bool, typer.Option("--json", help="Print the stage summaries and timings as JSON.")] = False
+
+
+@with_flags(DemoFlags)
+def demo_cmd(flags: DemoFlags) -> None:
     """Run the built-in offline demo and print where its report is."""
     from ragrade import api
     from ragrade.job.demo import default_out
     from ragrade.job.progress import make_display
 
-    target = output_path(out) or default_out()  # `ragrade --dry-run`: the run's temporary folder
-    result = api.demo(target, small=small, force=force, display=make_display(quiet_requested()))
-    _finish(result, as_json)
-    if not as_json and result.report is not None:
+    target = output_path(flags.out) or default_out()  # `ragrade --dry-run`: the run's temporary folder
+    result = api.demo(target, small=flags.small, force=flags.force, display=make_display(quiet_requested()))
+    _finish(result, flags.as_json)
+    if not flags.as_json and result.report is not None:
         typer.echo(f"open it in a browser: file://{Path(result.report).resolve()}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReportFlags:
+    """The options of ``ragrade report``."""
+
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="HTML file to write (default RUN_DIR/report.html).")
+    ] = None
+    top: Annotated[int, typer.Option("--top", min=2, help="Pipelines whose paired verdicts are shown.")] = 5
+    title: Annotated[str | None, typer.Option("--title", help="Title of the report.")] = None
+    adaptive: Annotated[
+        Path | None,
+        typer.Option(
+            "--adaptive", help="An adaptive `exam take --adaptive` run kept outside RUN_DIR (its 'What it cost')."
+        ),
+    ] = None
+    add: Annotated[
+        list[Path],
+        typer.Option(
+            "--add",
+            help=(
+                "Another run folder kept outside RUN_DIR (an `exam take` run or a `ragrade run` "
+                "directory: runs of the same exam merge into one leaderboard, other exams are "
+                "refused; an IRT fit's folder, a `robust run` output, `judge` scores); repeat for "
+                "several."
+            ),
+        ),
+    ] = field(default_factory=list)
+
+
+@with_flags(ReportFlags)
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="Run directory of `ragrade run` / `ragrade demo` (or its parts)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="HTML file to write (default RUN_DIR/report.html)."),
-    top: int = typer.Option(5, "--top", min=2, help="Pipelines whose paired verdicts are shown."),
-    title: str | None = typer.Option(None, "--title", help="Title of the report."),
-    adaptive: Path | None = typer.Option(
-        None, "--adaptive", help="An adaptive `exam take --adaptive` run kept outside RUN_DIR (its 'What it cost')."
-    ),
-    add: list[Path] = typer.Option(
-        [],
-        "--add",
-        help="Another run folder kept outside RUN_DIR (an `exam take` run or a `ragrade run` directory: runs of "
-        "the same exam merge into one leaderboard, other exams are refused; an IRT fit's folder, a `robust run` "
-        "output, `judge` scores); repeat for several.",
-    ),
+    *,
+    flags: ReportFlags,
 ) -> None:
     """Render the HTML report of a run directory."""
     from ragrade import api
 
-    path = api.render_report(run_dir, output_path(out), top=top, title=title, extra=add, adaptive=adaptive)
+    out = output_path(flags.out)
+    path = api.render_report(run_dir, out, top=flags.top, title=flags.title, extra=flags.add, adaptive=flags.adaptive)
     typer.echo(f"report: {path}")
 
 

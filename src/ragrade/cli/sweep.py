@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ragrade.api.exam import easy_exam_warning as easy_exam_warning  # the warning's home: the API
 from ragrade.cli.common import LOADING, command_progress, echo_json, output_path, split_list
+from ragrade.cli.exam import print_notes
 from ragrade.cli.pipelines import (
     GridFlags,
     RunDirOption,
@@ -54,6 +56,9 @@ class TakeFlags(GridFlags):
         Path | None,
         typer.Option("--calibration", help="Adaptive: irt.json of an earlier run on the same exam (item parameters)."),
     ] = None
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Discard a previous run in --out instead of resuming.")
+    ] = False
 
     def layer(self) -> dict[str, object]:
         """The grid's layer plus the answer, Ray, samples and ``[adaptive]`` settings given as flags."""
@@ -88,7 +93,6 @@ def take(
     exam: Annotated[Path, typer.Argument(help="Exam file (JSONL) from `ragrade exam generate`.")],
     out: RunDirOption,
     flags: TakeFlags,
-    overwrite: bool = typer.Option(False, "--overwrite", help="Discard a previous run in --out instead of resuming."),
 ) -> None:
     """Let every pipeline of the grid take the exam; resumable; writes a run directory.
 
@@ -104,67 +108,26 @@ def take(
     if cfg.adaptive.enabled:
         from ragrade.cli.adaptive import take_adaptive
 
-        take_adaptive(exam, cfg, out, overwrite=overwrite, as_json=flags.as_json, config=flags.config)
-        _offline_exam_note(exam)
+        take_adaptive(exam, cfg, out, overwrite=flags.overwrite, as_json=flags.as_json, config=flags.config)
         return
     with command_progress("exam take", aggregate=True, status=LOADING) as shown:
         result = take_exam(
-            exam, out, config=cfg, overwrite=overwrite, progress=shown.advance, config_files=files, check=False
+            exam, out, config=cfg, overwrite=flags.overwrite, progress=shown.advance, config_files=files, check=False
         )
     _print_summary(result.summary, flags.as_json, result.run_dir, result.n_new_rows)
-    _offline_exam_note(exam, result.summary)
+    print_notes(result.notes, result.warnings)
     check_grid_failures(result.responses, flags.max_failed)
 
 
 def _offline_exam_note(exam: Path, summary: pd.DataFrame | None = None) -> None:
-    """The offline-exam note (stderr) when the exam's header says the offline cloze generator wrote it, and the
-    too-easy warning when a retrieval pipeline answers nearly everything (:func:`easy_exam_warning`)."""
-    from ragrade.cli.exam import offline_exam_note
-    from ragrade.exam.files import read_exam
-    from ragrade.exam.offline import is_offline_exam
+    """Print the notes on ``exam`` (an offline exam's) and, given the ``summary`` of a run on it, the too-easy
+    warning (:func:`~ragrade.api.exam.easy_exam_warning`): what ``exam take`` prints from its result. The verb
+    prints its result's ``notes`` and ``warnings``; this is kept for tests/exam/test_exam_offline_docs.py."""
+    from ragrade.api.exam import exam_notes
 
-    header, _ = read_exam(exam)
-    offline_exam_note(header.meta if header else None)
-    warning = None if summary is None else easy_exam_warning(summary, bool(header and is_offline_exam(header.meta)))
-    if warning:
-        typer.echo(f"ragrade: warning: {warning}", err=True)
-
-
-EASY_EXAM_ACCURACY = 0.95  # a retrieval pipeline at least this accurate (and not below the oracle): too easy
-
-
-def easy_exam_warning(summary: pd.DataFrame, offline: bool) -> str | None:
-    """One line when a retrieval pipeline (not the oracle, not closed book) scores at least
-    :data:`EASY_EXAM_ACCURACY` and at least the oracle's accuracy (the best oracle's; the threshold alone
-    when the grid has no oracle): such an exam cannot rank retrievers. None otherwise."""
-    from ragrade.retrieval.base import retriever_caps
-
-    if summary.empty or not {"pipeline", "retriever", "accuracy"} <= set(summary.columns):
-        return None
-    rows = [r for r in summary.to_dict(orient="records") if r["accuracy"] == r["accuracy"]]  # NaN: none answered
-    caps = {str(r["retriever"]): retriever_caps(str(r["retriever"])) for r in rows}
-    oracle = [float(r["accuracy"]) for r in rows if caps[str(r["retriever"])].needs_gold]
-    bar = max([EASY_EXAM_ACCURACY, *oracle])
-    easy = [
-        r
-        for r in rows
-        if caps[str(r["retriever"])].retrieves and not caps[str(r["retriever"])].needs_gold and r["accuracy"] >= bar
-    ]
-    if not easy:
-        return None
-    best = max(easy, key=lambda r: float(r["accuracy"]))
-    than = f" (the oracle {max(oracle):.1%})" if oracle else ""
-    why = (
-        "its offline cloze questions copy their source sentence, so matching words finds the answer; write the "
-        "exam with an LLM (`ragrade exam generate INDEX --llm openai/MODEL`) or quote less of the source "
-        '(`stem_window = 6`, `stem_subject = "topic"` in the [exam] table)'
-        if offline
-        else "its questions restate their source passages closely; ask questions that paraphrase them"
-    )
-    return (
-        f"the exam is too easy to rank retrievers: {best['pipeline']} answers {float(best['accuracy']):.1%}"
-        f"{than}; {why}"
-    )
+    notes = exam_notes(exam)
+    warning = None if summary is None else easy_exam_warning(summary, offline=bool(notes))
+    print_notes(notes, [warning] if warning else [])
 
 
 def _print_summary(summary: pd.DataFrame, as_json: bool, run_dir: Path, added: int) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from ragrade.errors import BackendError, ConfigError, FailedRequests
 from ragrade.llm.dryrun import DRY_RUN_ERROR
 from ragrade.llm.limits import AUTH_REJECTED, TOO_SLOW, UNREACHABLE
+from ragrade.llm.pacing import marked
 
 DEFAULT_MAX_FAILED = 0.05
 MAX_FAILED_ENV = "RAGRADE_MAX_FAILED"
@@ -149,7 +150,7 @@ class FailureTally:
             )
         if "slow" in self.fatal:
             model, error = self.fatal["slow"]
-            cause = error.split(f"{TOO_SLOW}:", 1)[-1].strip()
+            cause = marked(error.split(f"{TOO_SLOW}:", 1)[-1].strip())  # the CLI spells the settings as flags
             raise BackendError(
                 f"{model}: {TOO_SLOW}: {cause}. {self.n_failed} of {self.n_total} requests failed or were not "
                 f"sent; {resume}"

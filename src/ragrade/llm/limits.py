@@ -81,7 +81,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ragrade.llm.defaults import BACKOFF_S, CONCURRENCY, MAX_RETRIES, RETRIES, TIMEOUT
-from ragrade.llm.pacing import SAMPLE, TOO_SLOW, UNREACHABLE, Pace, Watch, seconds
+from ragrade.llm.pacing import SAMPLE, TOO_SLOW, UNREACHABLE, Pace, Watch, seconds, stored
 
 T = TypeVar("T")
 
@@ -379,7 +379,7 @@ class Limiter:
         self._rate: RateLimiter | None = RateLimiter(cfg.rpm) if cfg.rpm else None
         self.adaptive = AdaptiveCap(cfg.concurrency, cfg.adaptive)
         self.pace = Pace(cfg.timeout, cfg.longest_timeout, cfg.learn_timeout)
-        self.fatal: str | None = None  # set once the backend is known unusable: later calls fail at once
+        self.fatal: str | None = None  # why the backend is unusable (settings as $name): later calls fail at once
         self.succeeded = 0  # calls that returned a value
         self.failed_in_a_row = 0  # final failures since the last success (queued timeouts excepted)
         self.watch = Watch(self.pace, cfg.fail_streak, cfg.dead_after)  # the streaks that stop a backend
@@ -465,12 +465,13 @@ class Limiter:
             self._stop(self.watch.gave_up(error, failure.status, call[0], call[1], self.succeeded))
         fatal = self.fatal
         if fatal is not None and UNREACHABLE not in (outcome.error or "") and AUTH_REJECTED not in error:
-            # the request that stopped the backend says why; one in flight meanwhile is marked as such
-            outcome.error = fatal if before is None else f"{fatal.split(':', 1)[0]}: {error}"
+            # the request that stopped the backend says why (its settings in words: the error is kept in result
+            # files); one in flight meanwhile is marked as such
+            outcome.error = stored(fatal) if before is None else f"{fatal.split(':', 1)[0]}: {error}"
         return outcome
 
     def _refused(self, attempts: int, start: float) -> CallResult[T]:
-        return CallResult(None, f"not sent: {self.fatal}", attempts, time.perf_counter() - start)
+        return CallResult(None, f"not sent: {stored(self.fatal or '')}", attempts, time.perf_counter() - start)
 
     def _bind(self) -> _Gate:
         loop = asyncio.get_running_loop()

@@ -25,9 +25,12 @@ and when to stop sending.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import threading
 from collections import deque
+
+from ragrade.errors import render_settings
 
 UNREACHABLE = "server unreachable"
 TOO_SLOW = "server unreachable or too slow"  # contains UNREACHABLE: older readers of the errors still see it
@@ -35,6 +38,11 @@ WINDOW = 16  # recent replies the estimates are taken from
 MARGIN = 3.0  # a learned timeout: this many times the slowest recent reply (or the queue ahead of a request)
 ROOM = 2.0  # the in-flight cap grows while the queue it makes takes at most 1 / ROOM of the longest timeout
 SAMPLE = 3  # replies before the in-flight cap grows past one
+# a stop reason names settings as ``$name`` (the CLI spells them as flags); a request's error, kept in result
+# files, names them in words: the two spellings of the phrases below, each way
+_ADVICE_MARKED = re.compile(r"\$timeout ([0-9.]+) \$concurrency ([0-9]+)")
+_ADVICE_BARE = re.compile(r"\btimeout set to ([0-9.]+) and concurrency to ([0-9]+)")
+_GIVEN_MARKED, _GIVEN_BARE = "($timeout)", "(the timeout given)"
 
 
 def nice_seconds(value: float) -> float:
@@ -126,6 +134,19 @@ class Pace:
         slowest = self.slowest or 0.0
         longer = (2.0 if self.learn else 4.0) * waited
         return f"$timeout {nice_seconds(max(longer, 3.0 * slowest)):g} $concurrency 1"
+
+
+def stored(reason: str) -> str:
+    """A stop reason as a request's error keeps it in result files: no ``$name``, each setting in words
+    (``rerun with timeout set to 240 and concurrency to 1``)."""
+    text = _ADVICE_MARKED.sub(r"timeout set to \1 and concurrency to \2", reason.replace(_GIVEN_MARKED, _GIVEN_BARE))
+    return render_settings(text)
+
+
+def marked(error: str) -> str:
+    """A request's error read back from a result file with the settings of a stop reason marked ``$name`` again
+    (the inverse of :func:`stored` for its phrases), for a message the CLI spells with flags."""
+    return _ADVICE_BARE.sub(r"$timeout \1 $concurrency \2", error.replace(_GIVEN_BARE, _GIVEN_MARKED))
 
 
 def signature(message: str, status: int | None = None) -> str:
@@ -266,7 +287,9 @@ __all__ = [
     "Pace",
     "Streak",
     "Watch",
+    "marked",
     "nice_seconds",
     "seconds",
     "signature",
+    "stored",
 ]

@@ -15,14 +15,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragrade.config import build_config, describe_validation, load_toml
+from ragrade.config import build_config, deprecated, describe_validation, load_toml
 from ragrade.errors import ConfigError
 from ragrade.llm.gguf import llm_label
 from ragrade.llm.options import LLMOptions
@@ -187,7 +186,8 @@ GRID_AXES = (
 
 
 def upgrade_grid_keys(table: object, where: str = "[grid]") -> None:
-    """Rename the old spellings of grid axes in ``table`` (in place), with one deprecation line on stderr.
+    """Rename the old spellings of grid axes in ``table`` (in place), with a deprecation line on stderr (once per
+    process: :func:`ragrade.config.deprecated`).
 
     Read for one release: ``llm``, ``retriever``, ``chunker``, ``prompt`` and ``method`` (the singular keys of
     a sweep file's ``[grid]``). Both spellings of one axis in the same table are a ConfigError.
@@ -204,11 +204,8 @@ def upgrade_grid_keys(table: object, where: str = "[grid]") -> None:
     for key in old:
         table[DEPRECATED_AXES[key]] = table.pop(key)
     renamed = ", ".join(f"{key} -> {DEPRECATED_AXES[key]}" for key in old)
-    print(
-        f"ragrade: warning: {where}: deprecated key spelling ({renamed}); write the new keys "
-        "(the old ones are read until the next release)",
-        file=sys.stderr,
-    )
+    later = "the old ones are read until the next release"
+    deprecated(f"{where}: deprecated key spelling ({renamed}); write the new keys ({later})")
 
 
 def no_repeats(values: list[T] | None) -> list[T] | None:
