@@ -12,6 +12,7 @@ first. Loaded only when a function runs (it imports the stages' types).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -177,16 +178,9 @@ class AdaptivePlan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as the JSON output of ``ragrade --dry-run exam take --adaptive --json`` shows it (no notes)."""
-        return {
-            "pipelines": self.pipelines,
-            "questions": self.questions,
-            "full_grid_requests": self.full_grid_requests,
-            "upper_bound_requests": self.upper_bound_requests,
-            "expected_requests": self.expected_requests,
-            "expected_rounds": self.expected_rounds,
-            "calibration": self.calibration,
-            "reference_pipelines": list(self.reference_pipelines),
-        }
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "notes"}
+        out["reference_pipelines"] = list(self.reference_pipelines)
+        return out
 
 
 __all__ = [

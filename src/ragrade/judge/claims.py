@@ -31,7 +31,7 @@ from ragrade.io import JSONObject
 from ragrade.judge.claims_metrics import Verdict, claim_metrics
 from ragrade.judge.claims_parse import parse_claims, parse_verdicts
 from ragrade.judge.inputs import AnswerItem
-from ragrade.judge.llm_judges import weakest_format
+from ragrade.judge.llm_judges import llm_record, weakest_format
 from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sync
 
 OFFLINE_JUDGE = "offline/judge"
@@ -119,15 +119,10 @@ class ClaimsJudge:
         return {
             "metric": self.name,
             "kind": "claims",
-            "llm": self.llm.describe(),
-            "llm_name": self.llm.name,
-            "baseline": bool(getattr(self.llm, "is_baseline", False)),
+            **llm_record(self.llm, self.config),
             "prompt_sha256": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in self.templates.items()},
             "prompt_files": dict(self.config.prompt_files),
             "temperature": self.config.temperature,
-            "seed": self.config.seed,
-            "max_tokens": self.config.max_tokens,
-            "json_schema": self.config.json_schema,
         }
 
     def fingerprint(self) -> str:

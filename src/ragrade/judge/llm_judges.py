@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ragrade.errors import ConfigError
 from ragrade.io import JSONObject
@@ -140,6 +140,28 @@ def render(template: str, item: AnswerItem, max_context_chars: int) -> str:
 RESPONSE_FORMATS = ("json_schema", "json_object", "text")
 
 
+class _Sampling(Protocol):
+    @property
+    def seed(self) -> int: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def json_schema(self) -> bool: ...
+
+
+def llm_record(llm: LLM, config: _Sampling) -> JSONObject:
+    """The judge LLM as a judge's description records it: its own description, its name, whether it is an
+    offline baseline (whose verdicts are no model's), and the settings of every request made to it."""
+    return {
+        "llm": llm.describe(),
+        "llm_name": llm.name,
+        "baseline": bool(getattr(llm, "is_baseline", False)),
+        "seed": config.seed,
+        "max_tokens": config.max_tokens,
+        "json_schema": config.json_schema,
+    }
+
+
 def weakest_format(formats: Iterable[str | None]) -> str | None:
     """The weakest of the response formats several requests were asked with ("text" beats "json_object" beats
     "json_schema"); None when none is known. An unknown name counts as weaker than all three."""
@@ -227,16 +249,11 @@ class LLMJudge:
         return {
             "metric": self.name,
             "kind": self.spec.kind,
-            "llm": self.llm.describe(),
-            "llm_name": self.llm.name,
-            "baseline": bool(getattr(self.llm, "is_baseline", False)),
+            **llm_record(self.llm, self.config),
             "prompt_sha256": hashlib.sha256(self.template.encode()).hexdigest(),
             "prompt_file": self.config.prompt_file,
             "samples": self.config.samples,
             "temperature": self.temperature,
-            "seed": self.config.seed,
-            "max_tokens": self.config.max_tokens,
-            "json_schema": self.config.json_schema,
         }
 
     def fingerprint(self) -> str:
@@ -322,6 +339,7 @@ __all__ = [
     "aggregate",
     "default_prompt",
     "format_contexts",
+    "llm_record",
     "load_prompt",
     "render",
     "weakest_format",

@@ -203,6 +203,13 @@ class OfflineBaseline(BaseLLM):
     def _key_extra(self, req: GenerationRequest | LoglikelihoodRequest) -> dict[str, Any]:
         return {"view": structured_view(req), "config": self._config(), "version": VERSION}
 
+    async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
+        # each baseline answers in a worker thread, keeping the event loop free
+        return await asyncio.to_thread(self._generate_sync, reqs)
+
+    def _generate_sync(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
+        raise NotImplementedError(f"{type(self).__name__} does not generate")
+
     def _config(self) -> dict[str, Any]:
         return {
             "semantic": self.semantic,
@@ -347,9 +354,6 @@ class OfflineBaseline(BaseLLM):
 class OfflineStudent(OfflineBaseline):
     """The multiple-choice student baseline (see module docstring)."""
 
-    async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        return await asyncio.to_thread(self._generate_sync, reqs)
-
     def _generate_sync(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
         self.prefetch([(r.question or "", r.passages, r.choices) for r in reqs])
         out = []
@@ -385,9 +389,6 @@ class OfflineExtractive(OfflineBaseline):
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "threshold": self.threshold, "span": self.span}
-
-    async def _generate_batch(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
-        return await asyncio.to_thread(self._generate_sync, reqs)
 
     def _generate_sync(self, reqs: Sequence[GenerationRequest]) -> list[Completion]:
         self.prefetch([(r.question or "", r.passages, r.choices) for r in reqs])
