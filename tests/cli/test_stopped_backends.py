@@ -77,3 +77,19 @@ def _no_setting_marks_in_the_result_files(run: Path, advice: str) -> None:
     assert len(errors) == 10 + 10  # every item, in the parquet file and in samples.jsonl
     assert not [e for e in errors if "$" in e]
     assert any(advice in e for e in errors) and any("(the timeout given)" in e for e in errors)
+
+
+def test_a_server_without_log_likelihoods_leaves_words_in_the_files_and_flags_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exam, run = _exam(tmp_path, 6), tmp_path / "run"
+    with OpenAIServer(prompt_logprobs=False, logit_bias=False) as srv:
+        code = main(_take(exam, srv.base_url, run, "--method", "loglikelihood", "--max-retries", "0"))
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert code == 3 and line.startswith("ragrade: error: 6 of 6 LLM requests failed") and "$" not in err
+    assert "cannot score log-likelihoods" in line and "set --method to generate" in line  # the flag, spelled
+    df = pd.read_parquet(run / "responses.parquet")
+    errors = [str(e) for e in df["error"].dropna()]
+    assert len(errors) == 6 and df["correct"].isna().all()  # missing, never wrong
+    assert all("set methods to generate" in e and "$" not in e for e in errors)  # words, for pandas

@@ -37,6 +37,7 @@ from ragrade.llm.openai_loglik import (
     message_text,
     tokenize,
 )
+from ragrade.llm.pacing import LETTER_HINT
 from ragrade.llm.replies import leaked_template_token
 
 if TYPE_CHECKING:
@@ -47,10 +48,6 @@ if TYPE_CHECKING:
 NO_SLOT_PROBE_HOSTS = ("openai.com", "azure.com")  # hosted APIs: no llama.cpp endpoints to look for
 SLOT_PROBE_TIMEOUT_S = 5.0
 #: names settings as ``$name`` (see :mod:`ragrade.errors`): the error it ends is raised later, by a grid's tally
-LETTER_HINT = (
-    "set $methods to generate, or allow letter picking with $letter_fallback = true in the [llm_options] table "
-    "of a config file (its scores are option letters the model picks, not log-likelihoods)"
-)
 PROBE_CONTEXT = "The sky on a clear day is"
 PROBE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 

@@ -167,7 +167,7 @@ class FailureTally:
         if not dead and not over:
             return
         why = f"every request of {dead[0]} failed" if dead else f"{len(over)} {what}(s) above {share:.0%} failed"
-        last = f"; first error: {self.first_error}" if self.first_error else ""
+        last = f"; first error: {marked(self.first_error)}" if self.first_error else ""  # settings as flags
         raise FailedRequests(f"{self.summary()}; {why}{last}. {resume}")
 
 

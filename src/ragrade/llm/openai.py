@@ -78,6 +78,7 @@ from ragrade.llm.openai_loglik import (
     message_text,
     unsupported,
 )
+from ragrade.llm.pacing import stored
 
 TRANSPORTS = ("auto", "aiohttp", "httpx")
 LOGLIKELIHOOD_MODES = ("auto", "echo", "forced-token", "chat-logprobs", "letter-choice")
@@ -517,7 +518,8 @@ class OpenAILLM(BaseLLM):
 
     async def _score(self, req: LoglikelihoodRequest) -> LoglikelihoodResult:
         if self.loglikelihood_mode == "none":  # settled: no request could help
-            return LoglikelihoodResult(logprobs=None, error=self.no_loglikelihood, attempts=0)
+            # stored with each request: the settings in words (``marked`` restores them where a tally raises)
+            return LoglikelihoodResult(logprobs=None, error=stored(self.no_loglikelihood or ""), attempts=0)
         result = self.loglik_result(
             await self.limiter.call(partial(self._loglikelihood_one, req), timeout=self.loglikelihood_budget(req))
         )
@@ -537,7 +539,7 @@ class OpenAILLM(BaseLLM):
                 return await letter_choice(self, req)
         except (TypeError, ValueError, KeyError, IndexError) as exc:  # odd values in a well-formed reply
             raise TransientError(f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}") from exc
-        raise PermanentError(self.no_loglikelihood or f"{self.name}: log-likelihood support not detected")
+        raise PermanentError(stored(self.no_loglikelihood or f"{self.name}: log-likelihood support not detected"))
 
     def describe(self) -> JSONObject:
         """Arguments for the run manifest (no API key)."""

@@ -43,6 +43,12 @@ SAMPLE = 3  # replies before the in-flight cap grows past one
 _ADVICE_MARKED = re.compile(r"\$timeout ([0-9.]+) \$concurrency ([0-9]+)")
 _ADVICE_BARE = re.compile(r"\btimeout set to ([0-9.]+) and concurrency to ([0-9]+)")
 _GIVEN_MARKED, _GIVEN_BARE = "($timeout)", "(the timeout given)"
+#: what a server that cannot score log-likelihoods leaves to the user (every request's error then)
+LETTER_HINT = (
+    "set $methods to generate, or allow letter picking with $letter_fallback = true in the [llm_options] table "
+    "of a config file (its scores are option letters the model picks, not log-likelihoods)"
+)
+_LETTER_HINT_BARE = render_settings(LETTER_HINT)
 
 
 def nice_seconds(value: float) -> float:
@@ -146,7 +152,8 @@ def stored(reason: str) -> str:
 def marked(error: str) -> str:
     """A request's error read back from a result file with the settings of a stop reason marked ``$name`` again
     (the inverse of :func:`stored` for its phrases), for a message the CLI spells with flags."""
-    return _ADVICE_BARE.sub(r"$timeout \1 $concurrency \2", error.replace(_GIVEN_BARE, _GIVEN_MARKED))
+    error = error.replace(_GIVEN_BARE, _GIVEN_MARKED).replace(_LETTER_HINT_BARE, LETTER_HINT)
+    return _ADVICE_BARE.sub(r"$timeout \1 $concurrency \2", error)
 
 
 def signature(message: str, status: int | None = None) -> str:
@@ -278,6 +285,7 @@ class Watch:
 
 
 __all__ = [
+    "LETTER_HINT",
     "MARGIN",
     "ROOM",
     "SAMPLE",
