@@ -33,7 +33,10 @@ def _check(res: MisfitResult | None) -> dict[str, Any] | None:
         return None
     stat = None if math.isnan(res.statistic) else round(res.statistic, 4)
     pval = None if math.isnan(res.p_value) else round(res.p_value, 4)
-    return {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
+    out: dict[str, Any] = {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
+    if res.parts:  # the tests behind a combined p-value, each by name
+        out["tests"] = {k: round(v, 4) for k, v in res.parts.items()}
+    return out
 
 
 def _source(sched: Scheduler, mode: str) -> str:
@@ -54,7 +57,8 @@ def run_notes(
         if sched.calibration_fit is not None and sched.calibration_fit.warn:
             parts.append(f"calibration data p = {sched.calibration_fit.p_value:.3g}")
         if sched.misfit is not None and sched.misfit.warn:
-            parts.append(f"this run's answers p = {sched.misfit.p_value:.3g}")
+            tests = ", ".join(f"{k.replace('_', ' ')} {v:.3g}" for k, v in sched.misfit.parts.items())
+            parts.append(f"this run's answers p = {sched.misfit.p_value:.3g}" + (f" ({tests})" if tests else ""))
         if sched.calibration_fit is not None and sched.calibration_fit.warn and not sched.use_model:
             what = MISFIT_SAMPLED
         else:

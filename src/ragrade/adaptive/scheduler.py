@@ -29,8 +29,9 @@ answers alone when there is no model (``audit_share = 1``, the ``sample`` mode,
 also what a run falls back to when the check on its calibration file's
 responses warns: :func:`~ragrade.adaptive.calibration.misfit_fallback`); see
 :mod:`ragrade.adaptive.estimate`. The misfit check runs at the end in every mode:
-on the run's own answers under the model (file, reference, cold), or, without a
-model, on a fit of the sampled answers (:meth:`Scheduler._wrap_up`).
+on the run's own answers under the model (file, reference, cold: the residual
+eigenvalue and the audit biases by component, :meth:`RunState.check_fit`), or,
+without a model, on a fit of the sampled answers (:meth:`Scheduler._wrap_up`).
 
 A failed request is missing data: the item counts as spent (never asked again
 for that pipeline) and adds nothing to the estimates. The scheduler is

@@ -20,9 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.adaptive.estimate import (
+    MIN_AUDIT_TEST,
     MisfitResult,
     additive_shrink,
     audit_stats,
+    combine_checks,
+    component_bias_check,
     leader_sd,
     misfit_check,
     paired_corr,
@@ -276,11 +279,22 @@ class RunState:
         return est, leader_sd(est, sd, ok, est_u, sd_u, self.cfg.unshrunk_top)
 
     def check_fit(self, n_boot: int = 200) -> MisfitResult | None:
-        """Run the misfit check on this run's answers (model runs only); a warning makes the estimates design-based."""
+        """Run the misfit checks on this run's answers (model runs only); their Bonferroni minimum decides the warning.
+
+        Two tests: the residual eigenvalue of :func:`~ragrade.adaptive.estimate.misfit_check` (a second ability as a
+        pattern across questions) and :func:`~ragrade.adaptive.estimate.component_bias_check` (audit biases that
+        differ between the grid's components: what a second ability does to the estimates). The estimates stay
+        model+audit either way (:attr:`design_only`).
+        """
         if self.use_model:
             self.__dict__.pop("_acc_cache", None)
             alpha, phat = self.cfg.misfit_alpha, self.predictions()
-            self.misfit = misfit_check(self.y, self.audit, phat, self.theta, alpha=alpha, seed=self.seed, n_boot=n_boot)
+            res = misfit_check(self.y, self.audit, phat, self.theta, alpha=alpha, seed=self.seed, n_boot=n_boot)
+            held = self.predictions(self.held_out_weights())
+            st = audit_stats(self.y, self.audit, held, np.full(len(self.pipelines), self.y.shape[1]))
+            ok = st.m >= MIN_AUDIT_TEST
+            _, p_comp, _ = component_bias_check(st.mean_resid, st.var_design, ok, self.X, self.theta)
+            self.misfit = combine_checks(res, {"residual_eigenvalue": res.p_value, "component_bias": p_comp}, alpha)
         return self.misfit
 
     def paired_corr(self) -> F64 | None:

@@ -1,0 +1,82 @@
+"""The misfit test on audit biases shared by the pipelines of a component (:func:`component_bias_check`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+from tests.support.adaptive_sim import adaptive_on_matrix, simulate_grid_2d
+
+from ragrade.adaptive import AdaptiveConfig
+from ragrade.adaptive.calibration import cold_params, refitter
+from ragrade.adaptive.estimate import MisfitResult, combine_checks, component_bias_check
+from ragrade.adaptive.notes import run_notes
+
+
+def test_component_bias_by_hand() -> None:
+    # 4 pipelines: factor level 1 in the last two; abilities 0, 1, 0, 1 (balanced over the levels)
+    X = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 1.0], [1.0, 1.0]])
+    theta = np.array([0.0, 1.0, 0.0, 1.0])
+    mean = np.array([0.0, 0.0, 0.1, 0.1])  # the level-1 pipelines are under-predicted by 0.1
+    var = np.full(4, 0.01)  # weights 100
+    stat, p, df = component_bias_check(mean, var, np.ones(4, bool), X, theta)
+    # null a + b theta: b = 0 (theta balanced), a = 0.05: RSS 100 * 4 * 0.05^2 = 1.0; the alternative fits exactly
+    assert df == 1
+    assert stat == pytest.approx(1.0)
+    assert p == pytest.approx(chi2.sf(1.0, 1))  # 0.3173
+    # a bias linear in the ability alone is the null: nothing left for the components
+    stat, p, _ = component_bias_check(0.02 + 0.05 * theta, var, np.ones(4, bool), X, theta)
+    assert stat == pytest.approx(0.0, abs=1e-9) and p == pytest.approx(1.0)
+
+
+def test_component_bias_needs_factors_and_pipelines() -> None:
+    theta = np.zeros(6)
+    _, p, df = component_bias_check(np.zeros(6), np.full(6, 0.01), np.ones(6, bool), np.ones((6, 1)), theta)
+    assert math.isnan(p) and df == 0  # no factor: nothing to test
+    X = np.column_stack([np.ones(6), [0, 0, 0, 1, 1, 1]])
+    ok = np.array([True, True, False, False, False, True])
+    assert math.isnan(component_bias_check(np.zeros(6), np.full(6, 0.01), ok, X, theta)[1])  # 3 pipelines
+
+
+def test_a_strong_component_bias_is_found_and_pure_noise_is_not() -> None:
+    rng = np.random.default_rng(0)
+    levels = np.repeat(np.arange(3), 7)  # 3 LLMs x 7 pipelines
+    X = np.column_stack([np.ones(21), levels == 1, levels == 2]).astype(float)
+    theta = rng.normal(size=21)
+    var = np.full(21, 0.03**2)
+    noise = rng.normal(0, 0.03, 21)
+    p_null = [component_bias_check(rng.normal(0, 0.03, 21), var, np.ones(21, bool), X, theta)[1] for _ in range(400)]
+    assert 0.02 < float(np.mean(np.array(p_null) < 0.05)) < 0.09  # calibrated: about 5% below 0.05
+    biased = noise + np.array([0.0, 0.04, -0.04])[levels]
+    assert component_bias_check(biased, var, np.ones(21, bool), X, theta)[1] < 0.01
+
+
+def test_checks_are_combined_by_bonferroni() -> None:
+    base = MisfitResult(3.0, 0.004, True, 50, np.zeros(2))
+    one = combine_checks(base, {"residual_eigenvalue": 0.004, "component_bias": float("nan")}, alpha=0.01)
+    assert one.p_value == pytest.approx(0.004) and one.warn and one.parts == {"residual_eigenvalue": 0.004}
+    two = combine_checks(base, {"residual_eigenvalue": 0.004, "component_bias": 0.5}, alpha=0.01)
+    assert two.p_value == pytest.approx(0.008) and two.warn
+    three = combine_checks(base, {"residual_eigenvalue": 0.2, "component_bias": 0.006}, alpha=0.01)
+    assert three.p_value == pytest.approx(0.012) and not three.warn
+    assert three.statistic == 3.0 and three.n_audit == 50  # the eigenvalue test's statistic is kept
+
+
+def test_a_cold_run_whose_estimates_a_second_ability_biases_warns_by_component() -> None:
+    """A 63-pipeline grid, two abilities, no calibration file: the residual eigenvalue test sees nothing (the items
+    fitted on the run's answers absorb it), the audit biases shared by an LLM's pipelines do."""
+    levels = {"llm": 3, "retriever": 7, "icl": 3}
+    sim = simulate_grid_2d(levels, 1000, seed=2, effect_sd={"llm": 1.0, "retriever": 0.8, "icl": 0.4})
+    cfg = AdaptiveConfig()
+    params = cold_params(sim.truth.items, {})
+    refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)
+    sched, _ = adaptive_on_matrix(sim.R, params, sim.pipelines, cfg, factors=sim.factors, seed=2, refit=refit)
+    assert sched.misfit is not None and set(sched.misfit.parts) == {"residual_eigenvalue", "component_bias"}
+    assert sched.misfit.parts["residual_eigenvalue"] > 0.5
+    assert sched.misfit.parts["component_bias"] < 1e-3 and sched.misfit_warning
+    assert not sched.design_only  # the estimates stay model+audit
+    diag, warnings = run_notes(sched, sim.truth.items, "cold", None)
+    assert diag["misfit_check_run"]["tests"]["component_bias"] < 1e-3
+    assert any("MISFIT" in w and "component bias" in w for w in warnings)
