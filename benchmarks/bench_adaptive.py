@@ -21,10 +21,11 @@ best; at most 1 seed in 20 with 2 or more of 4 intervals missed (4-pipeline grid
 any estimate <= 0.15 in every seed; one-ability truth: the misfit warning rate (false alarms; also pooled
 over every one-ability run at the end, <= 0.05); two-ability truth: no silent failure (every seed warned, or
 coverage >= 0.90 with the three best covered; printed beside it, how many such seeds exactly calibrated 95%
-intervals would give with no misfit at all, :func:`silent_if_calibrated`: about 7 of 40 at every grid size), a warning in >= 95% of the seeds where the two abilities
-correlate at <= 0.5 across the pipelines; warned runs: pooled coverage >= 0.92 and mean regret no worse than
-random sampling of the same budget (every pipeline answers the same ``spent // P`` uniformly random
-questions; the pick is the highest sample mean; its expected regret over 200 such designs) in the same seeds.
+intervals would give with no misfit at all, :func:`silent_if_calibrated`: about 7 of 40 at every grid size),
+a warning in >= 95% of the seeds where the two abilities correlate at <= 0.5 across the pipelines; warned
+runs: pooled coverage >= 0.92 and mean regret no worse than random sampling of the same budget (every
+pipeline answers the same ``spent // P`` uniformly random questions; the pick is the highest sample mean; its
+expected regret over 200 such designs) in the same seeds.
 
 Usage: .venv/bin/python benchmarks/bench_adaptive.py [--seeds 40] [--only SCENARIO[,SCENARIO]] [--json]
 """

@@ -278,7 +278,7 @@ class Scheduler(RunState):
         if self.refit is not None and self.round % self.cfg.refit_every != 0:
             self._refit()
             self.reestimate()
-        self.check_fit()  # at the end (the bootstrap is the costly part); the calibration check runs first
+        self.check_fit(own_fit=self.refit is not None)  # at the end (the bootstrap is the costly part)
 
     def _sample_check(self) -> MisfitResult | None:
         assert self.refit is not None
