@@ -11,7 +11,7 @@ from tests.support.adaptive_sim import adaptive_on_matrix, simulate_grid_2d
 
 from ragrade.adaptive import AdaptiveConfig
 from ragrade.adaptive.calibration import cold_params, refitter
-from ragrade.adaptive.estimate import MisfitResult, combine_checks, component_bias_check
+from ragrade.adaptive.estimate import MisfitResult, combine_checks, component_bias_check, largest_level_bias
 from ragrade.adaptive.notes import run_notes
 
 
@@ -29,6 +29,25 @@ def test_component_bias_by_hand() -> None:
     # a bias linear in the ability alone is the null: nothing left for the components
     stat, p, _ = component_bias_check(0.02 + 0.05 * theta, var, np.ones(4, bool), X, theta)
     assert stat == pytest.approx(0.0, abs=1e-9) and p == pytest.approx(1.0)
+
+
+def test_the_largest_level_bias_by_hand() -> None:
+    # the same 4 pipelines: null fit a = 0.05, b = 0, so the residuals are -0.05, -0.05, 0.05, 0.05
+    theta = np.array([0.0, 1.0, 0.0, 1.0])
+    factors = [{"llm": "a", "k": "1"}, {"llm": "a", "k": "2"}, {"llm": "b", "k": "1"}, {"llm": "b", "k": "2"}]
+    mean = np.array([0.0, 0.0, 0.1, 0.1])
+    var = np.array([0.01, 0.01, 0.01, 0.04])  # weights 100, 100, 100, 25: the null fit moves
+    label, bias, z = largest_level_bias(mean, var, np.ones(4, bool), theta, factors)
+    w = 1 / var
+    D = np.column_stack([np.ones(4), theta])
+    r = mean - D @ np.linalg.solve(D.T @ (w[:, None] * D), D.T @ (w * mean))
+    members = {"llm=a": [0, 1], "llm=b": [2, 3], "k=1": [0, 2], "k=2": [1, 3]}
+    mean_of = {k: float(r[i] @ w[i] / w[i].sum()) for k, i in members.items()}
+    z_of = {k: mean_of[k] * float(np.sqrt(w[i].sum())) for k, i in members.items()}
+    top = max(z_of, key=lambda k: abs(z_of[k]))
+    assert top.startswith("llm=")  # the planted bias, not the ability-balanced k
+    assert label == top and bias == pytest.approx(mean_of[top]) and z == pytest.approx(z_of[top])
+    assert largest_level_bias(mean, var, np.ones(4, bool), theta, [{}] * 4)[0] == ""  # no factors
 
 
 def test_component_bias_needs_factors_and_pipelines() -> None:
@@ -81,7 +100,8 @@ def test_a_cold_run_whose_estimates_a_second_ability_biases_warns_by_component()
     assert not sched.design_only  # the estimates stay model+audit
     diag, warnings = run_notes(sched, sim.truth.items, "cold", None)
     assert diag["misfit_check_run"]["tests"]["component_bias"] < 1e-3
-    assert any("MISFIT" in w and "component bias" in w for w in warnings)
+    assert "points" in diag["misfit_check_run"]["largest_component_bias"]
+    assert any("MISFIT" in w and "audit bias by component p = " in w for w in warnings)
 
 
 def test_a_calibration_file_run_combines_both_tests() -> None:

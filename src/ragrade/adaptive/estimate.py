@@ -39,6 +39,7 @@ factors for the final report; :func:`paired_corr` gives their correlations (pair
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -268,6 +269,7 @@ class MisfitResult:
     n_audit: int
     z: F64  # per pipeline: mean audit residual / its model SD
     parts: dict[str, float] = field(default_factory=dict)
+    largest: str = ""  # the component whose audits depart most from the model, in words (component-bias test)
 
 
 def _top_eig(Z: F64, mask: B8, theta: F64 | None, share: bool = False) -> F64:
@@ -415,6 +417,35 @@ def component_bias_check(mean: F64, var: F64, ok: B8, X: F64, theta: F64) -> tup
     return stat, float(chi2.sf(stat, df)), df
 
 
+def largest_level_bias(
+    mean: F64, var: F64, ok: B8, theta: F64, factors: Sequence[Mapping[str, object]]
+) -> tuple[str, float, float]:
+    """The factor level whose pipelines' audit biases depart most from the null model ``a + b theta``.
+
+    Per level ``name=value``: the weighted mean (weights ``1 / var``) of its pipelines' residuals from the null fit
+    of :func:`component_bias_check`, and that mean over its SD. Returns the label, the mean and the z of the level
+    with the largest ``|z|`` (``"", nan, nan`` when there is nothing to compare).
+    """
+    idx = np.flatnonzero(ok & np.isfinite(mean) & (var > 0))
+    if len(idx) < 3 or not factors:
+        return "", float("nan"), float("nan")
+    w, y = 1.0 / var[idx], mean[idx]
+    D = np.column_stack([np.ones(len(idx)), theta[idx]])
+    r = y - D @ (np.linalg.pinv(D.T @ (w[:, None] * D)) @ (D.T @ (w * y)))
+    best = ("", float("nan"), 0.0)
+    for name in sorted({k for f in factors for k in f}):
+        values = np.array([str(factors[int(i)].get(name, "")) for i in idx])
+        if len(set(values)) < 2:
+            continue
+        for value in sorted(set(values)):
+            sel = values == value
+            m = float((w[sel] * r[sel]).sum() / w[sel].sum())
+            z = m * float(np.sqrt(w[sel].sum()))
+            if abs(z) > abs(best[2]):
+                best = (f"{name}={value}", m, z)
+    return best if best[0] else ("", float("nan"), float("nan"))
+
+
 def combine_checks(res: MisfitResult, parts: dict[str, float], alpha: float) -> MisfitResult:
     """``res`` with the p-values of ``parts`` (NaN ones left out) joined by Bonferroni: warn when the minimum
     p-value times the number of tests is below ``alpha``."""
@@ -422,7 +453,7 @@ def combine_checks(res: MisfitResult, parts: dict[str, float], alpha: float) -> 
     if not known:
         return res
     p = min(1.0, len(known) * min(known.values()))
-    return MisfitResult(res.statistic, p, p < alpha, res.n_audit, res.z, known)
+    return MisfitResult(res.statistic, p, p < alpha, res.n_audit, res.z, known, res.largest)
 
 
 def elimination_z(alpha: float, n_pipelines: int, round_no: int) -> float:
@@ -527,6 +558,7 @@ __all__ = [
     "combine_checks",
     "component_bias_check",
     "elimination_z",
+    "largest_level_bias",
     "leader_sd",
     "misfit_check",
     "pair_gaps",

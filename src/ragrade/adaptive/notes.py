@@ -31,12 +31,35 @@ MISFIT_NO_MODEL = "the estimates are design-based (no model); the calibration th
 def _check(res: MisfitResult | None) -> dict[str, Any] | None:
     if res is None:
         return None
-    stat = None if math.isnan(res.statistic) else round(res.statistic, 4)
-    pval = None if math.isnan(res.p_value) else round(res.p_value, 4)
+    stat = None if math.isnan(res.statistic) else _sig(res.statistic)
+    pval = None if math.isnan(res.p_value) else _sig(res.p_value)
     out: dict[str, Any] = {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
     if res.parts:  # the tests behind a combined p-value, each by name
-        out["tests"] = {k: round(v, 4) for k, v in res.parts.items()}
+        out["tests"] = {k: _sig(v) for k, v in res.parts.items()}
+    if res.largest:
+        out["largest_component_bias"] = res.largest
     return out
+
+
+def _sig(x: float) -> float:
+    """Four significant digits (a p-value of 6e-06 stays 6e-06, not 0.0)."""
+    return float(f"{x:.4g}")
+
+
+TEST_NAMES = {"residual_eigenvalue": "residual pattern", "component_bias": "audit bias by component"}
+
+
+def _run_check_text(res: MisfitResult) -> str:
+    """The run's misfit check in words: one test, or several joined by Bonferroni."""
+    named = [(TEST_NAMES.get(k, k), v) for k, v in res.parts.items()]
+    if len(named) == 1:
+        text = f"this run's answers: {named[0][0]} p = {res.p_value:.3g}"
+    elif not named:
+        text = f"this run's answers p = {res.p_value:.3g}"
+    else:
+        each = " and ".join(f"{name} {v:.3g}" for name, v in named)
+        text = f"this run's answers p = {res.p_value:.3g} ({len(named)} x the smaller of {each})"
+    return text + (f"; largest: {res.largest}" if res.largest else "")
 
 
 def _source(sched: Scheduler, mode: str) -> str:
@@ -57,8 +80,7 @@ def run_notes(
         if sched.calibration_fit is not None and sched.calibration_fit.warn:
             parts.append(f"calibration data p = {sched.calibration_fit.p_value:.3g}")
         if sched.misfit is not None and sched.misfit.warn:
-            tests = ", ".join(f"{k.replace('_', ' ')} {v:.3g}" for k, v in sched.misfit.parts.items())
-            parts.append(f"this run's answers p = {sched.misfit.p_value:.3g}" + (f" ({tests})" if tests else ""))
+            parts.append(_run_check_text(sched.misfit))
         if sched.calibration_fit is not None and sched.calibration_fit.warn and not sched.use_model:
             what = MISFIT_SAMPLED
         else:

@@ -26,6 +26,7 @@ from ragrade.adaptive.estimate import (
     audit_stats,
     combine_checks,
     component_bias_check,
+    largest_level_bias,
     leader_sd,
     misfit_check,
     paired_corr,
@@ -107,7 +108,8 @@ class RunState:
         self.n_failed = np.zeros(n_p, dtype=np.int64)
         self.status = np.array(["active"] * n_p, dtype=object)
         self.reason = np.array([""] * n_p, dtype=object)
-        self.X, _ = design_matrix(factors or [{} for _ in self.pipelines])
+        self.factors = [dict(f) for f in factors] if factors else [{} for _ in self.pipelines]
+        self.X, _ = design_matrix(self.factors)
         self.cap = min(n_i, cfg.max_items or n_i)
         self.min_items = min(self.cap, max(cfg.min_items, math.ceil(cfg.min_share * n_i)))
         self.groups = np.asarray(groups) if groups is not None and cfg.balance != "none" else None
@@ -304,6 +306,10 @@ class RunState:
                 if own_fit
                 else {"residual_eigenvalue": res.p_value, "component_bias": p_comp}
             )
+            label, bias, z = largest_level_bias(st.mean_resid, st.var_design, ok, self.theta, self.factors)
+            if label and np.isfinite(p_comp):
+                side = "above" if bias > 0 else "below"
+                res.largest = f"{label}, audits {100 * abs(bias):.1f} points {side} the model's predictions (z {z:.1f})"
             self.misfit = combine_checks(res, parts, alpha)
         return self.misfit
 
