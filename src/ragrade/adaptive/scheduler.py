@@ -247,7 +247,9 @@ class Scheduler(RunState):
             "se": {self.pipelines[p]: round(float(self.se[p]), 4) for p in alive},
             "tau": self.pool_info.get("tau"),
             "audit_bias_sd": round(self.tau, 5),
-            "misfit_p": None if self.misfit is None else round(self.misfit.p_value, 4),
+            "misfit_p": None
+            if self.misfit is None or math.isnan(self.misfit.p_value)
+            else float(f"{self.misfit.p_value:.4g}"),
             "paused": int(self.paused.sum()),
         }
 
