@@ -41,7 +41,9 @@ class AdaptiveConfig(BaseModel):
     # share of every batch drawn uniformly at random from the items not asked (the audit sample)
     audit_share: float = Field(default=0.3, gt=0.0, le=1.0)
     min_audit: int = Field(default=8, ge=2)  # audit answers a pipeline needs before it can be eliminated
-    misfit_alpha: float = Field(default=0.01, gt=0.0, lt=0.5)  # level of the audit misfit check
+    # level of the misfit check on the run's own answers (residual pattern and audit bias by component, joined by
+    # Bonferroni; on items fitted in the run, cold, the component test alone)
+    misfit_alpha: float = Field(default=0.01, gt=0.0, lt=0.5)
     # level of the misfit check on the calibration file's answers (its statistic is the top residual eigenvalue's
     # share; in bench_adaptive.py with one-dimensional truth its p-values were 0.27-1.0 on 63 x 300 calibration
     # data and 0.05-0.99 on 63 x 1,000, so 0.02 finds more two-dimensional exams at few false alarms)
