@@ -269,7 +269,8 @@ class MisfitResult:
     n_audit: int
     z: F64  # per pipeline: mean audit residual / its model SD
     parts: dict[str, float] = field(default_factory=dict)
-    largest: str = ""  # the component whose audits depart most from the model, in words (component-bias test)
+    # the factor level whose audits depart most from the model: label, mean residual, z (:func:`largest_level_bias`)
+    largest: tuple[str, float, float] | None = None
 
 
 def _top_eig(Z: F64, mask: B8, theta: F64 | None, share: bool = False) -> F64:
@@ -396,18 +397,12 @@ def component_bias_check(mean: F64, var: F64, ok: B8, X: F64, theta: F64) -> tup
     idx = np.flatnonzero(ok & np.isfinite(mean) & (var > 0))
     if X.shape[1] < 2 or len(idx) < 4:
         return float("nan"), float("nan"), 0
-    w = 1.0 / var[idx]
-    y = mean[idx]
+    w, y = 1.0 / var[idx], mean[idx]
     h0 = np.column_stack([np.ones(len(idx)), theta[idx]])
     h1 = np.column_stack([X[idx], theta[idx]])
-
-    def rss(D: F64) -> tuple[float, int]:
-        A = D.T @ (w[:, None] * D)
-        beta = np.linalg.pinv(A) @ (D.T @ (w * y))
-        r = y - D @ beta
-        return float((w * r * r).sum()), int(np.linalg.matrix_rank(D))
-
-    (r0, k0), (r1, k1) = rss(h0), rss(h1)
+    e0, e1 = _wls_residuals(h0, y, w), _wls_residuals(h1, y, w)
+    r0, r1 = float((w * e0 * e0).sum()), float((w * e1 * e1).sum())
+    k0, k1 = int(np.linalg.matrix_rank(h0)), int(np.linalg.matrix_rank(h1))
     df = k1 - k0
     if df < 1 or len(idx) <= k1:
         return float("nan"), float("nan"), 0
@@ -415,6 +410,11 @@ def component_bias_check(mean: F64, var: F64, ok: B8, X: F64, theta: F64) -> tup
 
     stat = max(0.0, r0 - r1)
     return stat, float(chi2.sf(stat, df)), df
+
+
+def _wls_residuals(D: F64, y: F64, w: F64) -> F64:
+    """Residuals of the weighted least-squares fit of ``y`` on the columns of ``D`` (weights ``w``)."""
+    return np.asarray(y - D @ (np.linalg.pinv(D.T @ (w[:, None] * D)) @ (D.T @ (w * y))))
 
 
 def largest_level_bias(
@@ -429,9 +429,8 @@ def largest_level_bias(
     idx = np.flatnonzero(ok & np.isfinite(mean) & (var > 0))
     if len(idx) < 3 or not factors:
         return "", float("nan"), float("nan")
-    w, y = 1.0 / var[idx], mean[idx]
-    D = np.column_stack([np.ones(len(idx)), theta[idx]])
-    r = y - D @ (np.linalg.pinv(D.T @ (w[:, None] * D)) @ (D.T @ (w * y)))
+    w = 1.0 / var[idx]
+    r = _wls_residuals(np.column_stack([np.ones(len(idx)), theta[idx]]), mean[idx], w)
     best = ("", float("nan"), 0.0)
     for name in sorted({k for f in factors for k in f}):
         values = np.array([str(factors[int(i)].get(name, "")) for i in idx])
@@ -444,6 +443,11 @@ def largest_level_bias(
             if abs(z) > abs(best[2]):
                 best = (f"{name}={value}", m, z)
     return best if best[0] else ("", float("nan"), float("nan"))
+
+
+def sig4(x: float) -> float | None:
+    """``x`` to four significant digits for a file (a p-value of 6e-06 stays 6e-06, not 0.0); None for NaN."""
+    return None if not np.isfinite(x) else float(f"{x:.4g}")
 
 
 def combine_checks(res: MisfitResult, parts: dict[str, float], alpha: float) -> MisfitResult:
@@ -566,5 +570,6 @@ __all__ = [
     "prob_best",
     "shrunk_bias",
     "shrunk_bias_marginal",
+    "sig4",
     "smallest_useful_budget",
 ]

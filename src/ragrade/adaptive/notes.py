@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ragrade.adaptive.estimate import MisfitResult
+from ragrade.adaptive.estimate import MisfitResult, sig4
 from ragrade.adaptive.scheduler import Scheduler
 
 MISFIT_WARNING = "the one-dimensional IRT model does not describe these responses"
@@ -31,19 +31,19 @@ MISFIT_NO_MODEL = "the estimates are design-based (no model); the calibration th
 def _check(res: MisfitResult | None) -> dict[str, Any] | None:
     if res is None:
         return None
-    stat = None if math.isnan(res.statistic) else _sig(res.statistic)
-    pval = None if math.isnan(res.p_value) else _sig(res.p_value)
+    stat, pval = sig4(res.statistic), sig4(res.p_value)
     out: dict[str, Any] = {"statistic": stat, "p_value": pval, "warn": bool(res.warn), "n_answers": res.n_audit}
     if res.parts:  # the tests behind a combined p-value, each by name
-        out["tests"] = {k: _sig(v) for k, v in res.parts.items()}
+        out["tests"] = {k: sig4(v) for k, v in res.parts.items()}
     if res.largest:
-        out["largest_component_bias"] = res.largest
+        out["largest_component_bias"] = _largest_text(res.largest)
     return out
 
 
-def _sig(x: float) -> float:
-    """Four significant digits (a p-value of 6e-06 stays 6e-06, not 0.0)."""
-    return float(f"{x:.4g}")
+def _largest_text(largest: tuple[str, float, float]) -> str:
+    label, bias, z = largest
+    side = "above" if bias > 0 else "below"
+    return f"{label}, audits {100 * abs(bias):.1f} points {side} the model's predictions (z {z:.1f})"
 
 
 TEST_NAMES = {"residual_eigenvalue": "residual pattern", "component_bias": "audit bias by component"}
@@ -59,7 +59,7 @@ def _run_check_text(res: MisfitResult) -> str:
     else:
         each = " and ".join(f"{name} {v:.3g}" for name, v in named)
         text = f"this run's answers p = {res.p_value:.3g} ({len(named)} x the smaller of {each})"
-    return text + (f"; largest: {res.largest}" if res.largest else "")
+    return text + (f"; largest: {_largest_text(res.largest)}" if res.largest else "")
 
 
 def _source(sched: Scheduler, mode: str) -> str:

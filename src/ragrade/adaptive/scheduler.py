@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ragrade.adaptive.estimate import MisfitResult, calibration_check, elimination_z, pair_gaps, prob_best
+from ragrade.adaptive.estimate import MisfitResult, calibration_check, elimination_z, pair_gaps, prob_best, sig4
 from ragrade.adaptive.state import ELIMINATED, F64, FAILED, ItemParams, RunState, stable_rng
 from ragrade.irt import cat
 from ragrade.run.adaptive_config import AdaptiveConfig
@@ -247,9 +247,7 @@ class Scheduler(RunState):
             "se": {self.pipelines[p]: round(float(self.se[p]), 4) for p in alive},
             "tau": self.pool_info.get("tau"),
             "audit_bias_sd": round(self.tau, 5),
-            "misfit_p": None
-            if self.misfit is None or math.isnan(self.misfit.p_value)
-            else float(f"{self.misfit.p_value:.4g}"),
+            "misfit_p": None if self.misfit is None else sig4(self.misfit.p_value),
             "paused": int(self.paused.sum()),
         }
 

@@ -306,10 +306,9 @@ class RunState:
                 if own_fit
                 else {"residual_eigenvalue": res.p_value, "component_bias": p_comp}
             )
-            label, bias, z = largest_level_bias(st.mean_resid, st.var_design, ok, self.theta, self.factors)
-            if label and np.isfinite(p_comp):
-                side = "above" if bias > 0 else "below"
-                res.largest = f"{label}, audits {100 * abs(bias):.1f} points {side} the model's predictions (z {z:.1f})"
+            largest = largest_level_bias(st.mean_resid, st.var_design, ok, self.theta, self.factors)
+            if largest[0] and np.isfinite(p_comp):
+                res.largest = largest
             self.misfit = combine_checks(res, parts, alpha)
         return self.misfit
 
