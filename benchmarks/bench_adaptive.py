@@ -10,7 +10,8 @@ pipeline-specific deviation of SD 0.1), each over ``--seeds`` seeds (40 by defau
 
 Calibration: ``file`` (3PL fitted on an earlier run of the same exam by another 63-pipeline grid:
 ``--calibration irt.json``) or ``none`` (the default ``auto``: ``sample`` below 20 pipelines, ``cold``
-from 20). Default settings otherwise (so at most 25% of the full grid without ``--budget``); ``BENCH_CFG``
+from 20). Default settings otherwise (so at most 25% of the full grid without ``--budget``, and 200 requests per
+pipeline on average: 20% at 63 x 1,000); ``BENCH_CFG``
 (a JSON object) overrides settings.
 
 Per scenario, against the targets of issue 39: requests as a share of the full grid (<= 0.25; <= 0.20 at

@@ -30,7 +30,7 @@ def test_auto_mode_calibrates_large_grids_cold_and_samples_small_ones(tmp_path: 
 def test_cold_start_with_3pl_refits_estimates_the_grid_from_its_own_answers() -> None:
     sd = {"llm": 1.0, "retriever": 0.8, "icl": 0.4}
     sim = simulate_grid({"llm": 3, "retriever": 4, "icl": 2}, 300, seed=5, effect_sd=sd)
-    cfg = AdaptiveConfig(default_share=None)  # no budget cap: the stopping rules decide
+    cfg = AdaptiveConfig(default_share=None, default_items=None)  # no budget cap: the stopping rules decide
     assert calibration_mode(cfg, len(sim.pipelines)) == "cold"
     params = cold_params(sim.truth.items, {})
     refit = refitter(sim.pipelines, sim.truth.items, cfg.calibration_model, params)

@@ -149,13 +149,25 @@ def test_default_budget_is_a_quarter_of_the_grid() -> None:
     assert sched.budget == 200 and sched.spent <= 200
 
 
+def test_default_budget_is_at_most_200_requests_per_pipeline_on_a_long_exam() -> None:
+    sim = simulate_grid({"llm": 2, "retriever": 2}, 1000, seed=1, effect_sd=0.8)
+    cfg = AdaptiveConfig(audit_share=1.0)
+    # 25% of 4 x 1,000 is 1,000 requests; 200 per pipeline is 800: the smaller cap holds
+    assert Scheduler(sim.truth, sim.pipelines, cfg, seed=0).budget == 800
+    assert Scheduler(sim.truth, sim.pipelines, cfg.model_copy(update={"default_items": None}), seed=0).budget == 1000
+    assert Scheduler(sim.truth, sim.pipelines, cfg.model_copy(update={"default_share": None}), seed=0).budget == 800
+    unlimited = cfg.model_copy(update={"default_share": None, "default_items": None})
+    assert Scheduler(sim.truth, sim.pipelines, unlimited, seed=0).budget is None
+    assert Scheduler(sim.truth, sim.pipelines, cfg.model_copy(update={"budget": 1500}), seed=0).budget == 1500
+
+
 def test_negative_discrimination_items_are_never_chosen_by_the_model_and_are_listed() -> None:
     sim = simulate_grid({"llm": 2, "retriever": 3}, 100, seed=2, effect_sd=0.8)
     neg = np.zeros(100, dtype=bool)
     neg[np.argsort(-sim.truth.d)[:5]] = True  # the five most informative items
     t = sim.truth
     params = ItemParams(t.items, t.d, t.b, t.g, "test", negative=neg)
-    cfg = AdaptiveConfig(default_share=None, audit_share=0.2, min_audit=2)
+    cfg = AdaptiveConfig(default_share=None, default_items=None, audit_share=0.2, min_audit=2)
     sched = Scheduler(params, sim.pipelines, cfg, seed=0)
     run_rounds(sched, lambda plan: {p: [int(sim.R[p, i]) for i in items] for p, items in plan.items()})
     chosen = sched.asked & ~sched.audit

@@ -29,7 +29,7 @@ def _run(sim: SimGrid, R: npt.NDArray[np.int8] | None = None, **over: object) ->
 
 
 def test_recovers_the_full_grid_with_a_fraction_of_the_requests(sim: SimGrid) -> None:
-    sched, log = _run(sim, target_se=0.15, min_items=40, default_share=None)  # no budget cap
+    sched, log = _run(sim, target_se=0.15, min_items=40, default_share=None, default_items=None)  # no budget cap
     score = score_run(sched, sim.accuracy, sim.R.size)
     # the two best, half a point apart, race through most of the exam; no pipeline stops before its estimate's SD
     # is at most STOP_MAX_SD (0.04), so no estimate is far off
@@ -82,10 +82,16 @@ def test_budget_is_never_exceeded(sim: SimGrid) -> None:
     sched, log = _run(sim, budget=230, batch=10, eliminate=False)
     assert sched.spent <= 230 and log[-1]["requests"] <= 230
     assert {r["stop_reason"] for r in sched.results()} >= {"budget"}
+    # the run ends in the round that spent the budget: its record is the last and carries the final check
+    assert sched.done and log[-1]["alive"] == 0 and sched.misfit is not None
+    assert log[-1]["misfit_p"] is not None and log[-1]["misfit_p"] == pytest.approx(sched.misfit.p_value, rel=1e-3)
+    assert sched.plan() == {}  # nothing more to ask (a resumed run starts and ends here)
 
 
 def test_elimination_waits_for_min_items_and_uses_the_margin(sim: SimGrid) -> None:
-    sched, _ = _run(sim, min_items=60, target_se=0.05, target_accuracy_se=None)
+    # no pauses (stop_p_best 0): a paused pipeline gets no more answers, so its bounds stop narrowing before
+    # elimination could drop it
+    sched, _ = _run(sim, min_items=60, target_se=0.05, target_accuracy_se=None, stop_p_best=0.0)
     res = sched.results()
     elim = [r for r in res if r["status"] == "eliminated"]
     assert elim, "clearly worse pipelines are dropped"

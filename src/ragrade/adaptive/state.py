@@ -103,8 +103,9 @@ class RunState:
         self.misfit: MisfitResult | None = None
         self.tau = 0.0  # between-pipeline SD of the audit bias (empirical Bayes)
         full = n_p * n_i
-        share_cap = None if cfg.default_share is None else math.ceil(cfg.default_share * full)
-        self.budget = cfg.budget if cfg.budget is not None else share_cap
+        caps = [math.ceil(cfg.default_share * full)] if cfg.default_share is not None else []
+        caps += [cfg.default_items * n_p] if cfg.default_items is not None else []
+        self.budget = cfg.budget if cfg.budget is not None else min(caps, default=None)
         self.n_failed = np.zeros(n_p, dtype=np.int64)
         self.status = np.array(["active"] * n_p, dtype=object)
         self.reason = np.array([""] * n_p, dtype=object)

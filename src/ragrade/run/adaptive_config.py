@@ -38,6 +38,9 @@ class AdaptiveConfig(BaseModel):
     budget: int | None = None  # global cap on requests (calibration included)
     # without --budget, at most this share of the full grid (None: no cap beyond the stopping rules)
     default_share: float | None = Field(default=0.25, gt=0.0, le=1.0)
+    # ... and at most this many requests per pipeline on average (the smaller cap holds; None: the share alone):
+    # a long exam needs no more answers per pipeline than a short one to rank the grid
+    default_items: int | None = Field(default=200, ge=2)
     # share of every batch drawn uniformly at random from the items not asked (the audit sample)
     audit_share: float = Field(default=0.3, gt=0.0, le=1.0)
     min_audit: int = Field(default=8, ge=2)  # audit answers a pipeline needs before it can be eliminated
@@ -51,6 +54,9 @@ class AdaptiveConfig(BaseModel):
     # under a budget, pause (serve last) a pipeline whose probability of being the best is below this; it stops
     # only when the simultaneous bounds of elimination also rule it out
     stop_p_best: float = Field(default=0.01, ge=0.0, lt=1.0)
+    # ... once its accuracy SD is at most this (a pause is no decision; stopping needs an SD of 0.04): lower keeps
+    # the pipelines out of the race more precise, higher spends more of the budget on the race
+    pause_max_sd: float = Field(default=0.08, gt=0.0, le=0.5)
     exclude_negative: bool = True  # items with negative discrimination are never chosen by the model
     estimator: Literal["eap", "map"] = "eap"
     near_tie: float = Field(default=0.05, ge=0.0, lt=1.0)  # items within this share of the best are ties
