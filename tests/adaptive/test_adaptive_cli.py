@@ -130,6 +130,7 @@ def test_run_directory_of_an_adaptive_run(setup: Setup, first: Path) -> None:
     assert len(merged) == len(resp) and same.all()
     rounds = [json.loads(line) for line in (first / ROUNDS_FILE).read_text().splitlines()]
     assert rounds and rounds[-1]["requests"] == len(resp)
+    assert {r["budget"] for r in rounds} == {math.ceil(0.25 * 18 * 155)}  # the default cap, in every record
     m = read_manifest(first)
     assert m["adaptive"]["calibration"]["mode"] == "sample"  # 18 pipelines, no file: no model
     assert m["adaptive"]["cost"]["requests"] == len(resp) and m["adaptive"]["settings"]["batch"] == 8

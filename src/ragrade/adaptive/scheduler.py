@@ -239,6 +239,7 @@ class Scheduler(RunState):
         return {
             "round": self.round,
             "requests": self.spent,
+            "budget": self.budget,  # the run's cap on requests (None: the stopping rules alone)
             "asked_this_round": None,
             "alive": len(alive),
             "eliminated": [self.pipelines[p] for p in eliminated],

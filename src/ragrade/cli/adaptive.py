@@ -40,12 +40,11 @@ def take_adaptive(
             )
         print_notes(plan.notes)
         return
-    budget = cfg.adaptive.budget or 0
     show = is_tty() and not as_json
     shown = command_progress("exam take --adaptive", status=LOADING)
 
     def on_round(rec: dict[str, Any]) -> None:
-        shown.update("requests", int(rec["requests"]), budget)
+        shown.update("requests", int(rec["requests"]), int(rec.get("budget") or 0))  # the default cap included
         if show:
             se = rec.get("max_se")
             typer.echo(
