@@ -261,3 +261,31 @@ def test_rerun_with_other_settings_reuses_the_answers(setup: Setup, first: Path,
     assert result.cost["requests"] > before  # a larger budget asks more ...
     assert 0 < result.n_new_rows < result.cost["requests"]  # ... but only what is new is sent
     assert len(read_responses(out)) == result.cost["requests"]
+
+
+def test_a_server_that_is_down_fails_the_command_and_a_rerun_asks_again(
+    setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 2 with one line, as ``exam take`` does; the failed requests are missing, and the corrected rerun
+    (the server up) asks them again in the same run directory."""
+    from tests.support.openai_server import OpenAIServer, dead_base_url
+
+    _, exam, _, _ = setup
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    toml = tmp_path / "down.toml"
+    grid = '[grid]\nllms = ["openai/m"]\nretrievers = ["closed"]\n'
+    toml.write_text(f'{grid}[llm_options]\nbase_url = "{dead_base_url()}"\nmax_retries = 0\ntimeout = 3\n')
+    out = tmp_path / "down"
+    assert main(_take(exam, toml, out)) == 2
+    err = capsys.readouterr().err
+    assert "ragrade: error:" in err and "server unreachable" in err and "Traceback" not in err
+    assert "rerun the same command" in err
+    failed = read_responses(out)
+    assert len(failed) > 0 and failed["error"].notna().all() and failed["correct"].isna().all()  # missing, not wrong
+    with OpenAIServer() as srv:
+        toml.write_text(f'{grid}[llm_options]\nbase_url = "{srv.base_url}"\nmax_retries = 0\ntimeout = 3\n')
+        assert main([*_take(exam, toml, out), "--json"]) == 0
+    capsys.readouterr()
+    again = read_responses(out)
+    assert set(failed["question_id"]) <= set(again["question_id"])  # the failed ones asked again
+    assert again["error"].isna().all() and again["correct"].notna().all()

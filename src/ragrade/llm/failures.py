@@ -142,6 +142,19 @@ class FailureTally:
         share = max_failed_share(max_share)
         if self.dry_run:  # nothing was sent: every "failure" is a request counted, not lost
             return
+        self.check_backends(resume)
+        dead = [m for m, n in self.model_total.items() if n and self.model_failed[m] == n]
+        over = [g for g, n in self.total.items() if n and self.failed[g] / n > share]
+        if not dead and not over:
+            return
+        why = f"every request of {dead[0]} failed" if dead else f"{len(over)} {what}(s) above {share:.0%} failed"
+        last = f"; first error: {marked(self.first_error)}" if self.first_error else ""  # settings as flags
+        raise FailedRequests(f"{self.summary()}; {why}{last}. {resume}")
+
+    def check_backends(self, resume: str) -> None:
+        """BackendError (exit 2) when a backend was declared unusable (rejected key, too slow, unreachable)."""
+        if self.dry_run:
+            return
         if "auth" in self.fatal:
             model, _ = self.fatal["auth"]
             raise BackendError(
@@ -162,13 +175,6 @@ class FailureTally:
                 f"{model}: {UNREACHABLE} ({cause}); {self.n_failed} of {self.n_total} requests failed or were "
                 f"not sent. Check $base_url and the server, then {resume}"
             )
-        dead = [m for m, n in self.model_total.items() if n and self.model_failed[m] == n]
-        over = [g for g, n in self.total.items() if n and self.failed[g] / n > share]
-        if not dead and not over:
-            return
-        why = f"every request of {dead[0]} failed" if dead else f"{len(over)} {what}(s) above {share:.0%} failed"
-        last = f"; first error: {marked(self.first_error)}" if self.first_error else ""  # settings as flags
-        raise FailedRequests(f"{self.summary()}; {why}{last}. {resume}")
 
 
 def exam_request_tally(result: Any, llm: object = None) -> FailureTally:
@@ -203,17 +209,23 @@ def resume_hint(command: str = "rerun the same command") -> str:
     return f"{command} to ask only the failed requests again (finished answers are kept)"
 
 
-def check_grid_failures(rows: Any, max_failed: float | None, resume: str | None = None) -> None:
+def check_grid_failures(
+    rows: Any, max_failed: float | None, resume: str | None = None, *, backends_only: bool = False
+) -> None:
     """Raise (exit 2/3) when a pipeline grid's failed requests are beyond the threshold.
 
     ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
+    ``backends_only``: raise only for a backend declared unusable (exit 2), whatever the share that failed.
     """
     if hasattr(rows, "to_dict"):
         cols = [c for c in ("pipeline", "llm", "error") if c in rows.columns]
         rows = rows[cols].to_dict(orient="records")
     tally = FailureTally()
     tally.add_rows(rows, "pipeline", "llm")
-    tally.check(resume or resume_hint(), max_failed, what="pipeline")
+    if backends_only:
+        tally.check_backends(resume or resume_hint())
+    else:
+        tally.check(resume or resume_hint(), max_failed, what="pipeline")
 
 
 __all__ = [
