@@ -219,5 +219,5 @@ def test_sampled_runs_report_estimates_pooled_over_the_grid_factors() -> None:
         assert ((low[top] <= raw[top] + 1e-12) & (raw[top] <= high[top] + 1e-12)).all()
     assert np.mean(gains) > 0 and np.mean(np.array(gains) > 0) >= 0.5
     # without factors there is nothing to pool over: the report is the sample means
-    plain, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, cfg, seed=4)
+    plain, _ = adaptive_on_matrix(sim.R, sim.truth, sim.pipelines, cfg, seed=seed)  # the last grid of the loop
     assert np.allclose([r["accuracy_estimate"] for r in plain.results()], plain.accuracy()[0])

@@ -96,7 +96,7 @@ class Scheduler(RunState):
         cfg = self.cfg
         active = [p for p in range(len(self.pipelines)) if self.status[p] == "active"]
         left = None if self.budget is None else self.budget - self.spent
-        if left is not None and left <= 0:  # a run resumed after its last round (finish_round ends the others)
+        if left is not None and left <= 0:  # spent before a round ends (reference answers); finish_round ends the rest
             if self._stop_on_budget():
                 self._wrap_up()
             return {}
