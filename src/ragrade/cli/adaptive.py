@@ -61,7 +61,7 @@ def take_adaptive(
         result.summary, result.cost, as_json, result.run_dir, warnings=result.warnings, diagnostics=result.diagnostics
     )
     print_notes(result.notes)
-    from ragrade.llm.failures import check_grid_failures
+    from ragrade.cli.pipelines import check_grid_failures
 
     # a server that is down, rejects the key or is too slow fails the command (exit 2) as it does `exam take`; other
     # failed requests are missing data, listed above, and the run's estimates already leave them out

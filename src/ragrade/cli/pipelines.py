@@ -207,15 +207,20 @@ def external_pipelines(layer: dict[str, object], file_layer: Mapping[str, object
 
 
 def check_grid_failures(
-    rows: pd.DataFrame | Sequence[Mapping[str, object]], max_failed: float | None, resume: str | None = None
+    rows: pd.DataFrame | Sequence[Mapping[str, object]],
+    max_failed: float | None,
+    resume: str | None = None,
+    *,
+    backends_only: bool = False,
 ) -> None:
     """Exit 2/3 (see :mod:`ragrade.llm.failures`) when the grid's failed requests are beyond the threshold.
 
-    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume.
+    ``rows``: a DataFrame or dict rows with ``pipeline``, ``llm`` and ``error``; ``resume``: how to resume;
+    ``backends_only``: exit 2 only, for a backend declared unusable.
     """
     from ragrade.llm import failures
 
-    failures.check_grid_failures(rows, max_failed, resume)
+    failures.check_grid_failures(rows, max_failed, resume, backends_only=backends_only)
 
 
 __all__ = [
