@@ -222,7 +222,7 @@ def test_autodoc_fill_is_opt_in(tmp_path: Path) -> None:
     assert load_corpus([tmp_path]).summary()["left_out"] == {"api-pages": 1, "autodoc": 1}
     on = load_corpus([tmp_path], CorpusConfig(api_docstrings=True))
     text = on.documents[0].text
-    assert "### textwrap.dedent" in text and "Remove any common leading whitespace" in text
+    assert "## textwrap.dedent" in text and "Remove any common leading whitespace" in text  # one below "# API"
     assert "autodoc" not in on.summary()["left_out"]
 
 

@@ -20,14 +20,17 @@ import importlib
 import inspect
 import re
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
+from ragrade.corpus.roles import markdown_blocks
 from ragrade.corpus.site import PageContext
 
 MKDOCSTRINGS_KIND = "mkdocstrings"
 _BLOCK_RE = re.compile(r"^(?P<space>[ \t]*):::[ \t]+(?P<name>[A-Za-z_][\w.:]*)[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _MAX_MEMBERS = 200
+_HEADING_RE = re.compile(r"^(#{1,6}) ", re.M)
 
 
 def _object_block(lines: list[str], i: int) -> int | None:
@@ -168,26 +171,51 @@ def _members(obj: Any, wanted: list[str] | None) -> list[tuple[str, Any]]:
 
 
 def object_markdown(
-    name: str, obj: Any, *, level: int = 2, members: list[str] | None = None, with_members: bool = True
+    name: str,
+    obj: Any,
+    *,
+    level: int = 2,
+    members: list[str] | None = None,
+    with_members: bool = True,
+    docstring: Callable[[str], str] | None = None,
+    heading: bool = True,
 ) -> str:
-    """The documentation of ``obj`` as Markdown: heading, signature, docstring, then its members one level down."""
-    parts = [f"{'#' * max(1, min(level, 6))} {name}"]
+    """The documentation of ``obj`` as Markdown: heading, signature, docstring, then its members one level down.
+
+    ``docstring`` turns a docstring into the page's text (the reST reader's, for autodoc: its headings are
+    put below the object's); None keeps it as written (Markdown, for mkdocstrings). ``heading=False``: the
+    page's own section already names the object (its members stay one level below ``level``).
+    """
+    parts = [f"{'#' * max(1, min(level, 6))} {name}"] if heading else []
     sig = _signature(name, obj.fget if isinstance(obj, property) else obj)
     if sig:
         parts.append(f"```python\n{sig}\n```")
     doc = inspect.getdoc(obj)
     if doc:
-        parts.append(doc.strip())
+        parts.append(_below(docstring(doc), level) if docstring is not None else doc.strip())
     if with_members and (inspect.ismodule(obj) or inspect.isclass(obj)):
         for member_name, member in _members(obj, members)[:_MAX_MEMBERS]:
             if members is None and not inspect.getdoc(member):
                 continue
             child_level = level + 1
             if inspect.isclass(member) and inspect.ismodule(obj):
-                parts.append(object_markdown(f"{name}.{member_name}", member, level=child_level))
+                child = object_markdown(f"{name}.{member_name}", member, level=child_level, docstring=docstring)
             else:
-                parts.append(object_markdown(member_name, member, level=child_level, with_members=False))
-    return "\n\n".join(parts)
+                child = object_markdown(member_name, member, level=child_level, with_members=False, docstring=docstring)
+            parts.append(child)
+    return "\n\n".join(p for p in parts if p.strip())
+
+
+def _below(text: str, level: int) -> str:
+    """``text`` (structured text) with its ``#`` headings moved below a heading of ``level``."""
+    if "#" not in text:
+        return text.strip()
+    out = []
+    for code, block in markdown_blocks(text):
+        if not code:
+            block = _HEADING_RE.sub(lambda m: "#" * min(6, len(m.group(1)) + level) + " ", block)
+        out.append(block)
+    return "\n".join(out).strip()
 
 
 __all__ = ["MKDOCSTRINGS_KIND", "api_blocks", "import_object", "object_markdown"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrade.corpus.clean import decode_bytes
-from ragrade.corpus.site import PageContext
+from ragrade.corpus.site import PageContext, Site
 from ragrade.corpus.types import Skip
 from ragrade.io import JSONObject
 
@@ -129,21 +129,30 @@ def read_rst(
     max_bytes: int | None = None,
     encodings: Sequence[str] = ("cp1252",),
     api_docstrings: bool = False,
+    site: Site | None = None,
 ) -> Extracted:
     """reStructuredText parsed with docutils (Sphinx roles and directives reduced to text).
 
     ``path`` is the file (its includes are relative to its folder), ``root`` the docs source root
     (a leading ``/`` in an include's path); included files larger than ``max_bytes`` are left out;
     ``api_docstrings`` fills autodoc directives from the installed package's docstrings where it imports.
+    ``site`` gives what the Sphinx project defines for every page: ``conf.py``'s ``|release|``/``|version|``
+    and epilog, the labels of other pages' sections (``:ref:`label``` shows their title).
     """
     from ragrade.corpus.markdown import markdown_to_text
     from ragrade.corpus.rst import rst_to_text
     from ragrade.corpus.rst_include import RstContext
+    from ragrade.corpus.sphinx import page_epilog, unresolved_substitutions
 
     ctx = RstContext(page=path, root=root, encodings=encodings, markdown=lambda md: markdown_to_text(md)[0])
     ctx.api_docstrings = api_docstrings
     if max_bytes is not None:
         ctx.max_bytes = max_bytes
+    if site is not None:
+        ctx.labels.update(site.labels)
+        text += page_epilog(text, site.substitutions, site.rst_epilog)
+    for name in unresolved_substitutions(text, site.substitutions if site is not None else {}):
+        ctx.warn(f"|{name}| left as written: no conf.py here sets {name} to a literal string")
     out, meta = rst_to_text(text, ctx)
     ctx.warn_unimportable()
     return Extracted(

@@ -281,6 +281,7 @@ class _Loader:
                     max_bytes=self.cfg.max_bytes,
                     encodings=self.cfg.fallback_encodings,
                     api_docstrings=self.cfg.api_docstrings,
+                    site=self.site,
                 )
             ]
         if kind == "jsonl":

@@ -24,15 +24,27 @@ The text keeps the structure that chunkers and readers need and drops the markup
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from ragrade.corpus.mkdocs import drop_annotations, drop_autorefs, fence_language, tabs_plugin
+from ragrade.corpus.mkdocs import (
+    ELEMENT_END,
+    drop_annotations,
+    drop_attr_lists,
+    drop_autorefs,
+    drop_icons,
+    fence_language,
+    inline_code,
+    tabs_plugin,
+)
 from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
 from ragrade.corpus.site import PageContext
 from ragrade.corpus.structure import heading_title
 from ragrade.io import JSONObject
 
-_ATTR_LIST_RE = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}\n]*\}[ \t]*$")
+_ABBR_DEF_RE = re.compile(r"^[ \t]{0,3}\*\[[^\]\n]+\]:[^\n]*$", re.M)  # Python-Markdown abbr definitions
+# inline tokens after which an attribute list belongs to the element (Python-Markdown attr_list)
+_ELEMENTS = frozenset(["link_close", "em_close", "strong_close", "s_close", "code_inline", "image", "html_inline"])
 _BLOCK_RE = re.compile(r"^([ \t]*)///[ \t]*([\w-]*)[ \t]*(?:\|[ \t]*(.*?))?[ \t]*$", re.M)
 _TAG_RE = re.compile(r"<[^>]*>")
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
@@ -52,6 +64,7 @@ def _parser() -> Any:
             from mdit_py_plugins.colon_fence import colon_fence_plugin
             from mdit_py_plugins.deflist import deflist_plugin
             from mdit_py_plugins.dollarmath import dollarmath_plugin
+            from mdit_py_plugins.footnote import footnote_plugin
             from mdit_py_plugins.front_matter import front_matter_plugin
             from mdit_py_plugins.myst_blocks import myst_block_plugin
             from mdit_py_plugins.myst_role import myst_role_plugin
@@ -66,6 +79,7 @@ def _parser() -> Any:
             md.use(plugin)
         md.use(tabs_plugin)
         md.use(deflist_plugin).use(dollarmath_plugin, allow_space=True, double_inline=True)
+        md.use(footnote_plugin, inline=False, move_to_end=True)
         _PARSER = md
     return _PARSER
 
@@ -90,46 +104,96 @@ def _label(text: str) -> str:
     return text if not text or text.endswith((":", ".", "?", "!")) else f"{text}:"
 
 
+@dataclass
+class _Notes:
+    """A page's footnotes: their text by id until a block cites them, and the ids already written."""
+
+    text: dict[int, str] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+
+
 class _Renderer:
     """Walks markdown-it tokens and writes structured text; notes whether MyST syntax was seen."""
 
-    def __init__(self, env: JSONObject | None = None, ctx: PageContext | None = None) -> None:
+    def __init__(
+        self, env: JSONObject | None = None, ctx: PageContext | None = None, notes: _Notes | None = None
+    ) -> None:
         self.meta: JSONObject = {}
         self.myst = False
         self.env: JSONObject = env if env is not None else {}  # link reference definitions, shared
         self.ctx = ctx if ctx is not None else PageContext()  # the page: its includes, warnings, counts
+        self.top = notes is None  # the page itself, not a directive's content read on its own
+        self.notes = notes if notes is not None else _Notes()  # the page's footnotes, shared with nested parts
+        self.pending: list[int] = []  # footnotes referenced in the block being written
+        site = self.ctx.site
+        self.emoji = site is not None and "pymdownx.emoji" in site.markdown_extensions
 
     # ------------------------------------------------------------------ inline
 
-    def inline(self, tokens: list[Any]) -> str:
+    def inline(self, tokens: list[Any], where: str = "block") -> str:
+        """The text of an inline token's children (``where``: "heading" for headings, terms and table cells)."""
         out: list[str] = []
         for tok in tokens:
             kind = tok.type
             if kind == "text":
-                out.append(tok.content)
+                out.append(drop_icons(tok.content, emoji=self.emoji, names=where == "cell"))
             elif kind == "code_inline":
-                out.append(f"`{tok.content}`")
+                out.append(f"`{inline_code(tok.content)}`")
+            elif kind == "footnote_ref":
+                self.pending.append(int(tok.meta["id"]))
             elif kind in ("softbreak", "hardbreak"):
                 out.append("\n")
             elif kind == "myst_role":
                 self.myst = True
                 name = str(tok.meta.get("name", ""))
                 text = role_text(name, tok.content)
+                if name.split(":")[-1] == "ref" and "<" not in tok.content and self.ctx.site is not None:
+                    text = self.ctx.site.labels.get(" ".join(text.lower().split()), text)  # the section's title
                 out.append(f"`{text}`" if name.split(":")[-1] in CODE_ROLES and text else text)
             elif kind == "image":
                 out.append(self.inline(tok.children or []))
             elif kind in ("math_inline", "math_inline_double"):
                 out.append(tok.content)
-            elif kind == "html_inline":
-                continue  # tags carry no text; their inner text is an ordinary text token
+            if kind in _ELEMENTS:
+                out.append(ELEMENT_END)  # tags carry no text (their inner text is an ordinary text token)
         text = drop_autorefs("".join(out))
-        return _ATTR_LIST_RE.sub("", text)
+        return drop_attr_lists(text, where="block" if where == "block" else "heading").replace(ELEMENT_END, "")
 
     # ------------------------------------------------------------------ blocks
 
     def render(self, text: str) -> str:
-        tokens = _parser().parse(_pymdownx_blocks(text), self.env)
-        return "\n\n".join(p for p in self.blocks(tokens) if p.strip())
+        if "*[" in text:
+            text = _ABBR_DEF_RE.sub("", text)
+        tokens = self.footnotes(_parser().parse(_pymdownx_blocks(text), self.env))
+        out = self.blocks(tokens)
+        if self.top:  # notes defined and never cited: where the built page shows them, at its end
+            out.extend(self.notes.text.pop(k) for k in sorted(self.notes.text))
+        return "\n\n".join(p for p in out if p.strip())
+
+    def footnotes(self, tokens: list[Any]) -> list[Any]:
+        """``tokens`` without the footnote block, whose notes are kept (as text) for the blocks citing them."""
+        at = next((i for i, t in enumerate(tokens) if t.type == "footnote_block_open"), None)
+        if at is None:
+            return tokens
+        end = _close(tokens, at)
+        i = at + 1
+        while i < end:
+            if tokens[i].type == "footnote_open":
+                j = _close(tokens, i)
+                key = int(tokens[i].meta["id"])
+                if key not in self.notes.done:
+                    self.notes.text.setdefault(key, _join_item(self.blocks(tokens[i + 1 : j])))
+                i = j
+            i += 1
+        self.pending = []
+        return tokens[:at] + tokens[end + 1 :]
+
+    def cited(self) -> list[str]:
+        """The text of the footnotes cited since the last call (each once: the built page lists it once)."""
+        notes = [self.notes.text.pop(k) for k in dict.fromkeys(self.pending) if k in self.notes.text]
+        self.notes.done.update(self.pending)
+        self.pending = []
+        return [n for n in notes if n.strip()]
 
     def blocks(self, tokens: list[Any]) -> list[str]:
         out: list[str] = []
@@ -139,13 +203,15 @@ class _Renderer:
             kind = tok.type
             if kind == "heading_open":
                 level = int(tok.tag[1])
-                title = " ".join(self.inline(tokens[i + 1].children or []).split())
+                title = " ".join(self.inline(tokens[i + 1].children or [], "heading").split())
                 if title:
                     out.append(f"{'#' * level} {title}")
+                out.extend(self.cited())
                 i += 3
                 continue
             if kind == "inline":
                 out.append(self.inline(tok.children or []))
+                out.extend(self.cited())
             elif kind in ("fence", "code_block") or kind == "colon_fence":
                 out.append(self.fence(tok))
             elif kind == "front_matter":
@@ -172,6 +238,12 @@ class _Renderer:
             elif kind == "table_open":
                 j = _close(tokens, i)
                 out.append(self.table(tokens[i + 1 : j]))
+                out.extend(self.cited())
+                i = j + 1
+                continue
+            elif kind == "dl_open":
+                j = _close(tokens, i)
+                out.extend(self.definitions(tokens[i + 1 : j]))
                 i = j + 1
                 continue
             i += 1
@@ -197,11 +269,31 @@ class _Renderer:
         cells: list[str] = []
         for tok in tokens:
             if tok.type == "inline":
-                cells.append(" ".join(self.inline(tok.children or []).split()))
+                cells.append(" ".join(self.inline(tok.children or [], "cell").split()))
             elif tok.type == "tr_close":
                 rows.append(" | ".join(cells))
                 cells = []
         return "\n".join(rows)
+
+    def definitions(self, tokens: list[Any]) -> list[str]:
+        """A definition list as "term: definition" paragraphs (a definition that is not a paragraph under "term:")."""
+        out: list[str] = []
+        terms: list[str] = []
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            j = _close(tokens, i)
+            if tok.type == "dt_open":
+                terms.append(" ".join(self.inline(tokens[i + 1].children or [], "heading").split()))
+            elif tok.type == "dd_open":
+                body = [b for b in self.blocks(tokens[i + 1 : j]) if b.strip()]
+                term, terms = ", ".join(t for t in terms if t), []
+                prose = bool(body) and tokens[i + 1].type == "paragraph_open"
+                head = f"{term}: {body.pop(0)}" if prose and term else (f"{term}:" if term else "")
+                out.append(_join_item([head, *body]) if head else _join_item(body))
+            i = j + 1
+        out.extend(t for t in terms if t)
+        return out
 
     def fence(self, tok: Any) -> str:
         info = tok.info.strip() if tok.type != "code_block" else ""
@@ -246,7 +338,7 @@ class _Renderer:
         return text
 
     def render_nested(self, text: str) -> str:
-        sub = _Renderer(self.env, self.ctx)
+        sub = _Renderer(self.env, self.ctx, self.notes)
         rendered = sub.render(text)
         self.myst = self.myst or sub.myst
         return rendered

@@ -13,7 +13,15 @@ Used by :mod:`ragrade.corpus.markdown`:
   (``python {requires="3.12"}``, ``{ .python .annotate }``, ``py title="app.py"``);
 * :func:`drop_macros` replaces mkdocs-macros / Jinja placeholders: ``{{ name }}`` by the value of a
   variable the site defines (``extra:`` in ``mkdocs.yml``), every other ``{{ ... }}`` and ``{% ... %}``
-  removed and counted, ``{# ... #}`` comments removed, ``{% raw %}`` text kept as written.
+  removed and counted, ``{# ... #}`` comments removed, ``{% raw %}`` text kept as written;
+* :func:`drop_attr_lists` removes Python-Markdown ``attr_list`` lists (``{ #id .class key=value }``,
+  ``{: .lead }``) where that extension reads them: right after an inline element, at the end of a heading,
+  a definition term or a table cell, on the last line of a paragraph;
+* :func:`drop_icons` removes emoji and icon shortcodes (``:material-check:``, ``:octicons-heart-16:``,
+  ``:fontawesome-brands-github:``; ``:smile:`` where the site enables ``pymdownx.emoji``): the built site
+  shows a picture there; a table cell holding only icons keeps their names (``check``), which is what
+  the picture says;
+* :func:`inline_code` drops the ``#!python`` / ``:::css`` language prefix of pymdownx.inlinehilite.
 """
 
 from __future__ import annotations
@@ -49,6 +57,19 @@ _JINJA_RE = re.compile(
 )
 _ONLY_TAG_RE = re.compile(r"^[ \t]*\x00[ \t]*\n", re.M)
 _ATTR_LANG_RE = re.compile(r"(?:^|\s)\.([\w+#-]+)")
+# Python-Markdown attr_list: ``{`` with an optional ``:``, then anything up to ``}`` on the line
+_ATTR_BASE = r"\{:?[ \t]*[^}\n \t][^}\n]*\}"
+#: an inline element closed here (a link, emphasis, inline code, an icon): attributes may follow it
+ELEMENT_END = "\x01"
+_ATTR_AFTER_RE = re.compile(rf"{ELEMENT_END}(?:{_ATTR_BASE})?")
+_ATTR_HEADING_RE = re.compile(rf"[ \t]+{_ATTR_BASE}[ \t]*$")  # headings, terms, table cells
+_ATTR_BLOCK_RE = re.compile(rf"(?:^|\n)[ \t]*{_ATTR_BASE}[ \t]*$")  # a paragraph's own last line
+# the icon sets of MkDocs Material; other names (``:smile:``, custom sets) only where pymdownx.emoji is on
+_ICON_RE = re.compile(r"(?<![\w:/`]):((?:material|octicons|fontawesome|simple)-[a-z0-9-]+):(?![\w:`/])")
+_EMOJI_RE = re.compile(r"(?<![\w:/`]):([a-z0-9_+-]*[a-z][a-z0-9_+-]*):(?![\w:`/])")
+_ICON_SETS = ("material-", "octicons-", "fontawesome-brands-", "fontawesome-solid-", "fontawesome-regular-", "simple-")
+_ICON_SIZE_RE = re.compile(r"-(?:12|16|24|48)$")
+_HILITE_RE = re.compile(r"^(?:#!|:::)[\w+#.-]+[ \t]+(?=\S)")
 
 
 def _tab_rule(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
@@ -170,4 +191,59 @@ def drop_macros(text: str, variables: dict[str, str], *, in_code: bool = False) 
     return out, removed[0]
 
 
-__all__ = ["drop_annotations", "drop_autorefs", "drop_macros", "fence_language", "tabs_plugin"]
+def drop_attr_lists(text: str, *, where: str = "block") -> str:
+    """``text`` (an inline's rendering, :data:`ELEMENT_END` after each inline element) without attribute lists.
+
+    ``where``: ``"heading"`` for a heading, a definition term or a table cell (a list at the end, after a
+    space), ``"block"`` for a paragraph (a list on its own last line), as Python-Markdown's attr_list reads.
+    """
+    if ELEMENT_END in text:
+        text = _ATTR_AFTER_RE.sub("", text)
+    if "{" not in text:
+        return text
+    return (_ATTR_HEADING_RE if where == "heading" else _ATTR_BLOCK_RE).sub("", text)
+
+
+def _icon_name(code: str) -> str:
+    """What an icon shows, in words: ``material-check-circle`` -> "check circle"."""
+    for prefix in _ICON_SETS:
+        if code.startswith(prefix):
+            code = code[len(prefix) :]
+            break
+    return _ICON_SIZE_RE.sub("", code).replace("-", " ").replace("_", " ")
+
+
+def drop_icons(text: str, *, emoji: bool = False, names: bool = False) -> str:
+    """``text`` without icon shortcodes (and plain emoji ``:smile:`` when ``emoji``), each followed by
+    :data:`ELEMENT_END` (attributes after an icon belong to it); ``names``: a table cell holding only icons
+    keeps their names."""
+    if ":" not in text:
+        return text
+    if names:
+        bare = _ICON_RE.sub(ELEMENT_END, text)
+        bare = _EMOJI_RE.sub(ELEMENT_END, bare) if emoji else bare
+        names = bare != text and not drop_attr_lists(bare, where="heading").replace(ELEMENT_END, "").strip()
+
+    def one(m: re.Match[str]) -> str:
+        return (_icon_name(m.group(1)) if names else "") + ELEMENT_END
+
+    text = _ICON_RE.sub(one, text)
+    return _EMOJI_RE.sub(one, text) if emoji else text
+
+
+def inline_code(code: str) -> str:
+    """Inline code as shown: pymdownx.inlinehilite's ``#!python`` / ``:::python`` language prefix dropped."""
+    return _HILITE_RE.sub("", code) if code.startswith(("#!", ":::")) else code
+
+
+__all__ = [
+    "ELEMENT_END",
+    "drop_annotations",
+    "drop_attr_lists",
+    "drop_autorefs",
+    "drop_icons",
+    "drop_macros",
+    "fence_language",
+    "inline_code",
+    "tabs_plugin",
+]

@@ -171,9 +171,9 @@ class _Writer:
             return self.blocks(node, depth + 1)
         if name in ("title", "rubric"):
             text = " ".join(self.inline(node).split())
-            if text and name == "title":
+            if text and name == "title" and getattr(node.parent, "tagname", "") in ("section", "document"):
                 return [f"{'#' * min(6, max(1, depth))} {text}"]
-            return [text]
+            return [text]  # a rubric, or the title of a sidebar, topic or table: a line of text, not a section
         if name in ("paragraph", "caption", "attribution", "line", "term", "field_name"):
             return [self.inline(node)]
         if name in ("literal_block", "doctest_block", "math_block"):
@@ -182,6 +182,8 @@ class _Writer:
             return [self.list_items(node, ordered=name == "enumerated_list")]
         if name == "table":
             return [self.table(node)]
+        if name == "definition_list_item":
+            return [self.definition(node)]
         if name == "topic" and "contents" in node.get("classes", []):
             return []
         if name in ("image",):
@@ -190,6 +192,18 @@ class _Writer:
             head = [] if name == "admonition" else ["See also" if name == "seealso" else name.capitalize()]
             return head + self.blocks(node, depth)
         return self.blocks(node, depth) if node.children and not _is_text(node) else [self.inline(node)]
+
+    def definition(self, node: Any) -> str:
+        """A definition list item as "term (classifier): definition" (as the Markdown reader writes them)."""
+        term = " ".join(self.inline(c) for c in node.children if c.tagname == "term")
+        kinds = [" ".join(self.inline(c).split()) for c in node.children if c.tagname == "classifier"]
+        term = " ".join(f"{term} ({', '.join(kinds)})".split()) if kinds else " ".join(term.split())
+        body: list[str] = []
+        for child in (c for c in node.children if c.tagname == "definition"):
+            body.extend(self.blocks(child, 0))
+        prose = bool(body) and node.children[-1].children and node.children[-1].children[0].tagname == "paragraph"
+        head = f"{term}: {body.pop(0)}" if prose else f"{term}:"
+        return "\n".join([head, *body])
 
     def inline(self, node: Any) -> str:
         if _is_text(node):

@@ -15,7 +15,9 @@ shows it), never a silent drop.
 Autodoc directives (``.. autoclass::``, ``.. automodule::`` ...) need the package imported to show
 anything: they are left out and counted (``left_out["autodoc"]``); text written under one is kept,
 under the object's name. With ``api_docstrings`` (opt-in) an object that imports from the current
-environment is written from its docstrings instead (:func:`ragrade.corpus.apidoc.object_markdown`).
+environment is written from its docstrings instead (:func:`ragrade.corpus.apidoc.object_markdown`), the
+docstrings read as reST by the same reader as the pages, one heading per object below the page's
+section (none when that section is named after the object).
 
 The directives are installed in docutils' directive table only while the reader parses
 (:func:`file_directives`), so docutils keeps its own ``include`` for everyone else.
@@ -350,16 +352,30 @@ class _Autodoc(Directive):  # type: ignore[misc]  # docutils is untyped
     def filled(self, ctx: RstContext) -> list[Any] | None:
         """With ``api_docstrings``: the object's documentation from the installed package; None when it cannot be."""
         name = str(self.arguments[0]).strip().split("(")[0].strip() if self.arguments else ""
-        if not ctx.api_docstrings or not name or self.name.lower() in _NAMES_ONLY or ctx.markdown is None:
+        if not ctx.api_docstrings or not name or self.name.lower() in _NAMES_ONLY:
             return None
         from ragrade.corpus.apidoc import import_object, object_markdown
+        from ragrade.corpus.rst import rst_to_text
 
         obj = import_object(name)
         if obj is None:
             ctx.unimportable.append(name)
             return None
         members = "members" in self.options or self.name.lower() != "automodule"
-        text = ctx.markdown(object_markdown(name, obj, level=3, with_members=members))
+        section = self.state.parent
+        level = int(getattr(self.state.memo, "section_level", 0))
+        named = section.tagname == "section" and section.children and section.children[0].tagname == "title"
+        title = section.children[0].astext().strip("` ") if named else ""
+        # the page's section named after the object (``pytest.approx`` / ``.. autofunction:: pytest.approx``)
+        heading = not (title and title in (name, name.rsplit(".", 1)[-1]) and len(section.children) <= 2)
+        text = object_markdown(
+            name,
+            obj,
+            level=level if not heading else level + 1,
+            with_members=members,
+            docstring=lambda doc: rst_to_text(doc, ctx)[0],
+            heading=heading,
+        )
         return [nodes.container("", nodes.Text(text))]
 
 

@@ -8,6 +8,9 @@
   ``mkdocs.yml``, where ``mkdocs build`` runs), the theme's ``custom_dir`` (templates), the
   ``extra`` variables and ``site_name`` (for ``{{ macros }}``) and whether the ``macros`` plugin is on;
   unknown YAML tags (``!ENV``, ``!!python/name:``) are read as plain values;
+* Sphinx section labels across the project (``:ref:`label``` shows its section's title on every page),
+  and ``conf.py``'s literal ``release``, ``version``, ``rst_prolog`` and ``rst_epilog``
+  (:mod:`ragrade.corpus.sphinx`);
 * Sphinx ``toctree`` entries with an explicit title (``Title <path>``), in reST and in MyST
   (```` ```{toctree} ````), resolved as Sphinx does: relative to the page holding the toctree, a
   leading ``/`` relative to the source root (the folder of ``conf.py``, else the loaded folder).
@@ -54,6 +57,11 @@ class Site:
     template_dirs: list[Path] = field(default_factory=list)
     variables: dict[str, str] = field(default_factory=dict)  # {{ name }} -> value (mkdocs.yml extra, site_name)
     macros_plugin: bool = False
+    markdown_extensions: set[str] = field(default_factory=set)  # mkdocs.yml ``markdown_extensions`` names
+    auto_append: list[Path] = field(default_factory=list)  # pymdownx.snippets files appended to every page
+    substitutions: dict[str, str] = field(default_factory=dict)  # Sphinx |release|, |version|: from conf.py
+    rst_epilog: str = ""  # Sphinx ``rst_prolog`` + ``rst_epilog`` of conf.py (literal strings), added to pages
+    labels: dict[str, str] = field(default_factory=dict)  # Sphinx/MyST label (lower case) -> its section's title
     site_name: str = ""
     config_files: set[str] = field(default_factory=set)  # mkdocs.yml, Sphinx conf.py: read here, not documents
     warnings: list[str] = field(default_factory=list)
@@ -224,6 +232,31 @@ def _extension_options(config: dict[str, Any], name: str) -> dict[str, Any] | No
     return None
 
 
+def _extension_names(config: dict[str, Any]) -> set[str]:
+    """The names in ``markdown_extensions``."""
+    exts = config.get("markdown_extensions") or []
+    names: set[str] = set()
+    for ext in exts if isinstance(exts, list) else [exts]:
+        if isinstance(ext, str):
+            names.add(ext)
+        elif isinstance(ext, dict):
+            names.update(str(k) for k in ext)
+    return names
+
+
+def _auto_append(site: Site, names: Any, config_path: Path) -> None:
+    """The pymdownx.snippets ``auto_append`` files, found as snippets are; one warning for each that is missing."""
+    for name in names if isinstance(names, list) else [names] if isinstance(names, str) else []:
+        found = next((b / str(name) for b in site.snippet_bases if (b / str(name)).is_file()), None)
+        if found is None:
+            site.warnings.append(
+                f"pymdownx.snippets auto_append file not found, left out of every page: {name} "
+                f"(looked for under {', '.join(str(b) for b in site.snippet_bases)})"
+            )
+        else:
+            site.auto_append.append(_resolved(found))
+
+
 def _plugins(config: dict[str, Any]) -> set[str]:
     plugins = config.get("plugins") or []
     names: set[str] = set()
@@ -249,6 +282,8 @@ def _apply_mkdocs(site: Site, config_path: Path, docs_dir: Path) -> None:
     paths = snippets.get("base_path", ["."])
     site.snippet_bases = [_resolved(base / str(p)) for p in (paths if isinstance(paths, list) else [paths])]
     site.restrict_snippets = bool(snippets.get("restrict_base_path", True))
+    _auto_append(site, snippets.get("auto_append"), config_path)
+    site.markdown_extensions = _extension_names(config)
     theme = config.get("theme")
     if isinstance(theme, dict) and isinstance(theme.get("custom_dir"), str):
         site.template_dirs.append(_resolved(base / theme["custom_dir"]))
@@ -293,10 +328,13 @@ def toctree_entries(text: str) -> list[tuple[str, str]]:
 
 
 def _toctree_titles(site: Site, files: list[Path]) -> None:
+    from ragrade.corpus.sphinx import read_conf, scan_labels
+
     src = _source_root(site.root)
     sphinx = (src / "conf.py").is_file()
     if sphinx:
         site.config_files.add(str(src / "conf.py"))
+        site.substitutions, site.rst_epilog = read_conf(src / "conf.py")  # a page using what it lacks warns
     for page in files:
         ext = page.suffix.lower()
         if ext not in _SCANNED or (ext == ".txt" and not sphinx):  # .txt sources only in a Sphinx project
@@ -305,6 +343,8 @@ def _toctree_titles(site: Site, files: list[Path]) -> None:
             text = page.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        if (ext in (".md", ".markdown") and ")=" in text) or (ext not in (".md", ".markdown") and ".. _" in text):
+            scan_labels(text, ext in (".md", ".markdown"), site.labels)
         if "toctree" not in text:
             continue
         for title, target in toctree_entries(text + "\n"):

@@ -13,7 +13,8 @@ Files are looked for as pymdownx looks for them: under each ``base_path`` of the
 runs), and only inside that folder (``restrict_base_path``); without a ``mkdocs.yml``, under the
 loaded folder and the folder above it. A file that is not found, a section that is not in it
 and a remote URL (never fetched) each leave a one-line warning for the load report, never the
-marker line itself.
+marker line itself. The ``auto_append`` files of the site's snippets options are added at the end of
+every page, as pymdownx adds them (one warning for the site when one is missing).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ _MAX_SNIPPETS = 500
 
 
 def inline_snippets(text: str, ctx: PageContext) -> str:
-    """``text`` with every snippet marker replaced by the lines it names (warnings in ``ctx``)."""
+    """``text`` with every snippet marker replaced by the lines it names (warnings in ``ctx``), and the site's
+    ``auto_append`` files after it (a missing one is warned once for the site, not here)."""
+    appended = [p for p in (ctx.site.auto_append if ctx.site is not None else []) if p != ctx.page]
+    for path in appended:
+        more = _read(path, ctx)
+        if more is not None:
+            text = f"{text.rstrip()}\n\n{more}"
     if "8<" not in text:
         return text
     chain = (ctx.page.resolve(),) if ctx.page is not None else ()
