@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ragrade.errors import DataError, open_error
+from ragrade.storage import write_failure
 
 HEADER_KEY = "ragrade"
 
@@ -90,7 +91,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise DataError(f"{path}: cannot write here ({exc.strerror or exc})") from exc
+        raise write_failure(exc, path) or DataError(f"{path}: cannot write here ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -103,7 +104,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError):
-            raise DataError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+            raise write_failure(exc, path) or DataError(f"{path}: cannot write ({exc.strerror or exc})") from exc
         raise
 
 

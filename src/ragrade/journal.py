@@ -27,6 +27,7 @@ memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ from typing import Any
 
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import dumps_line
+from ragrade.storage import write_failure, writing
 
 JOURNAL_FILE = "journal.sqlite"
 JOURNAL_FILES = (JOURNAL_FILE, f"{JOURNAL_FILE}-wal", f"{JOURNAL_FILE}-shm")
@@ -74,8 +76,8 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")  # every COMMIT is fsync'd
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise DataError(f"{self.path}: not a usable run journal ({exc})") from exc
+        except sqlite3.DatabaseError as exc:  # a full disk says so (one line), a damaged file is named
+            raise write_failure(exc, self.path) or DataError(f"{self.path}: not a usable run journal ({exc})") from exc
         version = self.get_meta("schema_version")
         if version is None:
             self.set_meta("schema_version", str(_SCHEMA_VERSION))
@@ -110,7 +112,8 @@ class Journal:
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a metadata value (durably)."""
-        self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+        with writing(self.path):
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def check_fingerprint(self, fingerprint: str, what: str = "run") -> None:
         """Record ``fingerprint`` on first use; :class:`JournalMismatch` when a rerun's fingerprint differs."""
@@ -222,18 +225,38 @@ class Journal:
         return [got[i] for i in items if i in got]
 
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db)
+        return _Transaction(self._db, self.path)
 
 
 class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    """One durable transaction; a commit that fails for lack of space is rolled back and raised as one line
+    (:class:`~ragrade.storage.WriteFailed`): the journal keeps the batches before it, a rerun asks the rest."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
         self.db = db
+        self.path = path
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
+        with writing(self.path):
+            self.db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        with writing(self.path):
+            if exc_type is None:
+                try:
+                    self.db.execute("COMMIT")
+                except sqlite3.Error:
+                    self._rollback()
+                    raise
+                return
+            self._rollback()
+            failure = write_failure(exc, self.path) if isinstance(exc, Exception) else None
+            if failure is not None:
+                raise failure from exc
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.OperationalError):  # SQLite ends the transaction itself on a full disk
+            self.db.execute("ROLLBACK")
 
 
 __all__ = ["JOURNAL_FILE", "JOURNAL_FILES", "Journal", "JournalMismatch", "no_error"]

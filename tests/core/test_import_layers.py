@@ -21,10 +21,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "ragrade"
 # Rank of each package or top-level module: an import may only reach a strictly lower rank.
 LAYERS: dict[str, int] = {
     # leaf utilities
-    "ragrade.errors": 0,
+    "ragrade.errors": -1,  # the one exception tree, below every module (ragrade.storage builds on it)
     "ragrade._version": 0,
     "ragrade.redact": 0,
     "ragrade.interrupt": 0,
+    "ragrade.storage": 0,  # one rule for a write that fails for lack of space or permission
     "ragrade.progress_phases": 0,  # named phases of long work (what a display shows while it runs)
     # shared services
     "ragrade.registry": 1,

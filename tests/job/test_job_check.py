@@ -45,6 +45,10 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
         ('[robust]\ndata = "nosuch.jsonl"\n', "[robust] data: "),
         ("[sweep]\nllms = []\n", "grid axis 'llms' is empty"),  # said "the sweep has no pipelines"
         ("[sweep]\nk = []\n", "grid axis 'k' is empty"),
+        # [irt] against the grid's responses (it failed at the IRT stage, after the sweep had run)
+        ('[irt]\nfactors = ["nosuch"]\n', "[irt] factors: 'nosuch' is not a column of the sweep's responses"),
+        ('[irt]\nfactors = ["retriver"]\n', "Did you mean 'retriever'?"),
+        ('[irt]\nfactors = ["temperature"]\n', "'temperature' is not a column"),  # no pipeline sets one
     ],
 )
 def test_a_bad_setting_fails_before_any_stage_and_writes_nothing(

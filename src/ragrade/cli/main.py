@@ -106,9 +106,22 @@ def _user_fault(exc: Exception) -> str | None:
 
     if isinstance(exc, ValidationError):
         return f"invalid option {describe_validation(exc)}"
+    full = _no_space(exc)
+    if full is not None:
+        return full
     if isinstance(exc, OSError) and exc.filename:
         return f"{exc.filename}: {exc.strerror or exc}"
     return None
+
+
+def _no_space(exc: Exception) -> str | None:
+    """The one line for a full disk met by a writer that did not name its file (see :mod:`ragrade.storage`)."""
+    from ragrade.storage import NO_PERMISSION, write_failure
+
+    if isinstance(exc, OSError) and exc.errno in NO_PERMISSION:
+        return None  # maybe a read: the file and the reason, below
+    failure = write_failure(exc)
+    return None if failure is None else str(failure)
 
 
 def run() -> None:

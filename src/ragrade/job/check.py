@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragrade.errors import ConfigError, RagradeError
+from ragrade.errors import ConfigError, RagradeError, did_you_mean
 from ragrade.job.config import JobConfig
 
 if TYPE_CHECKING:
@@ -80,6 +80,34 @@ def _sweep_specs(cfg: JobConfig) -> list[PipelineSpec]:
     except ConfigError as exc:
         raise ConfigError(f"[sweep] {exc}") from exc
     return specs
+
+
+def _check_irt(cfg: JobConfig, specs: list[PipelineSpec]) -> None:
+    """``[irt]`` against what the sweep will produce: the IRT stage's own plan (:func:`ragrade.job.analysis.plan_irt`)
+    and fit settings run on one row per pipeline of the grid, as the sweep writes it, so that a factor the
+    responses will not have fails here rather than after the sweep."""
+    import pandas as pd
+
+    from ragrade.exam.files import Question
+    from ragrade.job.analysis import NOT_APPLICABLE, plan_irt
+    from ragrade.run.answer import base_row
+    from ragrade.run.contexts import Contexts
+
+    question = Question(id="-", question="-", choices=["-", "-"], answer=0, doc_id="-", chunk_id="-")
+    rows = pd.DataFrame([base_row(question, spec, Contexts()) for spec in specs])
+    named = list(dict.fromkeys(k for spec in specs for k in spec.factors()))  # the grid's axes, in order
+    for factor in cfg.irt.factors:
+        if factor not in rows.columns:
+            raise ConfigError(
+                f"[irt] factors: '{factor}' is not a column of the sweep's responses; the grid's factors are "
+                f"{', '.join(named)}.{did_you_mean(factor, named)}"
+            )
+    try:
+        plan = plan_irt(rows, cfg.irt.factors, NOT_APPLICABLE)
+        for fit in plan["fits"]:
+            cfg.irt.fit_config(fit["factors"], NOT_APPLICABLE)
+    except RagradeError as exc:
+        raise ConfigError(f"[irt] {exc}") from exc
 
 
 def _check_adaptive(cfg: JobConfig) -> None:
@@ -173,7 +201,9 @@ def check_job(cfg: JobConfig) -> None:
             _check_retriever(r)
         if cfg.sweep.transform_llm:
             check_llm_spec(cfg.sweep.transform_llm, "[sweep] transform_llm", llm_options)
-        _sweep_specs(cfg)
+        specs = _sweep_specs(cfg)
+        if cfg.irt.enabled:
+            _check_irt(cfg, specs)
     if cfg.adaptive.enabled:
         _check_adaptive(cfg)
     if cfg.robust.enabled:

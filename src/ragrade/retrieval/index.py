@@ -32,6 +32,7 @@ from ragrade.corpus.types import CHUNKS_KIND, CHUNKS_VERSION, Chunk, Document
 from ragrade.errors import ConfigError, DataError
 from ragrade.io import JSONObject, read_json, read_jsonl, write_json, write_jsonl
 from ragrade.retrieval.bm25 import BM25Config, BM25Index
+from ragrade.retrieval.integrity import component_files, verify_components
 from ragrade.schemas import check_index_manifest
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ class IndexManifest(TypedDict):
     indexed_text: str
     embedder: EmbedderInfo | None
     store: JSONObject | None
+    files: dict[str, int]  # each component file's size (retrieval/integrity.py); absent in older indexes
 
 
 def _chunk_docs(
@@ -312,6 +314,7 @@ def _build_into(
         "indexed_text": "heading path + chunk text" if cfg.headings else "chunk text",
         "embedder": emb_info,
         "store": store_desc,
+        "files": component_files(out),
     }
     write_json(out / "manifest.json", manifest)
     return IndexStats(
@@ -525,6 +528,7 @@ def load_index(path: str | Path) -> Index:
             f"{mpath}: index version {manifest.get('version')} is newer than this ragrade "
             f"(supports {INDEX_VERSION}); upgrade ragrade"
         )
+    verify_components(path, manifest)  # a deleted or cut-off BM25 or vector file, found before any search
     from ragrade.corpus.files import read_chunks
 
     chunks = read_chunks(path / "chunks.jsonl")

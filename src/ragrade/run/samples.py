@@ -24,6 +24,7 @@ from pathlib import Path
 from ragrade.errors import DataError
 from ragrade.io import HEADER_KEY, drop_torn_tail, dumps_line, header_record, loads_line
 from ragrade.run.records import Sample
+from ragrade.storage import writing
 
 SAMPLES_FILE = "samples.jsonl"
 SAMPLES_KIND = "exam_samples"
@@ -36,18 +37,20 @@ class SampleLog:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        drop_torn_tail(self.path)
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            self.path.write_text(dumps_line(header_record(SAMPLES_KIND, SAMPLES_VERSION)) + "\n", encoding="utf-8")
-        else:
-            _check_header(self.path)
+        with writing(self.path):
+            drop_torn_tail(self.path)
+            if not self.path.exists() or self.path.stat().st_size == 0:
+                head = dumps_line(header_record(SAMPLES_KIND, SAMPLES_VERSION)) + "\n"
+                self.path.write_text(head, encoding="utf-8")
+                return
+        _check_header(self.path)
 
     def append(self, samples: Sequence[Mapping[str, object]]) -> None:
         """Append ``samples`` durably (before their rows are journaled)."""
         if not samples:
             return
         data = "".join(dumps_line(s) + "\n" for s in samples).encode("utf-8")
-        with self.path.open("ab") as fh:
+        with writing(self.path), self.path.open("ab") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -112,7 +115,7 @@ def compact(path: str | Path, rows: Sequence[Mapping[str, object]], meta: Mappin
     head = header_record(SAMPLES_KIND, SAMPLES_VERSION, {**dict(meta or {}), **counts})
     tmp = path.with_name(f".{path.name}.compact.tmp")
     try:
-        with path.open("rb") as src, tmp.open("wb") as dst:
+        with writing(path), path.open("rb") as src, tmp.open("wb") as dst:
             dst.write(dumps_line(head).encode("utf-8") + b"\n")
             for offset, length in kept:
                 src.seek(offset)
