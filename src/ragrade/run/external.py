@@ -14,6 +14,12 @@ When ``answer`` is missing or null, the pipeline's LLM answers from the
 returned contexts (the external system acts as a retriever). A target is
 ``"package.module:function"`` (sync or async function of the request dict) or
 an ``http(s)://`` URL receiving the request as a POST body.
+
+An external system is under the reachability rule of LLM servers: a URL that takes no connection fails
+before the run folder is created (:func:`check_reachable`), and a system whose first requests are all
+refused or unreachable (connection errors, HTTP 4xx but 408 and 429; a callable raising ``OSError``)
+stops the run with one line naming it (:class:`~ragrade.errors.BackendError`, exit 2) instead of
+retrying every question. Any other failure is recorded on its row, missing for the rerun.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ragrade.errors import ConfigError
+from ragrade.errors import BackendError, ConfigError
 from ragrade.exam.files import LETTERS, Question
 from ragrade.io import JSONObject
 
@@ -45,6 +51,16 @@ class ExternalResult:
     scores: list[float] | None = None
     error: str | None = None
     latency_s: float = 0.0
+
+
+class Refused(RuntimeError):
+    """A request the system refused or could not take (what the reachability rule counts)."""
+
+
+#: HTTP statuses that are no refusal: a timeout and a rate limit are retried answers-to-come
+_TRANSIENT_4XX = (408, 429)
+#: seconds to wait for a TCP connection when checking that a URL takes connections
+CONNECT_TIMEOUT_S = 5.0
 
 
 def _parse_answer(value: object, choices: Sequence[str]) -> tuple[int | None, str | None]:
@@ -126,6 +142,7 @@ class ExternalSystem:
         self.max_retries = max_retries
         self.is_http = target.startswith(("http://", "https://"))
         self._fn: Callable[[JSONObject], object] | None = None
+        self._answered = False  # any request answered so far (then failures are per-row, never a stop)
         if not self.is_http:
             from ragrade.run.executors import resolve_callable
 
@@ -160,8 +177,23 @@ class ExternalSystem:
             import httpx
 
             async with httpx.AsyncClient(timeout=self.timeout) as client:
-                return list(await asyncio.gather(*(self._one(q, k, sem, client) for q in questions)))
-        return list(await asyncio.gather(*(self._one(q, k, sem, None) for q in questions)))
+                got = list(await asyncio.gather(*(self._one(q, k, sem, client) for q in questions)))
+        else:
+            got = list(await asyncio.gather(*(self._one(q, k, sem, None) for q in questions)))
+        self._check_refusals(got)
+        return got
+
+    def _check_refusals(self, results: Sequence[ExternalResult]) -> None:
+        """BackendError when no request was ever answered and each of these was refused or unreachable."""
+        self._answered = self._answered or any(r.error is None or not r.error.startswith("Refused: ") for r in results)
+        if self._answered or not results:
+            return
+        what = self.target if self.is_http else f"the callable {self.target}"
+        last = (results[-1].error or "").removeprefix("Refused: ")
+        raise BackendError(
+            f"external system '{self.name}' ({what}) refused or could not take each of its first {len(results)} "
+            f"requests (last: {last}); start it or fix its target, then rerun the same command"
+        )
 
     async def _one(
         self, q: Question, k: int, sem: asyncio.Semaphore, client: httpx.AsyncClient | None
@@ -170,6 +202,8 @@ class ExternalSystem:
             t0 = time.perf_counter()
             try:
                 payload = await (self._post(client, q, k) if client is not None else self._call(q, k))
+            except OSError as exc:  # a callable that cannot reach what it wraps
+                res = ExternalResult(error=f"Refused: {type(exc).__name__}: {exc}"[:500])
             except Exception as exc:  # the user's system failed: record, never drop
                 res = ExternalResult(error=f"{type(exc).__name__}: {exc}"[:500])
             else:
@@ -192,11 +226,15 @@ class ExternalSystem:
         for attempt in range(self.max_retries + 1):
             try:
                 resp = await client.post(self.target, json=request_payload(q, k))
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing takes the connection
+                raise Refused(f"cannot connect ({exc or type(exc).__name__})") from exc
             except httpx.TransportError as exc:
                 last = exc
             else:
                 if resp.status_code >= 500 and attempt < self.max_retries:
                     last = RuntimeError(f"HTTP {resp.status_code}")
+                elif 400 <= resp.status_code < 500 and resp.status_code not in _TRANSIENT_4XX:
+                    raise Refused(f"HTTP {resp.status_code}: {resp.text[:200]}")
                 elif resp.status_code >= 400:
                     raise RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
                 else:
@@ -208,11 +246,45 @@ class ExternalSystem:
         raise RuntimeError(f"no answer after {self.max_retries + 1} attempts ({last})")
 
 
+def check_reachable(name: str, url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """BackendError naming ``url`` when its host takes no TCP connection (nothing is sent; the connection is
+    closed at once), so that a system that is down fails before a run folder is created."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise ConfigError(f"external '{name}': bad port in {url} ({exc})") from exc
+    if not parts.hostname:
+        raise ConfigError(f"external '{name}': no host in {url}")
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise BackendError(
+            f"external system '{name}': {url} is unreachable ({why.lower()}); start it or fix the URL, then rerun"
+        ) from exc
+
+
 def create_external(name: str, target: str, *, dry_run: bool = False) -> ExternalSystem:
-    """An :class:`ExternalSystem`; ConfigError on a malformed target. A dry-run system sends nothing."""
+    """An :class:`ExternalSystem`; ConfigError on a malformed target, BackendError on a URL that takes no
+    connection (:func:`check_reachable`). A dry-run system sends nothing and connects to nothing."""
     if not target.startswith(("http://", "https://")) and ":" not in target:
         raise ConfigError(f"external '{name}': expected 'module:function' or an http(s) URL, got '{target}'")
+    if not dry_run and target.startswith(("http://", "https://")):
+        check_reachable(name, target)
     return ExternalSystem(name, target, dry_run=dry_run)
 
 
-__all__ = ["ExternalResult", "ExternalSystem", "create_external", "parse_response", "request_payload"]
+__all__ = [
+    "ExternalResult",
+    "ExternalSystem",
+    "Refused",
+    "check_reachable",
+    "create_external",
+    "parse_response",
+    "request_payload",
+]
