@@ -47,6 +47,7 @@ TITLES = {
         "guide/queue.md": "Queues",
         "guide/workers.md": "Worker pools",
         "guide/scheduling.md": "scheduling",
+        "guide/options.md": "Queue options",
         "reference/client.md": "Client module",
         "changelog.md": "Changelog",
     },
@@ -55,6 +56,7 @@ TITLES = {
         "start.rst": "Getting started",
         "changes.rst": "Release notes",
         "license.rst": "License",
+        "retries.rst": "Retrying requests",
     },
 }
 # (page, words of the included file that must reach the page or None for a file that is missing, file name)
@@ -84,8 +86,17 @@ PROSE_MARKUP = {
     "YAML options": re.compile(r"^[ \t]*(?:options|handler|members|show_\w+):", re.M),
     "macro": re.compile(r"\{\{|\{%|\{#"),
     "reST directive": re.compile(r"^[ \t]*\.\.[ \t]+[\w:.-]+::", re.M),
+    "attribute list": re.compile(r"\{:?[ \t]*(?:[#.][\w-]|[\w-]+=|data-[\w-]+[ \t]*\})|\{:[ \t]"),
+    "icon shortcode": re.compile(r":(?:material|octicons|fontawesome|simple)-[\w-]+:"),
+    "footnote": re.compile(r"\[\^[^\]\n]+\]"),
+    "substitution": re.compile(r"\|(?:release|version|today)\|"),
 }
-INLINE_MARKUP = {"reST role": re.compile(r":[\w:.-]+:`")}  # checked before inline code is taken out
+INLINE_MARKUP = {
+    "reST role": re.compile(r":[\w:.-]+:`"),
+    "inlinehilite prefix": re.compile(r"`(?:#!|:::)[\w+-]+ "),
+    "definition list": re.compile(r"^[ \t]*:[ \t]+\S", re.M),
+}  # checked before inline code is taken out
+_BARE_REF_RE = re.compile(r":ref:`([\w-]+)`")  # a reference to a label without a title of its own
 CODE_MARKUP = {
     "annotation marker": re.compile(r"(?:#|//)[ \t]*\(\d+\)!?[ \t]*$", re.M),
     "fence attributes": re.compile(r"^[ \t]*`{3,}[^\n`]*[{=]", re.M),
@@ -101,6 +112,17 @@ def markup_left(text: str) -> dict[str, int]:
     found.update({kind: len(rx.findall(outside)) for kind, rx in INLINE_MARKUP.items()})
     found.update({kind: len(rx.findall(text)) for kind, rx in CODE_MARKUP.items()})
     return {k: v for k, v in found.items() if v}
+
+
+def source_labels(site: str) -> set[str]:
+    """The labels a site's reST sources refer to without a title (the built page shows the section's title)."""
+    return {m for p in (SITES / site / "docs").rglob("*.rst") for m in _BARE_REF_RE.findall(p.read_text("utf-8"))}
+
+
+def labels_shown(text: str, labels: set[str]) -> int:
+    """Label ids shown in prose, where the built page shows the section's title."""
+    prose = _INLINE_CODE.sub("", _CODE_BODY.sub("", text))
+    return sum(len(re.findall(rf"(?<![\w-]){re.escape(label)}(?![\w-])", prose)) for label in labels)
 
 
 def docs_by_page(report: LoadReport) -> dict[str, Document]:
@@ -167,12 +189,19 @@ def main() -> int:
         print(f"   baseline: markup in the source pages as written: {source}")
         leaks: dict[str, int] = {}
         chunks = 0
+        labels = source_labels(site)
         for size in sizes:
             chunker = create_chunker("recursive", size=size, overlap=min(20, size // 4))
             for doc in report.documents:
                 for chunk in chunker.chunk(doc):
                     chunks += 1
-                    for kind, n in markup_left(chunk.text).items():
+                    found = markup_left(chunk.text)
+                    heading_path = chunk.metadata.get("heading_path")
+                    path = markup_left(" > ".join(map(str, heading_path)) if isinstance(heading_path, list) else "")
+                    found.update({f"{k} (heading path)": v for k, v in path.items()})
+                    if labels_shown(chunk.text, labels):
+                        found[":ref: label id"] = labels_shown(chunk.text, labels)
+                    for kind, n in found.items():
                         leaks[kind] = leaks.get(kind, 0) + n
         missing = missing_without_warning(site, report)
         titles = wrong_titles(site, report)

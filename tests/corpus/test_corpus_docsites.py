@@ -54,6 +54,7 @@ def test_titles_follow_front_matter_then_nav_then_headings_then_file_name(tern: 
         "guide/scheduling.md": "scheduling",  # no nav label, a `##` after the opening text: the file name
         "reference/client.md": "Client module",
         "changelog.md": "Changelog",
+        "guide/options.md": "Queue options",  # nav label (also its `#`, attribute list dropped)
     }
 
 
@@ -69,10 +70,11 @@ def test_heading_paths_follow_the_title(tern: LoadReport, heron: LoadReport) -> 
 def test_toctree_titles(heron: LoadReport) -> None:
     titles = {rel: doc.metadata["title"] for rel, doc in _docs(heron).items()}
     assert titles == {
-        "index.rst": "Heron",
+        "index.rst": "Heron",  # its first section, not the sidebar before it
         "start.rst": "Getting started",  # `Getting started <start>` over its "Quickstart"
         "changes.rst": "Release notes",  # the page is an include of CHANGES.rst
         "license.rst": "License",
+        "retries.rst": "Retrying requests",  # a bare toctree entry: the page's first section
     }
     rst = ".. toctree::\n   :maxdepth: 1\n\n   Intro <intro>\n   plain\n   Web <https://x.org>\n   /abs/page\n\nAfter."
     assert toctree_entries(rst + "\n") == [("Intro", "intro")]

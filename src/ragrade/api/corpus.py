@@ -56,8 +56,8 @@ def load_corpus(
     if warn is None:
         _warn_skipped(report.skipped, report.warnings)
     else:
-        for where, why in report.skipped:
-            warn(f"skipped {where}: {why}")
+        for line in report.skip_lines():  # one line per reason met more than three times
+            warn(line)
         for where, note in report.warnings:
             warn(f"{where}: {note}")
     summary = report.checked_summary(", ".join(sources) or "the demo corpus")

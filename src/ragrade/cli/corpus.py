@@ -23,8 +23,9 @@ CORPUS_HELP = (
     "snippets and reST/MyST includes are inlined (a missing file is warned), and theme templates, mkdocstrings "
     "':::' and autodoc blocks and {{ macro }} placeholders are left out and counted (\\[corpus] api_docstrings "
     "= true in --config fills API blocks from the installed package; templates = true loads templates).\n\n"
-    "Unusable files (binary, not decodable, empty, too large, unsupported) are skipped with one warning each "
-    "and counted; the command fails (exit 2) when no document is usable."
+    "Unusable files (binary, not decodable, empty, too large, unsupported; JSON Schema and data files of a "
+    "documentation site) are skipped and counted, with one warning each, or one line per reason with examples "
+    "when a reason is met more than three times; the command fails (exit 2) when no document is usable."
 )
 
 CHUNK_HELP = (

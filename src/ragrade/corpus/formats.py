@@ -357,6 +357,8 @@ def read_json(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         raise Skip("invalid-record", f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except RecursionError as exc:
         raise Skip("invalid-record", "JSON nested too deeply") from exc
+    if isinstance(obj, dict) and ("$schema" in obj or ("properties" in obj and "type" in obj)):
+        raise Skip("not-documents", "a JSON Schema, not documents")
     if isinstance(obj, dict):
         if _pick(obj, fields.text_field, TEXT_FIELDS) is not None:
             return [record_to_extracted(obj, "", fields)]

@@ -80,11 +80,29 @@ class LoadReport:
     lines_dropped: int = 0
     assets_ignored: Counter[str] = field(default_factory=Counter)
     left_out: Counter[str] = field(default_factory=Counter)  # directives not rendered, by kind (autodoc)
+    _skip_kind: list[str] = field(default_factory=list, repr=False)  # the kind of each entry of ``skipped``
 
     def skip(self, path: str, kind: str, reason: str) -> None:
         """Record one skipped file or record."""
         self.skipped.append((path, reason))
         self.skip_kinds[kind] += 1
+        self._skip_kind.append(kind)
+
+    def skip_lines(self, examples: int = 3) -> list[str]:
+        """The skipped files and records as lines to print: one each for a reason met at most ``examples`` times,
+        else one line for the reason with its count and ``examples`` of them (a folder of schema files is one
+        line, not one per file)."""
+        by_kind: dict[str, list[tuple[str, str]]] = {}
+        for (where, why), kind in zip(self.skipped, self._skip_kind, strict=True):
+            by_kind.setdefault(kind, []).append((where, why))
+        lines: list[str] = []
+        for kind, items in by_kind.items():
+            if len(items) <= examples:
+                lines.extend(f"skipped {where}: {why}" for where, why in items)
+                continue
+            shown = "; ".join(f"{where}: {why}" for where, why in items[:examples])
+            lines.append(f"skipped {len(items):,} ({kind}), e.g. {shown}; ...")
+        return lines
 
     def checked_summary(self, where: str) -> dict[str, Any]:
         """:meth:`summary`, or a DataError naming ``where`` and the skip reasons when no document is usable."""
@@ -236,6 +254,11 @@ class _Loader:
             self.report.skip(str(path), exc.kind, exc.reason)
             return
         self.report.files_read += 1
+        bad = [item for item in extracted if isinstance(item, fmt.BadRecord)]
+        if bad and len(bad) == len(extracted) and kind == "json" and self.site is not None and self.site.config_files:
+            # a data or config file of a documentation site (no record holds text): one skip, not one per record
+            self.report.skip(str(path), "not-documents", f"{len(bad):,} records, none with text ({bad[0].reason})")
+            return
         for item in extracted:
             if isinstance(item, fmt.BadRecord):
                 self.report.skip(f"{path}{item.key}", item.kind, item.reason)

@@ -33,6 +33,7 @@ from ragrade.corpus.mkdocs import (
     drop_attr_lists,
     drop_autorefs,
     drop_icons,
+    drop_markers,
     fence_language,
     inline_code,
     tabs_plugin,
@@ -42,6 +43,7 @@ from ragrade.corpus.site import PageContext
 from ragrade.corpus.structure import heading_title
 from ragrade.io import JSONObject
 
+_DEF_LINE_RE = re.compile(r"^[ \t]{0,3}:[ \t]+(\S.*)$")
 _ABBR_DEF_RE = re.compile(r"^[ \t]{0,3}\*\[[^\]\n]+\]:[^\n]*$", re.M)  # Python-Markdown abbr definitions
 # inline tokens after which an attribute list belongs to the element (Python-Markdown attr_list)
 _ELEMENTS = frozenset(["link_close", "em_close", "strong_close", "s_close", "code_inline", "image", "html_inline"])
@@ -157,7 +159,7 @@ class _Renderer:
             if kind in _ELEMENTS:
                 out.append(ELEMENT_END)  # tags carry no text (their inner text is an ordinary text token)
         text = drop_autorefs("".join(out))
-        return drop_attr_lists(text, where="block" if where == "block" else "heading").replace(ELEMENT_END, "")
+        return drop_markers(drop_attr_lists(text, where="block" if where == "block" else "heading"))
 
     # ------------------------------------------------------------------ blocks
 
@@ -210,7 +212,7 @@ class _Renderer:
                 i += 3
                 continue
             if kind == "inline":
-                out.append(self.inline(tok.children or []))
+                out.append(_loose_definitions(self.inline(tok.children or [])))
                 out.extend(self.cited())
             elif kind in ("fence", "code_block") or kind == "colon_fence":
                 out.append(self.fence(tok))
@@ -348,6 +350,26 @@ class _Renderer:
             key, sep, value = line.partition(":")
             if sep and key.strip() and not key.startswith((" ", "\t", "-")):
                 self.meta[key.strip()] = value.strip().strip("\"'")
+
+
+def _loose_definitions(text: str) -> str:
+    """A paragraph holding a definition list that markdown-it leaves as text (several term lines, or terms right
+    after text), read as Python-Markdown's def_list reads it: the lines before the first ``:`` line are terms."""
+    if "\n:" not in text:
+        return text
+    lines = text.split("\n")
+    first = next((k for k, line in enumerate(lines) if k and _DEF_LINE_RE.match(line)), None)
+    if first is None:
+        return text
+    terms = ", ".join(line.strip() for line in lines[:first] if line.strip())
+    out: list[str] = []
+    for line in lines[first:]:
+        m = _DEF_LINE_RE.match(line)
+        if m:
+            out.append(m.group(1))
+        elif out:
+            out[-1] += "\n" + line.strip()
+    return "\n".join(f"{terms}: {d}" for d in out)
 
 
 def _join_item(blocks: list[str]) -> str:

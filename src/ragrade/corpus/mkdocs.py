@@ -59,9 +59,11 @@ _ONLY_TAG_RE = re.compile(r"^[ \t]*\x00[ \t]*\n", re.M)
 _ATTR_LANG_RE = re.compile(r"(?:^|\s)\.([\w+#-]+)")
 # Python-Markdown attr_list: ``{`` with an optional ``:``, then anything up to ``}`` on the line
 _ATTR_BASE = r"\{:?[ \t]*[^}\n \t][^}\n]*\}"
-#: an inline element closed here (a link, emphasis, inline code, an icon): attributes may follow it
+#: an inline element closed here (a link, emphasis, inline code): attributes may follow it
 ELEMENT_END = "\x01"
-_ATTR_AFTER_RE = re.compile(rf"{ELEMENT_END}(?:{_ATTR_BASE})?")
+#: an icon removed here (an element too: attributes may follow it)
+ICON_END = "\x02"
+_ATTR_AFTER_RE = re.compile(rf"([\x01\x02]){_ATTR_BASE}")
 _ATTR_HEADING_RE = re.compile(rf"[ \t]+{_ATTR_BASE}[ \t]*$")  # headings, terms, table cells
 _ATTR_BLOCK_RE = re.compile(rf"(?:^|\n)[ \t]*{_ATTR_BASE}[ \t]*$")  # a paragraph's own last line
 # the icon sets of MkDocs Material; other names (``:smile:``, custom sets) only where pymdownx.emoji is on
@@ -69,6 +71,7 @@ _ICON_RE = re.compile(r"(?<![\w:/`]):((?:material|octicons|fontawesome|simple)-[
 _EMOJI_RE = re.compile(r"(?<![\w:/`]):([a-z0-9_+-]*[a-z][a-z0-9_+-]*):(?![\w:`/])")
 _ICON_SETS = ("material-", "octicons-", "fontawesome-brands-", "fontawesome-solid-", "fontawesome-regular-", "simple-")
 _ICON_SIZE_RE = re.compile(r"-(?:12|16|24|48)$")
+_GAP_RE = re.compile(r"[ \t]\x02+(?=[ \t\n.,;:!?)\]]|$)")
 _HILITE_RE = re.compile(r"^(?:#!|:::)[\w+#.-]+[ \t]+(?=\S)")
 
 
@@ -197,8 +200,8 @@ def drop_attr_lists(text: str, *, where: str = "block") -> str:
     ``where``: ``"heading"`` for a heading, a definition term or a table cell (a list at the end, after a
     space), ``"block"`` for a paragraph (a list on its own last line), as Python-Markdown's attr_list reads.
     """
-    if ELEMENT_END in text:
-        text = _ATTR_AFTER_RE.sub("", text)
+    if ELEMENT_END in text or ICON_END in text:
+        text = _ATTR_AFTER_RE.sub(r"\1", text)
     if "{" not in text:
         return text
     return (_ATTR_HEADING_RE if where == "heading" else _ATTR_BLOCK_RE).sub("", text)
@@ -225,10 +228,18 @@ def drop_icons(text: str, *, emoji: bool = False, names: bool = False) -> str:
         names = bare != text and not drop_attr_lists(bare, where="heading").replace(ELEMENT_END, "").strip()
 
     def one(m: re.Match[str]) -> str:
-        return (_icon_name(m.group(1)) if names else "") + ELEMENT_END
+        return _icon_name(m.group(1)) + ELEMENT_END if names else ICON_END
 
     text = _ICON_RE.sub(one, text)
     return _EMOJI_RE.sub(one, text) if emoji else text
+
+
+def drop_markers(text: str) -> str:
+    """``text`` without the :data:`ELEMENT_END` / :data:`ICON_END` markers; the space before an icon that was
+    removed goes too when punctuation or the end of a line follows it (``play :icon:.`` -> ``play.``)."""
+    if ICON_END in text:
+        text = _GAP_RE.sub("", text).replace(ICON_END, "")
+    return text.replace(ELEMENT_END, "")
 
 
 def inline_code(code: str) -> str:
@@ -238,11 +249,13 @@ def inline_code(code: str) -> str:
 
 __all__ = [
     "ELEMENT_END",
+    "ICON_END",
     "drop_annotations",
     "drop_attr_lists",
     "drop_autorefs",
     "drop_icons",
     "drop_macros",
+    "drop_markers",
     "fence_language",
     "inline_code",
     "tabs_plugin",

@@ -312,6 +312,8 @@ def rst_to_text(text: str, context: RstContext | None = None) -> tuple[str, JSON
     from ragrade.corpus.rst_include import RstContext
 
     ctx = context or RstContext()
+    if ctx.rst is None:
+        ctx.rst = lambda doc: rst_to_text(doc, ctx)[0]
     tree = _doctree(text, ctx)
     writer = _Writer(ctx)
     writer.collect_labels(tree)

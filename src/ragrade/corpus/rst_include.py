@@ -89,6 +89,8 @@ class RstContext:
     #: Markdown to text for an ``include`` with a MyST/Markdown ``:parser:`` (given by the caller, which may
     #: import the Markdown reader: this module must not, as that reader reads reST blocks through this one)
     markdown: Callable[[str], str] | None = None
+    #: reST to text in this context, for docstrings (set by the reST reader, which this module must not import)
+    rst: Callable[[str], str] | None = None
 
     @property
     def source(self) -> str:
@@ -352,10 +354,9 @@ class _Autodoc(Directive):  # type: ignore[misc]  # docutils is untyped
     def filled(self, ctx: RstContext) -> list[Any] | None:
         """With ``api_docstrings``: the object's documentation from the installed package; None when it cannot be."""
         name = str(self.arguments[0]).strip().split("(")[0].strip() if self.arguments else ""
-        if not ctx.api_docstrings or not name or self.name.lower() in _NAMES_ONLY:
+        if not ctx.api_docstrings or not name or self.name.lower() in _NAMES_ONLY or ctx.rst is None:
             return None
         from ragrade.corpus.apidoc import import_object, object_markdown
-        from ragrade.corpus.rst import rst_to_text
 
         obj = import_object(name)
         if obj is None:
@@ -373,7 +374,7 @@ class _Autodoc(Directive):  # type: ignore[misc]  # docutils is untyped
             obj,
             level=level if not heading else level + 1,
             with_members=members,
-            docstring=lambda doc: rst_to_text(doc, ctx)[0],
+            docstring=ctx.rst,
             heading=heading,
         )
         return [nodes.container("", nodes.Text(text))]

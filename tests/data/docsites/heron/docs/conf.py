@@ -2,3 +2,5 @@
 project = "Heron"
 extensions = ["sphinx.ext.autodoc"]
 templates_path = ["_templates"]
+release = "2.4.1"
+version = "2.4"
