@@ -276,11 +276,14 @@ def _answer_all(assistant: Assistant, question: str | None, as_json: bool) -> No
 
     model = assistant.llm
     failed = 0
+    last: list[str] = []  # the last question's error, for the line on standard error
 
     def answer(q: str) -> None:
         nonlocal failed
         ans = assistant.ask(q)
         failed += ans.error is not None
+        if ans.error is not None:
+            last[:] = [ans.error]
         typer.echo(json.dumps(ans.to_dict(), ensure_ascii=False) if as_json else render(ans))
         fatal = getattr(getattr(model, "limiter", None), "fatal", None)
         if fatal:  # the server rejected the key or is unreachable: asking more questions cannot help
@@ -288,7 +291,7 @@ def _answer_all(assistant: Assistant, question: str | None, as_json: bool) -> No
 
     if question is not None:
         answer(question)
-        _raise_if_failed(failed)
+        _raise_if_failed(failed, last)
         return
     interactive = sys.stdin.isatty()
     while True:
@@ -300,12 +303,15 @@ def _answer_all(assistant: Assistant, question: str | None, as_json: bool) -> No
         answer(line.strip())
         if not as_json:
             typer.echo("")
-    _raise_if_failed(failed)
+    _raise_if_failed(failed, last)
 
 
-def _raise_if_failed(failed: int) -> None:
+def _raise_if_failed(failed: int, last: list[str]) -> None:
+    """BackendError (standard error) with the failure itself: the answer on standard output shows it too."""
     if failed:
-        raise BackendError(f"{failed} question(s) got no answer from the LLM (the error is printed above)")
+        why = " ".join((last[0] if last else "unknown error").split())
+        why = why if len(why) <= 300 else why[:297] + "..."
+        raise BackendError(f"{failed} question(s) got no answer from the LLM (last error: {why})")
 
 
 def _empty_note(n_all: int, n_relevant: int, n_skipped: int, mode: str) -> str:

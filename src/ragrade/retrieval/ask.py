@@ -266,8 +266,24 @@ def warm_up(index: Index, retriever: str, llm: LLM, report: Callable[[str], None
         default_embedder().embed(["warm up"])
         report(f"loaded the {llm.name} reader's sentence embedder (MiniLM, shared) in {time.perf_counter() - t0:.1f} s")
     elif not getattr(llm, "is_baseline", False):
+        _check_server(llm)
         report(f"{getattr(llm, 'name', 'the LLM')}: loaded or connected on the first question")
     return time.perf_counter() - start
+
+
+def _check_server(llm: LLM) -> None:
+    """BackendError when the LLM's server (a ``base_url`` given) takes no connection: said before the first
+    question in milliseconds, where the question's request was retried for half a minute."""
+    from ragrade.errors import BackendError
+    from ragrade.llm.reach import unreachable
+
+    url = getattr(llm, "base_url", None)
+    why = unreachable(url) if isinstance(url, str) and url else None
+    if why is not None:
+        raise BackendError(
+            f"{getattr(llm, 'name', 'the LLM')}: server unreachable: {url} takes no connection ({why}); "
+            "start the server or fix $llm_base_url"
+        )
 
 
 def render(ans: Answer) -> str:

@@ -59,8 +59,6 @@ class Refused(RuntimeError):
 
 #: HTTP statuses that are no refusal: a timeout and a rate limit are retried answers-to-come
 _TRANSIENT_4XX = (408, 429)
-#: seconds to wait for a TCP connection when checking that a URL takes connections
-CONNECT_TIMEOUT_S = 5.0
 
 
 def _parse_answer(value: object, choices: Sequence[str]) -> tuple[int | None, str | None]:
@@ -246,27 +244,25 @@ class ExternalSystem:
         raise RuntimeError(f"no answer after {self.max_retries + 1} attempts ({last})")
 
 
-def check_reachable(name: str, url: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """BackendError naming ``url`` when its host takes no TCP connection (nothing is sent; the connection is
-    closed at once), so that a system that is down fails before a run folder is created."""
-    import socket
+def check_reachable(name: str, url: str) -> None:
+    """BackendError naming ``url`` when its host takes no TCP connection (:func:`ragrade.llm.reach.unreachable`:
+    nothing is sent), so that a system that is down fails before a run folder is created."""
     from urllib.parse import urlsplit
+
+    from ragrade.llm.reach import unreachable
 
     parts = urlsplit(url)
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        parts.port  # noqa: B018 - a port that is no number raises here
     except ValueError as exc:
         raise ConfigError(f"external '{name}': bad port in {url} ({exc})") from exc
     if not parts.hostname:
         raise ConfigError(f"external '{name}': no host in {url}")
-    try:
-        with socket.create_connection((parts.hostname, port), timeout=timeout):
-            pass
-    except OSError as exc:
-        why = exc.strerror or str(exc) or type(exc).__name__
+    why = unreachable(url)
+    if why is not None:
         raise BackendError(
-            f"external system '{name}': {url} is unreachable ({why.lower()}); start it or fix the URL, then rerun"
-        ) from exc
+            f"external system '{name}': {url} is unreachable ({why}); start it or fix the URL, then rerun"
+        )
 
 
 def create_external(name: str, target: str, *, dry_run: bool = False) -> ExternalSystem:
