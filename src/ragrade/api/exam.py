@@ -210,7 +210,7 @@ def take_exam(
     ran = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
     notes = exam_notes(exam)
     warning = easy_exam_warning(ran.summary, offline=bool(notes))
-    result = exam_run(ran, notes, [warning] if warning else [])
+    result = exam_run(ran, notes, [*input_corpus_warnings(ran.run_dir), *([warning] if warning else [])])
     if check:
         check_grid_failures(result.responses, max_failed)
     return result
@@ -238,6 +238,7 @@ def take_exam_adaptive(
     acfg = config.adaptive.model_copy(update={"enabled": True}).check()
     files = [str(f) for f in config_files]
     result = run_adaptive(exam, config, acfg, out, overwrite=overwrite, on_round=on_round, config_files=files)
+    result.warnings[:0] = input_corpus_warnings(result.run_dir)
     return adaptive_exam_run(result, exam_notes(exam))
 
 
@@ -299,9 +300,23 @@ def answer_qa(
     if axes:  # several values: factors of the grid
         cfg = cfg.model_copy(update={"grid": cfg.grid.model_validate({**cfg.grid.model_dump(), **axes})})
     result = run_qa_answers(qa, cfg, out, generation=generation, progress=progress)
+    result.warnings[:0] = input_corpus_warnings(result.run_dir)
     if check:
         check_grid_failures(result.rows, max_failed)
     return result
+
+
+def input_corpus_warnings(run_dir: PathLike) -> list[str]:
+    """The line a grid run recorded when its index lacks source passages of its exam or QA file
+    (:mod:`ragrade.run.input_corpus`); none when it holds them all."""
+    from ragrade.errors import DataError
+    from ragrade.run.input_corpus import recorded_warnings
+    from ragrade.run.manifest import read_manifest
+
+    try:
+        return recorded_warnings(read_manifest(run_dir))
+    except DataError:
+        return []
 
 
 def _sweep_config(

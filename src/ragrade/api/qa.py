@@ -64,7 +64,10 @@ def generate_qa(
     if not items:
         counts = ", ".join(f"{k}={v}" for k, v in funnel.to_dict().items() if k != "rejected")
         raise DataError(f"{gen} wrote no usable triplet from {len(chunks)} chunks ({counts}); nothing written to {out}")
+    from ragrade.exam.corpus import CORPUS_KEY, corpus_fingerprint
+
     meta = {"source": str(source), "generator": gen, "seed": cfg.seed, "funnel": funnel.to_dict()}
+    meta[CORPUS_KEY] = corpus_fingerprint(chunks)  # what `qa answer` checks its index against
     write_qa(out, items, meta=meta)
     if qrels is not None:
         write_qrels(qrels, items)

@@ -286,6 +286,9 @@ def qa_answer(
         result = answer_qa(
             qa, out, config=cfg, max_tokens=tokens, temperature=temps, progress=shown.advance, check=False
         )
+    from ragrade.cli.exam import print_notes
+
+    print_notes((), result.warnings)  # on stderr: an index that lacks the QA file's source passages
     if flags.as_json:
         echo_json({"run_dir": str(result.run_dir), "new_rows": result.n_new_rows, "summary": result.summary})
         check_grid_failures(result.rows, flags.max_failed)

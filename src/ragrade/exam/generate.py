@@ -29,6 +29,7 @@ from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError, DataError
 from ragrade.exam.analytics import exam_analytics
 from ragrade.exam.config import ExamConfig
+from ragrade.exam.corpus import CORPUS_KEY, corpus_fingerprint
 from ragrade.exam.embedding import memoised
 from ragrade.exam.files import Question, write_exam
 from ragrade.exam.filters import FilterItem, SelfContainment, extra_candidate, intra_candidate, near_duplicates
@@ -51,6 +52,7 @@ class ExamResult:
     funnel: dict[str, Any]
     rejected: list[JSONObject] = field(default_factory=list)
     generator: JSONObject = field(default_factory=dict)
+    corpus: dict[str, object] = field(default_factory=dict)  # the chunks' fingerprint (exam/corpus.py)
 
 
 def stratum_of(chunk: Chunk, field_name: str) -> str:
@@ -471,7 +473,7 @@ def generate_exam_full(
     rejected, all_reasons = _rejections(raws, parsed, reasons, surplus)
     extra = _funnel_extra(chunks, eligible, gen, parsed, writer, cfg, len(questions))
     funnel = build_funnel(len(raws), all_reasons, len(questions), thresholds=gen.records, extra=extra)
-    return ExamResult(questions, funnel, rejected, writer.describe())
+    return ExamResult(questions, funnel, rejected, writer.describe(), corpus_fingerprint(chunks))
 
 
 def generate_exam(
@@ -488,13 +490,15 @@ def generate_exam(
 
 
 def write_exam_result(path: str | Path, result: ExamResult, cfg: ExamConfig, input_path: str | None = None) -> int:
-    """Write the exam (header: config, generator, funnel, analytics) and its funnel/rejected sidecars."""
+    """Write the exam (header: config, generator, funnel, analytics, the corpus fingerprint) and its
+    funnel/rejected sidecars."""
     meta = {
         "generator": result.generator,
         "config": cfg.model_dump(mode="json"),
         "input": input_path,
         "funnel": result.funnel,
         "analytics": exam_analytics(result.questions),
+        **({CORPUS_KEY: result.corpus} if result.corpus else {}),  # what a run checks its index against
     }
     n = write_exam(path, result.questions, meta=meta)
     write_sidecars(path, result.funnel, result.rejected)

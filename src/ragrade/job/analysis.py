@@ -327,10 +327,14 @@ def run_judge_stage(ctx: StageContext) -> StageSummary:
     warning = None
     if not qa_path.is_file():
         llm = None if j.qa_llm == OFFLINE else _llm(ctx, j.qa_llm)
-        items, funnel = generate_qa(read_chunks(ctx.layout.chunks(label)), llm, QAGenConfig(n=j.n))
+        from ragrade.exam.corpus import CORPUS_KEY, corpus_fingerprint
+
+        chunks = read_chunks(ctx.layout.chunks(label))
+        items, funnel = generate_qa(chunks, llm, QAGenConfig(n=j.n))
         if not items:
             raise DataError(f"no question/answer triplet could be generated for the judges: {funnel.shortfall()}")
-        write_qa(qa_path, items, meta={"generator": j.qa_llm, "funnel": funnel.to_dict()})
+        meta = {"generator": j.qa_llm, "funnel": funnel.to_dict(), CORPUS_KEY: corpus_fingerprint(chunks)}
+        write_qa(qa_path, items, meta=meta)
         shortfall = funnel.shortfall()
         warning = None if shortfall is None else f"QA triplets for the judges: {shortfall}"
     scfg = judge_sweep_config(ctx.cfg, ctx.layout)
