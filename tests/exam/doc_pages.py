@@ -2,7 +2,8 @@
 
 Each page has facts worth asking about, and: a sentence that introduces a code block and ends with ':', a
 sentence that points at an example it does not show, an issue number and a repository reference, a link
-target, and the same admonition and footer as the other pages (template boilerplate).
+target, the same admonition and footer as the other pages (template boilerplate), and a sentence of lorem
+ipsum filler holding a number (placeholder text).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def page(i: int) -> str:
     return f"""# Kestrel {topic}
 
 The {topic} subsystem of Kestrel was designed by {person} in {when} and handles {number} tasks per node.
+
+Nam quis purus {i + 3} varius luctus, sed pretium tellus tempor vitae in {when.split()[1]} lacinia.
 
 To configure `{option}` for the {topic} subsystem, set the following:
 

@@ -17,8 +17,9 @@ instead, so a retriever has to find the passage from a partial, less specific
 cue. Nothing inside a URL or e-mail address is asked about.
 
 Stem rules (documentation corpora): a blank is set aside, with a reason counted in the exam funnel, when its
-sentence cannot stand on its own or its answer is not a fact. ``boilerplate``: the sentence occurs (case,
-punctuation and markup aside) on at least :data:`BOILERPLATE_DOCS` documents of the distractor pool (the
+sentence cannot stand on its own or its answer is not a fact. ``placeholder``: the sentence is lorem-ipsum
+filler (:mod:`ragrade.exam.placeholder`; its terms are no distractors either); ``boilerplate``: the sentence
+occurs (case, punctuation and markup aside) on at least :data:`BOILERPLATE_DOCS` documents of the distractor pool (the
 corpus, or a sample of it), an admonition or a footer; ``ends_with_colon``: it introduces a code block or a
 list the stem does not show; ``refers_to_example``: it points at an example, a listing or "the following"
 without including it; ``issue_reference``: the answer is an issue or pull-request number (``#1234``,
@@ -40,12 +41,13 @@ import numpy as np
 from ragrade.corpus.types import Chunk
 from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
+from ragrade.exam.placeholder import is_placeholder
 from ragrade.exam.text import derived_seed, normalise_choice, prose_mask, split_sentences, words
 
 #: a sentence on at least this many documents of the corpus is template boilerplate (an admonition, a footer)
 BOILERPLATE_DOCS = 3
 #: why a candidate blank is set aside by the stem rules, in the order they are checked
-STEM_RULES = ("boilerplate", "ends_with_colon", "refers_to_example", "issue_reference", "link_or_path")
+STEM_RULES = ("placeholder", "boilerplate", "ends_with_colon", "refers_to_example", "issue_reference", "link_or_path")
 
 BLANK = "____"
 NAME = "offline/cloze"
@@ -450,8 +452,8 @@ class ClozeGenerator:
         pool: dict[str, dict[str, _PoolEntry]] = defaultdict(dict)
         for ci, (chunk, terms) in enumerate(zip(self.chunks, self.terms, strict=True)):
             for t in terms:
-                if _answer_rule(chunk.text, t) is not None:
-                    continue  # an issue number or a path is no plausible distractor either
+                if _answer_rule(chunk.text, t) is not None or is_placeholder(chunk.text[t.sentence[0] : t.sentence[1]]):
+                    continue  # an issue number, a path or a number in filler text is no plausible distractor either
                 key = _numeric_key(t.text) if t.kind == "number" else normalise_choice(t.text)
                 pool[t.kind].setdefault(key, _PoolEntry(t.text, t.kind, t.fmt, ci, _window(chunk.text, t)))
         self.pool = {k: list(v.values()) for k, v in pool.items()}
@@ -475,6 +477,8 @@ class ClozeGenerator:
     def stem_rule(self, text: str, t: KeyTerm) -> str | None:
         """Why the blank ``t`` of ``text`` is set aside (a :data:`STEM_RULES` name), or None when it may be asked."""
         sentence = text[t.sentence[0] : t.sentence[1]]
+        if is_placeholder(sentence):
+            return "placeholder"
         if sentence_key(sentence) in self.boilerplate:
             return "boilerplate"
         return _sentence_rule(sentence) or _answer_rule(text, t)

@@ -340,12 +340,13 @@ def extractive_question(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, i
 def _extract(chunk: Chunk, seed: int) -> tuple[str, str, tuple[int, int], tuple[int, int]] | None:
     """:func:`extractive_question` plus the span of the answer-bearing sentence in the chunk."""
     from ragrade.corpus.segment import split_sentences
+    from ragrade.exam.placeholder import is_placeholder
 
     rng = random.Random(f"{seed}\x1f{chunk.id}")
     sentences = [
         (a, b)
         for a, b in split_sentences(chunk.text)
-        if 6 <= len(chunk.text[a:b].split()) <= 45 and is_prose(chunk.text[a:b])
+        if 6 <= len(chunk.text[a:b].split()) <= 45 and is_prose(chunk.text[a:b]) and not is_placeholder(chunk.text[a:b])
     ]
     rng.shuffle(sentences)
     for a, b in sentences:
