@@ -282,21 +282,24 @@ def test_the_probe_exits_2_when_a_needed_capability_is_missing(capsys: pytest.Ca
     with OpenAIServer(reject=("json_schema", "json_object")) as srv:
         code, report, err = probe(srv.base_url, "json")
     assert code == 2 and report["missing"] == ["json"] and "json" in err
-    with OpenAIServer(responder=lambda b: "  ") as srv:
+    with OpenAIServer(responder=lambda b: "  ") as srv:  # an empty reply is the model's answer (issue 52, item 6)
         code, report, err = probe(srv.base_url)
-    assert code == 2 and report["missing"] == ["generate"] and "the reply is empty" in err
+    assert code == 0 and report["missing"] == [] and "the model ended its reply at once" in report["generate"]["note"]
     code = main(
         ["llm", "probe", "--llm", "openai/test-model", "--llm-base-url", "http://127.0.0.1:9/v1", "--need", "x"]
     )
     assert code == 2 and "--need takes a comma list" in capsys.readouterr().err
 
 
+EMPTY = "the model ended its reply at once"
+
+
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
         ("ready", None),
-        ("", "the reply is empty"),
-        ("   \n", "the reply is empty"),
+        ("", None),  # an empty reply is the model's answer, noted (issue 52, item 6: it was "the reply is empty")
+        ("   \n", None),
         ("ready.<|im", "chat-template token '<|im'"),  # cut off inside the token
         ("ready<end_of_turn>\n<start_of_turn>user", "chat-template token '<end_of_turn>'"),
         ("ready</s>", "chat-template token '</s>'"),
@@ -321,5 +324,22 @@ def test_the_probe_exit_code_equals_its_table(
     if reason is not None:
         assert reason in gen["reason"] and reason.split(" '")[0] in caps["notes"]["chat"]
         assert out.err.startswith("ragrade: error:") and out.err.count("\n") == 1 and reason in out.err
-    else:
-        assert not out.err and gen["text"] == "ready"
+    elif reply.strip():
+        assert not out.err and gen["text"] == "ready" and gen["note"] is None
+    else:  # both prompts got an empty reply: generation works, the note says what the model did
+        assert not out.err and gen["text"] == reply and EMPTY in gen["note"] and EMPTY in caps["notes"]["chat"]
+
+
+def test_an_empty_reply_is_asked_once_more(capsys: pytest.CaptureFixture[str]) -> None:
+    def sea(body: dict[str, Any]) -> str:
+        return "The sea is wide." if "sea" in json.dumps(body) else ""
+
+    args = ["llm", "probe", "--llm", "openai/test-model", "--max-retries", "0", "--llm-base-url"]
+    with OpenAIServer(responder=sea) as srv:
+        assert main([*args, srv.base_url]) == 0
+    gen = json.loads(capsys.readouterr().out)["generate"]
+    assert gen["ok"] and gen["note"] == "the first reply was empty; a second prompt got text: 'The sea is wide.'"
+    with OpenAIServer(responder=lambda b: "waves<|im_end|>" if "sea" in json.dumps(b) else "") as srv:
+        assert main([*args, srv.base_url]) == 2  # the second reply shows the server's template problem
+    out = capsys.readouterr()
+    assert json.loads(out.out)["missing"] == ["generate"] and "chat-template token '<|im_end|>'" in out.err

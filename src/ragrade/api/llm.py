@@ -121,7 +121,7 @@ def probe_llm(
     from ragrade.config import build_config
     from ragrade.llm import GenerationRequest, LLMOptions, LoglikelihoodRequest, Message, create_llm, generate
     from ragrade.llm import loglikelihood as _loglikelihood
-    from ragrade.llm.capabilities import text_verdict
+    from ragrade.llm.capabilities import answer_verdict
 
     unknown = [n for n in need if n not in PROBE_NEEDS]
     if unknown:
@@ -135,7 +135,10 @@ def probe_llm(
     )
     sky = "The sky on a clear day is"
     [ll] = _loglikelihood(model, [LoglikelihoodRequest(sky, (" blue", " green"), question=f"{sky} ____.")])
-    gen_ok, gen_why = text_verdict(gen.text, gen.error)
+    gen_ok, gen_why = answer_verdict(gen.text, gen.error)
+    note = None
+    if gen_ok and gen_why is not None:  # an empty reply: the model's answer; a second prompt tells more
+        gen_ok, gen_why, note = _second_prompt(model, gen_why)
     caps = _capabilities(model, gen_ok, ll, "json" in need)
     missing = _missing(list(need), gen_why, ll, caps)
     report = {
@@ -143,6 +146,7 @@ def probe_llm(
         "generate": {
             "ok": gen_ok,
             "reason": gen_why,
+            "note": note,
             "text": gen.text,
             "error": gen.error,
             "latency_s": round(gen.latency_s, 3),
@@ -162,6 +166,26 @@ def probe_llm(
     if check:
         result.check()
     return result
+
+
+def _second_prompt(model: LLM, empty: str) -> tuple[bool, str | None, str]:
+    """After an empty reply (``empty``: its note), one more prompt that invites text: ``(usable, why not, note)``.
+
+    Text that shows a chat-template token is not usable (as on the first reply); text, another empty reply or
+    a failed request leave generation usable: the server generated, the model chose to say nothing."""
+    from ragrade.llm import GenerationRequest, Message, generate
+    from ragrade.llm.capabilities import text_verdict
+
+    ask = "Write one sentence about the sea."
+    [again] = generate(model, [GenerationRequest(messages=(Message("user", ask),), max_tokens=24, question=ask)])
+    ok, why = text_verdict(again.text, again.error)
+    if ok:
+        return True, None, f"the first reply was empty; a second prompt got text: {(again.text or '').strip()[:80]!r}"
+    if again.error is None and again.text is not None and not again.text.strip():
+        return True, None, empty
+    if again.error is not None:
+        return True, None, f"{empty}; a second prompt failed ({again.error})"
+    return False, why, empty
 
 
 def _capabilities(model: LLM, gen_ok: bool, ll: LoglikelihoodResult, check_json: bool) -> dict[str, object]:

@@ -114,9 +114,10 @@ def llm_probe(flags: ProbeFlags) -> None:
 
     For an OpenAI-compatible server: chat, completions, prompt log-probabilities and by which method
     (echo-batched, echo, forced-token or none), JSON output by schema and by object, logit_bias and the
-    server's slots. ``generate`` is usable only when the request succeeds with a reply that is not empty
-    and shows no chat-template token (``<|im_end|>``, ``<end_of_turn>``, or the start of one where the
-    text ends); each verdict that fails gives its reason. Exits 2, after printing the report, exactly
+    server's slots. ``generate`` is usable when the request succeeds with a reply that shows no
+    chat-template token (``<|im_end|>``, ``<end_of_turn>``, or the start of one where the text ends); an
+    empty reply is the model's answer, not a missing capability: a second prompt is sent and ``note``
+    says what it got. Each verdict that fails gives its reason. Exits 2, after printing the report, exactly
     when something ``--need`` names is not usable: ``missing`` names those, and the error line says why.
     """
     from ragrade import api

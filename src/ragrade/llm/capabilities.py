@@ -11,8 +11,9 @@
   failed for another reason (timeout, network, rejected key) settles nothing: the request it stood
   for fails with that error, and the next one probes again.
 - :func:`probe_capabilities`: the report of ``ragrade llm probe``; a capability holds only when the
-  server's reply is usable (:func:`text_verdict`: not empty, no leaked chat-template token), and
-  ``notes`` say why one does not.
+  server's reply is usable (:func:`text_verdict`: no leaked chat-template token; for JSON output not
+  empty), and ``notes`` say why one does not. An empty reply to a plain generation is the model's answer
+  (:func:`answer_verdict`): the capability holds, with a note.
 """
 
 from __future__ import annotations
@@ -178,6 +179,21 @@ def text_verdict(text: str | None, error: str | None = None) -> tuple[bool, str 
     return True, None
 
 
+#: the note of a generation that succeeded with an empty reply: the model's answer, not a missing capability
+EMPTY_REPLY = (
+    "the model ended its reply at once: an empty reply is the model's answer, not a missing capability "
+    "(a base model often does so on a chat prompt)"
+)
+
+
+def answer_verdict(text: str | None, error: str | None = None) -> tuple[bool, str | None]:
+    """:func:`text_verdict` for a plain generation: an empty reply to a request that succeeded is usable, with
+    :data:`EMPTY_REPLY` as its note (JSON output keeps :func:`text_verdict`: an empty reply is no JSON)."""
+    if error is None and text is not None and not text.strip():
+        return True, EMPTY_REPLY
+    return text_verdict(text, error)
+
+
 def _json_object(text: str | None) -> bool:
     try:
         return isinstance(json.loads(text or ""), dict)
@@ -230,7 +246,7 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
         chat, chat_error = await _ask(llm, "/chat/completions", hello)
         completion, completion_error = await _ask(llm, "/completions", {"prompt": PROBE_CONTEXT, "max_tokens": 4})
         for key, data, error in (("chat", chat, chat_error), ("completions", completion, completion_error)):
-            caps[key], why = text_verdict(_text(data), error)
+            caps[key], why = answer_verdict(_text(data), error)
             if why:
                 notes[key] = why
         caps["prompt_logprobs"] = llm.prompt_logprobs_method()
@@ -252,7 +268,9 @@ async def probe_capabilities(llm: OpenAIClient) -> dict[str, Any]:
 
 
 __all__ = [
+    "EMPTY_REPLY",
     "LETTER_HINT",
+    "answer_verdict",
     "detect_loglikelihood",
     "fetch_slots",
     "probe_capabilities",
