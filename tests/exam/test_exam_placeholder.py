@@ -73,3 +73,28 @@ def test_offline_qa_never_asks_about_filler() -> None:
             assert not is_placeholder(got[0]), got[0]
     items, _ = generate_qa(_chunks(), None, QAGenConfig(n=8, seed=1, min_chunk_chars=0))
     assert items and all(not is_placeholder(i.question) and not is_placeholder(i.reference) for i in items)
+
+
+def _section_chunks() -> list[Chunk]:
+    out = []
+    for i in range(12):
+        text = (
+            f"## Version {i}.0\n\nThe release of Osprey moved {10 * i + 7} queues from SQLite to Postgres in March "
+            f"{2000 + i}.\n\n## Version {i}.1\n\nThe patch release of Osprey fixed {20 * i + 9} crashes reported "
+            f"by Margaret Hamilton in May {2000 + i}."
+        )
+        meta = {"title": "Changelog", "heading_path": ["Changelog", f"Version {i}.0"]}
+        out.append(Chunk(id=f"s{i}", doc_id="changes", text=text, start=0, end=len(text), strategy="t", metadata=meta))
+    return out
+
+
+def test_stems_name_the_section_and_the_page(hash_embedder: Any) -> None:
+    chunks = _section_chunks()
+    res = generate_exam_full(chunks, None, ExamConfig(n=50, seed=2, min_chunk_chars=0), embedder=hash_embedder)
+    assert len(res.questions) >= 6
+    by_id = {c.id: c for c in chunks}
+    for q in res.questions:
+        lead, stem = q.question.split("? ", 1)
+        section = "1" if "patch release" in stem else "0"
+        i = by_id[q.chunk_id].id[1:]
+        assert lead.startswith(f"About Version {i}.{section} (Changelog), which "), q.question

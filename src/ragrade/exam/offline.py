@@ -10,7 +10,8 @@ not stand out. A term that also occurs in the source chunk or the question is
 never a distractor, so exactly one candidate is supported by the source.
 
 By default the question quotes the whole blanked sentence and names the
-document title as its subject, which lets a lexical retriever match it almost
+document title as its subject (with the section holding the sentence when the
+page has sections: "About Retry policy (Queue options), which ..."), which lets a lexical retriever match it almost
 verbatim. ``stem_window`` keeps only that many words on each side of the blank
 (cut sides marked ``...``) and ``stem_subject`` names the topic (or nothing)
 instead, so a retriever has to find the passage from a partial, less specific
@@ -42,6 +43,7 @@ from ragrade.corpus.types import Chunk
 from ragrade.embedding.base import Embedder
 from ragrade.errors import ConfigError
 from ragrade.exam.placeholder import is_placeholder
+from ragrade.exam.subject import section_of, subject_of
 from ragrade.exam.text import derived_seed, normalise_choice, prose_mask, split_sentences, words
 
 #: a sentence on at least this many documents of the corpus is template boilerplate (an admonition, a footer)
@@ -316,23 +318,6 @@ def _numeric_key(term: str) -> str:
     return re.sub(r"[,$€£%]", "", term).lstrip("0") or "0"
 
 
-def subject_of(chunk: Chunk, topic_field: str | None = None, *, prefer: str = "title") -> str:
-    """A short subject for the question: the chunk's title, else its topic (empty when neither is known).
-
-    ``prefer="topic"`` puts the topic first (``"none"``: no subject).
-    """
-    if prefer == "none":
-        return ""
-    keys = ["title", topic_field or "topic", "topic"]
-    if prefer == "topic":
-        keys = [topic_field or "topic", "topic", "title"]
-    for key in keys:
-        val = chunk.metadata.get(key)
-        if isinstance(val, str) and val.strip():
-            return re.sub(r"\s+", " ", val).strip()[:80]
-    return ""
-
-
 def _term_score(chunk_text: str, t: KeyTerm, subject: str) -> float:
     """How good ``t`` is as the asked-for fact (0 = unusable)."""
     sentence = chunk_text[t.sentence[0] : t.sentence[1]]
@@ -521,7 +506,7 @@ class ClozeGenerator:
         order: list[tuple[float, KeyTerm]] = []
         set_aside: Counter[str] = Counter()
         for t in terms:
-            if (s := _term_score(chunk.text, t, subject)) <= 0:
+            if (s := _term_score(chunk.text, t, self._subject(chunk, t, subject))) <= 0:
                 continue
             if why := self.stem_rule(chunk.text, t):
                 set_aside[why] += 1
@@ -537,7 +522,7 @@ class ClozeGenerator:
         while order:
             pick = rng.choices(range(len(order)), weights=[s * s for s, _ in order], k=1)[0]
             _, t = order.pop(pick)
-            q = self._question(chunk, t, subject)
+            q = self._question(chunk, t, self._subject(chunk, t, subject))
             cands = self._candidates(chunk, t, q)
             if len(cands) >= 3:
                 return {"chunk": chunk, "term": t, "question": q, "cands": cands}
@@ -592,6 +577,16 @@ class ClozeGenerator:
     def generate(self, chunk: Chunk) -> dict[str, Any]:
         """The raw question for one chunk (see :meth:`generate_many`)."""
         return self.generate_many([chunk])[0]
+
+    def _subject(self, chunk: Chunk, t: KeyTerm, page: str) -> str:
+        """The question's subject for the blank ``t``: with ``stem_subject="title"`` the section holding the
+        sentence and the page (``Retry policy (Queue options)``) when the page has sections, else ``page``."""
+        if self.stem_subject != "title" or not page:
+            return page
+        section = section_of(chunk, t.start)
+        if not section or section == page:
+            return page
+        return f"{section} ({page})" if len(section) + len(page) <= 110 else section[:80]
 
     def _question(self, chunk: Chunk, t: KeyTerm, subject: str) -> str:
         s0, s1 = t.sentence
