@@ -12,8 +12,9 @@ A row that *failed* (a failed LLM request, retrieval or external call; what
 ``done`` says of the row when it is stored) is kept, so the files show it as
 missing, but it does not count as done: a rerun asks exactly the failed items
 again and replaces their rows. The journal also remembers the run's
-fingerprint and each unit's spec, so a rerun with a different configuration is
-refused instead of silently mixing results; a journal holding no finished row
+provenance (:mod:`ragrade.provenance`: what its results depend on) and each unit's spec, so a rerun
+with a different configuration is refused, naming each difference, instead of silently mixing results
+(one that only adds units or items extends the run); a journal holding no finished row
 never blocks a rerun with other inputs or settings (a command that failed
 before any work is not a run).
 
@@ -34,8 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragrade.errors import ConfigError, DataError
+from ragrade.errors import DataError
 from ragrade.io import dumps_line
+from ragrade.provenance import Decision, ProvenanceMismatch, decide, digest
 from ragrade.storage import write_failure, writing
 
 JOURNAL_FILE = "journal.sqlite"
@@ -61,7 +63,7 @@ def no_error(row: Row) -> bool:
     return row.get("error") is None
 
 
-class JournalMismatch(ConfigError):
+class JournalMismatch(ProvenanceMismatch):
     """The run directory's journal holds results made with other inputs or settings (rerun with ``overwrite``)."""
 
 
@@ -70,6 +72,7 @@ class Journal:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.decision: Decision | None = None  # what check_provenance decided of this run
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
@@ -129,6 +132,41 @@ class Journal:
                 "write to a new $out directory, or start over with $overwrite"
             )
 
+    def check_provenance(
+        self, record: Mapping[str, Any], what: str = "run", *, extend: bool = True, ways: str | None = None
+    ) -> Decision:
+        """Decide what this run may do with the folder's results (:func:`ragrade.provenance.decide`) and record
+        ``record`` as what they now depend on: :class:`JournalMismatch` naming each difference when the rerun
+        would alter or drop finished results (nothing is written then). A journal with no finished row is not a
+        run to protect: it is started afresh."""
+        blob = self.get_meta("provenance")
+        old = json.loads(blob) if blob else None
+        if self.count() == 0 and (old is not None or self.get_meta("fingerprint") is not None):
+            self._forget()
+            old = None
+        elif old is None and self.get_meta("fingerprint") is not None:
+            raise JournalMismatch(
+                f"{self.path.parent} holds a {what} recorded by an earlier ragrade, without the record of what its "
+                "results depend on; " + (ways or "write to a new $out directory, or start over with $overwrite")
+            )
+        decision = decide(old, record, extend=extend)
+        self.decision = decision
+        if decision.action == "refuse":
+            raise JournalMismatch(decision.message(self.path.parent, what, self.count(), ways))
+        new = json.dumps(record, sort_keys=True, separators=(",", ":"))
+        if new != blob:  # the throughput it records may have changed
+            with self._tx():
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('provenance', ?), ('fingerprint', ?)",
+                    (new, digest(record)),
+                )
+        return decision
+
+    def provenance(self) -> dict[str, Any] | None:
+        """The provenance the journal's results were recorded under (None: none recorded)."""
+        blob = self.get_meta("provenance")
+        return json.loads(blob) if blob else None
+
     def register_pipelines(self, specs: Mapping[str, Mapping[str, Any]]) -> None:
         """Record each unit's spec; JournalMismatch when an id was recorded with another spec."""
         known = {p: s for p, s in self._db.execute("SELECT pipeline, spec FROM pipelines")}
@@ -157,7 +195,7 @@ class Journal:
         with self._tx():
             self._db.execute("DELETE FROM results")
             self._db.execute("DELETE FROM pipelines")
-            self._db.execute("DELETE FROM meta WHERE key = 'fingerprint'")
+            self._db.execute("DELETE FROM meta WHERE key IN ('fingerprint', 'provenance')")
 
     def add(self, unit: str, rows: Iterable[Row], key: str = "item_id", done: Done = no_error) -> int:
         """Commit ``rows`` of ``unit`` in one durable transaction; returns how many were new.

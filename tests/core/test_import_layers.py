@@ -37,6 +37,8 @@ LAYERS: dict[str, int] = {
     "ragrade.io": 1,
     "ragrade.stats": 1,
     "ragrade.outcome": 1,  # the per-item result type between a backend and a stage's records
+    "ragrade.provenance": 1,  # what a result depends on, and the one rule for reruns (resume, extend, refuse)
+    "ragrade.runlock": 1,  # one process per run folder
     "ragrade.journal": 2,  # the durable per-item store every stage resumes from (writes rows with io)
     # model access: sentence embedders, then LLMs (the offline LLM embeds)
     "ragrade.embedding": 2,

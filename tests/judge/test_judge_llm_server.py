@@ -121,6 +121,7 @@ def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env: Path) -> Non
     with OpenAIServer(responder=script) as server:
         summary = run_judging(answers, env / "out", _cfg(server))
         assert server.requests_total == 16  # 8 answers x 2 LLM metrics, one try each
+        first_url = server.base_url
     _, recs = read_jsonl(env / "out" / "scores.jsonl", kind="judge_scores")
     assert len(recs) == 8 * 3  # nothing lost: one record per answer and metric
     by = {(r["id"], r["metric"]): r for r in recs}
@@ -152,7 +153,8 @@ def test_valid_odd_garbage_and_failed_verdicts_counted_exactly(env: Path) -> Non
 
     # resume: parsed and unparsed verdicts are reused, only the two failed requests are retried
     script.broken = False
-    with OpenAIServer(responder=script) as server:
+    port = int(first_url.rsplit(":", 1)[1].split("/")[0])  # the same server restarted at its address
+    with OpenAIServer(responder=script, port=port) as server:
         summary2 = run_judging(answers, env / "out", _cfg(server))
         assert server.requests_total == 2
     assert summary2["totals"]["correctness"] == {"ok": 5, "unparsed": 3, "failed": 0, "skipped": 0}

@@ -76,11 +76,13 @@ def test_kill_9_after_the_first_batch_then_rerun_gives_the_uninterrupted_files(t
 def test_a_directory_holding_another_commands_journal_is_refused(tmp_path: Path) -> None:
     from ragrade.errors import ConfigError
     from ragrade.journal import Journal
+    from ragrade.provenance import provenance
     from ragrade.robust.run import RecordJournal
 
     with Journal(tmp_path / "journal.sqlite") as j:
-        j.check_fingerprint("9f2c4e")  # an exam sweep's fingerprint, with a finished row
+        sweep = provenance(inputs={"exam": "9f2c4e"}, settings={"seed": 1})  # an exam sweep's, with a finished row
+        j.check_provenance(sweep)
         j.add("pipeline-1", [{"item_id": "q1", "error": None}])
-        with pytest.raises(ConfigError, match=r"another configuration \(differs in: model, seed\)"):
+        with pytest.raises(ConfigError, match=r"other inputs or settings: model: \(none\) -> m; seed: 1 -> 0"):
             RecordJournal(j, tmp_path / "results.jsonl", {"model": "m", "seed": 0})
-        assert j.get_meta("fingerprint") == "9f2c4e" and j.count() == 1  # left as it was
+        assert j.provenance() == sweep and j.count() == 1  # left as it was

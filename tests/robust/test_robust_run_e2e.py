@@ -125,7 +125,7 @@ def test_resume_refuses_another_configuration(tmp_path: Path) -> None:
     with OpenAIServer(responder=_script({**NOISE_SCRIPT, "tide tables": "7"}, calls)) as srv:
         cfg = _cfg(tmp_path, "en_base.jsonl", "noise", noise_ratios=[0.0])
         run_robust(cfg, llms=[_llm(srv)])
-        with pytest.raises(ConfigError, match=r"another configuration.*docs"):
+        with pytest.raises(ConfigError, match=r"other inputs or settings: docs: 5 -> 3; write to a new"):
             run_robust(cfg.model_copy(update={"docs": 3}), llms=[_llm(srv)])
 
 

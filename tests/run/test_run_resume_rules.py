@@ -4,6 +4,7 @@ a change of model options, prompt or questions (the rules of run/setup.py, share
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.run.fakes import make_exam
@@ -28,6 +29,7 @@ def test_exam_take_resumes_on_throughput_changes_and_refuses_the_rest(tmp_path: 
 
 
 def test_one_setup_gives_every_runner_the_same_manifest_part_and_fingerprint_rules(tmp_path: Path) -> None:
+    from ragrade.provenance import digest
     from ragrade.qa.files import QAItem, write_qa
     from ragrade.run.executors import LocalExecutor
     from ragrade.run.records import WorkerContext
@@ -42,14 +44,16 @@ def test_one_setup_gives_every_runner_the_same_manifest_part_and_fingerprint_rul
     cfg = build_sweep_config({"grid": {"llms": ["offline/student"], "retrievers": ["closed"], "icl": [0, 1]}})
     exe = LocalExecutor()
 
-    def exam_setup(samples: bool, **extra: object) -> dict[str, object]:
+    def exam_setup(samples: bool, **extra: object) -> dict[str, Any]:
         settings = WorkerContext(answer=cfg.answer.model_dump(mode="json"), samples=samples)
         return grid_setup(
             "exam-sweep", GridInput("exam", exam, ids), cfg, settings=settings, executor=exe, fingerprint_extra=extra
-        ).fingerprint
+        ).provenance
 
-    assert exam_setup(True) == exam_setup(False)  # recording samples changes no answer
-    assert exam_setup(True, kind="adaptive") == {**exam_setup(False), "kind": "adaptive"}
+    assert digest(exam_setup(True)) == digest(exam_setup(False))  # recording samples changes no answer
+    assert exam_setup(True)["recorded"]["samples"] is True  # it is recorded, not depended on
+    adaptive = exam_setup(True, kind="adaptive")
+    assert adaptive["settings"] == {**exam_setup(False)["settings"], "kind": "adaptive"}
     setups = [
         grid_setup("exam-sweep", GridInput("exam", exam, ids), cfg, executor=exe),
         grid_setup("qa-answer", GridInput("qa", qa, ids), cfg, executor=exe, digest_prompts=False),
@@ -61,6 +65,8 @@ def test_one_setup_gives_every_runner_the_same_manifest_part_and_fingerprint_rul
         m = s.manifest
         assert m["pipelines"] == s.order and m["llm_labels"] == {"offline/student": "offline/student"}
         assert m[source]["n_questions"] == 8 and m[source]["n_evaluated"] == len(s.items)
-        assert s.fingerprint[source] == m["inputs"][source]["sha256"] and s.fingerprint["items"] == s.items
+        prov = s.provenance
+        assert prov["inputs"][source] == m["inputs"][source]["sha256"] and prov["items"] == s.items
+        assert m["provenance"] == prov  # the manifest records what the answers depend on
     assert all("_prompt_digest" in spec for spec in setups[0].journal_specs.values())
     assert setups[1].journal_specs == setups[1].worker_specs

@@ -131,9 +131,11 @@ def test_rerun_is_a_no_op_and_identical(run: SweepResult, exam: Path) -> None:
 
 def test_partial_journal_resumes(exam: Path, tmp_path: Path, run: SweepResult) -> None:
     out = tmp_path / "partial"
-    run_sweep(exam, _cfg(limit=10), out)  # another fingerprint: refused below
-    with pytest.raises(ConfigError, match="other inputs"):
-        run_sweep(exam, _cfg(), out)
+    run_sweep(exam, _cfg(limit=10), out)
+    with pytest.raises(ConfigError, match=r"questions: 10 -> 5 \(5 asked before would be dropped"):
+        run_sweep(exam, _cfg(limit=5), out)  # fewer questions would drop finished rows: refused
+    more = run_sweep(exam, _cfg(), out)  # more questions: the run is extended, its 8 x 10 rows kept
+    assert more.n_new_rows == 8 * (35 - 10) and "25 new items" in more.extended
     # a journal holding only part of the rows: drop half of one pipeline's rows
     fresh = tmp_path / "fresh"
     full = run_sweep(exam, _cfg(), fresh)

@@ -183,10 +183,12 @@ class OpenAIServer:
         reject: Sequence[str] = (),
         reject_status: int = 500,
         logit_bias: bool = True,
+        port: int = 0,
     ) -> None:
         unknown = set(reject) - set(REJECT_KINDS)
         if unknown:
             raise ValueError(f"unknown reject kinds {sorted(unknown)}; valid: {', '.join(REJECT_KINDS)}")
+        self._port = port  # 0: a free one; a given one serves a "restarted" server at the address it had
         self.slots, self.advertise_slots = slots, advertise_slots
         self.reject, self.reject_status = tuple(reject), reject_status
         self._slot = threading.Semaphore(slots) if slots else None
@@ -208,7 +210,7 @@ class OpenAIServer:
     def start(self) -> OpenAIServer:
         """Bind to a free loopback port and serve in a daemon thread; stops by itself after ``lifetime_s``."""
         handler = _make_handler(self)
-        httpd = _Server(("127.0.0.1", 0), handler)
+        httpd = _Server(("127.0.0.1", self._port), handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()

@@ -60,10 +60,11 @@ from ragrade.io import atomic_write_text, dumps_line
 from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.answer import EXAM_WORKER
 from ragrade.run.executors import Executor, Shard, run_shards
+from ragrade.run.grid import executor_for, prepare_grid
 from ragrade.run.manifest import write_manifest
 from ragrade.run.records import WorkerContext
 from ragrade.run.setup import GridInput, GridSetup, grid_setup, plan_items
-from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, fingerprint
+from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines
 from ragrade.run.store import JOURNAL_FILE, Journal
 from ragrade.run.summary import (
     RESPONSES_FILE,
@@ -74,7 +75,8 @@ from ragrade.run.summary import (
     write_csv,
     write_responses,
 )
-from ragrade.run.sweep import SweepResult, check_components, clear_run_dir, executor_for, fill_in_process
+from ragrade.run.sweep import SweepResult, clear_run_dir
+from ragrade.runlock import run_lock
 
 ROUNDS_FILE = "adaptive_rounds.jsonl"
 ADAPTIVE_COLUMNS = (
@@ -220,15 +222,11 @@ def run_adaptive(
     """Run (or resume) an adaptive sweep of ``cfg`` on the exam at ``exam_path``; write the run directory."""
     exam_path, run_dir = Path(exam_path), Path(out_dir)
     s = _setup(exam_path, cfg, acfg)
-    if overwrite:
-        clear_run_dir(run_dir)
-        for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
-            shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
     exe = executor or executor_for(cfg)
     # what the answers depend on (not the adaptive settings: a rerun with a larger budget or another target
     # reuses every journaled answer and asks only what is new)
     setup = grid_setup(
-        "exam-sweep",
+        "exam-adaptive",
         GridInput("exam", exam_path, s.exam_ids),
         cfg,
         settings=WorkerContext(answer=cfg.answer.model_dump(mode="json")),
@@ -237,24 +235,42 @@ def run_adaptive(
         config_files=config_files,
         fingerprint_extra={"kind": "adaptive"},
     )
-    context, pipelines, worker_specs, fp = setup.context, setup.journal_specs, setup.worker_specs, setup.fingerprint
     from ragrade.run.pipeline import resources_for
 
-    check_components(resources_for(context), s.specs)  # every component and option value before the first write
-    fill_in_process(exe, resources_for(context), s.specs, cfg, len(s.items))
     manifest = setup.manifest
-    manifest["executor"] = exe.describe()  # with the shards in flight that the LLM asked for
+    prepare_grid(exe, resources_for(setup.context), s.specs, cfg, len(s.items), manifest)  # before the first write
     manifest["adaptive"] = {
         "settings": acfg.model_dump(mode="json"),
         "calibration": {"mode": s.mode, "source": s.params.source, "reference_pipelines": s.refs},
     }
     manifest["outputs"] = {RESPONSES_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}, ROUNDS_FILE: {"version": 1}}
+    from ragrade.run.exit_status import recorded_exit
+
+    with run_lock(run_dir, note=_note), recorded_exit(run_dir, manifest, setup.order, s.items, files=False):
+        if overwrite:
+            clear_run_dir(run_dir)
+            for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
+                shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
+        return _run_locked(run_dir, setup, s, exe, cfg, on_round)
+
+
+def _note(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr)
+
+
+def _run_locked(
+    run_dir: Path, setup: GridSetup, s: _Setup, exe: Executor, cfg: SweepConfig, on_round: RoundFn | None
+) -> AdaptiveResult:
+    """The adaptive run in a folder this process holds (:func:`ragrade.runlock.run_lock`)."""
+    context, pipelines, worker_specs = setup.context, setup.journal_specs, setup.worker_specs
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = Journal(run_dir / JOURNAL_FILE)
     try:
-        journal.check_fingerprint(fingerprint(fp), "adaptive run")
+        journal.check_provenance(setup.provenance, "adaptive run")
         journal.register_pipelines(pipelines)
-        write_manifest(run_dir, manifest)
+        write_manifest(run_dir, setup.manifest)
         runner = _Runner(journal, worker_specs, context, exe, cfg.shard_size, len(s.items))
         added_before = journal.count()
         sched, rounds = _drive(run_dir, s, cfg.seed, runner, on_round)
@@ -389,7 +405,18 @@ def _finalise(
     n_errors = int(df["error"].notna().sum()) if "error" in df else 0  # failed requests: missing answers
     setup.finish(len(rows), added, n_errors=n_errors)
     write_manifest(run_dir, manifest)
-    return AdaptiveResult(run_dir, order, len(s.items), added, df, summary, rounds, cost, notes[1], notes[0])
+    return AdaptiveResult(
+        run_dir,
+        order,
+        len(s.items),
+        added,
+        df,
+        summary,
+        rounds=rounds,
+        cost=cost,
+        warnings=notes[1],
+        diagnostics=notes[0],
+    )
 
 
 def adaptive_summary(df: pd.DataFrame, specs: Sequence[PipelineSpec], sched: Scheduler) -> pd.DataFrame:

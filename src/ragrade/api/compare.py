@@ -63,7 +63,10 @@ def compare_pipelines(
     if target is None and Path(run_dir).is_dir():
         target = Path(run_dir) / COMPARISONS_FILE
     if target is not None:
-        write_comparisons(target, result)
+        from ragrade.run.summary import RESPONSES_FILE
+
+        source = Path(run_dir) / RESPONSES_FILE if Path(run_dir).is_dir() else Path(run_dir)
+        write_comparisons(target, result, responses=source)
     return PipelineComparison(result, target)
 
 

@@ -210,6 +210,12 @@ def take_exam(
     ran = run_sweep(exam, cfg, out, overwrite=overwrite, progress=progress, config_files=files)
     notes = exam_notes(exam)
     warning = easy_exam_warning(ran.summary, offline=bool(notes))
+    if ran.extended:  # a grid that only added pipelines or questions: what was derived from the old grid is stale
+        notes = [
+            *notes,
+            f"{ran.extended}; comparisons and IRT fits computed before are out of date until "
+            f"`ragrade compare {out} --all` / `ragrade irt fit {out}` (the report marks them so)",
+        ]
     result = exam_run(ran, notes, [*input_corpus_warnings(ran.run_dir), *([warning] if warning else [])])
     if check:
         check_grid_failures(result.responses, max_failed)

@@ -284,6 +284,11 @@ def fit_irt(
         exam_path = exam or resp.exam_path
         result.tags = exam_tags(exam_path) if exam_path and Path(exam_path).exists() else {}
         result.exam_path = str(exam_path) if exam_path else None
+        if isinstance(data, (str, Path)):  # what the fit was computed from, so that a reader can tell it is stale
+            from ragrade.provenance import source_record
+
+            fitted = Path(data) / "responses.parquet" if Path(data).is_dir() else Path(data)
+            result.responses = source_record(fitted) if fitted.is_file() else {}
         t1 = time.perf_counter()
         result.write(out)
         result.timings["write"] = time.perf_counter() - t1

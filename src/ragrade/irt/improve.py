@@ -220,6 +220,13 @@ def write_improvement(
         summary["exam"] = str(exam_out)
     else:
         doc["exam"] = None
+    fitted = Path(data.source) / "responses.parquet" if data.source and Path(data.source).is_dir() else None
+    if fitted is None and data.source and Path(data.source).is_file():
+        fitted = Path(data.source)
+    if fitted is not None and fitted.is_file():  # what the improvement was computed from (ragrade.provenance)
+        from ragrade.provenance import source_record
+
+        doc["responses"] = imp.final.responses = source_record(fitted)
     write_json(out / "irt_improve.json", doc)
     imp.final.exam_path = str(exam_path) if exam_path else None
     imp.final.write(out / "irt.json")

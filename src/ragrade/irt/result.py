@@ -61,6 +61,7 @@ class IRTResult:
     tags: dict[str, dict[str, Any]] = field(default_factory=dict)
     exam_path: str | None = None
     source: str = ""
+    responses: dict[str, Any] = field(default_factory=dict)  # the responses file fitted (ragrade.provenance)
     not_applicable: dict[str, JSONObject] = field(default_factory=dict)  # factor -> values, pipelines
     # factor -> level -> se_observed, se_sandwich, accuracy_pp (+ _se, _ci95_low/high, _cells, _source)
     effects_detail: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -338,6 +339,7 @@ def result_doc(res: IRTResult, items: pd.DataFrame | None = None) -> dict[str, A
         "created": now_iso(),
         "model": res.model,
         "source": res.source,
+        **({"responses": res.responses} if res.responses else {}),
         "exam": res.exam_path,
         "config": res.config,
         "counts": res.counts,

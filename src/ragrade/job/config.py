@@ -152,7 +152,7 @@ class SweepSection(GridConfig, GridRunSettings):
     def stage_key(self) -> dict[str, object]:
         """The section as the sweep stage's key: the axes [sweep] gained with the one grid schema (prompts,
         methods, temperature, max_tokens) count only when set, so earlier run folders keep their stages."""
-        key = self.model_dump()
+        key = self.model_dump(exclude=set(THROUGHPUT_SETTINGS))  # how fast answers come is no part of them
         defaults = GridConfig().model_dump()
         for name in _GRID_AXES_ADDED:
             if key[name] == defaults[name]:
@@ -161,6 +161,9 @@ class SweepSection(GridConfig, GridRunSettings):
 
 
 _GRID_AXES_ADDED = ("prompts", "methods", "temperature", "max_tokens")
+#: run settings of a grid that change how fast answers come, never what they are, or only what is recorded
+#: (left out of the stage keys, as :data:`ragrade.llm.options.THROUGHPUT_OPTIONS` are)
+THROUGHPUT_SETTINGS = ("executor", "samples", "shard_size", "parallel_shards", "ray_address", "ray_workers")
 
 
 class AdaptiveSection(AdaptiveConfig):

@@ -259,7 +259,7 @@ def run_sweep_stage(ctx: StageContext) -> StageSummary:
 
     check_grid_failures(result.responses, None)  # too many failed requests: the stage fails, a rerun resumes
     comps = verdicts(ctx.layout.sweep, top=ctx.cfg.sweep.top, seed=ctx.cfg.sweep.seed)
-    write_comparisons(ctx.layout.sweep / COMPARISONS_FILE, comps)
+    write_comparisons(ctx.layout.sweep / COMPARISONS_FILE, comps, responses=ctx.layout.sweep / "responses.parquet")
     best = result.summary.sort_values("accuracy", ascending=False).iloc[0]
     return {
         "pipelines": len(result.pipelines),

@@ -31,7 +31,7 @@ from ragrade.io import JSONObject
 from ragrade.judge.claims_metrics import Verdict, claim_metrics
 from ragrade.judge.claims_parse import parse_claims, parse_verdicts
 from ragrade.judge.inputs import AnswerItem
-from ragrade.judge.llm_judges import llm_record, weakest_format
+from ragrade.judge.llm_judges import llm_record, server_identity, weakest_format
 from ragrade.llm.base import LLM, Completion, GenerationRequest, Message, run_sync
 
 OFFLINE_JUDGE = "offline/judge"
@@ -137,6 +137,7 @@ class ClaimsJudge:
             self.config.seed,
             self.config.max_tokens,
             self.config.max_context_chars,
+            *server_identity(d),  # another server's claims are not this one's
         )
         return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 

@@ -17,8 +17,9 @@ is reported.
 from __future__ import annotations
 
 import hashlib
+import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -162,6 +163,16 @@ def llm_record(llm: LLM, config: _Sampling) -> JSONObject:
     }
 
 
+def server_identity(record: Mapping[str, Any]) -> tuple[object, ...]:
+    """The parts of a judge LLM's description (``llm_record``'s ``llm``) that say which model on which server
+    gives its verdicts (base URL, extra_body): empty for a model without a server, so that the fingerprints of
+    offline and in-process judges stay what they were."""
+    llm = record.get("llm") if isinstance(record.get("llm"), Mapping) else {}
+    assert isinstance(llm, Mapping)
+    found = tuple((k, json.dumps(llm.get(k), sort_keys=True)) for k in ("base_url", "extra_body") if llm.get(k))
+    return found
+
+
 def weakest_format(formats: Iterable[str | None]) -> str | None:
     """The weakest of the response formats several requests were asked with ("text" beats "json_object" beats
     "json_schema"); None when none is known. An unknown name counts as weaker than all three."""
@@ -267,6 +278,7 @@ class LLMJudge:
             d["seed"],
             d["max_tokens"],
             self.config.max_context_chars,
+            *server_identity(d),  # another server's verdicts are not this one's
         )
         return hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 

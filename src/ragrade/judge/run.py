@@ -27,6 +27,7 @@ token F1), and the LLM judges run only on the answers of the top ``k``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -485,11 +486,6 @@ def run_judging(
     answers: str | Path, out_dir: str | Path, cfg: JudgeRunConfig, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Judge every answer of ``answers`` with ``cfg.metrics``; write the output files; return the summary."""
-    from ragrade.judge import LLM_METRICS
-    from ragrade.judge.summary import CSV_COLUMNS, agreement, csv_rows, summarise
-    from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
-    from ragrade.run.summary import write_csv_rows
-
     check_judge_settings(cfg)
     path = resolve_answers_path(answers)
     items = read_answers(path, cfg.fields)
@@ -499,6 +495,41 @@ def run_judging(
     for llm in {id(j.llm): j.llm for j in judges.values() if getattr(j, "llm", None) is not None}.values():
         # a server that is not there: exit 2 before the first item
         check_reachable(llm, min(10.0, cfg.llm_options.timeout))
+    from ragrade.runlock import run_lock
+
+    with run_lock(out, note=lambda text: print(text, file=sys.stderr)):  # one process per output folder
+        return _judge_locked(path, out, cfg, items, judges, progress)
+
+
+def _provenance(path: Path, judges: Mapping[str, Any], cfg: JudgeRunConfig) -> dict[str, Any]:
+    """What the verdicts depend on (:mod:`ragrade.provenance`): the answers by content and each metric's judge by
+    its fingerprint (model, server, prompt, sampling). A rerun re-judges exactly the records whose judge changed
+    (each record keeps the fingerprint it was judged under), so a verdict is never reused across judges."""
+    from ragrade.llm.options import THROUGHPUT_OPTIONS
+    from ragrade.provenance import provenance
+    from ragrade.run.manifest import file_fingerprint
+
+    return provenance(
+        inputs={"answers": file_fingerprint(path).get("sha256")},
+        grid={m: {"fingerprint": j.fingerprint()} for m, j in judges.items()},
+        recorded={"throughput": {k: getattr(cfg.llm_options, k) for k in THROUGHPUT_OPTIONS}},
+    )
+
+
+def _judge_locked(
+    path: Path,
+    out: Path,
+    cfg: JudgeRunConfig,
+    items: list[AnswerItem],
+    judges: dict[str, Any],
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """The judging of :func:`run_judging` in a folder this process holds."""
+    from ragrade.judge import LLM_METRICS
+    from ragrade.judge.summary import CSV_COLUMNS, agreement, csv_rows, summarise
+    from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
+    from ragrade.run.summary import write_csv_rows
+
     out.mkdir(parents=True, exist_ok=True)
     for judge in judges.values():
         if hasattr(judge, "prepare"):
@@ -509,6 +540,7 @@ def run_judging(
         components={f"judge:{m}": j.describe() for m, j in judges.items()},
         seeds={"judge": cfg.seed},
         inputs={"answers": str(path)},
+        extra={"provenance": _provenance(path, judges, cfg)},
     )
     write_manifest(out, manifest)
     configs = sorted({it.config for it in items})

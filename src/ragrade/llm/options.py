@@ -204,11 +204,13 @@ class LLMOptions(BaseModel):
         return {k: v for k, v in self.worker_dict().items() if k not in THROUGHPUT_OPTIONS}
 
     def stage_key(self) -> dict[str, object]:
-        """The options as ``ragrade run`` stage keys hold them: the fields of the old ``[llm]`` table always,
-        later fields only when set, never ``dry_run`` (a dry run must not invalidate finished stages)."""
-        full = self.model_dump(mode="json", exclude={"dry_run"})
-        extra = self.model_dump(mode="json", exclude_defaults=True, exclude={"dry_run", *_JOB_KEY_FIELDS})
-        return {**{k: full[k] for k in _JOB_KEY_FIELDS}, **extra}
+        """The options as ``ragrade run`` stage keys hold them: what can change an answer, as a grid run's
+        provenance holds it (the base URL always; never the :data:`THROUGHPUT_OPTIONS` nor ``dry_run``), so that a
+        rerun changing only concurrency, timeouts, retries or the cache reuses every finished stage."""
+        skip = {"dry_run", *THROUGHPUT_OPTIONS}
+        full = self.model_dump(mode="json", exclude=skip)
+        extra = self.model_dump(mode="json", exclude_defaults=True, exclude={*skip, *_JOB_KEY_FIELDS})
+        return {**{k: full[k] for k in _JOB_KEY_FIELDS if k in full}, **extra}
 
 
 @dataclass(frozen=True)

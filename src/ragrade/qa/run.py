@@ -9,11 +9,12 @@ see :mod:`ragrade.qa.answer` for the worker and the files.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragrade.outcome import Outcome, count_failed
+from ragrade.provenance import digest
 from ragrade.qa.answer import ANSWERS_FILE, QA_WORKER, SUMMARY_FILE, check_config, write_answers
 from ragrade.qa.files import read_qa
 from ragrade.run.records import Row
@@ -63,6 +64,7 @@ class QAAnswerResult:
     n_new_rows: int
     summary: list[dict[str, object]]
     rows: list[Row]
+    warnings: list[str] = field(default_factory=list)  # e.g. an index that lacks the QA file's passages
 
 
 def row_outcome(row: Mapping[str, object]) -> Outcome:
@@ -128,15 +130,20 @@ def run_qa_answers(
     generation: Mapping[str, float] | None = None,
     progress: ProgressFn | None = None,
     executor: Executor | None = None,
+    overwrite: bool = False,
 ) -> QAAnswerResult:
-    """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig)."""
+    """Run (or resume) free-text answering of the QA file by every pipeline of ``cfg`` (a SweepConfig).
+
+    A rerun on the same folder resumes, extends (more pipelines or items) or is refused naming each difference
+    (:mod:`ragrade.provenance`); ``overwrite`` discards what the folder holds first."""
     from ragrade.qa.answer import qa_resources_for
+    from ragrade.run.grid import GridJob, executor_for, prepare_grid, run_grid
     from ragrade.run.manifest import write_manifest
     from ragrade.run.records import WorkerContext
     from ragrade.run.setup import GridInput, grid_setup
-    from ragrade.run.spec import expand_pipelines, fingerprint
+    from ragrade.run.spec import expand_pipelines
     from ragrade.run.summary import write_csv_rows
-    from ragrade.run.sweep import GridJob, check_components, executor_for, run_grid
+    from ragrade.runlock import run_lock
 
     qa_path = Path(qa_path)
     run_dir = Path(out_dir)
@@ -155,21 +162,39 @@ def run_qa_answers(
         specs=specs,
         components=_components(cfg, specs),
     )
-    ids, context, fp = setup.items, setup.context, setup.fingerprint
-    check_components(qa_resources_for(context), specs)  # validate everything before writing anything
+    ids, context = setup.items, setup.context
     manifest = setup.manifest
+    # every component before anything is written; an in-process model gets its batches as exam take's does
+    prepare_grid(exe, qa_resources_for(context), specs, cfg, len(ids), manifest)
     manifest["generation"] = gen
     manifest["outputs"] = {ANSWERS_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}}
-    job = GridJob(QA_WORKER, context, setup.worker_specs, ids, fp, journal_specs=setup.journal_specs)
-    rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
-    order = setup.order
-    write_answers(run_dir / ANSWERS_FILE, rows, meta={"qa": str(qa_path), "fingerprint": fingerprint(fp)})
-    summary = summarise_answers(rows, order)
-    write_csv_rows(run_dir / SUMMARY_FILE, summary, SUMMARY_COLUMNS)
-    n_failed = sum(1 for r in rows if r.get("transform_error"))
-    setup.finish(len(rows), added, n_errors=sum(1 for r in rows if r.get("error")), n_transform_failures=n_failed)
-    write_manifest(run_dir, manifest)
+    job = GridJob(QA_WORKER, context, setup.worker_specs, ids, setup.provenance, journal_specs=setup.journal_specs)
+    from ragrade.run.exit_status import recorded_exit
+
+    of = len(setup.order) * len(ids)
+    with run_lock(run_dir, note=_note), recorded_exit(run_dir, manifest, setup.order, ids, files=False, of=of):
+        if overwrite:
+            for name in (*QA_OUTPUT_FILES, ANSWERS_FILE, SUMMARY_FILE):
+                (run_dir / name).unlink(missing_ok=True)
+        rows, added = run_grid(run_dir, job, exe, manifest, shard_size=cfg.shard_size, progress=progress)
+        order = setup.order
+        write_answers(run_dir / ANSWERS_FILE, rows, meta={"qa": str(qa_path), "provenance": digest(setup.provenance)})
+        summary = summarise_answers(rows, order)
+        write_csv_rows(run_dir / SUMMARY_FILE, summary, SUMMARY_COLUMNS)
+        n_failed = sum(1 for r in rows if r.get("transform_error"))
+        setup.finish(len(rows), added, n_errors=sum(1 for r in rows if r.get("error")), n_transform_failures=n_failed)
+        write_manifest(run_dir, manifest)
     return QAAnswerResult(run_dir, order, len(ids), added, summary, rows)
+
+
+#: the files of a QA run's folder besides its answers and summary (what ``overwrite`` removes)
+QA_OUTPUT_FILES = ("manifest.json", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm")
+
+
+def _note(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr)
 
 
 def _components(cfg: SweepConfig, specs: Sequence[PipelineSpec]) -> dict[str, object]:

@@ -223,6 +223,8 @@ def _scoring_text(sec: Section, df: pd.DataFrame) -> None:
 
 def _verdicts(files: RunFiles, top: int) -> str:
     comps = files.json(COMPARISONS)
+    if not comps and (stale := files.stale(COMPARISONS)):
+        return f'<p class="note stale">No paired comparisons shown: {html.escape(stale)}.</p>'
     if not comps:
         return f'<p class="note">No paired comparisons ({html.escape(COMPARISONS)} is absent).</p>'
     rows = []

@@ -91,6 +91,9 @@ def irt_section(files: RunFiles) -> Section:
     """The IRT section: effects with error bars, sign check, ICCs, information curves, improvement."""
     sec = Section("irt", "Item response theory")
     fits = _fits(files)
+    if not fits and (stale := files.stale(IRT)):
+        sec.note = f"No fit shown: {stale}."
+        return sec
     if not fits:
         return absent(sec, IRT)
     main = files.json(fits[0]["file"])
@@ -325,6 +328,9 @@ def _information(sec: Section, doc: dict[str, Any], src: str) -> None:
 def _improvement(sec: Section, files: RunFiles) -> None:
     doc = files.json(IMPROVE)
     sec.add("<h3>Iterative exam improvement</h3>")
+    if not doc and (stale := files.stale(IMPROVE)):
+        sec.add(f'<p class="note stale">not shown: {html.escape(stale)}</p>')
+        return
     if not doc:
         sec.add(f'<p class="note">not in this run: {IMPROVE}</p>')
         return

@@ -17,6 +17,14 @@ if TYPE_CHECKING:
     from ragrade.report.merge import ExamRun, Merged
 
 
+#: the command that refreshes each derived file, by a part of its path (what :meth:`RunFiles.stale` names)
+REFRESH = {
+    "comparisons": "ragrade compare {run} --all",
+    "irt_improve": "ragrade irt improve {run}",
+    "irt.json": "ragrade irt fit {run}",
+}
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """A run directory; every reader returns None when its file is absent.
@@ -68,15 +76,39 @@ class RunFiles:
         return self.merged.tables.get(rel) if self.merged is not None else None
 
     def has(self, rel: str) -> bool:
-        """True when ``rel`` exists."""
-        return self._merged(rel) is not None or self.path(rel).exists()
+        """True when ``rel`` exists (a derived file computed from other responses than the run's is not there:
+        see :meth:`stale`)."""
+        if self._merged(rel) is not None:
+            return True
+        return self.path(rel).exists() and self.stale(rel) is None
+
+    def stale(self, rel: str) -> str | None:
+        """Why the derived file ``rel`` (comparisons, an IRT fit, an improvement: a JSON file that records the
+        responses it was computed from) no longer describes the run's ``sweep/responses.parquet``, with the
+        command that refreshes it; None when it does, or when ``rel`` records no source."""
+        if self.merged is not None or not rel.endswith(".json"):
+            return None
+        p = self.path(rel)
+        if not p.is_file():
+            return None
+        from ragrade.provenance import stale_reason
+
+        doc = read_json(p)
+        why = stale_reason(
+            doc.get("responses") if isinstance(doc, dict) else None, self.path("sweep/responses.parquet")
+        )
+        if why is None:
+            return None
+        run = self.path("sweep/responses.parquet").parent
+        fix = next((cmd for key, cmd in REFRESH.items() if key in rel), "rerun the stage that wrote it")
+        return f"{rel} is out of date: {why}; `{fix.format(run=run)}` refreshes it"
 
     def json(self, rel: str) -> Any:
-        """A JSON file's content, or None when absent."""
+        """A JSON file's content, or None when absent (or stale: see :meth:`stale`)."""
         if (doc := self._merged(rel)) is not None:
             return doc
         p = self.path(rel)
-        return read_json(p) if p.is_file() else None
+        return read_json(p) if p.is_file() and self.stale(rel) is None else None
 
     def _frame(
         self, rel: str, read: Callable[[Path], pd.DataFrame], kind: str, errors: tuple[type[Exception], ...]

@@ -41,6 +41,7 @@ from ragrade.io import drop_torn_tail, now_iso, write_json, write_jsonl
 from ragrade.journal import JOURNAL_FILE, Journal
 from ragrade.llm.options import LLMOptions
 from ragrade.outcome import Outcome
+from ragrade.provenance import digest
 from ragrade.robust.build import BuildOptions, check_min_positives
 from ragrade.robust.config import RobustRunConfig
 from ragrade.robust.data import RGBData, describe_report, fake_equals_answer, load_rgb
@@ -128,6 +129,13 @@ def fingerprint(cfg: RobustRunConfig, model: str, lang: str, lp: LangPrompts, da
     }
 
 
+def _bare(fp: dict[str, Any]) -> dict[str, Any]:
+    """A provenance of the fingerprint's settings alone (a caller that built no model identity)."""
+    from ragrade.provenance import provenance
+
+    return provenance(settings=fp)
+
+
 def label_records(
     records: Sequence[dict[str, Any]],
     scoring: str,
@@ -174,35 +182,37 @@ def _failures(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"key": r["key"], "error": o.error} for r, o in outcomes if o.failed]
 
 
-def _fingerprint_of(blob: str) -> dict[str, Any]:
-    """A journal's recorded robustness fingerprint (empty when another command's journal holds another kind)."""
-    try:
-        was = json.loads(blob)
-    except ValueError:
-        return {}
-    return was if isinstance(was, dict) else {}
+def robust_provenance(fp: dict[str, Any], model_spec: str, options: LLMOptions) -> dict[str, Any]:
+    """The provenance (:mod:`ragrade.provenance`) of a robustness run's records: the data and prompts by content,
+    the model's identity (its server, seed, extra_body and the other options that change answers), and the
+    testbed's settings; throughput (concurrency, timeouts, retries, cache) recorded, not depended on."""
+    from ragrade.llm.options import THROUGHPUT_OPTIONS
+    from ragrade.provenance import provenance
+    from ragrade.run.setup import model_identity
+
+    settings = {k: v for k, v in fp.items() if k not in ("data_sha256", "prompts_sha256", "model")}
+    return provenance(
+        inputs={"data": fp["data_sha256"], "prompts": fp["prompts_sha256"]},
+        models={f"llm {fp['model']}": model_identity(model_spec, options)},
+        settings=settings,
+        recorded={"throughput": {k: getattr(options, k) for k in THROUGHPUT_OPTIONS}},
+    )
 
 
 class RecordJournal:
     """The run's records in ``journal.sqlite``: every batch one durable commit, a record done unless it failed.
 
-    Opening it checks the run's fingerprint (a directory of another configuration is refused, naming
-    the settings that differ) and carries the records of a ``results.jsonl`` written before the journal over.
+    Opening it decides, with the run's provenance, whether the folder's records may be used (a directory of
+    another configuration is refused, naming each difference, old and new) and carries the records of a
+    ``results.jsonl`` written before the journal over.
     """
 
     UNIT = "records"
 
-    def __init__(self, journal: Journal, results: Path, fp: dict[str, Any]) -> None:
+    def __init__(self, journal: Journal, results: Path, fp: dict[str, Any], prov: dict[str, Any] | None = None) -> None:
         self.journal = journal
-        blob = json.dumps(fp, sort_keys=True, ensure_ascii=False)
-        old = journal.get_meta("fingerprint")
-        if old is not None and old != blob and journal.count() > 0:
-            diff = sorted(k for k in fp if _fingerprint_of(old).get(k) != fp[k])
-            raise ConfigError(
-                f"{results.parent} holds results of another configuration (differs in: {', '.join(diff)}); "
-                f"use another $out or delete {results.name} and {JOURNAL_FILE} there"
-            )
-        journal.check_fingerprint(blob)  # records it, or forgets a journal with nothing finished
+        ways = f"write to a new $out directory, or delete {results.name} and {JOURNAL_FILE} there to start over"
+        journal.check_provenance(prov if prov is not None else _bare(fp), "robustness run", extend=False, ways=ways)
         if journal.count() == 0 and journal.count_failed() == 0 and results.is_file():
             drop_torn_tail(results)  # a run ended at once (second Ctrl-C, kill -9) may have left half a line
             _, old_records = read_results(results, fp)
@@ -254,9 +264,10 @@ def run_model(
         llm = create_llm(model_spec, _llm_options(cfg).for_llm(model_spec))
     model = str(getattr(llm, "name", model_spec))
     fp = fingerprint(cfg, model, lang, lp, file_sha256(cfg.data))
+    prov = robust_provenance(fp, model_spec, _llm_options(cfg).for_llm(model_spec))
     path = out_dir / "results.jsonl"
     with Journal(out_dir / JOURNAL_FILE) as journal:
-        sink = RecordJournal(journal, path, fp)
+        sink = RecordJournal(journal, path, fp, prov)
         records, todo, fresh_skips, resumed = resume_plan(instances, sink.records(), model)
         sink.write(fresh_skips)
         tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
@@ -274,7 +285,11 @@ def run_model(
         r["untestable"] = "fake answer equals the answer" if r["item_id"] in untestable else None
     label_records(ordered, cfg.scoring, detectors, lang, tb)
     write_jsonl(
-        path, ordered, kind=RESULTS_KIND, version=RESULTS_VERSION, meta={"fingerprint": fp, "updated": now_iso()}
+        path,
+        ordered,
+        kind=RESULTS_KIND,
+        version=RESULTS_VERSION,
+        meta={"fingerprint": fp, "provenance": prov, "updated": now_iso()},
     )
     metrics = {
         "ragrade": {"kind": METRICS_KIND, "version": METRICS_VERSION},
@@ -294,6 +309,7 @@ def run_model(
         "llm": _describe(llm),
         **summarise(ordered, tb, cfg.scoring, ratios, seed=cfg.seed),
         "failures": _failures(ordered),
+        "provenance": {"digest": digest(prov), **prov},  # what these numbers depend on
         "created": now_iso(),
     }
     metrics.update(skipped_items=_skips(ordered), data_report=data.report, warnings=warnings)
@@ -437,6 +453,19 @@ def run_robust(
         llms = [create_llm(spec, _llm_options(cfg).for_llm(spec)) for spec in cfg.llm]
         if cfg.judge and judge_llm is None:
             judge_llm = create_llm(cfg.judge, _llm_options(cfg, judge=True).for_llm(cfg.judge))
+    from ragrade.runlock import run_lock
+
+    with run_lock(cfg.out, note=warn):  # one process per output folder
+        runs = _run_each(cfg, llms, judge_llm, progress, warn)
+        table = build_table([r.metrics for r in runs])
+        if len(cfg.llm) > 1:
+            write_table(table, cfg.out / "table.csv")
+    return runs, table
+
+
+def _run_each(
+    cfg: RobustRunConfig, llms: Sequence[Any], judge_llm: Any, progress: Progress | None, warn: Warn | None
+) -> list[ModelRun]:
     runs = []
     single = len(cfg.llm) == 1
     for i, spec in enumerate(cfg.llm):
@@ -452,10 +481,7 @@ def run_robust(
                 warn=warn if i == 0 else None,
             )
         )
-    table = build_table([r.metrics for r in runs])
-    if not single:
-        write_table(table, cfg.out / "table.csv")
-    return runs, table
+    return runs
 
 
 __all__ = [
@@ -474,6 +500,7 @@ __all__ = [
     "render_table",
     "resolve_lang",
     "resolve_ratios",
+    "robust_provenance",
     "run_model",
     "run_robust",
     "summarise",

@@ -252,10 +252,17 @@ def verdicts(
     }
 
 
-def write_comparisons(path: str | Path, result: Verdicts) -> Path:
-    """Write a :func:`verdicts`-shaped result as JSON (atomically)."""
+def write_comparisons(path: str | Path, result: Verdicts, responses: str | Path | None = None) -> Path:
+    """Write a :func:`verdicts`-shaped result as JSON (atomically), recording under ``responses`` the responses
+    file it was computed from (:func:`ragrade.provenance.source_record`), so that a reader can tell when the run
+    changed since (the report then shows it as stale, never as current)."""
+    from ragrade.provenance import source_record
+
     p = Path(path)
-    write_json(p, result)
+    doc = dict(result)
+    if responses is not None and Path(responses).is_file():
+        doc["responses"] = source_record(responses)
+    write_json(p, doc)
     return p
 
 

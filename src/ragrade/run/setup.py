@@ -10,9 +10,10 @@ run hands to its journal, its workers and its manifest (a :class:`GridSetup`):
   worker renders templates) and what the workers receive (the spec alone);
 * the manifest's common part (kind, config, inputs, seeds, pipelines, LLM labels, executor, the
   input's block) that each runner extends with its own outputs;
-* the resume fingerprint (:func:`resume_fingerprint`): what the answers depend on, and nothing that
-  only changes throughput, so that a rerun changing concurrency, timeouts or retries resumes and one
-  changing the inputs, the questions or an option that changes answers is refused.
+* the provenance (:func:`grid_provenance`): what the answers depend on (inputs by content, each model's
+  identity, the pipelines, the items, the settings that change answers) and, recorded only, what changes
+  throughput; the journal decides with it whether a rerun resumes, extends or is refused
+  (:func:`ragrade.provenance.decide`).
 
 The three runners build their set-up here and nowhere else, so they cannot disagree on when a run
 resumes.
@@ -29,12 +30,12 @@ from typing import Any, Literal
 
 from ragrade.errors import ConfigError
 from ragrade.exam.files import Question
-from ragrade.llm.options import LLMOptions
+from ragrade.llm.options import THROUGHPUT_OPTIONS, LLMOptions
 from ragrade.run.executors import Executor
 from ragrade.run.manifest import build_manifest, finish_manifest
 from ragrade.run.prompts import resolve_template
 from ragrade.run.records import SpecRecord, WorkerContext
-from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, llm_label
+from ragrade.run.spec import PipelineSpec, SweepConfig, expand_pipelines, fingerprint, llm_label
 
 Source = Literal["exam", "qa"]
 
@@ -111,34 +112,101 @@ def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> Wo
     return context
 
 
-def resume_fingerprint(
-    source: str,
+#: context keys that change what is recorded, never an answer (recorded in the provenance, not depended on)
+RECORD_ONLY_KEYS = ("samples", "shared_retrieval")
+#: context keys the provenance holds in other parts (inputs, models) or not at all (paths)
+_CONTEXT_ELSEWHERE = ("exam", "qa", "indexes", "prompts", "external", "llm_options", "transform_llm", "icl_pool")
+
+
+def index_digest(path: str | Path) -> str:
+    """An index's content address: its chunks file and its build settings (not where it lies, not when it was
+    built), so that moving an index resumes and rebuilding it over other documents or settings is a difference."""
+    from ragrade.run.manifest import file_fingerprint
+
+    folder = Path(path)
+    chunks = file_fingerprint(folder / "chunks.jsonl")
+    try:
+        import json
+
+        build = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        build = {}
+    if isinstance(build, dict):
+        build = {k: v for k, v in build.items() if k not in ("created", "timings", "seconds")}
+    blob = f"{chunks.get('sha256') or chunks.get('bytes')}\0{fingerprint(build)}"
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def model_identity(llm: str, options: LLMOptions) -> dict[str, object]:
+    """What a model's answers depend on: its spec, the server it is reached at (``$OPENAI_BASE_URL`` when no
+    base URL is given), and the options that change answers (seed, extra_body, method, dtype, device, ...)."""
+    import os
+
+    from ragrade.llm.options import provider_caps
+
+    own = options.for_llm(llm)
+    out: dict[str, object] = {"spec": llm, **own.answer_options()}
+    try:
+        caps = provider_caps(llm.split("/", 1)[0])
+    except ConfigError:
+        caps = None
+    if caps is not None and caps.server:
+        out["base_url"] = own.base_url or os.environ.get("OPENAI_BASE_URL") or "(the OpenAI API)"
+    out.pop("dry_run", None)
+    return out
+
+
+def grid_provenance(
+    data: GridInput,
     digest: object,
     items: Sequence[str],
     context: WorkerContext,
+    journal_specs: Mapping[str, SpecRecord],
+    specs: Sequence[PipelineSpec],
+    options: LLMOptions,
     *,
-    leave_out: Sequence[str] = (),
-    **extra: object,
-) -> dict[str, object]:
-    """What a grid run's answers depend on, for its journal's resume check (one shape for ``exam take``,
-    ``exam take --adaptive`` and ``qa answer``): the input file's ``digest`` under ``source``, the items, the
-    worker context less the input's path, ``leave_out`` and the LLM options, and the LLM options that can change
-    answers. Throughput knobs (concurrency, timeouts, retries, cache) are left out, so a rerun that changes only
-    them resumes; a change of model, prompt, grid or options that change answers is refused."""
-    opts = context.get("llm_options") or {}
-    assert isinstance(opts, dict)
-    skip = {source, "llm_options", *leave_out}
-    return {
-        source: digest,
-        "items": list(items),
-        "context": {k: v for k, v in context.items() if k not in skip},
-        "llm_options": LLMOptions.model_validate(opts).answer_options(),  # no THROUGHPUT_OPTIONS
-        **extra,
+    executor: Mapping[str, object] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> dict[str, Any]:
+    """The provenance (:mod:`ragrade.provenance`) of a grid run's answers, one shape for ``exam take``, its adaptive
+    run and ``qa answer``: the input file and every index used by content, each LLM's identity
+    (:func:`model_identity`) and external system's target, the pipelines (with prompt digests), the items, and the
+    settings that change answers; the throughput knobs (concurrency, timeouts, retries, cache, shards,
+    executor) recorded, not depended on."""
+    from ragrade.provenance import provenance
+    from ragrade.run.manifest import file_fingerprint
+
+    used = {s.chunker for s in specs if s.needs_index}
+    indexes = context.get("indexes", {})
+    inputs: dict[str, object] = {data.source: digest}
+    inputs.update({f"index {name}": index_digest(indexes[name]) for name in sorted(used) if name in indexes})
+    prompts = context.get("prompts", {})
+    for name in sorted({s.prompt for s in specs if s.prompt in prompts}):  # each prompt file by its content
+        inputs[f"prompt {name}"] = file_fingerprint(prompts[name]).get("sha256")
+    llms = {s.llm for s in specs if s.has_llm}
+    transform_llm = context.get("transform_llm")
+    if transform_llm and any(s.transformed for s in specs):
+        llms.add(transform_llm)
+    models: dict[str, dict[str, object]] = {f"llm {m}": model_identity(m, options) for m in sorted(llms)}
+    external = context.get("external", {})
+    for name in sorted({s.retriever.split(":", 1)[1] for s in specs if s.is_external}):
+        models[f"external {name}"] = {"target": external.get(name)}
+    settings = {k: v for k, v in context.items() if k not in (*_CONTEXT_ELSEWHERE, *RECORD_ONLY_KEYS)}
+    settings["icl_pool"] = context.get("icl_pool", [])
+    recorded = {
+        "throughput": {k: v for k, v in options.model_dump(mode="json").items() if k in THROUGHPUT_OPTIONS},
+        **({"executor": dict(executor)} if executor else {}),
+        **{k: context[k] for k in RECORD_ONLY_KEYS if k in context},  # type: ignore[literal-required]
+        "paths": {"input": str(data.path.resolve()), "indexes": dict(indexes), "prompts": context.get("prompts", {})},
     }
-
-
-#: context keys that change what is recorded, never an answer (left out of the resume fingerprint)
-RECORD_ONLY_KEYS = ("samples",)
+    return provenance(
+        inputs=inputs,
+        models=models,
+        grid=journal_specs,
+        items=items,
+        settings={**settings, **(extra or {})},
+        recorded=recorded,
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +215,8 @@ class GridSetup:
 
     ``journal_specs``: what the journal records per pipeline id to detect changed settings;
     ``worker_specs``: the spec each worker receives; ``manifest``: the common part (each runner adds its
-    own fields); ``fingerprint``: the resume check's data (:func:`resume_fingerprint`).
+    own fields, the provenance included); ``provenance``: what the answers depend on (:func:`grid_provenance`),
+    which the journal compares with what the folder holds (:func:`ragrade.provenance.decide`).
     """
 
     specs: list[PipelineSpec]
@@ -157,7 +226,7 @@ class GridSetup:
     journal_specs: dict[str, SpecRecord]
     worker_specs: dict[str, SpecRecord]
     manifest: dict[str, Any]
-    fingerprint: dict[str, object]
+    provenance: dict[str, Any]
 
     @property
     def order(self) -> list[str]:
@@ -230,21 +299,32 @@ def grid_setup(
         },
     )
     digest = manifest["inputs"][data.source].get("sha256")
-    fp = resume_fingerprint(
-        data.source, digest, items, context, leave_out=RECORD_ONLY_KEYS, **(fingerprint_extra or {})
+    prov = grid_provenance(
+        data,
+        digest,
+        items,
+        context,
+        journal_specs,
+        specs,
+        cfg.llm_options,
+        executor=executor.describe(),
+        extra=fingerprint_extra,
     )
-    return GridSetup(specs, pool, items, context, journal_specs, worker_specs, manifest, fp)
+    manifest["provenance"] = prov
+    return GridSetup(specs, pool, items, context, journal_specs, worker_specs, manifest, prov)
 
 
 __all__ = [
     "RECORD_ONLY_KEYS",
     "GridInput",
     "GridSetup",
+    "grid_provenance",
     "grid_setup",
+    "index_digest",
     "input_context",
+    "model_identity",
     "pipeline_context",
     "plan_items",
-    "resume_fingerprint",
     "split_icl_pool",
     "worker_context",
 ]
