@@ -11,6 +11,7 @@ from ragrade.exam.config import ExamConfig
 from ragrade.exam.generate import generate_exam_full
 from ragrade.exam.offline import ClozeGenerator
 from ragrade.exam.placeholder import is_placeholder
+from ragrade.io import JSONValue
 from ragrade.qa.generate import QAGenConfig, extractive_question, generate_qa
 
 _FILLER = (
@@ -83,7 +84,7 @@ def _section_chunks() -> list[Chunk]:
             f"{2000 + i}.\n\n## Version {i}.1\n\nThe patch release of Osprey fixed {20 * i + 9} crashes reported "
             f"by Margaret Hamilton in May {2000 + i}."
         )
-        meta = {"title": "Changelog", "heading_path": ["Changelog", f"Version {i}.0"]}
+        meta: dict[str, JSONValue] = {"title": "Changelog", "heading_path": ["Changelog", f"Version {i}.0"]}
         out.append(Chunk(id=f"s{i}", doc_id="changes", text=text, start=0, end=len(text), strategy="t", metadata=meta))
     return out
 
