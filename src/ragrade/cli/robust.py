@@ -199,7 +199,7 @@ class BuildFlags:
     """The options of ``ragrade robust build``."""
 
     out: Annotated[Path, typer.Option("--out", help="Output directory for base/integration/counterfactual JSONL.")]
-    index: Annotated[Path, typer.Option("--index", help="Index directory (ragrade retrieval index).")]
+    index: Annotated[Path, typer.Option("--index", help="Index directory (built by ragrade index).")]
     exam: Annotated[Path | None, typer.Option("--exam", help="Exam JSONL (correct choice = answer).")] = None
     qa: Annotated[Path | None, typer.Option("--qa", help="Question/answer JSONL (question, answer, distractors).")] = (
         None

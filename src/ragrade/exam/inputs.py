@@ -50,7 +50,10 @@ def _read_chunk_file(p: Path) -> list[Chunk]:
         return read_chunks(p)
     except DataError as exc:
         if "found a 'documents' file" in str(exc):
-            raise DataError(f"{p} holds documents, not chunks: run 'ragrade corpus chunk' first") from exc
+            raise DataError(
+                f"{p} holds documents, not chunks: chunk them first ('ragrade chunk {p} --out chunks.jsonl') or "
+                f"build an index ('ragrade index {p} --out INDEX') and give that"
+            ) from exc
         raise
 
 
