@@ -4,8 +4,9 @@ with a ``cache_key``, once per machine through the on-disk embedding cache).
 A local model embeds with ``embed_fixed`` in the index's batch shapes
 (:data:`~ragrade.embedding.batching.INDEX_SHAPE`), under the index's cache key: a chunk the index embedded is
 read back, not embedded again, and every vector depends on its text only. New texts are embedded in slices of
-:data:`SLICE`, announced on the progress display (``embedding 3,000 texts with minilm: 512/3,000 ...``,
-:mod:`ragrade.progress_phases`)."""
+about a twentieth of them (whole index batches, at most :data:`SLICE`: :func:`slice_size`), announced on the
+progress display (``embedding 3,000 texts with minilm: 160/3,000 ...``, :mod:`ragrade.progress_phases`), so the
+count moves within a step of a hundred texts too."""
 
 from __future__ import annotations
 
@@ -16,12 +17,20 @@ import numpy as np
 import numpy.typing as npt
 
 from ragrade.embedding.base import Embedder
-from ragrade.embedding.batching import ChunkEmbedding
+from ragrade.embedding.batching import INDEX_SHAPE, ChunkEmbedding
 from ragrade.errors import DataError
 from ragrade.io import JSONObject
 from ragrade.progress_phases import phase
 
-SLICE = 512  # new texts per call of the inner embedder (each slice counted on the display)
+SLICE = 512  # most new texts per call of the inner embedder (each slice counted on the display)
+STEPS = 20  # slices a call is cut into, so that the display moves (fewer when the texts are few)
+
+
+def slice_size(n: int) -> int:
+    """New texts per call of the inner embedder for ``n`` texts: about ``n / STEPS``, in whole index batches
+    (:data:`~ragrade.embedding.batching.INDEX_SHAPE`), at least one batch and at most :data:`SLICE`."""
+    step = INDEX_SHAPE.batch
+    return max(step, min(SLICE, -(-n // (STEPS * step)) * step))
 
 
 class MemoEmbedder:
@@ -61,8 +70,9 @@ class MemoEmbedder:
         call's count includes loading the model)."""
         parts = []
         with phase(f"embedding {len(texts):,} texts with {self.name}", len(texts)) as counted:
-            for start in range(0, len(texts), SLICE):
-                parts.append(self._compute(texts[start : start + SLICE]))
+            size = slice_size(len(texts))
+            for start in range(0, len(texts), size):
+                parts.append(self._compute(texts[start : start + size]))
                 counted.advance(len(parts[-1]))
         return np.concatenate(parts)
 
@@ -89,4 +99,4 @@ def memoised(embedder: Embedder) -> MemoEmbedder:
     return embedder if isinstance(embedder, MemoEmbedder) else MemoEmbedder(embedder)
 
 
-__all__ = ["SLICE", "MemoEmbedder", "memoised"]
+__all__ = ["SLICE", "STEPS", "MemoEmbedder", "memoised", "slice_size"]
