@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ragrade.errors import DataError
+from ragrade.errors import ConfigError, DataError
 
 #: errnos that mean "the device has no room" (a full file system, an exhausted quota)
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -95,6 +95,59 @@ def write_failure(exc: BaseException, path: str | Path | None = None) -> WriteFa
     return None
 
 
+_said: set[str] = set()  # the cache folders already named on standard error in this process
+
+
+def cache_root() -> Path:
+    """ragrade's cache folder (LLM responses, embeddings, exported and assembled models): ``$RAGRADE_CACHE_DIR``,
+    else ``~/.cache/ragrade``.
+
+    With ``HOME`` unset (a service, a cron job, a container) the home folder is the one the system records for
+    the user running ragrade: the folder is then said once on standard error (logging), so that the cache
+    does not land somewhere unseen; a user the system records no home for gets a ConfigError asking for
+    ``$RAGRADE_CACHE_DIR``.
+    """
+    env = os.environ.get("RAGRADE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    try:
+        path = Path.home() / ".cache" / "ragrade"
+    except RuntimeError as exc:  # no HOME and no home folder recorded for this user
+        raise ConfigError(
+            "HOME is not set and this user has no home folder: set RAGRADE_CACHE_DIR to the folder of ragrade's "
+            "cache (LLM responses, embeddings)"
+        ) from exc
+    if not os.environ.get("HOME") and str(path) not in _said:
+        import logging
+
+        _said.add(str(path))
+        logging.getLogger("ragrade").warning(
+            "ragrade: warning: HOME is not set: the cache goes to %s (the home folder of the user running ragrade); "
+            "set RAGRADE_CACHE_DIR to choose its place",
+            path,
+        )
+    return path
+
+
+def folder_expected(exc: BaseException) -> str | None:
+    """The line for an output folder that cannot be made because a file is in the way: the path itself is a
+    file (``--out notes.txt`` for a command that writes a run folder), or one above it is; else None."""
+    name = getattr(exc, "filename", None)
+    if not name:
+        return None
+    path = Path(str(name))
+    if isinstance(exc, FileExistsError) and path.is_file():
+        return (
+            f"{path} is a file, and this command writes a folder of results there; give the name of a new "
+            "folder (or of a folder it wrote before, to resume)"
+        )
+    if isinstance(exc, NotADirectoryError):
+        above = next((p for p in path.parents if p.is_file()), None)
+        if above is not None:
+            return f"{path}: {above} is a file, not a folder; give a path whose folders are folders"
+    return None
+
+
 @contextmanager
 def writing(path: str | Path) -> Iterator[None]:
     """Turn a failure for lack of space or permission inside the block into :class:`WriteFailed` naming ``path``."""
@@ -109,4 +162,14 @@ def writing(path: str | Path) -> Iterator[None]:
         raise failure from exc
 
 
-__all__ = ["LOW_SPACE_BYTES", "NO_PERMISSION", "NO_SPACE", "WriteFailed", "device_of", "write_failure", "writing"]
+__all__ = [
+    "LOW_SPACE_BYTES",
+    "NO_PERMISSION",
+    "NO_SPACE",
+    "WriteFailed",
+    "cache_root",
+    "device_of",
+    "folder_expected",
+    "write_failure",
+    "writing",
+]

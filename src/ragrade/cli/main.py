@@ -109,6 +109,11 @@ def _user_fault(exc: Exception) -> str | None:
     full = _no_space(exc)
     if full is not None:
         return full
+    from ragrade.storage import folder_expected
+
+    blocked = folder_expected(exc)  # `--out notes.txt` for a command that writes a folder
+    if blocked is not None:
+        return blocked
     if isinstance(exc, OSError) and exc.filename:
         return f"{exc.filename}: {exc.strerror or exc}"
     return None

@@ -49,8 +49,10 @@ _HASHED_FILES = (
 
 
 def cache_root() -> Path:
-    """``$RAGRADE_CACHE_DIR`` (default ``~/.cache/ragrade``)."""
-    return Path(os.environ.get("RAGRADE_CACHE_DIR") or Path.home() / ".cache" / "ragrade")
+    """``$RAGRADE_CACHE_DIR`` (default ``~/.cache/ragrade``; see :func:`ragrade.storage.cache_root`)."""
+    from ragrade.storage import cache_root as root
+
+    return root()
 
 
 def model_hash(model_dir: str | Path) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -44,9 +43,11 @@ CREATE INDEX IF NOT EXISTS responses_model ON responses (provider, model);
 
 
 def cache_dir() -> Path:
-    """The ragrade cache directory: ``$RAGRADE_CACHE_DIR`` or ``~/.cache/ragrade``."""
-    env = os.environ.get("RAGRADE_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "ragrade"
+    """The ragrade cache directory: ``$RAGRADE_CACHE_DIR`` or ``~/.cache/ragrade`` (:func:`ragrade.storage.cache_root`:
+    with ``HOME`` unset, the folder is said on standard error)."""
+    from ragrade.storage import cache_root
+
+    return cache_root()
 
 
 def default_cache_path(directory: str | Path | None = None) -> Path:
