@@ -14,22 +14,31 @@ The verb unwinds through its ``finally`` blocks (journals are closed) and the co
 130; N, M and UNIT are what the running stage last reported with :func:`progress`. A second signal
 ends the process with ``os._exit(130)``: committed work stays (SQLite transactions are atomic; a torn
 last line of an appended JSONL file is dropped when the run resumes, see
-:func:`ragrade.io.drop_torn_tail`).
+:func:`ragrade.io.drop_torn_tail`); what a runner registered with :func:`on_forced_exit` runs first (a run
+folder's manifest says how the run ended).
+
+One signal is one interruption: the same signal again within :data:`DUPLICATE_S` seconds of the first is
+that signal delivered twice, not a second one. ``timeout -s INT`` sends its signal to the command and then
+to the command's process group, so the command receives it twice, microseconds apart; a person's second
+Ctrl-C comes later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 EXIT_CODE = 130
 RESUME = "rerun the same command to resume"
+DUPLICATE_S = 0.1  # the same signal again within this time: one signal delivered twice (see the docstring)
 
 
 class Interrupted(BaseException):
@@ -42,6 +51,8 @@ _running: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
 _keys = itertools.count()
 _progress: dict[str, Any] = {"done": None, "total": None, "unit": ""}
 _installed = False
+_first: dict[str, Any] = {"signum": None, "at": 0.0}  # the signal that asked for the stop, and when
+_forced: dict[int, Callable[[], None]] = {}  # what runs before a second signal ends the process
 
 
 def requested() -> bool:
@@ -58,6 +69,11 @@ def check() -> None:
 def progress(done: int, total: int, unit: str) -> None:
     """Record how far the running stage is (``done`` of ``total`` ``unit``), for the interruption message."""
     _progress.update(done=int(done), total=int(total), unit=str(unit))
+
+
+def where() -> str:
+    """How far the running stage is, as last reported (``N of M done (UNIT)``; empty when nothing was)."""
+    return _where()
 
 
 def _where() -> str:
@@ -101,13 +117,40 @@ def _cancel_running() -> bool:
     return bool(running)
 
 
+@contextmanager
+def on_forced_exit(callback: Callable[[], None]) -> Iterator[None]:
+    """Run ``callback`` before a second signal ends the process at once (while the block runs); its errors
+    are ignored (the process is ending)."""
+    with _lock:
+        key = next(_keys)
+        _forced[key] = callback
+    try:
+        yield
+    finally:
+        with _lock:
+            _forced.pop(key, None)
+
+
+def _run_forced() -> None:
+    with _lock:
+        callbacks = list(_forced.values())
+    for callback in callbacks:
+        with contextlib.suppress(BaseException):  # the process ends now whatever a callback does
+            callback()
+
+
 def _on_signal(signum: int, frame: Any) -> None:
+    now = time.monotonic()
     if _stop.is_set():
+        if signum == _first["signum"] and now - float(_first["at"]) < DUPLICATE_S:
+            return  # the first signal delivered twice (`timeout` signals the command, then its group)
         where = _where()
         line = "ragrade: interrupted again, stopped at once" + (f": {where}" if where else "") + f"; {RESUME}\n"
         os.write(2, line.encode("utf-8", "replace"))
+        _run_forced()
         os._exit(EXIT_CODE)
     _stop.set()
+    _first.update(signum=signum, at=now)
     if not _cancel_running():
         raise Interrupted()
 
@@ -116,6 +159,7 @@ def reset() -> None:
     """Forget a stop request and the recorded progress (a new command starts)."""
     _stop.clear()
     _progress.update(done=None, total=None, unit="")
+    _first.update(signum=None, at=0.0)
 
 
 def install() -> None:
@@ -155,9 +199,11 @@ __all__ = [
     "handle_signals",
     "install",
     "message",
+    "on_forced_exit",
     "progress",
     "register",
     "requested",
     "reset",
     "unregister",
+    "where",
 ]

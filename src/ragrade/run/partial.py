@@ -11,7 +11,9 @@ those rows only:
   questions, so ``summary[~summary.partial]`` keeps the pipelines that answered the whole exam; a
   pipeline with no row yet has no line;
 * ``manifest.json``: ``status`` ``partial: interrupted after N of M rows; rerun the same command to
-  finish``, ``finished`` null and a ``partial`` note (``rows``, ``of``, ``stopped``).
+  finish``, ``finished`` null and a ``partial`` note (``rows``, ``of``, ``stopped``); stopped before its first
+  row finished, only the manifest, with ``interrupted: stopped before the first of M rows finished; rerun the
+  same command``.
 
 Rerunning the same command resumes from the journal and rewrites every file as a complete run (``partial``
 False everywhere, no ``partial`` note). A second signal ends the process at once (:mod:`ragrade.interrupt`):
@@ -54,16 +56,31 @@ def mark_partial(summary: pd.DataFrame, responses: pd.DataFrame, n_items: int) -
     return out
 
 
-def partial_status(rows: int, of: int) -> str:
-    """The manifest status of a sweep stopped after ``rows`` of ``of`` rows."""
-    return f"partial: interrupted after {rows} of {of} rows; rerun the same command to finish"
+def partial_status(rows: int, of: int | None) -> str:
+    """The manifest status of a run stopped after ``rows`` of ``of`` rows (``of`` None: an adaptive run, which
+    asks a part of the grid); before its first row: ``interrupted: ...``."""
+    of_text = f" of {of}" if of is not None else ""
+    if rows == 0:
+        first = f"the first{of_text} rows" if of is not None else "the first row"
+        return f"interrupted: stopped before {first} finished; rerun the same command"
+    return f"partial: interrupted after {rows}{of_text} rows; rerun the same command to finish"
+
+
+def mark_interrupted(run_dir: Path, manifest: dict[str, object], rows: int, of: int | None, **counts: int) -> None:
+    """Write ``manifest`` to ``run_dir`` with the status of a run stopped after ``rows`` of ``of`` rows
+    (:func:`partial_status`), ``finished`` null and the ``partial`` note (``rows``, ``of``, ``stopped``)."""
+    finish_manifest(manifest, status=partial_status(rows, of), n_rows=rows, **counts)
+    manifest["finished"] = None
+    manifest["partial"] = {"rows": rows, "of": of, "stopped": now_iso()}
+    write_manifest(run_dir, manifest)
 
 
 def write_partial(run_dir: Path, manifest: dict[str, object], order: Sequence[str], items: Sequence[str]) -> None:
     """Write the files of a sweep interrupted in ``run_dir`` over its journaled rows (see the module docstring).
 
-    Nothing is written before the run was accepted (no journal or manifest yet) or when no row finished;
-    a failure to write is logged, never raised (the interruption is what the command reports).
+    Nothing is written before the run was accepted (no journal or manifest yet); when no row finished, only
+    the manifest (status ``interrupted: stopped before the first of M rows finished``). A failure to write is
+    logged, never raised (the interruption is what the command reports).
     """
     journal_path = run_dir / JOURNAL_FILE
     if not journal_path.is_file() or not (run_dir / MANIFEST_FILE).is_file():
@@ -71,28 +88,27 @@ def write_partial(run_dir: Path, manifest: dict[str, object], order: Sequence[st
     try:
         with Journal(journal_path) as journal:
             rows = [r for pid in order for r in journal.rows(pid, items)]
+        total = len(order) * len(items)
+        sizes = {"n_pipelines": len(order), "n_questions": len(items)}
         if not rows:
+            mark_interrupted(run_dir, manifest, 0, total, **sizes)
             return
         write_responses(run_dir / RESPONSES_FILE, rows)
         df = pd.DataFrame(rows)
         order = list(order)
         write_csv(run_dir / SUMMARY_FILE, mark_partial(summarise(df, order), df, len(items)))
         write_csv(run_dir / SUMMARY_BY_TAG_FILE, summarise_by_tag(df, order))
-        total = len(order) * len(items)
-        finish_manifest(
+        mark_interrupted(
+            run_dir,
             manifest,
-            status=partial_status(len(rows), total),
-            n_pipelines=len(order),
-            n_questions=len(items),
-            n_rows=len(rows),
+            len(rows),
+            total,
+            **sizes,
             n_errors=int(df["error"].notna().sum()) if "error" in df else 0,
             n_parse_failures=int(df["parse_failed"].fillna(False).astype(bool).sum()) if "parse_failed" in df else 0,
         )
-        manifest["finished"] = None
-        manifest["partial"] = {"rows": len(rows), "of": total, "stopped": now_iso()}
-        write_manifest(run_dir, manifest)
     except Exception as exc:  # the interruption is what the command reports; the journal keeps the rows
         log.warning("could not write the partial results of %s: %s", run_dir, exc)
 
 
-__all__ = ["PARTIAL_COLUMN", "mark_partial", "partial_status", "write_partial"]
+__all__ = ["PARTIAL_COLUMN", "mark_interrupted", "mark_partial", "partial_status", "write_partial"]
