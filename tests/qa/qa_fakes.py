@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ragrade.llm.base import Completion, GenerationRequest, Usage
 
@@ -33,3 +33,34 @@ class EchoLLM:
 def make_echo_llm() -> EchoLLM:
     """Factory named by ``py/tests.qa.qa_fakes:make_echo_llm``."""
     return EchoLLM()
+
+
+class CountingLLM:
+    """An in-process backend that wants 64 requests in flight and counts how they arrive."""
+
+    name = "fake/counting"
+    is_baseline = True
+    supports_loglikelihood = False
+    requests_in_flight = 64
+    calls: ClassVar[list[int]] = []
+    in_flight = 0
+    peak = 0
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        import asyncio
+
+        cls = type(self)
+        cls.calls.append(len(requests))
+        cls.in_flight += len(requests)
+        cls.peak = max(cls.peak, cls.in_flight)
+        await asyncio.sleep(0.05)
+        cls.in_flight -= len(requests)
+        return [Completion(text="blue", usage=Usage(3, 1)) for _ in requests]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "counting"}
+
+
+def make_counting_llm() -> CountingLLM:
+    """Factory named by ``py/tests.qa.qa_fakes:make_counting_llm``."""
+    return CountingLLM()
