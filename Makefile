@@ -13,14 +13,16 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_AUTH_MODE := disabled
+# Material for MkDocs prints a banner about MkDocs 2.0 on every build; the pins keep MkDocs 1.6
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test lint typecheck unit bench clean chromium
+.PHONY: install demo test lint typecheck unit docs screenshots bench clean chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all,dev]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[all,dev,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,9 +31,9 @@ demo: $(STAMP)
 	$(BIN)/ragrade demo --out $(OUT)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 
-# src/ragrade, tests and benchmarks: the files of pyproject's [tool.mypy] (tests and benchmarks at --strict)
+# src/ragrade, tests, benchmarks and scripts: the files of pyproject's [tool.mypy] (tests and benchmarks at --strict)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
@@ -47,10 +49,20 @@ chromium:
 unit: $(STAMP) chromium
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
-test: lint typecheck unit
+# the documentation site (docs/, mkdocs.yml) into site/: a warning (a broken link, a page missing from the nav) fails
+# it; the reference pages are written from the code during the build (scripts/docs/hooks.py)
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
+# the report's pictures in docs/img/, taken by headless Chromium from a real demo run (out/docs-demo)
+screenshots: $(STAMP) chromium
+	$(BIN)/ragrade demo --out out/docs-demo
+	$(BIN)/python -m scripts.docs.screenshots out/docs-demo/report.html docs/img
+
+test: lint typecheck docs unit
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) out site .pytest_cache .mypy_cache .ruff_cache
