@@ -26,7 +26,7 @@ from tests.support.openai_server import OpenAIServer, always
 from ragrade import interrupt
 from ragrade.cli.main import main
 from ragrade.errors import DataError
-from ragrade.llm.base import LoglikelihoodRequest, LoglikelihoodResult
+from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.run.manifest import read_manifest
 from ragrade.run.store import Journal
 
@@ -48,6 +48,12 @@ class FailingLLM(FakeLLM):
         if self.batches > self.ok:
             raise DataError("the model's weights file is damaged")
         return await super().aloglikelihood(requests)
+
+    async def agenerate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.batches += 1
+        if self.batches > self.ok:
+            raise DataError("the model's weights file is damaged")
+        return [Completion(text="samples of amber", usage=Usage(10, 3)) for _ in requests]  # free-text answers
 
 
 def make_failing_llm() -> FakeLLM:
@@ -95,6 +101,29 @@ def test_an_error_after_the_manifest_was_written_says_failed(
     before = (done / "manifest.json").read_bytes()
     assert main([*_take(exam, done, "--llm", "py/tests.run.fakes:make_slow_llm")]) == 2
     assert (done / "manifest.json").read_bytes() == before and _status(done) == "complete"
+
+
+def test_adaptive_and_qa_runs_say_failed_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragrade.qa.files import QAItem, write_qa
+
+    exam, llm = tmp_path / "exam.jsonl", "py/tests.run.test_run_exit_status:make_failing_llm"
+    questions = make_exam(exam, 24)
+    out = tmp_path / "adaptive"
+    assert main([*_take(exam, out, "--llm", llm, "--adaptive", "--budget", "40")]) == 2
+    assert _status(out) == "failed: DataError: the model's weights file is damaged"
+    qa = tmp_path / "qa.jsonl"
+    write_qa(qa, [
+        QAItem(id=q.id, question=q.question, reference=q.choices[q.answer], reference_context=q.context,
+               chunk_id=q.chunk_id, doc_id=q.doc_id)
+        for q in questions
+    ])  # fmt: skip
+    out = tmp_path / "qa"
+    assert (
+        main(["qa", "answer", str(qa), "--out", str(out), "--retrievers", "closed", "--llm", llm, "--shard-size", "4"])
+        == 2
+    )
+    assert _status(out) == "failed: DataError: the model's weights file is damaged"
+    capsys.readouterr()
 
 
 def test_the_same_signal_twice_within_a_moment_is_one_interruption(monkeypatch: pytest.MonkeyPatch) -> None:
