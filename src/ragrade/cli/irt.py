@@ -123,6 +123,10 @@ def _summary_lines(res: Any) -> list[str]:
     if res.effects:
         hint = "" if "jackknife" in res.se_method else " (logit effects not bias-corrected: see --se jackknife)"
         lines.append(f"effect SEs: {res.se_method}{hint}")
+    for f, level in res.fit.get("one_level_factors", {}).items():
+        lines.append(f"factor {f}: one level ({level}) in these responses, no effect to estimate: left out")
+    if res.fit.get("one_level_factors") and not res.effects:
+        lines.append("no factor has two levels: one ability per pipeline, without the hierarchical model")
     for f, levels in res.effects.items():
         detail = res.effects_detail.get(f, {})
         parts = ", ".join(f"{lvl} {e:+.3f}±{s:.3f}{_pp(detail.get(lvl, {}))}" for lvl, (e, s) in levels.items())

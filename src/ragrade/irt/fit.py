@@ -239,6 +239,12 @@ def fit_responses(
     return result
 
 
+def one_level_factors(data: Responses, names: Sequence[str]) -> dict[str, str]:
+    """The factors among ``names`` with a single level where they apply (``{factor: level}``): every pipeline
+    shares it, so the responses hold no effect of it to estimate."""
+    return {f.name: f.levels[0] for f in data.factors if f.name in names and len(f.levels) == 1}
+
+
 def fit_irt(
     data: pd.DataFrame | str | Path | Responses,
     model: str = "3pl",
@@ -254,9 +260,10 @@ def fit_irt(
 
     ``factors`` switches on the hierarchical model; a pipeline whose value of a factor is one of
     ``not_applicable`` (or ``config.not_applicable``; default: ``none`` or empty) gets no effect
-    from that factor. When ``out`` is given, irt.json and the per-item / per-pipeline / per-effect
-    CSV tables are written there, with information curves grouped by the tags of ``exam`` (or the
-    run's exam).
+    from that factor. A factor with one level has no effect to estimate: it is left out of the model
+    and named in ``result.fit["one_level_factors"]`` (``{factor: level}``). When ``out`` is given,
+    irt.json and the per-item / per-pipeline / per-effect CSV tables are written there, with
+    information curves grouped by the tags of ``exam`` (or the run's exam).
     """
     cfg = config or FitConfig(model=model, factors=tuple(factors), not_applicable=not_applicable)
     t0 = time.perf_counter()
@@ -264,9 +271,14 @@ def fit_irt(
     t_read = time.perf_counter() - t0
     from ragrade.irt.jackknife import draw_groups, jackknife_se
 
+    single = one_level_factors(resp, cfg.factors)
+    if single:  # no effect to estimate: left out of the model, and said (result.fit["one_level_factors"])
+        cfg = cfg.model_copy(update={"factors": tuple(f for f in cfg.factors if f not in single)})
     if cfg.se == "jackknife":  # a design the jackknife cannot split fails before any fitting
         draw_groups(resp, cfg.factors, cfg.jackknife_groups, cfg.seed)
     result = fit_responses(resp, cfg, init=init)
+    if single:
+        result.fit["one_level_factors"] = single
     if cfg.se in ("bootstrap", "parametric", "jackknife"):
         t_boot = time.perf_counter()
         se_methods: dict[str, Callable[[Responses, FitConfig, IRTResult], IRTResult]] = {
@@ -358,6 +370,7 @@ __all__ = [
     "fit_irt",
     "fit_responses",
     "lbfgs",
+    "one_level_factors",
     "optimise",
     "parametric_se",
     "pick_kernel",
