@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from ragrade.corpus.types import Chunk
+from ragrade.exam.config import ExamConfig
+from ragrade.exam.generate import generate_exam_full
 from ragrade.exam.taxonomy import BLOOM_LEVELS, bloom_levels, lemmatize, question_word, tag_question
 
 
@@ -97,3 +102,22 @@ def test_tag_question_defaults_factual_wh_questions_to_remember() -> None:
     assert tag_question("What is the default port of Redis?") == {"bloom": ["remember"], "qword": "what"}
     assert tag_question("Why is the sky blue?") == {"bloom": [], "qword": "why"}
     assert tag_question("Explain why the deployment fails.")["bloom"] == ["understand"]
+
+
+@pytest.mark.parametrize(
+    "stem",
+    [
+        "About Plugins, which name correctly fills the blank? Create a plugin that implements the ____ hook.",
+        "Which identifier correctly fills the blank? Design and evaluate `____` before you build the index.",
+        "About Tuning (Guide), which number correctly fills the blank? Analyze the ____ slowest queries first.",
+    ],
+)
+def test_cloze_questions_are_remember_only(stem: str) -> None:
+    """A blanked sentence recalls a stated fact: its verbs (create, evaluate, analyze) name no level it tests."""
+    assert bloom_levels(stem) != ["remember"]  # the verbs alone would say otherwise
+    assert tag_question(stem) == {"bloom": ["remember"], "qword": "which"}
+
+
+def test_offline_exam_has_no_level_a_cloze_cannot_test(synth_chunks: list[Chunk], hash_embedder: Any) -> None:
+    res = generate_exam_full(synth_chunks, None, ExamConfig(n=40, seed=1, min_chunk_chars=0), embedder=hash_embedder)
+    assert res.questions and all(q.tags["bloom"] == ["remember"] for q in res.questions)

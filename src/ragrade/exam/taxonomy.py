@@ -9,6 +9,9 @@ the default port of X?``) is tagged ``remember``.
 The question word is the first interrogative *token* of the sentence that asks
 the question (the last one ending with ``?``, else the whole text): ``show``
 is not ``how`` and ``somewhat`` is not ``what``.
+
+A cloze question (a blanked sentence: the offline generator's form) is ``remember``
+only: filling a blank recalls a stated fact, whatever verbs the quoted sentence holds.
 """
 
 from __future__ import annotations
@@ -362,6 +365,9 @@ def lemmatize(word: str, vocabulary: frozenset[str] | set[str] | None = None) ->
     return _rule_lemma(w)
 
 
+_BLANK_RE = re.compile(r"(?<!_)_{4}(?!_)")
+
+
 @lru_cache(maxsize=65536)
 def _keyword_lemma(token: str) -> str | None:
     for cand in lemma_candidates(token):
@@ -390,9 +396,20 @@ def question_word(text: str) -> str:
     return "other"
 
 
+def is_cloze(text: str) -> bool:
+    """True for a fill-in-the-blank question (a ``____`` blank to fill: the offline cloze form)."""
+    return _BLANK_RE.search(text) is not None
+
+
 def tag_question(text: str) -> dict[str, Any]:
-    """Taxonomy tags of a question: ``{"bloom": [levels...], "qword": "what"|...|"other"}``."""
+    """Taxonomy tags of a question: ``{"bloom": [levels...], "qword": "what"|...|"other"}``.
+
+    A cloze question (a sentence of the corpus with one term blanked) asks to recall a stated fact,
+    whatever the verbs of the quoted sentence: it is ``remember`` only, as its form can test no other level.
+    """
     qword = question_word(text)
+    if is_cloze(text):
+        return {"bloom": ["remember"], "qword": qword}
     bloom = bloom_levels(text)
     if not bloom and qword in ("what", "which", "who", "when", "where"):
         bloom = ["remember"]
@@ -404,6 +421,7 @@ __all__ = [
     "BLOOM_LEVELS",
     "QWORDS",
     "bloom_levels",
+    "is_cloze",
     "lemma_candidates",
     "lemmatize",
     "question_word",
