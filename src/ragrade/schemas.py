@@ -23,6 +23,51 @@ if TYPE_CHECKING:
 
 N_CHOICES = 4  # exams are four-option multiple choice (letters A-D)
 
+# Stated size limits (in characters; the README quotes them). A question past its limit fills a model's
+# context by itself and slows every step after it (a 1,000,189-character question ran 2.3 times as long, at
+# 1.5 GB); a model spec is a provider, a name or a path.
+#: the longest question: an exam's or a QA file's question, an RGB query, the question of ``ragrade ask``
+MAX_QUESTION_CHARS = 20_000
+#: the longest candidate answer of an exam question
+MAX_CHOICE_CHARS = 5_000
+#: the longest model spec (``PROVIDER/MODEL``, a model file's path included)
+MAX_SPEC_CHARS = 1_000
+#: how much of a user's input an error message quotes
+QUOTE_CHARS = 80
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``'text'`` for an error message, cut to ``limit`` characters with how long it is when longer."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[: limit - 3]!r}... ({len(text):,} characters)"
+
+
+def cut_long_words(message: str, longest: int = 200) -> str:
+    """``message`` with each run of more than ``longest`` characters without a space cut to a readable length
+    (the last resort for an error that quotes a huge input: a 100,000-character spec was printed in full)."""
+    import re
+
+    def cut(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"{word[:QUOTE_CHARS]}...({len(word):,} characters)"
+
+    return re.sub(rf"\S{{{longest + 1},}}", cut, message)
+
+
+def size_error(what: str, text: str, limit: int) -> str | None:
+    """The message for ``text`` (``what`` it is: "the question") longer than ``limit`` characters, else None."""
+    if len(text) <= limit:
+        return None
+    return f"{what} has {len(text):,} characters, more than the limit of {limit:,}: {quoted(text)}"
+
+
+def _size(rec: Mapping[str, object], key: str, limit: int, where: str, kind: str) -> None:
+    value = rec.get(key)
+    message = size_error(f"'{key}'", value, limit) if isinstance(value, str) else None
+    if message is not None:
+        raise _fail(where, kind, message)
+
 
 def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
@@ -115,9 +160,12 @@ def check_question(rec: Mapping[str, object], where: str) -> None:
     kind = "question"
     need_id(rec, "id", where, kind)
     need_text(rec, "question", where, kind)
+    _size(rec, "question", MAX_QUESTION_CHARS, where, kind)
     if "choices" not in rec:
         raise _fail(where, kind, "missing 'choices'")
     choices = _str_list(rec["choices"], "choices", where, kind)
+    for n, choice in enumerate(choices):
+        _size({f"choices[{n}]": choice}, f"choices[{n}]", MAX_CHOICE_CHARS, where, kind)
     if len(choices) != N_CHOICES:
         raise _fail(where, kind, f"'choices' must hold {N_CHOICES} candidates, got {len(choices)}")
     if any(not c.strip() for c in choices):
@@ -143,6 +191,7 @@ def check_qa(rec: Mapping[str, object], where: str) -> None:
     kind = "QA"
     need_id(rec, "id", where, kind)
     need_text(rec, "question", where, kind)
+    _size(rec, "question", MAX_QUESTION_CHARS, where, kind)
     for key in ("reference", "reference_context", "source"):
         _optional(rec, key, (str,), where, kind, "a string")
     need_id(rec, "chunk_id", where, kind, required=False)
@@ -161,6 +210,7 @@ def check_rgb(rec: Mapping[str, object], where: str) -> None:
     kind = "RGB"
     need_id(rec, "id", where, kind)
     need_text(rec, "query", where, kind)
+    _size(rec, "query", MAX_QUESTION_CHARS, where, kind)
     for key in ("positive", "negative", "positive_wrong"):
         value = rec.get(key)
         if value is not None and not _docs_shape(value):
@@ -248,7 +298,11 @@ CHECKS: dict[str, Callable[[Mapping[str, object], str], None]] = {
 
 __all__ = [
     "CHECKS",
+    "MAX_CHOICE_CHARS",
+    "MAX_QUESTION_CHARS",
+    "MAX_SPEC_CHARS",
     "N_CHOICES",
+    "QUOTE_CHARS",
     "RESPONSES_FILE",
     "RESPONSE_COLUMNS",
     "check_chunk",
@@ -258,7 +312,10 @@ __all__ = [
     "check_question",
     "check_response_columns",
     "check_rgb",
+    "cut_long_words",
     "need_id",
     "need_text",
+    "quoted",
     "read_responses",
+    "size_error",
 ]

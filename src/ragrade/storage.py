@@ -38,22 +38,30 @@ class WriteFailed(DataError):
     """A file could not be written: the device is full, or the process may not write there."""
 
 
+def _existing(path: str | Path) -> Path:
+    """``path`` or its nearest folder that exists (a name too long to look up counts as missing)."""
+    p = Path(os.path.abspath(path))
+    while p != p.parent:
+        try:
+            if p.exists():
+                break
+        except OSError:
+            pass
+        p = p.parent
+    return p
+
+
 def device_of(path: str | Path) -> str:
     """The mount point holding ``path`` (its nearest existing folder's), as a user would name the device."""
-    p = Path(os.path.abspath(path))
-    while not p.exists() and p != p.parent:
-        p = p.parent
+    p = _existing(path)
     while not os.path.ismount(p) and p != p.parent:
         p = p.parent
     return str(p)
 
 
 def _free_bytes(path: Path) -> int | None:
-    p = Path(os.path.abspath(path))
-    while not p.exists() and p != p.parent:
-        p = p.parent
     try:
-        return shutil.disk_usage(p).free
+        return shutil.disk_usage(_existing(path)).free
     except OSError:
         return None
 
@@ -74,8 +82,8 @@ def _is_no_space(exc: BaseException, path: Path | None) -> bool:
     import sqlite3
 
     io_error = isinstance(exc, sqlite3.OperationalError) and "disk i/o error" in str(exc).lower()
-    if not (isinstance(exc, OSError) or io_error):
-        return False
+    if not (io_error or (isinstance(exc, OSError) and exc.errno in (None, errno.EIO))):
+        return False  # a named failure (a name too long, a missing folder) is not put down to space
     free = _free_bytes(path)
     return free is not None and free < LOW_SPACE_BYTES
 

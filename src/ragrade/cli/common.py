@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 
 def error_line(message: str) -> None:
-    """Print a one-line user error to stderr (credentials in URLs masked)."""
+    """Print a one-line user error to stderr (credentials in URLs masked, a huge quoted input cut short)."""
     from ragrade.redact import redact_text
+    from ragrade.schemas import cut_long_words
 
-    typer.echo(f"ragrade: error: {redact_text(message)}", err=True)
+    typer.echo(f"ragrade: error: {cut_long_words(redact_text(message))}", err=True)
 
 
 def warning_line(message: str) -> None:

@@ -234,6 +234,12 @@ def ask_cmd(
     _check_k(flags.k)
     if question is not None and not question.strip():
         raise ConfigError("the question is empty")
+    if question is not None:  # before any model loads (Assistant.ask checks each question of standard input)
+        from ragrade.schemas import MAX_QUESTION_CHARS, size_error
+
+        too_long = size_error("the question", question.strip(), MAX_QUESTION_CHARS)
+        if too_long is not None:
+            raise ConfigError(too_long)
     assistant = _open_assistant(index_dir, flags, one_question=question is not None)
     _answer_all(assistant, question, flags.as_json)
 

@@ -60,17 +60,23 @@ def shared_cache(cache_dir: str | Path | None = None) -> ResponseCache:
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """Split ``provider/model`` (the model may contain further slashes); ConfigError when malformed."""
+    """Split ``provider/model`` (the model may contain further slashes); ConfigError when malformed or longer
+    than :data:`~ragrade.schemas.MAX_SPEC_CHARS` (quoted cut to a readable length)."""
+    from ragrade.schemas import MAX_SPEC_CHARS, quoted, size_error
+
+    too_long = size_error("the LLM spec", spec, MAX_SPEC_CHARS) if isinstance(spec, str) else None
+    if too_long is not None:
+        raise ConfigError(too_long)
     if not isinstance(spec, str) or "/" not in spec.strip("/"):
         providers = names("llm")
         hint = did_you_mean(str(spec), [f"{p}/" for p in providers])
         raise ConfigError(
-            f"LLM spec '{spec}' must look like PROVIDER/MODEL (providers: {', '.join(providers)}; "
+            f"LLM spec {quoted(str(spec))} must look like PROVIDER/MODEL (providers: {', '.join(providers)}; "
             f"e.g. openai/gpt-4o-mini, hf/./my-model, offline/student).{hint}"
         )
     provider, model = spec.split("/", 1)
     if not model:
-        raise ConfigError(f"LLM spec '{spec}' has no model after '{provider}/'")
+        raise ConfigError(f"LLM spec {quoted(spec)} has no model after '{provider}/'")
     return provider, model
 
 

@@ -189,10 +189,14 @@ class Assistant:
         """Retrieve passages for ``question`` and answer from them."""
         from ragrade.llm.base import GenerationRequest, Message, generate
         from ragrade.llm.replies import cut_echo
+        from ragrade.schemas import MAX_QUESTION_CHARS, size_error
 
         question = question.strip()
         if not question:
             raise ConfigError("the question is empty")
+        too_long = size_error("the question", question, MAX_QUESTION_CHARS)
+        if too_long is not None:
+            raise ConfigError(too_long)
         tx_error = None
         if hasattr(self.retriever, "run"):  # a RetrievalPipeline: also reports failed rewrites
             got = self.retriever.run([question], self.k)[0]

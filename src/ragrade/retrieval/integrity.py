@@ -76,10 +76,23 @@ def verify_components(folder: str | Path, manifest: Mapping[str, object]) -> Non
         if size is not None and got != size:
             problems.append(f"{rel} has {got:,} bytes, its build wrote {size:,}")
     if problems:
+        _explain(root, manifest, problems[0].split(" ", 1)[0])
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         part = problems[0].split("/", 1)[0]
         what = {"bm25": "BM25", "dense": "dense vector"}.get(part, part)
         raise DataError(f"{root}: damaged {what} index: {problems[0]}{more}; {REBUILD}")
+
+
+def _explain(root: Path, manifest: Mapping[str, object], rel: str) -> None:
+    """The reader's own, more precise error for a damaged file it can read (a vectors file that holds too few
+    rows or the wrong dimension says so); nothing for a file that is missing or that no reader checks."""
+    embedder, counts = manifest.get("embedder"), manifest.get("counts")
+    if rel != "dense/vectors.npy" or not (root / rel).is_file() or not isinstance(embedder, Mapping):
+        return
+    from ragrade.retrieval.store import load_vectors
+
+    rows = counts.get("chunks") if isinstance(counts, Mapping) else None
+    load_vectors(root / rel, int(str(embedder.get("dim"))), rows if isinstance(rows, int) else None)
 
 
 __all__ = ["BM25_FILES", "COMPONENTS", "component_files", "verify_components"]
