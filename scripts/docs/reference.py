@@ -425,9 +425,9 @@ def _record_kinds() -> list[str]:
     out = ["| record kind | checked by | fields |", "| --- | --- | --- |"]
     for kind, check in schemas.CHECKS.items():
         doc = inspect.getdoc(check) or ""
-        out.append(f"| {kind} | `ragrade.schemas.{check.__name__}` | {_cell(doc)} |")
+        out.append(f"| {kind} | `ragrade.schemas.{check.__name__}` | {_cell(_doc_text(doc))} |")
     manifest = inspect.getdoc(schemas.check_index_manifest) or ""
-    out.append(f"| index manifest | `ragrade.schemas.check_index_manifest` | {_cell(manifest)} |")
+    out.append(f"| index manifest | `ragrade.schemas.check_index_manifest` | {_cell(_doc_text(manifest))} |")
     return out
 
 
@@ -456,6 +456,64 @@ def file_columns() -> dict[str, list[str]]:
     }
 
 
+#: (module, constant naming the file, what the file holds): the names come from the code that writes them
+RUN_FILES: tuple[tuple[str, str, str], ...] = (
+    (
+        "ragrade.run.manifest",
+        "MANIFEST_FILE",
+        "the run's full config, every component's arguments, seeds, package "
+        "versions, git revision, times, and `status` (`partial: ...` for an interrupted run)",
+    ),
+    ("ragrade.schemas", "RESPONSES_FILE", "one row per pipeline and question (columns below)"),
+    (
+        "ragrade.run.summary",
+        "SUMMARY_FILE",
+        "per pipeline: accuracy with its Wilson 95% interval, `n_errors`, the "
+        "rule that decided it (`decision_rule`), the accuracy under both log-likelihood rules, `partial`",
+    ),
+    ("ragrade.run.summary", "SUMMARY_BY_TAG_FILE", "the same per question tag (Bloom level, question word, topic)"),
+    (
+        "ragrade.run.samples",
+        "SAMPLES_FILE",
+        "every request sent and its raw reply, one line per row (`--no-samples`: none)",
+    ),
+    ("ragrade.run.compare", "COMPARISONS_FILE", "paired verdicts written by `ragrade compare`"),
+    (
+        "ragrade.adaptive.runner",
+        "ROUNDS_FILE",
+        "an adaptive run's rounds: requests, pipelines running, standard errors, eliminations, audit bias, misfit",
+    ),
+    (
+        "ragrade.journal",
+        "JOURNAL_FILE",
+        "the resume state: one row per unit and item, one committed transaction per finished batch",
+    ),
+    ("ragrade.runlock", "LOCK_FILE", "present while a command writes the folder: the holder's process id and command"),
+    ("ragrade.judge.run", "SCORES_FILE", "`judge`: every verdict, unparsed ones with their raw text"),
+    ("ragrade.judge.run", "AGREEMENT_FILE", "`judge`: agreement between the metrics"),
+    (
+        "ragrade.judge.calibrate",
+        "CALIBRATION_FILE",
+        "`judge calibrate`: per metric and configuration the PPI++ "
+        "estimate, its interval, the human-only interval, the judge's bias",
+    ),
+    ("ragrade.job.layout", "STAGES_FILE", "`ragrade run`: each stage's key and state, so a rerun reuses it"),
+    ("ragrade.job.layout", "TIMINGS_FILE", "`ragrade run`: seconds per stage"),
+    ("ragrade.job.layout", "REPORT_FILE", "the HTML report (`ragrade run`; `ragrade report` writes it too)"),
+    ("ragrade.llm.cache", "CACHE_FILE", "not in the run folder: the LLM response cache under `$RAGRADE_CACHE_DIR`"),
+)
+
+
+def _run_files() -> list[str]:
+    import importlib
+
+    out = ["| file | named in | what |", "| --- | --- | --- |"]
+    for module, constant, what in RUN_FILES:
+        name = getattr(importlib.import_module(module), constant)
+        out.append(f"| `{name}` | `{module}` | {_cell(what)} |")
+    return out
+
+
 def files_page() -> str:
     """Record kinds (schemas.py) and result columns, from the constants that write them."""
     from ragrade.run.summary import RESPONSES_SCHEMA
@@ -468,6 +526,10 @@ def files_page() -> str:
         "and a run folder holds `manifest.json` (the full config, every component's arguments, seeds, package "
         "versions, times). No pickle anywhere. Every record read is checked by one validator per file kind; a "
         "bad one fails as `FILE:LINE: bad <kind> record: ...`.",
+        "",
+        "## What a run folder holds",
+        "",
+        *_run_files(),
         "",
         "## Records read and written",
         "",

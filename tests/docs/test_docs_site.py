@@ -125,7 +125,9 @@ def test_tutorial_runs_as_written(tmp_path: Path) -> None:
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     steps = tutorial_steps()
     assert len(steps) >= 5
-    env = {**os.environ, "RAGRADE_PROGRESS": "off"}
+    # the run's folder is elsewhere: the tests' plugin module ($RAGRADE_PLUGINS) is found from the repository
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "RAGRADE_PROGRESS": "off", "PYTHONPATH": path}
     for commands, shown in steps:
         output = ""
         for command in commands:
