@@ -100,6 +100,7 @@ def test_held_share_counts_passages_by_id_and_text_and_by_document() -> None:
     collide = [Chunk(id=c.id, doc_id=c.doc_id, text="another corpus's text", start=0, end=5, strategy="w") for c in a]
     share = held_share(same, collide)  # the same ids, other texts: not the passages
     assert (share.held, share.of, share.missing_questions, share.percent()) == (0, 4, 4, "0%")
+    assert held_share([Q("", "", "a hand-written passage")], a).of == 0  # names no source: nothing to look for
     twice = [*same, Q("c0", "d0", "text 0")]  # one passage serving two questions is counted once
     share = held_share(twice, a[:1])
     assert (share.held, share.of, share.missing_questions, share.percent()) == (1, 4, 3, "25%")

@@ -97,7 +97,8 @@ class Share:
 
 def held_share(questions: Iterable[SourceLike], chunks: Iterable[ChunkLike]) -> Share:
     """How many distinct source passages of ``questions`` the index of ``chunks`` holds (see the module
-    docstring); a passage is counted once however many questions it served."""
+    docstring); a passage is counted once however many questions it served, and a question that names no
+    source (no chunk id, no document id) is left out."""
     texts: dict[str, str] = {}
     docs: set[str] = set()
     for c in chunks:
@@ -106,6 +107,8 @@ def held_share(questions: Iterable[SourceLike], chunks: Iterable[ChunkLike]) -> 
     seen: dict[str, bool] = {}
     missing_questions = 0
     for q in questions:
+        if not q.chunk_id and not q.doc_id:  # a question that names no source: nothing to look for
+            continue
         key = q.chunk_id or f"{q.doc_id}\0{q.context}"
         if key not in seen:
             seen[key] = _holds(q, texts, docs)
