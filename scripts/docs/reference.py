@@ -439,20 +439,43 @@ def _columns(title: str, names: typing.Iterable[str], types_: typing.Iterable[st
     return out
 
 
+def _exam_summary_columns() -> list[str]:
+    """The columns of an ``exam take`` run's summary.csv: the run's own summary of one made-up answered row."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from ragrade.run.partial import mark_partial
+    from ragrade.run.summary import RESPONSES_SCHEMA, summarise
+
+    def value(kind: pa.DataType) -> object:
+        if pa.types.is_list(kind):
+            return [0.0] if pa.types.is_floating(kind.value_type) else ["x"]
+        if pa.types.is_boolean(kind):
+            return False
+        if pa.types.is_integer(kind):
+            return 1
+        return 0.5 if pa.types.is_floating(kind) else "x"
+
+    row = {f.name: value(f.type) for f in RESPONSES_SCHEMA}
+    row.update(correct=1, error=None, transform_error=None, score_norm="sum")
+    frame = pd.DataFrame([row])
+    return [str(c) for c in mark_partial(summarise(frame), frame, 1).columns]
+
+
 def file_columns() -> dict[str, list[str]]:
-    """Result file -> the columns the code declares for it."""
+    """Result file -> the columns the code writes into it."""
     from ragrade.adaptive.runner import ADAPTIVE_COLUMNS
-    from ragrade.irt.output import PARAM_COLUMNS
     from ragrade.judge.summary import CSV_COLUMNS
     from ragrade.qa.run import SUMMARY_COLUMNS
     from ragrade.run.summary import RESPONSES_SCHEMA
 
+    exam_summary = _exam_summary_columns()
     return {
         "responses.parquet": [f.name for f in RESPONSES_SCHEMA],
-        "judge summary.csv": list(CSV_COLUMNS),
-        "qa answer summary.csv": list(SUMMARY_COLUMNS),
-        "adaptive summary.csv (beside the exam columns)": list(ADAPTIVE_COLUMNS),
-        "irt_items.parquet (item parameters)": list(PARAM_COLUMNS),
+        "summary.csv (exam take)": exam_summary,
+        "summary.csv (exam take --adaptive: these beside the exam's)": list(ADAPTIVE_COLUMNS),
+        "summary.csv (qa answer)": list(SUMMARY_COLUMNS),
+        "summary.csv (judge)": list(CSV_COLUMNS),
     }
 
 

@@ -43,8 +43,8 @@ def _small_png(data: bytes) -> bytes:
     return out.getvalue()
 
 
-def take(report: Path, out_dir: Path) -> list[Path]:
-    """One picture per :data:`SECTIONS` entry of ``report``, written under ``out_dir``."""
+def take(report: Path, out_dir: Path, sections: dict[str, str] | None = None) -> list[Path]:
+    """One picture per entry of ``sections`` (default :data:`SECTIONS`) of ``report``, written under ``out_dir``."""
     sys.path.insert(0, str(ROOT / "tests" / "report"))
     from cdp import Browser  # the report tests' client; tests/ is not a package
 
@@ -63,11 +63,14 @@ def take(report: Path, out_dir: Path) -> list[Path]:
             )
             browser.open(report.resolve().as_uri())
             browser.eval("document.fonts.ready.then(() => 1)")
-            for section, name in SECTIONS.items():
+            for section, name in (sections or SECTIONS).items():
                 box = browser.eval(
-                    f"(() => {{ const r = document.getElementById({section!r}).getBoundingClientRect();"
+                    f"(() => {{ const e = document.getElementById({section!r}); if (!e) return null;"
+                    " const r = e.getBoundingClientRect();"
                     " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()"
                 )
+                if box is None:
+                    raise SystemExit(f"{report}: the report has no element '{section}' (a run without that stage?)")
                 _, y, _, h = (float(v) for v in box)  # the page's full width: text may overflow a section
                 clip = {"x": 0, "y": y, "width": WIDTH, "height": min(h, MAX_HEIGHT), "scale": 1}
                 shot = browser.send(

@@ -148,5 +148,13 @@ def test_tutorial_runs_as_written(tmp_path: Path) -> None:
         assert [line for line in expected if line not in lines] == [], (commands, output[-3000:])
     summary = (tmp_path / "work" / "run" / "summary.csv").read_text(encoding="utf-8").splitlines()
     assert len(summary) == 1 + 4  # two models x closed book and BM25
+    # the files reference names the columns the run wrote
+    import pyarrow.parquet as pq
+    from scripts.docs.reference import file_columns
+
+    columns = file_columns()
+    assert summary[0].split(",") == columns["summary.csv (exam take)"]
+    written = pq.read_schema(tmp_path / "work" / "run" / "responses.parquet").names
+    assert set(written) <= set(columns["responses.parquet"])
     assert json.loads((tmp_path / "work" / "run" / "comparisons.json").read_text(encoding="utf-8"))
     assert (tmp_path / "work" / "report.html").stat().st_size > 10_000
