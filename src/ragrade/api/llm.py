@@ -104,17 +104,19 @@ class ProbeReport:
 def probe_llm(
     llm: str,
     *,
-    options: LLMOptions | Mapping[str, Any] | None = None,
+    llm_options: LLMOptions | Mapping[str, Any] | None = None,
     need: Sequence[str] = ("generate",),
     check: bool = True,
+    options: LLMOptions | Mapping[str, Any] | None = None,
 ) -> ProbeReport:
     """Send a few requests to ``llm`` (PROVIDER/MODEL) and report each capability of the backend
     (``ragrade llm probe``).
 
     For an OpenAI-compatible server: chat, completions, prompt log-probabilities and by which method, JSON
     output by schema and by object, logit_bias and the server's slots; for other backends what a generation
-    and a log-likelihood request showed. ``options``: an :class:`~ragrade.llm.options.LLMOptions` or its
-    fields over :data:`PROBE_OPTIONS` (a 30 s timeout, one retry, no cache). ``need``: what the model must
+    and a log-likelihood request showed. ``llm_options``: an :class:`~ragrade.llm.options.LLMOptions` or its
+    fields over :data:`PROBE_OPTIONS` (a 30 s timeout, one retry, no cache), named as every other verb of the API
+    names them (``options``, its old name, is read with a deprecation line). ``need``: what the model must
     serve (generate, loglikelihood, json); BackendError when one is not usable (``check=False``: the report
     anyway; ``report.check()`` raises then).
     """
@@ -126,6 +128,13 @@ def probe_llm(
     unknown = [n for n in need if n not in PROBE_NEEDS]
     if unknown:
         raise ConfigError(f"$need takes a comma list of {', '.join(PROBE_NEEDS)}; got '{unknown[0]}'")
+    if options is not None:
+        from ragrade.config import deprecated
+
+        if llm_options is not None:
+            raise ConfigError("probe_llm takes llm_options (options is its old name), not both")
+        deprecated("probe_llm(options=...) is the old name of llm_options=; it is read until the next release")
+    options = llm_options if llm_options is not None else options
     if not isinstance(options, LLMOptions):
         options = build_config(LLMOptions, PROBE_OPTIONS, dict(options or {}), source="probe options")
     model = create_llm(llm, options)  # the spec, its options and the model file are checked before it loads
@@ -157,6 +166,7 @@ def probe_llm(
             "method": ll.method,
             "logprobs": ll.logprobs,
             "error": ll.error,
+            "latency_s": round(ll.latency_s, 3),  # beside generate's: what one request of each kind costs here
         },
         "capabilities": caps,
         "need": list(need),

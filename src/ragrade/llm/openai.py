@@ -64,6 +64,7 @@ from ragrade.io import JSONObject
 from ragrade.llm.base import Completion, GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, Usage
 from ragrade.llm.cache import ResponseCache
 from ragrade.llm.core import _WRITER, BaseLLM, log
+from ragrade.llm.cost_watch import LoglikCost
 from ragrade.llm.limits import AuthError, LimitConfig, PermanentError, TransientError, request_timeout
 from ragrade.llm.openai_client import CacheWatch
 from ragrade.llm.openai_http import DirectClient, retry_after, scrub
@@ -213,6 +214,7 @@ class OpenAILLM(BaseLLM):
         self.loglikelihood_mode: str | None = None if loglikelihood_mode == "auto" else loglikelihood_mode
         self.letter_fallback = bool(letter_fallback)
         self.no_loglikelihood: str | None = None  # the error of every request once "none" is settled
+        self.loglik_cost = LoglikCost(self.name)  # says once when the method is slow on this server
         self.echo_batched = True  # echo sends a list of prompts per request until the server refuses one
         self.chat_logprobs = True
         self.fallback_prompt = _load_prompt(fallback_prompt) if fallback_prompt else FALLBACK_PROMPT
@@ -520,9 +522,8 @@ class OpenAILLM(BaseLLM):
         if self.loglikelihood_mode == "none":  # settled: no request could help
             # stored with each request: the settings in words (``marked`` restores them where a tally raises)
             return LoglikelihoodResult(logprobs=None, error=stored(self.no_loglikelihood or ""), attempts=0)
-        result = self.loglik_result(
-            await self.limiter.call(partial(self._loglikelihood_one, req), timeout=self.loglikelihood_budget(req))
-        )
+        call = self.limiter.call(partial(self._loglikelihood_one, req), timeout=self.loglikelihood_budget(req))
+        result = self.loglik_result(await self.loglik_cost.watch(call, self.prompt_logprobs_method))
         writer = _WRITER.get()
         if writer is not None:
             writer.add(req, result)
