@@ -71,16 +71,17 @@ def recorded_exit(
     with interrupt.on_forced_exit(forced):
         try:
             yield
-        except (interrupt.Interrupted, KeyboardInterrupt):
-            if ours() and manifest.get("status") == "running":  # not yet written down by the runner itself
+        except BaseException as exc:
+            stopped = isinstance(exc, interrupt.Interrupted | KeyboardInterrupt) or interrupt.requested()
+            if not ours():
+                raise
+            if not stopped:
+                write_status(run_dir, manifest, f"failed: {type(exc).__name__}: {exc}"[:500], failed=now_iso())
+            elif manifest.get("status") == "running":  # not yet written down by the runner itself
                 if files:
                     write_partial(run_dir, manifest, order, items)
                 else:
                     mark_interrupted(run_dir, manifest, _journaled(run_dir), of)
-            raise
-        except BaseException as exc:
-            if ours():
-                write_status(run_dir, manifest, f"failed: {type(exc).__name__}: {exc}"[:500], failed=now_iso())
             raise
 
 
