@@ -572,10 +572,17 @@ def files_page() -> str:
 
 
 def api_names() -> list[str]:
-    """The functions and classes ``import ragrade`` exports (``ragrade.__all__``), less the version."""
+    """The functions and classes ``import ragrade`` exports (``ragrade.__all__``, less the version): the
+    functions first, then the classes, then the errors."""
     import ragrade
 
-    return [n for n in ragrade.__all__ if not n.startswith("_")]
+    names = [n for n in ragrade.__all__ if not n.startswith("_")]
+
+    def rank(name: str) -> int:
+        obj = getattr(ragrade, name)
+        return 2 if isinstance(obj, type) and issubclass(obj, Exception) else 1 if isinstance(obj, type) else 0
+
+    return sorted(names, key=rank)
 
 
 def api_page() -> str:
