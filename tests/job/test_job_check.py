@@ -90,3 +90,31 @@ def test_the_offline_claims_judge_is_a_valid_judge_llm(tmp_path: Path, capsys: p
     cfg = _config(tmp_path, '[judge]\nenabled = true\nmetrics = ["claims", "exact"]\nllm = "offline/judge"\n')
     assert main(["run", str(cfg), "--check"]) == 0
     assert "config is valid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("robust", "word"),
+    [
+        # a testbed that reads other records than the data file holds failed at its stage, after the sweep
+        ('testbeds = ["noise", "counterfactual"]', "[robust] testbeds: counterfactual: "),
+        ('testbeds = ["noise"]\nmin_positives = 3', "[robust] testbeds: noise: "),  # every question skipped
+    ],
+)
+def test_robust_testbeds_are_checked_against_the_data_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], robust: str, word: str
+) -> None:
+    data = tmp_path / "rgb.jsonl"  # base records, two supporting passages each
+    data.write_text(
+        "".join(
+            json.dumps({"id": i, "query": f"Which town hosted game {i}?", "answer": [[f"Town {i}"]],
+                        "positive": [f"Game {i} was held in Town {i}.", f"Town {i} hosted game {i}."],
+                        "negative": [f"Game {i + 10} was held elsewhere.", "Nothing here."]}) + "\n"
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    cfg = _config(tmp_path, f'[robust]\ndata = "{data}"\nllm = ["offline/student"]\n{robust}\n')
+    assert main(["run", "--check", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragrade: error:") and word in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()

@@ -31,6 +31,7 @@ from ragrade.job.stages import StageContext, StageSummary, sweep_config
 if TYPE_CHECKING:
     from ragrade.irt.fit import FitConfig
     from ragrade.llm.base import LLM
+    from ragrade.robust.run import RobustRunConfig
     from ragrade.run.spec import SweepConfig
 
 NOT_APPLICABLE: tuple[str, ...] = DEFAULT_NOT_APPLICABLE
@@ -248,24 +249,18 @@ def testbed_data(ctx: StageContext, testbed: str) -> Path:
     return ctx.layout.testbeds / f"{get_testbed(testbed).data_file}.jsonl"
 
 
-def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
-    """Run one testbed with every robustness LLM into ``robust/<testbed>/`` (resumes through results.jsonl)."""
-    from ragrade.robust.run import RobustRunConfig, run_robust
+def testbed_config(job: JobConfig, testbed: str, data: Path, out: Path) -> RobustRunConfig:
+    """The ``robust run`` settings of one testbed of the job (``run --check`` validates the same): ``[robust]``'s,
+    its noise ratios those the testbed takes, the job's ``[llm_options]``."""
+    from ragrade.robust.run import RobustRunConfig
     from ragrade.robust.testbeds import get_testbed
 
-    r = ctx.cfg.robust
-    data = testbed_data(ctx, testbed)
-    out = ctx.layout.robust / testbed
-    if not data.is_file():
-        out.mkdir(parents=True, exist_ok=True)
-        why = f"no {get_testbed(testbed).data_file} items could be built from this corpus"
-        write_json(out / "skipped.json", {"version": 1, "testbed": testbed, "reason": why})
-        return {"skipped": why}
+    r = job.robust
     tb = get_testbed(testbed)
     ratios = None if tb.ratios_fixed or r.noise_ratios is None else [x for x in r.noise_ratios if x < 1.0]
     if tb.ratio_cap is not None and ratios:
         ratios = [x for x in ratios if x <= tb.ratio_cap] or None
-    cfg = RobustRunConfig.model_validate(
+    return RobustRunConfig.model_validate(
         {
             **r.run_settings(),  # [robust] holds `robust run`'s settings, same keys
             "data": data,
@@ -273,9 +268,24 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
             "llm": list(r.llm),
             "out": out,
             "noise_ratios": ratios,
-            "llm_options": ctx.cfg.llm,  # the job's [llm_options], shared by its LLMs
+            "llm_options": job.llm,  # the job's [llm_options], shared by its LLMs
         }
     )
+
+
+def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
+    """Run one testbed with every robustness LLM into ``robust/<testbed>/`` (resumes through results.jsonl)."""
+    from ragrade.robust.run import run_robust
+    from ragrade.robust.testbeds import get_testbed
+
+    data = testbed_data(ctx, testbed)
+    out = ctx.layout.robust / testbed
+    if not data.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        why = f"no {get_testbed(testbed).data_file} items could be built from this corpus"
+        write_json(out / "skipped.json", {"version": 1, "testbed": testbed, "reason": why})
+        return {"skipped": why}
+    cfg = testbed_config(ctx.cfg, testbed, data, out)
     stale = out / "skipped.json"
     if stale.exists():
         stale.unlink()

@@ -110,6 +110,25 @@ def _check_irt(cfg: JobConfig, specs: list[PipelineSpec]) -> None:
         raise ConfigError(f"[irt] {exc}") from exc
 
 
+def _check_robust_data(cfg: JobConfig) -> None:
+    """``[robust] testbeds`` against the ``[robust] data`` file, through the stage's own settings and reader: each
+    testbed takes the file's kind of records, its noise ratios, and keeps a question at ``min_positives``."""
+    from ragrade.job.analysis import testbed_config
+    from ragrade.job.layout import RunLayout
+    from ragrade.robust.run import _load_data, resolve_ratios  # the stage's checks before its first request
+    from ragrade.robust.testbeds import get_testbed
+
+    data = Path(str(cfg.robust.data))
+    for name in cfg.robust.testbeds:
+        try:
+            settings = testbed_config(cfg, name, data, RunLayout(Path(cfg.out)).robust / name)
+            tb = get_testbed(name)
+            _load_data(settings, tb)
+            resolve_ratios(tb, settings.noise_ratios)
+        except RagradeError as exc:
+            raise ConfigError(f"[robust] testbeds: {name}: {exc}") from exc
+
+
 def _check_adaptive(cfg: JobConfig) -> None:
     """``[adaptive]`` as its stage validates it before the first request, less what needs the exam: the settings,
     the calibration mode, the calibration file, the reference pipelines."""
@@ -213,6 +232,8 @@ def check_job(cfg: JobConfig) -> None:
             check_llm_spec(spec, "[robust] llm", llm_options)
         if cfg.robust.judge:
             check_llm_spec(cfg.robust.judge, "[robust] judge", llm_options)
+        if cfg.robust.data:
+            _check_robust_data(cfg)
     if cfg.judge.enabled:
         for m in cfg.judge.metrics:
             _known("judge", m, "[judge] metrics")
