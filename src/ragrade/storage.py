@@ -99,7 +99,7 @@ def write_failure(exc: BaseException, path: str | Path | None = None) -> WriteFa
         return WriteFailed(f"no space left on {device_of(where)} writing {where}; free space and {RERUN}")
     if isinstance(exc, OSError) and exc.errno in NO_PERMISSION and where is not None:
         why = (exc.strerror or "permission denied").lower()
-        return WriteFailed(f"cannot write {where} ({why}); make it writable or choose another output, then {RERUN}")
+        return WriteFailed(f"cannot write {where} ({why}); make it writable, or write to another place")
     return None
 
 
