@@ -145,6 +145,10 @@ ALLOWED_BELOW_API: dict[str, frozenset[str]] = {
     "ragrade.llm.dryrun": frozenset({"LEDGER"}),
     "ragrade.progress": frozenset({"Progress"}),
     "ragrade.redact": frozenset({"redact_text"}),
+    # a write that failed for lack of space or permission, an output folder that is a file (one line each)
+    "ragrade.storage": frozenset({"NO_PERMISSION", "folder_expected", "write_failure"}),
+    # the stated size limits, and how an error quotes a huge input
+    "ragrade.schemas": frozenset({"MAX_QUESTION_CHARS", "cut_long_words", "size_error"}),
     "ragrade": frozenset({"api", "interrupt"}),
     "ragrade._version": frozenset({"__version__"}),
 }
