@@ -108,6 +108,7 @@ def test_ref_shows_the_title_of_a_section_on_another_page(heron: dict[str, Docum
     assert "back-off described in Waiting between tries." in text  # the same page
     assert "The session options are listed under\nSessions," in text  # a label in start.rst
     assert "the quickstart shows a first request" in text  # an explicit title wins
+    assert "The whole flow is in Quickstart." in text  # :doc: shows the page's own title
     assert "session-options" not in text and "backoff" not in text
 
 

@@ -150,6 +150,7 @@ def read_rst(
         ctx.max_bytes = max_bytes
     if site is not None:
         ctx.labels.update(site.labels)
+        ctx.doc_titles = site.doc_titles
         text += page_epilog(text, site.substitutions, site.rst_epilog)
     for name in unresolved_substitutions(text, site.substitutions if site is not None else {}):
         ctx.warn(f"|{name}| left as written: no conf.py here sets {name} to a literal string")

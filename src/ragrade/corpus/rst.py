@@ -12,9 +12,10 @@ Sphinx roles and directives that docutils does not know are not errors: docutils
 an unknown role's ``:name:`text``` becomes the role's text, an unknown directive becomes its
 title (``versionadded``, ``seealso``, ``py:function`` signatures ...) and its content parsed as reST.
 Roles show what the built docs show (:func:`ragrade.corpus.roles.role_text`: ``:class:`.Request```
--> ```Request```, ``~`` and ``!`` gone); ``:ref:`label``` shows the title of the page's section with
-that label. ``include`` and ``literalinclude`` are inlined and autodoc directives counted and left
-out (:mod:`ragrade.corpus.rst_include`).
+-> ```Request```, ``~`` and ``!`` gone); ``:ref:`label``` shows the title of the section with that
+label on any page of the project, ``:doc:`page``` that page's title. ``include`` and ``literalinclude``
+are inlined and autodoc directives counted and left out (:mod:`ragrade.corpus.rst_include`). A title that
+does not open a section (a sidebar's, a topic's, a table's) is a line of text, never a heading.
 """
 
 from __future__ import annotations
@@ -247,7 +248,8 @@ class _Writer:
     def role(self, raw: str) -> str:
         """The text of an unknown (Sphinx) role's source ``:name:`text```; other problems keep their text.
 
-        ``:ref:`label``` without a title shows the title of the page's section with that label.
+        ``:ref:`label``` without a title shows the title of the section with that label (any page of the project),
+        ``:doc:`page``` the title of that page.
         """
         m = _ROLE_RE.match(raw.strip())
         if m is None:
@@ -257,7 +259,19 @@ class _Writer:
         text = role_text(name, m.group(2))
         if short == "ref" and not m.group(2).rstrip().endswith(">"):
             text = self.ctx.labels.get(" ".join(text.lower().split()), text)
+        elif short == "doc" and not m.group(2).rstrip().endswith(">"):
+            text = self.doc_title(m.group(2).strip()) or text
         return f"`{text}`" if short in CODE_ROLES and text else text
+
+    def doc_title(self, target: str) -> str | None:
+        """The title of the project's page ``target`` (relative to the page; ``/`` from the source root)."""
+        base = self.ctx.root if target.startswith("/") else (self.ctx.page.parent if self.ctx.page else None)
+        if base is None or not self.ctx.doc_titles:
+            return None
+        try:
+            return self.ctx.doc_titles.get(str((base / target.lstrip("/")).resolve()))
+        except (OSError, RuntimeError):
+            return None
 
     def unknown_directive(self, node: Any) -> list[str]:
         """An unknown (Sphinx) directive, from the source docutils kept in its error report."""

@@ -82,6 +82,7 @@ class RstContext:
     warnings: list[str] = field(default_factory=list)
     left_out: Counter[str] = field(default_factory=Counter)
     labels: dict[str, str] = field(default_factory=dict)  # explicit label -> its section's title
+    doc_titles: dict[str, str] = field(default_factory=dict)  # the project's pages (path, no suffix) -> title
     api_docstrings: bool = False  # fill autodoc directives from the installed package's docstrings
     unimportable: list[str] = field(default_factory=list)  # autodoc objects that could not be imported
     chains: dict[str, tuple[Path, ...]] = field(default_factory=dict)  # source of inserted lines -> includers

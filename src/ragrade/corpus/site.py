@@ -62,6 +62,7 @@ class Site:
     substitutions: dict[str, str] = field(default_factory=dict)  # Sphinx |release|, |version|: from conf.py
     rst_epilog: str = ""  # Sphinx ``rst_prolog`` + ``rst_epilog`` of conf.py (literal strings), added to pages
     labels: dict[str, str] = field(default_factory=dict)  # Sphinx/MyST label (lower case) -> its section's title
+    doc_titles: dict[str, str] = field(default_factory=dict)  # page path without its suffix -> its first title
     site_name: str = ""
     config_files: set[str] = field(default_factory=set)  # mkdocs.yml, Sphinx conf.py: read here, not documents
     warnings: list[str] = field(default_factory=list)
@@ -328,7 +329,7 @@ def toctree_entries(text: str) -> list[tuple[str, str]]:
 
 
 def _toctree_titles(site: Site, files: list[Path]) -> None:
-    from ragrade.corpus.sphinx import read_conf, scan_labels
+    from ragrade.corpus.sphinx import first_title, read_conf, scan_labels
 
     src = _source_root(site.root)
     sphinx = (src / "conf.py").is_file()
@@ -343,8 +344,11 @@ def _toctree_titles(site: Site, files: list[Path]) -> None:
             text = page.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if (ext in (".md", ".markdown") and ")=" in text) or (ext not in (".md", ".markdown") and ".. _" in text):
-            scan_labels(text, ext in (".md", ".markdown"), site.labels)
+        markdown = ext in (".md", ".markdown")
+        if (markdown and ")=" in text) or (not markdown and ".. _" in text):
+            scan_labels(text, markdown, site.labels)
+        if sphinx and (title := first_title(text, markdown)):
+            site.doc_titles.setdefault(str(_resolved(page))[: -len(ext) or None], title)
         if "toctree" not in text:
             continue
         for title, target in toctree_entries(text + "\n"):

@@ -1,11 +1,12 @@
 """What a Sphinx project defines for all its pages: section labels, ``conf.py`` substitutions and epilog.
 
 Sphinx resolves ``:ref:`label``` (no explicit title) to the title of the section the label stands
-before, wherever in the project that section is, and defines ``|release|`` and ``|version|`` from
-``conf.py`` (with ``rst_prolog`` / ``rst_epilog`` added to every page). :func:`scan_labels` reads the
-labels of one page's source (reST ``.. _name:`` and MyST ``(name)=`` before a section title);
-:func:`read_conf` reads ``conf.py`` without running it: only literal assignments
-(``release = "2.4.1"``) are used, anything computed is reported as not resolved.
+before, wherever in the project that section is, and ``:doc:`page``` to that page's title; it defines
+``|release|`` and ``|version|`` from ``conf.py`` (with ``rst_prolog`` / ``rst_epilog`` added to every
+page). :func:`scan_labels` reads the labels of one page's source (reST ``.. _name:`` and MyST
+``(name)=`` before a section title), :func:`first_title` its title; :func:`read_conf` reads ``conf.py``
+without running it: only literal assignments (``release = "2.4.1"``) are used; a page using one that
+is computed is warned (:func:`unresolved_substitutions`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,22 @@ def scan_labels(text: str, markdown: bool, out: dict[str, str]) -> None:
         pending = []
 
 
+def first_title(text: str, markdown: bool) -> str | None:
+    """The title a page's source opens with (its first section title; the first ``#`` heading in Markdown), as
+    ``:doc:`page``` shows it."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if markdown:
+            h = _MD_HEADING_RE.match(line)
+            if h:
+                return _title_text(h.group(2))
+        elif line.strip() and not line[0].isspace():
+            title = _rst_title(lines, i)
+            if title:
+                return _title_text(title)
+    return None
+
+
 def _literal(node: ast.expr) -> str | None:
     try:
         value = ast.literal_eval(node)
@@ -115,4 +132,4 @@ def unresolved_substitutions(text: str, substitutions: dict[str, str]) -> list[s
     return [k for k in CONF_SUBSTITUTIONS if f"|{k}|" in text and k not in substitutions and k not in defined]
 
 
-__all__ = ["CONF_SUBSTITUTIONS", "page_epilog", "read_conf", "scan_labels", "unresolved_substitutions"]
+__all__ = ["CONF_SUBSTITUTIONS", "first_title", "page_epilog", "read_conf", "scan_labels", "unresolved_substitutions"]
