@@ -70,8 +70,9 @@ def _read(path: Path) -> dict[str, object]:
 
 
 def _busy(folder: Path, info: dict[str, object]) -> RunFolderBusy:
+    since = f" since {info['since']}" if info.get("since") else ""
     return RunFolderBusy(
-        f"{folder} is in use by process {info.get('pid')} on {info.get('host')} since {info.get('since')} "
+        f"{folder} is in use by process {info.get('pid')} on {info.get('host')}{since} "
         f"({info.get('command')}); wait for it to finish, stop it, or write to another $out directory"
     )
 

@@ -281,6 +281,7 @@ def answer_qa(
     max_failed: float | None = None,
     check: bool = True,
     progress: ProgressFn | None = None,
+    overwrite: bool = False,
     **settings: object,
 ) -> QAAnswerResult:
     """Let every pipeline of a grid answer a QA file in free text (``ragrade qa answer``); resumable.
@@ -288,6 +289,8 @@ def answer_qa(
     The grid is given as for :func:`take_exam`; several ``max_tokens`` or ``temperature`` values make
     them factors of the grid. Writes the run directory ``out`` (``answers.jsonl``, ``summary.csv``,
     ``manifest.json``), ready for :func:`judge_answers`; the result's ``summary`` has a dict per pipeline.
+    A rerun into ``out`` resumes, extends (more pipelines or questions) or is refused naming each difference;
+    ``overwrite`` discards what ``out`` holds first.
     """
     from ragrade.llm.failures import check_grid_failures
     from ragrade.qa.run import run_qa_answers
@@ -305,7 +308,7 @@ def answer_qa(
     cfg = _sweep_config(config, indexes, settings)
     if axes:  # several values: factors of the grid
         cfg = cfg.model_copy(update={"grid": cfg.grid.model_validate({**cfg.grid.model_dump(), **axes})})
-    result = run_qa_answers(qa, cfg, out, generation=generation, progress=progress)
+    result = run_qa_answers(qa, cfg, out, generation=generation, progress=progress, overwrite=overwrite)
     result.warnings[:0] = input_corpus_warnings(result.run_dir)
     if check:
         check_grid_failures(result.rows, max_failed)

@@ -131,7 +131,7 @@ def llm_probe(flags: ProbeFlags) -> None:
         device=flags.device,
         dtype=flags.dtype,
     )
-    probe = api.probe_llm(flags.llm, options=layer, need=needs, check=False)  # the flags over the probe's defaults
+    probe = api.probe_llm(flags.llm, llm_options=layer, need=needs, check=False)  # the flags over the probe's defaults
     echo_json(probe.report)
     probe.check()  # after the report is printed
 

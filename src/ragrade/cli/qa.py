@@ -254,6 +254,9 @@ class AnswerFlags(GridFlags):
     temperature: Annotated[
         str, typer.Option("--temperature", help="Sampling temperature; a comma list makes it a factor of the grid.")
     ] = "0"
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Discard a previous run in --out instead of resuming.")
+    ] = False
 
     def generation(self) -> tuple[list[int], list[float]]:
         """The ``--max-tokens`` and ``--temperature`` values (one: a setting of the run; several: grid factors)."""
@@ -284,7 +287,14 @@ def qa_answer(
     cfg = flags.sweep_config()  # the flags over the --config file
     with command_progress("qa answer", aggregate=True, status=LOADING) as shown:
         result = answer_qa(
-            qa, out, config=cfg, max_tokens=tokens, temperature=temps, progress=shown.advance, check=False
+            qa,
+            out,
+            config=cfg,
+            max_tokens=tokens,
+            temperature=temps,
+            progress=shown.advance,
+            check=False,
+            overwrite=flags.overwrite,
         )
     from ragrade.cli.exam import print_notes
 

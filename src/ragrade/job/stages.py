@@ -260,13 +260,13 @@ def run_sweep_stage(ctx: StageContext) -> StageSummary:
     check_grid_failures(result.responses, None)  # too many failed requests: the stage fails, a rerun resumes
     comps = verdicts(ctx.layout.sweep, top=ctx.cfg.sweep.top, seed=ctx.cfg.sweep.seed)
     write_comparisons(ctx.layout.sweep / COMPARISONS_FILE, comps, responses=ctx.layout.sweep / "responses.parquet")
-    best = result.summary.sort_values("accuracy", ascending=False).iloc[0]
+    from ragrade.report.headline import best_pipelines
+
     return {
         "pipelines": len(result.pipelines),
         "questions": result.n_questions,
         "new_rows": result.n_new_rows,
-        "best": str(best["pipeline"]),
-        "best_accuracy": round(float(best["accuracy"]), 4),
+        **best_pipelines(result.summary),  # the best real pipeline, as the report names it; the oracle as the bound
     }
 
 

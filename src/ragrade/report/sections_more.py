@@ -307,12 +307,39 @@ def run_info(files: RunFiles) -> Section:
     ]
     rows += [[f"package {k}", v] for k, v in (software.get("packages") or {}).items()]
     sec.add(Table(["field", "value"], rows, caption="Manifest", source=MANIFEST))
+    _provenance(sec, files)
     text = json.dumps(manifest.get("config", {}), indent=2, ensure_ascii=False, default=str)
     sec.add(
         f'<details><summary>full configuration</summary><pre class="manifest">{html.escape(text)}</pre>'
         f'<p class="src">from <code>{MANIFEST}</code> (config)</p></details>'
     )
     return sec
+
+
+def _provenance(sec: Section, files: RunFiles) -> None:
+    """What the responses depend on (the sweep manifest's provenance: ragrade.provenance), in a table and whole."""
+    rel = "sweep/manifest.json"
+    sweep = files.json(rel) or {}
+    prov = sweep.get("provenance") if isinstance(sweep, dict) else None
+    if not isinstance(prov, dict):
+        return
+    from ragrade.provenance import digest
+
+    models = prov.get("models") or {}
+    rows: list[list[object]] = [
+        ["digest (what the responses depend on)", digest(prov)],
+        ["inputs (by content)", "; ".join(f"{k} {str(v)[:12]}" for k, v in (prov.get("inputs") or {}).items())],
+        ["models", "; ".join(f"{k}: {json.dumps(v, default=str)[:120]}" for k, v in models.items())],
+        ["pipelines x questions", f"{len(prov.get('grid') or {})} x {len(prov.get('items') or [])}"],
+        ["ragrade", (prov.get("code") or {}).get("ragrade")],
+    ]
+    sec.add(Table(["provenance", "value"], rows, caption="What the responses depend on", source=f"{rel} (provenance)"))
+    text = json.dumps(prov, indent=2, ensure_ascii=False, default=str)
+    sec.add(
+        f'<details><summary>full provenance</summary><pre class="manifest">{html.escape(text)}</pre>'
+        f'<p class="src">from <code>{rel}</code> (provenance; throughput settings under "recorded" are kept '
+        "beside it, never depended on)</p></details>"
+    )
 
 
 __all__ = ["judges", "robustness", "run_info"]

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from ragrade import interrupt
 from ragrade.errors import DataError
 from ragrade.io import now_iso
-from ragrade.llm.options import LLMOptions
 from ragrade.provenance import Decision
 from ragrade.run.executors import Executor, LocalExecutor, Shard, create_executor, plan_shards, run_shards
 from ragrade.run.manifest import MANIFEST_FILE, read_manifest, write_manifest
@@ -179,7 +178,7 @@ def check_components(res: Resources, specs: Sequence[PipelineSpec]) -> None:
     """
     from ragrade.llm import check_llm
 
-    options = LLMOptions.model_validate(res.context.get("llm_options") or {})
+    options = res.llm_options
     for llm in dict.fromkeys(s.llm for s in specs if s.has_llm):  # every model first, loading nothing
         check_llm(llm, options.for_llm(llm))  # a job's options are shared by all its stages' LLMs
     for spec in specs:

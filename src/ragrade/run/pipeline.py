@@ -15,6 +15,7 @@ passes its own (free-text QA passes its items in exam form).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -33,6 +34,7 @@ from ragrade.run.spec import EXTERNAL_PREFIX, PipelineSpec
 
 if TYPE_CHECKING:
     from ragrade.llm.base import LLM
+    from ragrade.llm.options import LLMOptions
     from ragrade.retrieval.base import Hit, Retriever
     from ragrade.retrieval.index import Index
     from ragrade.retrieval.transforms import RetrievalPipeline
@@ -94,13 +96,21 @@ class Resources:
         return [self.questions[i] for i in ids]
 
     # ------------------------------------------------------------ components
+    @functools.cached_property
+    def llm_options(self) -> LLMOptions:
+        """The run's :class:`~ragrade.llm.options.LLMOptions`, read once from the context's JSON (which is how they
+        reach a worker process); every LLM of this context is built with this one object."""
+        from ragrade.llm import LLMOptions
+
+        return LLMOptions.model_validate(self.context.get("llm_options") or {})
+
     def llm(self, spec: str) -> LLM:
         """The LLM for ``spec`` (created once)."""
+        options = self.llm_options
         with self._lock:
             if spec not in self._llms:
-                from ragrade.llm import LLMOptions, create_llm
+                from ragrade.llm import create_llm
 
-                options = LLMOptions.model_validate(self.context.get("llm_options") or {})
                 self._llms[spec] = create_llm(spec, options.for_llm(spec))  # a grid shares its options
             return self._llms[spec]
 
