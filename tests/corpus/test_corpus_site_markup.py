@@ -235,3 +235,24 @@ def test_auto_append_files_are_added_and_abbreviations_dropped(tmp_path: Path) -
     assert not report.warnings
     for doc in report.documents:
         assert doc.text.endswith("The HTML pages.\n\nQuestions go to the forum.") and "*[" not in doc.text
+
+
+def test_mkdocstrings_under_a_heading_naming_the_object_has_one_heading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pkg51md").mkdir()
+    (tmp_path / "pkg51md" / "__init__.py").write_text(
+        'class Nest:\n    """A nest holds eggs."""\n\n    def lay(self) -> int:\n        """Lay one egg."""\n'
+        "        return 1\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "api.md").write_text("# API\n\n## pkg51md.Nest\n\n::: pkg51md.Nest\n", encoding="utf-8")
+    try:
+        text = load_corpus([docs], CorpusConfig(api_docstrings=True)).documents[0].text
+    finally:
+        sys.modules.pop("pkg51md", None)
+    assert text.count("pkg51md.Nest") == 1 and "## pkg51md.Nest\n\n```python\nclass Nest()" in text
+    assert "### lay\n" in text  # its members one level below the page's heading

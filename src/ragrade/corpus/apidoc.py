@@ -31,6 +31,7 @@ _BLOCK_RE = re.compile(r"^(?P<space>[ \t]*):::[ \t]+(?P<name>[A-Za-z_][\w.:]*)[ 
 _FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _MAX_MEMBERS = 200
 _HEADING_RE = re.compile(r"^(#{1,6}) ", re.M)
+_HEADING_LINE_RE = re.compile(r"^[ \t]*(#{1,6})[ \t]+(.+?)[ \t#]*$")
 
 
 def _object_block(lines: list[str], i: int) -> int | None:
@@ -75,7 +76,8 @@ def api_blocks(text: str, ctx: PageContext) -> tuple[str, int]:
         head = _BLOCK_RE.match(line)
         assert head is not None
         name = head.group("name").replace(":", ".")
-        filled = _fill(name, lines[i + 1 : end], ctx) if ctx.api_docstrings else None
+        named = _named_by(out, name)  # the page's own heading just above names the object: no second one
+        filled = _fill(name, lines[i + 1 : end], named) if ctx.api_docstrings else None
         if filled is None:
             ctx.left_out[MKDOCSTRINGS_KIND] += 1
             missing.append(name)
@@ -102,16 +104,26 @@ def _options(option_lines: list[str]) -> dict[str, Any]:
     return dict(options) if isinstance(options, dict) else {}
 
 
-def _fill(name: str, option_lines: list[str], ctx: PageContext) -> str | None:
+def _named_by(out: list[str], name: str) -> int | None:
+    """The level of the heading right above a ``:::`` block (blank lines aside) when it names the object."""
+    prev = next((line for line in reversed(out) if line.strip()), "")
+    m = _HEADING_LINE_RE.match(prev)
+    if m and m.group(2).strip("` ") in (name, name.rsplit(".", 1)[-1]):
+        return len(m.group(1))
+    return None
+
+
+def _fill(name: str, option_lines: list[str], named: int | None = None) -> str | None:
     obj = import_object(name)
     if obj is None:
         return None
     options = _options(option_lines)
     level = options.get("heading_level", 2)
+    level = named if named is not None else int(level) if isinstance(level, int) else 2
     members = options.get("members")
     wanted = [str(m) for m in members] if isinstance(members, list) else None
     return object_markdown(
-        name, obj, level=int(level) if isinstance(level, int) else 2, members=wanted, with_members=members is not False
+        name, obj, level=level, members=wanted, with_members=members is not False, heading=named is None
     )
 
 
