@@ -135,6 +135,11 @@ def test_robust_run_against_another_server_is_refused_naming_both(
         args = ["robust", "run", str(ROBUST_DATA), "--testbed", "noise", "--noise-ratios", "0", "--no-cache"]
         args += ["--llm", "openai/test-model", "--out", str(out)]
         assert main([*args, "--llm-base-url", a.base_url]) == 0
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["kind"] == "robust-run" and manifest["status"] == "complete"
+        assert manifest["provenance"]["models"]["llm openai/test-model"]["base_url"] == a.base_url
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["provenance"]["digest"] == digest(manifest["provenance"])  # the table knows its source
         before = _snapshot(out)
         capsys.readouterr()
         assert main([*args, "--llm-base-url", b.base_url]) == 2

@@ -9,6 +9,7 @@ Output directory (one model)::
                     {value, low, high, k, n} overall and per noise ratio (with the mean actual noise
                     ratio), the configuration, the detectors, the warnings
     table.csv       the paper-shaped row of this model, with the actual noise ratio per column
+    manifest.json   what ran (kind "robust-run"): configuration, model, data, provenance, status at every exit
     journal.sqlite  resume state: every batch of records, committed as it finishes
 
 With several models each gets ``OUT/<model>/`` and ``OUT/table.csv`` holds one row per model.
@@ -61,6 +62,8 @@ from ragrade.robust.results import (
 )
 from ragrade.robust.table import build_table, render_table, write_table
 from ragrade.robust.testbeds import BaseTestbed, Testbed, get_testbed
+from ragrade.run.exit_status import recorded_exit
+from ragrade.run.manifest import build_manifest, finish_manifest, write_manifest
 
 METRICS_KIND = "robust_metrics"
 METRICS_VERSION = 2  # 2: untestable, noise_ratio_differs, min_positives, flagged_means; table actual columns
@@ -266,8 +269,14 @@ def run_model(
     fp = fingerprint(cfg, model, lang, lp, file_sha256(cfg.data))
     prov = robust_provenance(fp, model_spec, _llm_options(cfg).for_llm(model_spec))
     path = out_dir / "results.jsonl"
-    with Journal(out_dir / JOURNAL_FILE) as journal:
+    manifest = _manifest(cfg, llm, prov)
+    keys = [i.key for i in instances]
+    with (
+        Journal(out_dir / JOURNAL_FILE) as journal,
+        recorded_exit(out_dir, manifest, [RecordJournal.UNIT], keys, files=False, of=len(keys)),
+    ):
         sink = RecordJournal(journal, path, fp, prov)
+        write_manifest(out_dir, manifest)  # once the journal accepted the run: status running
         records, todo, fresh_skips, resumed = resume_plan(instances, sink.records(), model)
         sink.write(fresh_skips)
         tick = _tracked(progress, len(instances) - len(todo), len(instances), model)
@@ -316,7 +325,22 @@ def run_model(
     metrics["table"] = build_table([metrics])
     write_json(out_dir / "metrics.json", metrics)
     write_table(metrics["table"], out_dir / "table.csv")
+    finish_manifest(manifest, n_records=len(ordered), n_generated=len(todo), n_failed=len(metrics["failures"]))
+    write_manifest(out_dir, manifest)
     return ModelRun(model, out_dir, metrics, generated=len(todo), resumed=resumed)
+
+
+def _manifest(cfg: RobustRunConfig, llm: Any, prov: dict[str, Any]) -> dict[str, Any]:
+    """The run folder's manifest (kind ``robust-run``): the configuration, the model, the data and what the
+    records depend on (its status is kept true at every exit by :func:`ragrade.run.exit_status.recorded_exit`)."""
+    return build_manifest(
+        "robust-run",
+        cfg,
+        components={"llm": _describe(llm)},
+        seeds={"construction": cfg.seed},
+        inputs={"data": str(cfg.data)},
+        extra={"provenance": prov},
+    )
 
 
 def resolve_shortfall(cfg: RobustRunConfig, data: RGBData, tb: Testbed) -> tuple[RobustRunConfig, str | None]:
