@@ -83,6 +83,9 @@ def test_definition_lists_read_term_colon_definition(options: Document) -> None:
         ("Term 1\nTerm 2\n:   Shared definition.\n", "Term 1, Term 2: Shared definition."),
         ("`flag`\n\n:   Set apart by a blank line.\n", "`flag`: Set apart by a blank line."),
         ("- item\n\n    `depth`\n    :   Nested in a list.\n", "- item\n  `depth`: Nested in a list."),
+        ("- item\n\n    A\n    B\n    :   Both, in a list.\n", "- item\n  A, B: Both, in a list."),
+        ("Text.\nTerm\n:   After text.\n", "Text., Term: After text."),  # Python-Markdown: both lines are terms
+        ("T1\nT2\n:   !!! note\n        Inside.\n", "T1, T2:\nNote\nInside."),  # an admonition as definition
     ],
 )
 def test_definition_list_forms(source: str, expected: str) -> None:

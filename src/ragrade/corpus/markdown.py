@@ -38,12 +38,15 @@ from ragrade.corpus.mkdocs import (
     inline_code,
     tabs_plugin,
 )
-from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, role_text
+from ragrade.corpus.roles import CODE_ROLES, DROP_DIRECTIVES, directive_title, fenced, markdown_blocks, role_text
 from ragrade.corpus.site import PageContext
 from ragrade.corpus.structure import heading_title
 from ragrade.io import JSONObject
 
-_DEF_LINE_RE = re.compile(r"^[ \t]{0,3}:[ \t]+(\S.*)$")
+_DEF_LINE_RE = re.compile(r"^([ \t]*):[ \t]+\S", re.M)
+# lines that start another block, never a term: a list item, a heading, a table row, a quote, an admonition,
+# a definition, a tab, an HTML tag, an indented line
+_NOT_TERM_RE = re.compile(r"^(?:[-*+][ \t]|\d+[.)][ \t]|#|\||>|!!!|\?\?\?|:[ \t]|===|<|[ \t])")
 _ABBR_DEF_RE = re.compile(r"^[ \t]{0,3}\*\[[^\]\n]+\]:[^\n]*$", re.M)  # Python-Markdown abbr definitions
 # inline tokens after which an attribute list belongs to the element (Python-Markdown attr_list)
 _ELEMENTS = frozenset(["link_close", "em_close", "strong_close", "s_close", "code_inline", "image", "html_inline"])
@@ -166,6 +169,7 @@ class _Renderer:
     def render(self, text: str) -> str:
         if "*[" in text:
             text = _ABBR_DEF_RE.sub("", text)
+        text = _join_terms(text)
         tokens = self.footnotes(_parser().parse(_pymdownx_blocks(text), self.env))
         out = self.blocks(tokens)
         if self.top:  # notes defined and never cited: where the built page shows them, at its end
@@ -212,7 +216,7 @@ class _Renderer:
                 i += 3
                 continue
             if kind == "inline":
-                out.append(_loose_definitions(self.inline(tok.children or [])))
+                out.append(self.inline(tok.children or []))
                 out.extend(self.cited())
             elif kind in ("fence", "code_block") or kind == "colon_fence":
                 out.append(self.fence(tok))
@@ -352,24 +356,35 @@ class _Renderer:
                 self.meta[key.strip()] = value.strip().strip("\"'")
 
 
-def _loose_definitions(text: str) -> str:
-    """A paragraph holding a definition list that markdown-it leaves as text (several term lines, or terms right
-    after text), read as Python-Markdown's def_list reads it: the lines before the first ``:`` line are terms."""
-    if "\n:" not in text:
+def _join_terms(text: str) -> str:
+    """Definition lists with several term lines (or terms right after text) joined into one term line, so that
+    markdown-it (one-line terms) reads them as Python-Markdown's def_list does: every line of the block before
+    the first ``:`` line is a term (``Term 1\nTerm 2\n:   def`` -> ``Term 1, Term 2\n:   def``)."""
+    if "\n" not in text or ":" not in text:
         return text
-    lines = text.split("\n")
-    first = next((k for k, line in enumerate(lines) if k and _DEF_LINE_RE.match(line)), None)
-    if first is None:
-        return text
-    terms = ", ".join(line.strip() for line in lines[:first] if line.strip())
     out: list[str] = []
-    for line in lines[first:]:
-        m = _DEF_LINE_RE.match(line)
-        if m:
-            out.append(m.group(1))
-        elif out:
-            out[-1] += "\n" + line.strip()
-    return "\n".join(f"{terms}: {d}" for d in out)
+    for code, block in markdown_blocks(text):
+        if code or not _DEF_LINE_RE.search(block):
+            out.append(block)
+            continue
+        lines = block.split("\n")
+        k = 1
+        while k < len(lines):
+            m = _DEF_LINE_RE.match(lines[k])
+            j = k - 1  # the term lines: same indent as the marker, back to a blank line or another block
+            while m and j > 0 and _is_term(lines[j - 1], m.group(1)) and _is_term(lines[j], m.group(1)):
+                j -= 1
+            if m and j < k - 1:
+                lines[j:k] = [m.group(1) + ", ".join(line.strip() for line in lines[j:k])]
+                k = j + 1
+            k += 1
+        out.append("\n".join(lines))
+    return "\n".join(out)
+
+
+def _is_term(line: str, indent: str) -> bool:
+    """A line that may be a term of a definition list indented by ``indent``."""
+    return bool(line.strip()) and line[: len(indent)] == indent and not _NOT_TERM_RE.match(line[len(indent) :])
 
 
 def _join_item(blocks: list[str]) -> str:
