@@ -259,3 +259,10 @@ def test_mkdocstrings_under_a_heading_naming_the_object_has_one_heading(
         sys.modules.pop("pkg51md", None)
     assert text.count("pkg51md.Nest") == 1 and "## pkg51md.Nest\n\n```python\nclass Nest()" in text
     assert "### lay\n" in text  # its members one level below the page's heading
+
+
+def test_rst_definition_lists_read_term_colon_definition() -> None:
+    from ragrade.corpus.rst import rst_to_text
+
+    text = rst_to_text("Args:\n    x: The x value.\n\nretries (int)\n   How often to try again.\n")[0]
+    assert text == "Args:\nx: The x value.\n\nretries (int): How often to try again."

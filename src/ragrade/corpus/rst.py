@@ -203,7 +203,8 @@ class _Writer:
         for child in (c for c in node.children if c.tagname == "definition"):
             body.extend(self.blocks(child, 0))
         prose = bool(body) and node.children[-1].children and node.children[-1].children[0].tagname == "paragraph"
-        head = f"{term}: {body.pop(0)}" if prose else f"{term}:"
+        label = term if term.endswith(":") else f"{term}:"  # a Google-style section (``Args:``) keeps one colon
+        head = f"{label}{chr(10) if term.endswith(':') else ' '}{body.pop(0)}" if prose else label
         return "\n".join([head, *body])
 
     def inline(self, node: Any) -> str:
