@@ -156,6 +156,13 @@ def folder_expected(exc: BaseException) -> str | None:
     return None
 
 
+def no_space(exc: BaseException, path: str | Path) -> WriteFailed | None:
+    """:func:`write_failure` for a full disk only, for a step that also reads (a permission error there may be a
+    read, which the caller reports itself)."""
+    failure = write_failure(exc, path)
+    return failure if failure is not None and str(failure).startswith("no space left") else None
+
+
 @contextmanager
 def writing(path: str | Path) -> Iterator[None]:
     """Turn a failure for lack of space or permission inside the block into :class:`WriteFailed` naming ``path``."""
@@ -178,6 +185,7 @@ __all__ = [
     "cache_root",
     "device_of",
     "folder_expected",
+    "no_space",
     "write_failure",
     "writing",
 ]

@@ -122,3 +122,21 @@ def test_write_failure_tells_space_and_permission_from_other_errors(tmp_path: Pa
         raise OSError(errno.ENOSPC, "No space left on device")
     with pytest.raises(KeyError), writing(path):
         raise KeyError("a bug keeps its traceback")
+
+
+def test_an_index_build_on_a_full_disk_names_its_folder_and_leaves_none(
+    small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.retrieval.retrieval_data import fact_docs
+
+    from ragrade.corpus.files import write_documents
+
+    docs = tmp_path / "docs.jsonl"
+    write_documents(docs, fact_docs())
+    assert _mount(small_disk, "12k").returncode == 0
+    out = small_disk / "idx"
+    assert main(["index", str(docs), "--out", str(out), "--no-dense"]) == 2
+    err = capsys.readouterr().err
+    want = f"ragrade: error: no space left on {small_disk} writing {out}; free space and rerun the same command"
+    assert err == want + " to resume\n"
+    assert list(small_disk.iterdir()) == []  # no half-built index

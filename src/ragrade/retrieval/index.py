@@ -34,6 +34,7 @@ from ragrade.io import JSONObject, read_json, read_jsonl, write_json, write_json
 from ragrade.retrieval.bm25 import BM25Config, BM25Index
 from ragrade.retrieval.integrity import component_files, verify_components
 from ragrade.schemas import check_index_manifest
+from ragrade.storage import no_space
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -259,9 +260,12 @@ def build_index(
     fresh = not out.exists()
     try:
         return _build_into(out, chunks, n_docs, chunker_desc, cfg, progress, timings, t0)
-    except BaseException:
+    except BaseException as exc:
         if fresh:  # a failed or interrupted build leaves no half index behind (a rebuild keeps no manifest)
             shutil.rmtree(out, ignore_errors=True)
+        full = no_space(exc, out)  # a full disk met by the BM25 or vector files, which name no file
+        if full is not None:
+            raise full from exc
         raise
 
 
