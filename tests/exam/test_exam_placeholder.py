@@ -99,3 +99,16 @@ def test_stems_name_the_section_and_the_page(hash_embedder: Any) -> None:
         section = "1" if "patch release" in stem else "0"
         i = by_id[q.chunk_id].id[1:]
         assert lead.startswith(f"About Version {i}.{section} (Changelog), which "), q.question
+
+
+def test_qa_never_samples_a_chunk_of_filler() -> None:
+    from ragrade.qa.generate import Funnel, sample_chunks
+
+    filler = " ".join(f.format(n=300) for f in _FILLER)
+    chunks = [*_chunks(), Chunk(id="lorem", doc_id="theme", text=filler, start=0, end=len(filler), strategy="t")]
+    funnel = Funnel(requested=5)
+    picked = sample_chunks(chunks, QAGenConfig(n=5, min_chunk_chars=0), funnel)
+    assert "lorem" not in {c.id for c in picked} and funnel.placeholder_chunks == 1
+    assert funnel.chunks_eligible == 12  # the chunks mixing filler and facts stay (their facts can be asked)
+    funnel.accepted = 0
+    assert "(1 placeholder text)" in str(funnel.shortfall())

@@ -29,6 +29,7 @@ _VOCABULARY = """
 """
 _FILLER = frozenset(_VOCABULARY.split())
 _WORD_RE = re.compile(r"[^\W\d_]{4,}")
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
 def is_placeholder(sentence: str) -> bool:
@@ -42,4 +43,11 @@ def is_placeholder(sentence: str) -> bool:
     return 2 * sum(w in _FILLER for w in long_words) >= len(long_words)
 
 
-__all__ = ["is_placeholder"]
+def is_placeholder_text(text: str) -> bool:
+    """True when ``text`` (a chunk) is filler: at least three quarters of its sentences that have three longer
+    words (a chunk mixing filler with facts keeps its facts to ask about)."""
+    sentences = [s for s in _SENTENCE_RE.split(text) if len(_WORD_RE.findall(s)) >= 3]
+    return bool(sentences) and 4 * sum(is_placeholder(s) for s in sentences) >= 3 * len(sentences)
+
+
+__all__ = ["is_placeholder", "is_placeholder_text"]

@@ -15,7 +15,9 @@ Two generators:
   questions are close to the text's wording, which favours lexical retrievers.
 
 Chunks are sampled with a seed, round-robin over documents so that questions
-spread over the collection. Questions are deduplicated on their normalised
+spread over the collection; a chunk of lorem-ipsum filler is never sampled
+(counted as ``placeholder_chunks``) and the offline generator never takes a
+sentence of filler (:mod:`ragrade.exam.placeholder`). Questions are deduplicated on their normalised
 text. Candidates are drawn until ``n`` triplets are accepted or the eligible
 chunks run out: the offline generator may try every eligible chunk; the LLM
 generator asks in batches sized by the acceptance rate so far, at most
@@ -176,6 +178,7 @@ class Funnel:
     min_chunk_chars: int = 0
     chunks_available: int = 0
     chunks_eligible: int = 0
+    placeholder_chunks: int = 0  # long enough, but mostly lorem-ipsum filler: never asked about
     tried_limit: int = 0  # candidates that could be tried: the eligible chunks, for the LLM at most n*oversample+5
     sampled: int = 0
     failed: int = 0  # failed requests: missing, asked again by a rerun (answers received come from the cache)
@@ -215,11 +218,13 @@ class Funnel:
             )
             if count
         ]
-        short = self.chunks_available - self.chunks_eligible
+        short = self.chunks_available - self.chunks_eligible - self.placeholder_chunks
+        left_out = [f"{short} shorter than {self.min_chunk_chars} characters"] if short else []
+        left_out += [f"{self.placeholder_chunks} placeholder text"] if self.placeholder_chunks else []
         return (
             f"{self.accepted} of {self.requested} requested triplets: {why}; "
             f"{self.chunks_eligible} of {self.chunks_available} chunks eligible"
-            + (f" ({short} shorter than {self.min_chunk_chars} characters)" if short else "")
+            + (f" ({', '.join(left_out)})" if left_out else "")
             + "; candidates lost: "
             + (", ".join(f"{name} {count}" for name, count in lost) or "none")
         )
@@ -234,7 +239,11 @@ class Funnel:
 def sample_chunks(chunks: Sequence[Chunk], cfg: QAGenConfig, funnel: Funnel) -> list[Chunk]:
     """Eligible chunks in a seeded order that alternates between documents."""
     funnel.chunks_available = len(chunks)
-    eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
+    from ragrade.exam.placeholder import is_placeholder_text
+
+    long_enough = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
+    eligible = [c for c in long_enough if not is_placeholder_text(c.text)]
+    funnel.placeholder_chunks = len(long_enough) - len(eligible)
     funnel.chunks_eligible = len(eligible)
     return interleave_by_document(eligible, random.Random(cfg.seed))
 
@@ -558,7 +567,13 @@ def generate_qa(
     funnel = Funnel(requested=cfg.n, min_chunk_chars=cfg.min_chunk_chars)
     order = sample_chunks(chunks, cfg, funnel)
     if not order:
-        raise ConfigError(f"no chunk has at least {cfg.min_chunk_chars} characters ({len(chunks)} chunks given)")
+        filler = f", {funnel.placeholder_chunks} of them placeholder text" if funnel.placeholder_chunks else ""
+        raise ConfigError(
+            f"no chunk to ask about: none has at least {cfg.min_chunk_chars} characters of text that is not "
+            f"placeholder ({len(chunks)} chunks given{filler})"
+            if funnel.placeholder_chunks
+            else f"no chunk has at least {cfg.min_chunk_chars} characters ({len(chunks)} chunks given)"
+        )
     cand = order if llm is None else order[: int(cfg.n * cfg.oversample) + 5]
     funnel.tried_limit = len(cand)
     items: list[QAItem] = []
