@@ -247,3 +247,18 @@ def test_the_job_keeps_its_checks_on_the_embedded_settings() -> None:
     with pytest.raises(ConfigError, match="unknown key"):
         load_job_config(None, {**DEMO, "robust": {"llm_options": {"timeout": 3}}})  # the job's [llm_options] only
     assert JobConfig.model_validate({**DEMO, "robust": {"n": 3}}).robust.limit == 3  # old spelling, the model too
+
+
+def test_index_and_calibration_sections_are_their_stage_configs() -> None:
+    from ragrade.job.config import CalibrationSection, IndexSection, load_job_config
+    from ragrade.judge.calibrate import CalibrationConfig
+    from ragrade.retrieval.index import IndexConfig
+
+    assert issubclass(IndexSection, IndexConfig) and issubclass(CalibrationSection, CalibrationConfig)
+    demo = {"corpus": {"demo": True}}
+    cfg = load_job_config(None, {**demo, "index": {"store": "exact", "bm25": {"k1": 1.2}, "headings": True}})
+    built = cfg.index.index_config(dense=False)
+    assert type(built) is IndexConfig and built.bm25.k1 == 1.2 and built.headings and not built.dense
+    for key, why in (("size", "chunking is set per [[chunkers]] table"), ("dense", "when a retriever")):
+        with pytest.raises(ConfigError, match=rf"\[index\] {key}: .*{why}"):
+            load_job_config(None, {**demo, "index": {key: 100 if key == "size" else True}})

@@ -377,11 +377,11 @@ def run_judge_stage(ctx: StageContext) -> StageSummary:
 
 def run_calibration_stage(ctx: StageContext) -> StageSummary:
     """``[calibration]``: PPI++ estimates from the human labels, under ``judge/scores/calibration/``."""
-    from ragrade.judge.calibrate import CalibrationConfig, run_calibration
+    from ragrade.judge.calibrate import run_calibration
 
     cal = ctx.cfg.calibration
     scores = ctx.layout.judge / "scores"
-    result = run_calibration(scores, str(cal.human), scores / "calibration", CalibrationConfig(**cal.model_dump()))
+    result = run_calibration(scores, str(cal.human), scores / "calibration", cal)
     return {"metrics": sorted(result["metrics"])}
 
 

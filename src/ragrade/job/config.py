@@ -40,8 +40,10 @@ from ragrade.exam.config import ExamConfig
 from ragrade.irt.model import Priors, check_model
 from ragrade.irt.problem import FitConfig
 from ragrade.job.legacy import upgrade_job_layer
+from ragrade.judge.calibrate import CalibrationConfig
 from ragrade.judge.run import JudgeSettings
 from ragrade.llm.options import LLMOptions, rename_options_table
+from ragrade.retrieval.index import IndexConfig
 from ragrade.robust.config import RobustSettings
 from ragrade.run.adaptive_config import AdaptiveConfig
 from ragrade.run.spec import GridConfig, GridRunSettings, no_repeats
@@ -91,11 +93,27 @@ class ChunkerSection(_Section):
         return self
 
 
-class IndexSection(_Section):
-    """How chunks are indexed."""
+class IndexSection(IndexConfig):
+    """How chunks are indexed: a ``ragrade index`` config (:class:`~ragrade.retrieval.index.IndexConfig`: same keys,
+    e.g. ``embedder``, ``headings``, ``store``, ``bm25``, ``device``) less what the job decides elsewhere: the
+    chunking (each ``[[chunkers]]`` table) and whether dense vectors are built (when a retriever needs them)."""
 
-    embedder: str = "minilm"
-    headings: bool = False  # index each chunk with its heading path (page > section) before its text
+    @model_validator(mode="after")
+    def _job_decides(self) -> IndexSection:
+        decided = {
+            "strategy": "chunking is set per [[chunkers]] table",
+            "size": "chunking is set per [[chunkers]] table",
+            "overlap": "chunking is set per [[chunkers]] table",
+            "chunker_options": "chunking is set per [[chunkers]] table",
+            "dense": "dense vectors are built when a retriever of [sweep] or [judge] needs them",
+        }
+        for name in sorted(self.model_fields_set & set(decided)):
+            raise ValueError(f"[index] {name}: {decided[name]}")
+        return self
+
+    def index_config(self, dense: bool) -> IndexConfig:
+        """The settings ``build_index`` takes for one chunking (the section with ``dense`` decided by the job)."""
+        return IndexConfig.model_validate({**self.model_dump(exclude={"dense"}), "dense": dense})
 
 
 #: ``[llm_options]`` (``[llm]``, its old name, read with a warning): how every LLM of the job is reached (the key
@@ -310,12 +328,10 @@ def stage_key(section: BaseModel, old: Sequence[str], skip: Sequence[str] = ()) 
     return key
 
 
-class CalibrationSection(_Section):
-    """Human labels that correct the judges' means (PPI++, ``ragrade judge calibrate``); off without a file."""
-
-    human: str | None = None  # labels JSONL ({"id", "metric", "label"} per line), e.g. from `ragrade label`
-    level: float = Field(default=0.95, gt=0.5, lt=1.0)
-    min_labels: int = Field(default=10, ge=2)
+class CalibrationSection(CalibrationConfig):
+    """Human labels that correct the judges' means (PPI++): a ``ragrade judge calibrate`` config
+    (:class:`~ragrade.judge.calibrate.CalibrationConfig`, same keys: ``human``, the labels JSONL from
+    ``ragrade label``; ``level``; ``min_labels``); off without a labels file."""
 
 
 class ReportSection(_Section):

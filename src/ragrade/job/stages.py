@@ -120,9 +120,9 @@ def run_chunk(ctx: StageContext, label: str) -> StageSummary:
 
 def run_index(ctx: StageContext, label: str) -> StageSummary:
     """Index ``chunks/<label>.jsonl`` (BM25 + dense vectors, embeddings cached) into ``index/<label>/``."""
-    from ragrade.retrieval.index import IndexConfig, build_index
+    from ragrade.retrieval.index import build_index
 
-    cfg = IndexConfig(embedder=ctx.cfg.index.embedder, dense=needs_dense(ctx.cfg), headings=ctx.cfg.index.headings)
+    cfg = ctx.cfg.index.index_config(dense=needs_dense(ctx.cfg))
 
     def progress(what: str, done: int, total: int) -> None:
         ctx.progress(f"index {label}: {what}", done, total)
