@@ -37,7 +37,7 @@ def _grow(tmp_path: Path, *, question: int = 0, choice: int = 0) -> Path:
 @pytest.mark.parametrize(
     ("size", "message"),
     [
-        ({"question": MAX_QUESTION_CHARS + 1}, f"'question' has 20,001 characters, more than the limit of 20,000: "),
+        ({"question": MAX_QUESTION_CHARS + 1}, "'question' has 20,001 characters, more than the limit of 20,000: "),
         ({"question": 1_000_189}, "'question' has 1,000,189 characters, more than the limit of 20,000: 'word word"),
         ({"choice": MAX_CHOICE_CHARS + 1}, "'choices[0]' has 5,001 characters, more than the limit of 5,000: 'vvv"),
     ],

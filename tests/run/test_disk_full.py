@@ -86,8 +86,6 @@ def test_a_full_disk_is_one_line_and_the_rerun_resumes(
 def test_enospc_at_the_samples_write_call_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragrade.run import samples
-
     exam, run = _exam(tmp_path, 40), tmp_path / "run"
     real_fsync = os.fsync
 
@@ -96,12 +94,12 @@ def test_enospc_at_the_samples_write_call_is_one_line(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what write/fsync raise: no file name
         real_fsync(fd)
 
-    monkeypatch.setattr(samples.os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", full)  # raises only for samples.jsonl
     code = main(_take(exam, run))
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert f"no space left on {device_of(run)} writing {run / 'samples.jsonl'};" in err
-    monkeypatch.setattr(samples.os, "fsync", real_fsync)
+    monkeypatch.setattr(os, "fsync", real_fsync)
     assert main(_take(exam, run)) == 0
     assert len(_rows(run)) == 40
 
