@@ -259,6 +259,6 @@ def test_index_and_calibration_sections_are_their_stage_configs() -> None:
     cfg = load_job_config(None, {**demo, "index": {"store": "exact", "bm25": {"k1": 1.2}, "headings": True}})
     built = cfg.index.index_config(dense=False)
     assert type(built) is IndexConfig and built.bm25.k1 == 1.2 and built.headings and not built.dense
-    for key, why in (("size", "chunking is set per [[chunkers]] table"), ("dense", "when a retriever")):
+    for key, why in (("size", "chunking is set per \\[\\[chunkers\\]\\] table"), ("dense", "when a retriever")):
         with pytest.raises(ConfigError, match=rf"\[index\] {key}: .*{why}"):
             load_job_config(None, {**demo, "index": {key: 100 if key == "size" else True}})
