@@ -112,3 +112,14 @@ def test_qa_never_samples_a_chunk_of_filler() -> None:
     assert funnel.chunks_eligible == 12  # the chunks mixing filler and facts stay (their facts can be asked)
     funnel.accepted = 0
     assert "(1 placeholder text)" in str(funnel.shortfall())
+
+
+def test_exam_never_asks_a_chunk_of_filler(hash_embedder: Any) -> None:
+    from ragrade.exam.funnel import shortfall_line
+
+    filler = " ".join(f.format(n=300) for f in _FILLER)
+    chunks = [*_chunks(), Chunk(id="lorem", doc_id="theme", text=filler, start=0, end=len(filler), strategy="t")]
+    res = generate_exam_full(chunks, None, ExamConfig(n=50, seed=3, min_chunk_chars=0), embedder=hash_embedder)
+    assert "lorem" not in {q.chunk_id for q in res.questions}
+    assert res.funnel["chunks"]["placeholder"] == 1 and res.funnel["chunks"]["eligible"] == 12
+    assert "1 chunks of placeholder text (lorem ipsum)" in shortfall_line(res.funnel)

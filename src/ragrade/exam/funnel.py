@@ -126,6 +126,8 @@ def shortfall_line(funnel: Mapping[str, Any]) -> str | None:
     )
     short = chunks.get("too_short")
     shorter = f"; {short} chunks too short to ask about" if isinstance(short, int) and short else ""
+    filler = chunks.get("placeholder")
+    shorter += f"; {filler} chunks of placeholder text (lorem ipsum)" if isinstance(filler, int) and filler else ""
     return f"{kept} of {requested} requested questions: {why}{shorter}; candidates removed: " + (
         ", ".join(f"{k} {v}" for k, v in lost) or "none"
     )

@@ -35,6 +35,7 @@ from ragrade.exam.files import Question, write_exam
 from ragrade.exam.filters import FilterItem, SelfContainment, extra_candidate, intra_candidate, near_duplicates
 from ragrade.exam.funnel import build_funnel, write_sidecars
 from ragrade.exam.offline import ClozeGenerator
+from ragrade.exam.placeholder import is_placeholder_text
 from ragrade.exam.taxonomy import tag_question
 from ragrade.exam.text import derived_seed, normalise_choice, split_sentences, stable_hash
 from ragrade.exam.writers import ClozeWriter, LLMWriter, QuestionWriter, Raw
@@ -273,12 +274,15 @@ def _eligible_chunks(chunks: Sequence[Chunk], llm: LLM | None, cfg: ExamConfig) 
         raise DataError("no chunks to generate questions from")
     if llm is not None and getattr(llm, "is_baseline", False) and not hasattr(llm, "agenerate"):
         raise ConfigError(f"{llm.name} cannot write questions")
-    eligible = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
-    if not eligible:
+    long_enough = [c for c in chunks if len(c.text.strip()) >= cfg.min_chunk_chars]
+    if not long_enough:
         raise DataError(
             f"all {len(chunks)} chunks are shorter than {cfg.min_chunk_chars} characters; lower $min_chunk_chars "
             "(the [exam] table of an `exam generate` config file, the [exam.options] table of a job config)"
         )
+    eligible = [c for c in long_enough if not is_placeholder_text(c.text)]  # lorem ipsum: nothing to ask
+    if not eligible:
+        raise DataError(f"all {len(long_enough)} chunks long enough to ask about are placeholder text (lorem ipsum)")
     return eligible
 
 
@@ -388,6 +392,15 @@ def _rejections(
     return rejected, all_reasons
 
 
+def _chunk_counts(chunks: Sequence[Chunk], eligible: Sequence[Chunk], cfg: ExamConfig, asked: int) -> JSONObject:
+    """How many chunks there were, were too short, were placeholder text (only when some were), were asked."""
+    long_enough = sum(len(c.text.strip()) >= cfg.min_chunk_chars for c in chunks)
+    out: JSONObject = {"total": len(chunks), "too_short": len(chunks) - long_enough}
+    if long_enough > len(eligible):
+        out["placeholder"] = long_enough - len(eligible)
+    return {**out, "eligible": len(eligible), "asked": asked}
+
+
 def _funnel_extra(
     chunks: Sequence[Chunk],
     eligible: Sequence[Chunk],
@@ -406,12 +419,7 @@ def _funnel_extra(
         "requested": cfg.n,
         "seed": cfg.seed,
         "rounds": gen.rounds,
-        "chunks": {
-            "total": len(chunks),
-            "too_short": len(chunks) - len(eligible),
-            "eligible": len(eligible),
-            "asked": len(gen.raws),
-        },
+        "chunks": _chunk_counts(chunks, eligible, cfg, len(gen.raws)),
         "formats": dict(
             sorted(
                 {
