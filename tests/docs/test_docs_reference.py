@@ -208,6 +208,9 @@ def test_readme_is_the_front_door() -> None:
     assert commands[:2] == ["make demo", "make test"]
     first_block = next(i for i, line in enumerate(lines) if line.startswith("```"))
     assert lines[first_block + 1].startswith("make demo") and lines[first_block + 2].startswith("make test")
+    targets = re.findall(r"\]\((docs/[^)#]+)", "\n".join(lines))
+    assert len(targets) > 15
+    assert [t for t in targets if not (ROOT / t).is_file()] == []
 
 
 def test_pictures_are_small_and_used() -> None:
