@@ -58,3 +58,31 @@ def test_the_probe_times_one_request_of_each_kind(capsys: pytest.CaptureFixture[
         assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["generate"]["latency_s"] >= 0.05 and report["loglikelihood"]["latency_s"] >= 0.05
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_the_measure_is_of_a_burst_of_work_not_of_the_pause_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(cost_watch, "time", clock)
+    cost = cost_watch.LoglikCost("openai/m")
+    for _ in range(2):  # a small run: two quick replies, then the process waits ten minutes
+        cost.on_send()
+        clock.now += 1
+        assert cost.on_reply(True, "echo") is None
+    clock.now += 600
+    for _ in range(4):  # the next run: four requests in flight, answered 30 s apart (one slot)
+        cost.on_send()
+    notes = []
+    for _ in range(4):
+        clock.now += 30
+        notes.append(cost.on_reply(True, "echo"))
+    said = [n for n in notes if n]
+    assert len(said) == 1 and notes[2] is not None  # decided at the third reply of the burst, once
+    assert "takes about 30 s per request on this server (3 replies in 90 s; the 1 requests sent" in said[0]

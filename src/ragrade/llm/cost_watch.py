@@ -25,6 +25,8 @@ log = logging.getLogger("ragrade.llm")
 FIRST = 3
 #: seconds of run time per log-likelihood request from which the method is worth a word
 SLOW_S = 10.0
+#: seconds without a request in flight after which the next request starts a new measurement
+IDLE_S = 5.0
 
 
 def _duration(seconds: float) -> str:
@@ -38,38 +40,49 @@ def _duration(seconds: float) -> str:
 
 
 class LoglikCost:
-    """Seconds per log-likelihood request of one backend (thread-safe); see the module."""
+    """Seconds per log-likelihood request of one backend (thread-safe); see the module.
+
+    The clock starts at the first request sent after the backend was idle for :data:`IDLE_S` seconds (a
+    backend shared by several runs of one process measures each burst of work, not the pause between them).
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.started: float | None = None
-        self.sent = 0
-        self.replies = 0
+        self.last = 0.0  # when a request was last sent or answered
+        self.sent = 0  # requests sent since the clock started
+        self.done = 0  # of those, answered or failed
+        self.replies = 0  # of those, answered
         self.told = False
         self._lock = threading.Lock()
 
     def on_send(self) -> None:
         """A log-likelihood request is about to be sent (cached answers are never sent)."""
         with self._lock:
+            now = time.monotonic()
+            if self.started is None or (self.sent == self.done and now - self.last > IDLE_S):
+                self.started, self.sent, self.done, self.replies = now, 0, 0, 0
             self.sent += 1
-            if self.started is None:
-                self.started = time.monotonic()
+            self.last = now
 
     def on_reply(self, ok: bool, method: str) -> str | None:
         """Count a reply; the warning (once) when the first :data:`FIRST` show a slow method, else None."""
         with self._lock:
-            if not ok or self.told or self.started is None:
+            if self.started is None:
+                return None
+            self.done += 1
+            self.last = time.monotonic()
+            if not ok or self.told:
                 return None
             self.replies += 1
             if self.replies < FIRST:
                 return None
-            elapsed = time.monotonic() - self.started
+            elapsed = self.last - self.started
             per = elapsed / self.replies
+            self.told = True  # decided once, slow or not
             if per < SLOW_S:
-                self.told = True  # fast enough: decided once
                 return None
-            self.told = True
-            left = max(0, self.sent - self.replies)
+            left = self.sent - self.done
             return (
                 f"{self.name}: scoring by prompt log-probabilities ({method}) takes about {_duration(per)} per request "
                 f"on this server ({self.replies} replies in {_duration(elapsed)}; the {left} requests sent and not "
@@ -91,4 +104,4 @@ class LoglikCost:
         return outcome
 
 
-__all__ = ["FIRST", "SLOW_S", "LoglikCost"]
+__all__ = ["FIRST", "IDLE_S", "SLOW_S", "LoglikCost"]
