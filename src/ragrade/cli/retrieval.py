@@ -229,7 +229,8 @@ def ask_cmd(
     (as a base model's does) is cut to the model's own words, with a note, and one with none is a failed answer.
 
     Without a question it reads one per line from standard input (or asks interactively), loading the models
-    once; what it loads and how long that took goes to standard error.
+    once; what it loads and how long that took goes to standard error. An LLM server that takes no connection
+    is said there before the first question (exit 2); a question left without an answer exits 2 with its error.
     """
     _check_k(flags.k)
     if question is not None and not question.strip():
