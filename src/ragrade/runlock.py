@@ -90,9 +90,15 @@ def _try_create(path: Path, body: bytes) -> bool:
     return True
 
 
-def acquire(folder: str | Path, note: Callable[[str], None] | None = None) -> Path:
+def stderr_note(text: str) -> None:
+    """The default way a take-over is said: one line on standard error."""
+    print(text, file=sys.stderr)
+
+
+def acquire(folder: str | Path, note: Callable[[str], None] | None = stderr_note) -> Path:
     """Take ``folder``'s lock (creating the folder): :class:`RunFolderBusy` when a live process holds it; a lock
-    left by a process that is gone is taken over, with ``note`` told so. Returns the lock file's path."""
+    left by a process that is gone is taken over, with ``note`` told so (default: standard error). Returns the
+    lock file's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_FILE
@@ -141,7 +147,7 @@ def release(path: Path) -> None:
 
 
 @contextmanager
-def run_lock(folder: str | Path, note: Callable[[str], None] | None = None) -> Iterator[Path]:
+def run_lock(folder: str | Path, note: Callable[[str], None] | None = stderr_note) -> Iterator[Path]:
     """Hold ``folder``'s lock for the ``with`` block (:func:`acquire`, then :func:`release`). A folder this call
     created is removed again when the block leaves it empty (a refused rerun leaves nothing behind). Nested use
     in one process holds it once."""

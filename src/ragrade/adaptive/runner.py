@@ -246,18 +246,12 @@ def run_adaptive(
     manifest["outputs"] = {RESPONSES_FILE: {"version": 1}, SUMMARY_FILE: {"version": 1}, ROUNDS_FILE: {"version": 1}}
     from ragrade.run.exit_status import recorded_exit
 
-    with run_lock(run_dir, note=_note), recorded_exit(run_dir, manifest, setup.order, s.items, files=False):
+    with run_lock(run_dir), recorded_exit(run_dir, manifest, setup.order, s.items, files=False):
         if overwrite:
             clear_run_dir(run_dir)
             for extra in (run_dir / ROUNDS_FILE, run_dir / CALIBRATION_DIR):
                 shutil.rmtree(extra, ignore_errors=True) if extra.is_dir() else extra.unlink(missing_ok=True)
         return _run_locked(run_dir, setup, s, exe, cfg, on_round)
-
-
-def _note(text: str) -> None:
-    import sys
-
-    print(text, file=sys.stderr)
 
 
 def _run_locked(

@@ -27,7 +27,6 @@ token F1), and the LLM judges run only on the answers of the top ``k``.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -497,7 +496,7 @@ def run_judging(
         check_reachable(llm, min(10.0, cfg.llm_options.timeout))
     from ragrade.runlock import run_lock
 
-    with run_lock(out, note=lambda text: print(text, file=sys.stderr)):  # one process per output folder
+    with run_lock(out):  # one process per output folder
         return _judge_locked(path, out, cfg, items, judges, progress)
 
 

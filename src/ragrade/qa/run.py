@@ -172,7 +172,7 @@ def run_qa_answers(
     from ragrade.run.exit_status import recorded_exit
 
     of = len(setup.order) * len(ids)
-    with run_lock(run_dir, note=_note), recorded_exit(run_dir, manifest, setup.order, ids, files=False, of=of):
+    with run_lock(run_dir), recorded_exit(run_dir, manifest, setup.order, ids, files=False, of=of):
         if overwrite:
             for name in (*QA_OUTPUT_FILES, ANSWERS_FILE, SUMMARY_FILE):
                 (run_dir / name).unlink(missing_ok=True)
@@ -189,12 +189,6 @@ def run_qa_answers(
 
 #: the files of a QA run's folder besides its answers and summary (what ``overwrite`` removes)
 QA_OUTPUT_FILES = ("manifest.json", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm")
-
-
-def _note(text: str) -> None:
-    import sys
-
-    print(text, file=sys.stderr)
 
 
 def _components(cfg: SweepConfig, specs: Sequence[PipelineSpec]) -> dict[str, object]:

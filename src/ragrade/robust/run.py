@@ -477,9 +477,9 @@ def run_robust(
         llms = [create_llm(spec, _llm_options(cfg).for_llm(spec)) for spec in cfg.llm]
         if cfg.judge and judge_llm is None:
             judge_llm = create_llm(cfg.judge, _llm_options(cfg, judge=True).for_llm(cfg.judge))
-    from ragrade.runlock import run_lock
+    from ragrade.runlock import run_lock, stderr_note
 
-    with run_lock(cfg.out, note=warn):  # one process per output folder
+    with run_lock(cfg.out, note=warn or stderr_note):  # one process per output folder
         runs = _run_each(cfg, llms, judge_llm, progress, warn)
         table = build_table([r.metrics for r in runs])
         if len(cfg.llm) > 1:

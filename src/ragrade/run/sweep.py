@@ -175,14 +175,8 @@ def run_sweep(
         prepare_grid(exe, loading, specs, cfg, len(items), setup.manifest)  # everything checked before a write
     from ragrade.run.exit_status import recorded_exit
 
-    with run_lock(run_dir, note=_note), recorded_exit(run_dir, setup.manifest, setup.order, items):  # status at exit
+    with run_lock(run_dir), recorded_exit(run_dir, setup.manifest, setup.order, items):  # status at exit
         return _run_locked(run_dir, setup, cfg, exe, overwrite, progress)
-
-
-def _note(text: str) -> None:
-    import sys
-
-    print(text, file=sys.stderr)
 
 
 def _run_locked(
