@@ -54,8 +54,9 @@ unit: $(STAMP) chromium
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
-# the report's pictures in docs/img/, taken by headless Chromium from a real demo run (out/docs-demo)
+# the report's pictures in docs/img/, taken by headless Chromium from a fresh demo run (out/docs-demo)
 screenshots: $(STAMP) chromium
+	rm -rf out/docs-demo
 	$(BIN)/ragrade demo --out out/docs-demo
 	$(BIN)/python -m scripts.docs.screenshots out/docs-demo/report.html docs/img
 

@@ -13,7 +13,9 @@ import io
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -30,6 +32,8 @@ SECTIONS = {
 }
 WIDTH = 1100
 MAX_HEIGHT = 760
+VIEW_HEIGHT = 900
+UNSTICK = "<style>nav{position:static!important}</style>"
 COLOURS = 64
 
 
@@ -41,6 +45,21 @@ def _small_png(data: bytes) -> bytes:
     out = io.BytesIO()
     image.quantize(colors=COLOURS, method=Image.Quantize.MEDIANCUT).save(out, format="PNG", optimize=True)
     return out.getvalue()
+
+
+def _wait_for_layout(browser: Any, timeout: float = 30.0) -> None:
+    """Wait until every chart is drawn and the page's height has stopped changing (charts draw after load and
+    move what follows them)."""
+    deadline = time.monotonic() + timeout
+    drawn = "document.querySelectorAll('.plot').length === document.querySelectorAll('.plot .main-svg').length"
+    while browser.eval(drawn) is not True and time.monotonic() < deadline:
+        time.sleep(0.2)
+    height, steady = -1, 0
+    while steady < 5 and time.monotonic() < deadline:
+        now = browser.eval("document.body.scrollHeight")
+        steady = steady + 1 if now == height else 0
+        height = now
+        time.sleep(0.2)
 
 
 def take(report: Path, out_dir: Path, sections: dict[str, str] | None = None) -> list[Path]:
@@ -58,26 +77,26 @@ def take(report: Path, out_dir: Path, sections: dict[str, str] | None = None) ->
         try:
             browser.send(
                 "Emulation.setDeviceMetricsOverride",
-                {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                {"width": WIDTH, "height": VIEW_HEIGHT, "deviceScaleFactor": 1, "mobile": False},
                 page=True,
             )
             browser.open(report.resolve().as_uri())
-            browser.eval("document.fonts.ready.then(() => 1)")
+            # the report's section menu sticks to the top of the window: in a picture it would cover the section
+            browser.eval(f"document.head.insertAdjacentHTML('beforeend', {UNSTICK!r})")
+            _wait_for_layout(browser)
             for section, name in (sections or SECTIONS).items():
                 box = browser.eval(
                     f"(() => {{ const e = document.getElementById({section!r}); if (!e) return null;"
-                    " const r = e.getBoundingClientRect();"
-                    " return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height]; })()"
+                    " e.scrollIntoView({block: 'start'}); const r = e.getBoundingClientRect();"
+                    " return [window.scrollY + r.top, r.height, r.top]; })()"
                 )
                 if box is None:
                     raise SystemExit(f"{report}: the report has no element '{section}' (a run without that stage?)")
-                _, y, _, h = (float(v) for v in box)  # the page's full width: text may overflow a section
-                clip = {"x": 0, "y": y, "width": WIDTH, "height": min(h, MAX_HEIGHT), "scale": 1}
-                shot = browser.send(
-                    "Page.captureScreenshot",
-                    {"format": "png", "clip": clip, "captureBeyondViewport": True},
-                    page=True,
-                )
+                time.sleep(0.3)
+                y, h, top = (float(v) for v in box)
+                # the element's top is in view: a clip inside the viewport, which does not resize the page
+                clip = {"x": 0, "y": y, "width": WIDTH, "height": min(h, MAX_HEIGHT, VIEW_HEIGHT - top), "scale": 1}
+                shot = browser.send("Page.captureScreenshot", {"format": "png", "clip": clip}, page=True)
                 path = out_dir / name
                 path.write_bytes(_small_png(base64.b64decode(shot["data"])))
                 written.append(path)
