@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from ragrade._version import __version__
 from ragrade.errors import ConfigError
+from ragrade.redact import redact
 
 PROVENANCE_VERSION = 1
 #: the parts a result depends on (``recorded`` is kept beside them, never compared)
@@ -87,7 +88,9 @@ def provenance(
         "code": {"ragrade": __version__},
         "recorded": dict(recorded or {}),
     }
-    out = json.loads(_canon(data))  # JSON all the way down (tuples become lists), as it is stored
+    # JSON all the way down (tuples become lists), as it is stored; credentials in a URL are no part of a model's
+    # identity and never reach a written file
+    out = redact(json.loads(_canon(data)))
     assert isinstance(out, dict)
     return out
 

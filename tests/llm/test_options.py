@@ -177,16 +177,12 @@ def test_what_workers_and_keys_receive(isolated_llm_env: None) -> None:
     assert shipped == {"timeout": 7.0, "dry_run": True, "base_url": "http://h/v1", "cache": False}
     assert LLMOptions.model_validate(json.loads(json.dumps(shipped))) == opts
     assert opts.answer_options() == {"dry_run": True, "base_url": "http://h/v1"}  # resume fingerprints
-    # ragrade run's stage keys: exactly the old [llm] table's dump, so finished stages stay finished
-    assert DEFAULTS.stage_key() == {
-        "base_url": None,
-        "concurrency": 16,
-        "timeout": 60.0,
-        "max_retries": 5,
-        "cache": True,
-    }
+    # ragrade run's stage keys: what can change an answer (the server always), never a throughput setting
+    assert DEFAULTS.stage_key() == {"base_url": None}
     assert LLMOptions(dry_run=True).stage_key() == DEFAULTS.stage_key()
-    assert LLMOptions(rpm=30).stage_key() == {**DEFAULTS.stage_key(), "rpm": 30.0}
+    for throughput in ({"rpm": 30}, {"concurrency": 3}, {"timeout": 9.0}, {"max_retries": 1}, {"cache": False}):
+        assert LLMOptions.model_validate(throughput).stage_key() == DEFAULTS.stage_key(), throughput
+    assert LLMOptions(seed=3, base_url="http://h/v1").stage_key() == {"base_url": "http://h/v1", "seed": 3}
     assert getattr(create_llm("openai/x", options=opts), "is_dry_run", False)
     # a backend's own options ([llm_options] letter_fallback, n_threads, ...) reach the backend when set
     sweep = build_sweep_config({"llm_options": {"letter_fallback": True, "base_url": "http://127.0.0.1:9/v1"}})

@@ -258,14 +258,15 @@ def test_judge_rows_after_a_json_schema_500_are_json_object_never_text(judge_env
         cfg = JudgeRunConfig(metrics=["claims", "correctness"], llm="openai/test-model", llm_options=options)
         summary = run_judging(_answers(judge_env), judge_env / "out", cfg)
         assert _sent_formats(srv.log) == {"json_schema", "json_object"} and srv.max_in_flight > 1
+        port = _port(srv.base_url)
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     assert all(r["status"] == "ok" and r["response_format"] == "json_object" for r in recs)
     per_request = [f for r in recs if r["metric"] == "claims" for f in r["response_formats"].values()]
     assert set(per_request) == {"json_object"}
     n = len(ANSWERS)
     assert summary["response_format"] == {"claims": {"json_object": n}, "correctness": {"json_object": n}}
-    # a rerun reuses the rows (same settings) with their formats
-    with OpenAIServer(responder=_judge_reply) as srv:
+    # a rerun reuses the rows (same settings, the same server restarted at its address) with their formats
+    with OpenAIServer(responder=_judge_reply, port=port) as srv:
         again = run_judging(_answers(judge_env), judge_env / "out", _at(cfg, srv.base_url))
         assert srv.requests_total == 0
     assert again["response_format"] == summary["response_format"]
@@ -285,13 +286,14 @@ def test_a_claims_rerun_keeps_the_formats_of_the_requests_it_reuses(judge_env: P
         options = LLMOptions(base_url=srv.base_url, max_retries=0, cache=False)
         cfg = JudgeRunConfig(metrics=["claims"], llm="openai/test-model", llm_options=options)
         first = run_judging(answers, judge_env / "out", cfg)
+        port = _port(srv.base_url)  # the same server is restarted at its address below (another is another judge)
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     failed = {r["id"]: r for r in recs}["a1"]
     assert failed["status"] == "failed" and failed["response_formats"]["extract:answer"] == "json_object"
     assert "extract:reference" not in failed["response_formats"]  # no reply, no format
     assert first["response_format"] == {"claims": {"json_object": len(ANSWERS)}}
     broken["on"] = False
-    with OpenAIServer(responder=reply, reject=("json_schema", "json_object"), reject_status=400) as srv:
+    with OpenAIServer(responder=reply, reject=("json_schema", "json_object"), reject_status=400, port=port) as srv:
         second = run_judging(answers, judge_env / "out", _at(cfg, srv.base_url))
     _, recs = read_jsonl(judge_env / "out" / "scores.jsonl", kind="judge_scores")
     again = {r["id"]: r for r in recs}["a1"]
@@ -299,3 +301,8 @@ def test_a_claims_rerun_keeps_the_formats_of_the_requests_it_reuses(judge_env: P
     assert again["response_formats"]["extract:answer"] == "json_object"  # reused from the first run
     assert again["response_formats"]["extract:reference"] == "text"  # asked again, as plain text
     assert second["response_format"] == {"claims": {"json_object": len(ANSWERS) - 1, "text": 1}}
+
+
+def _port(base_url: str) -> int:
+    """The port of a server's ``http://127.0.0.1:PORT/v1``."""
+    return int(base_url.rsplit(":", 1)[1].split("/")[0])

@@ -221,7 +221,8 @@ def prepare_grid(
 ) -> None:
     """What every grid run does before its folder is written: build every component (:func:`check_components`),
     put enough shards in flight for an in-process model's batches (:func:`fill_in_process`), and record the
-    executor as it will run (in the manifest and in the provenance's recorded part)."""
+    executor as it will run (in the manifest and in the provenance's recorded part), and complete each model's
+    identity in the provenance with what the loaded model says of itself (:func:`loaded_identity`)."""
     check_components(res, specs)
     from ragrade.run.input_corpus import check_input_corpus
 
@@ -231,6 +232,32 @@ def prepare_grid(
     prov = manifest.get("provenance")
     if isinstance(prov, dict) and isinstance(prov.get("recorded"), dict):
         prov["recorded"]["executor"] = exe.describe()
+    if isinstance(prov, dict) and isinstance(prov.get("models"), dict):  # the models as loaded, resolved settings
+        for spec in sorted({s.llm for s in specs if s.has_llm}):
+            identity = prov["models"].get(f"llm {spec}")
+            if isinstance(identity, dict):
+                identity.update(loaded_identity(res.llm(spec)))
+
+
+def loaded_identity(llm: object) -> dict[str, object]:
+    """What a loaded model says of itself that changes its numbers: its weights (the model folder's fingerprint or
+    the GGUF file's sha256), the dtype it computes in and the kind of device (``auto`` resolved: bfloat16 on a
+    GPU and float32 on a CPU give different log-likelihoods). Empty for a model behind a server."""
+    try:
+        desc = llm.describe() if hasattr(llm, "describe") else {}
+    except Exception:  # a description is informative only
+        return {}
+    if not isinstance(desc, Mapping):
+        return {}
+    out: dict[str, object] = {}
+    weights = desc.get("sha256") or desc.get("fingerprint")
+    if weights:
+        out["weights"] = weights
+    if desc.get("dtype"):
+        out["dtype"] = str(desc["dtype"])
+    if desc.get("device"):
+        out["device"] = str(desc["device"]).split(":", 1)[0]
+    return out
 
 
 def _carry_over(run_dir: Path, manifest: dict[str, object]) -> None:
@@ -252,6 +279,7 @@ __all__ = [
     "check_components",
     "executor_for",
     "fill_in_process",
+    "loaded_identity",
     "prepare_grid",
     "run_grid",
     "run_resumable",
