@@ -293,7 +293,15 @@ def run_robust_testbed(ctx: StageContext, testbed: str) -> StageSummary:
     def progress(what: str, done: int, total: int) -> None:
         ctx.progress(f"robust {testbed}: {what}", done, total)
 
-    runs, table = run_robust(cfg, progress=progress)
+    from ragrade.journal import JournalMismatch
+
+    try:
+        runs, table = run_robust(cfg, progress=progress)
+    except JournalMismatch:  # records of other settings (or of an earlier ragrade): the stage is computed again
+        import shutil
+
+        shutil.rmtree(out)
+        runs, table = run_robust(cfg, progress=progress)
     from ragrade.llm.failures import resume_hint, robust_request_tally
 
     robust_request_tally(runs).check(resume_hint("rerun `ragrade run`"), None, what="testbed")
