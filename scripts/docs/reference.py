@@ -251,7 +251,10 @@ def _dataclass_keys(kind: type, table: str, value: object) -> Iterator[Key]:
     for f in dataclasses.fields(kind):
         default = getattr(value, f.name) if value is not None else f.default
         doc = inspect.getdoc(kind) or ""
-        yield Key(table=table, name=f.name, type=_type_text(f.type), default=_toml(default), meaning="", table_doc=doc)
+        meaning = str(f.metadata.get("description", ""))  # field(metadata={"description": ...})
+        yield Key(
+            table=table, name=f.name, type=_type_text(f.type), default=_toml(default), meaning=meaning, table_doc=doc
+        )
 
 
 def _field_default(field: FieldInfo) -> object:

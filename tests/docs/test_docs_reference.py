@@ -111,6 +111,21 @@ def test_the_config_reference_names_only_keys_that_exist() -> None:
     assert written == known
 
 
+def test_every_config_key_says_what_it_does() -> None:
+    """No blank meaning: a field's description, its line comment or its verb's flag help (a dataclass table
+    such as ``[irt.bounds]``: its fields' metadata). The ``[index]`` tables are still to be described."""
+    rows, blank, table = 0, [], ""
+    for line in reference.config_page().splitlines():
+        if line.startswith("#"):
+            table = line.lstrip("# ")
+        elif line.startswith("| `"):
+            rows += 1
+            if re.search(r"\|\s+\|$", line):
+                blank.append(f"{table} {line.split('`')[1]}")
+    assert rows > 300
+    assert [b for b in blank if not b.startswith("`[index")] == []
+
+
 def test_the_files_reference_has_the_response_columns() -> None:
     from ragrade.run.summary import RESPONSES_SCHEMA
 

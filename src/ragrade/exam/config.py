@@ -19,10 +19,28 @@ class FilterConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["quantile", "fixed", "off"] = "quantile"
-    share: float = Field(default=0.05, ge=0.0, le=0.5)
-    jaccard: float | None = None
-    cosine: float | None = None
+    mode: Literal["quantile", "fixed", "off"] = Field(
+        default="quantile",
+        description="how the thresholds are set: quantile (from the scores, to remove about share of the questions "
+        "reaching the filter), fixed (jaccard and cosine as given), off (removes nothing; near_duplicate still "
+        "removes exact repeats)",
+    )
+    share: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=0.5,
+        description="quantile mode: about this share of the questions reaching the filter is removed",
+    )
+    jaccard: float | None = Field(
+        default=None,
+        description="fixed mode: a question whose word-Jaccard score is above this is removed (None: no Jaccard "
+        "check; near_duplicate has no Jaccard score)",
+    )
+    cosine: float | None = Field(
+        default=None,
+        description="fixed mode: a question whose embedding-cosine score is above this is removed (None: no cosine "
+        "check)",
+    )
 
 
 class ExamConfig(BaseModel):
@@ -46,15 +64,30 @@ class ExamConfig(BaseModel):
         "generator may ask every eligible chunk",
     )
     min_chunk_chars: int = Field(default=200, ge=0, description="chunks shorter than this are not asked about")
-    min_question_chars: int = Field(default=20, ge=1)
+    min_question_chars: int = Field(
+        default=20, ge=1, description="questions shorter than this many characters are rejected (question_too_short)"
+    )
     # LLM generator
-    prompt_file: str | None = None
-    system_prompt_file: str | None = None
+    prompt_file: str | None = Field(
+        default=None,
+        description="LLM generator: a file with the user prompt template, holding {document} ({domain} and "
+        "{title} optional); None: the built-in prompt",
+    )
+    system_prompt_file: str | None = Field(
+        default=None,
+        description="LLM generator: a file with the system prompt template (placeholders {document}, {domain}, "
+        "{title} optional); None: the built-in one",
+    )
     domain: str | None = Field(default=None, description="a few words naming the corpus, used in the prompt")
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_tokens: int = Field(default=400, ge=64, description="reply budget: a question, four choices and a letter")
     json_output: bool = Field(default=True, description="ask the model for structured JSON (text layout still parsed)")
-    batch_size: int = Field(default=32, ge=1)
+    batch_size: int = Field(
+        default=32,
+        ge=1,
+        description="chunks per generation batch: the LLM generator sends this many requests together and reports "
+        "progress after each batch (the offline generator takes at least 64 at a time)",
+    )
     # offline generator
     distractor_pool: int = Field(default=3000, ge=10, description="most chunks embedded as distractor sources")
     stem_window: int | None = Field(
@@ -72,7 +105,11 @@ class ExamConfig(BaseModel):
     shuffle: Literal["balanced", "random"] = "balanced"
     absurd: bool = False
     # filters
-    self_containment: bool = True
+    self_containment: bool = Field(
+        default=True,
+        description="remove questions whose text or choices point at their source (the passage, according to the "
+        "text, a quoted title) by regex, with extra_patterns; false: neither is checked",
+    )
     extra_patterns: list[str] = Field(default_factory=list, description="more regexes a question must not match")
     intra_candidate: FilterConfig = Field(default_factory=lambda: FilterConfig())
     extra_candidate: FilterConfig = Field(default_factory=lambda: FilterConfig())

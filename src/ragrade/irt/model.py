@@ -17,7 +17,7 @@ bounded; :mod:`ragrade.irt._kernels` holds the fused numba version.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -37,10 +37,20 @@ BLOCK_RESPONSES = 1 << 20
 class Bounds:
     """Box constraints of the parameters (all configurable)."""
 
-    theta: tuple[float, float] = (-6.0, 6.0)
-    difficulty: tuple[float, float] = (-6.0, 6.0)
-    discrimination: tuple[float, float] = (0.05, 5.0)
-    guessing: tuple[float, float] = (0.0, 0.5)
+    theta: tuple[float, float] = field(
+        default=(-6.0, 6.0),
+        metadata={"description": "(low, high) of each ability (with factors: of each factor effect)"},
+    )
+    difficulty: tuple[float, float] = field(
+        default=(-6.0, 6.0), metadata={"description": "(low, high) of each question's difficulty"}
+    )
+    discrimination: tuple[float, float] = field(
+        default=(0.05, 5.0),
+        metadata={"description": "(low, high) of each question's discrimination (2PL, 3PL); low must be positive"},
+    )
+    guessing: tuple[float, float] = field(
+        default=(0.0, 0.5), metadata={"description": "(low, high) of each question's guessing (3PL), within [0, 1)"}
+    )
 
     def __post_init__(self) -> None:
         for name, (lo, hi) in asdict(self).items():
@@ -89,10 +99,30 @@ class Priors:
     d = 1, so it also anchors the scale); guessing ~ Beta(a, b).
     """
 
-    theta_sd: float | None = 1.0
-    difficulty_sd: float | None = 2.0
-    log_discrimination_sd: float | None = 0.5
-    guessing_beta: tuple[float, float] | None = (5.0, 17.0)
+    theta_sd: float | None = field(
+        default=1.0,
+        metadata={
+            "description": "SD of the N(0, SD) prior of each ability (with factors: of each factor effect); "
+            "none: no prior"
+        },
+    )
+    difficulty_sd: float | None = field(
+        default=2.0, metadata={"description": "SD of the N(0, SD) prior of each question's difficulty; none: no prior"}
+    )
+    log_discrimination_sd: float | None = field(
+        default=0.5,
+        metadata={
+            "description": "SD of the N(0, SD) prior of each question's log discrimination (2PL, 3PL; its mode, "
+            "discrimination 1, also anchors the scale); none: no prior"
+        },
+    )
+    guessing_beta: tuple[float, float] | None = field(
+        default=(5.0, 17.0),
+        metadata={
+            "description": "(a, b) of the Beta prior of each question's guessing (3PL; the default's mean: "
+            "0.23); none: no prior"
+        },
+    )
 
     @classmethod
     def named(cls, name: str) -> Priors:

@@ -62,8 +62,14 @@ class FitConfig(BaseModel):
     se: str = "observed"  # observed | sandwich (robust, for effects) | bootstrap | parametric | jackknife | none
     n_boot: int = 50
     jackknife_groups: int = 20  # groups of pipelines left out in turn by se="jackknife"
-    seed: int = 0
-    theta_grid: tuple[float, float, int] = (-4.0, 4.0, 81)
+    seed: int = Field(
+        default=0, description="seed of the bootstrap and parametric replicates and of the jackknife's groups"
+    )
+    theta_grid: tuple[float, float, int] = Field(
+        default=(-4.0, 4.0, 81),
+        description="(low, high, points) of the ability grid the information curves are drawn on, widened to "
+        "every fitted ability plus 0.5",
+    )
     # factor (or "*" for every factor not named) -> values meaning "does not apply to this pipeline";
     # None: DEFAULT_NOT_APPLICABLE ("none" and empty cells) for every factor; an empty tuple: strict
     not_applicable: Mapping[str, tuple[str, ...]] | None = None

@@ -60,7 +60,11 @@ class CorpusSection(CorpusConfig):
     demo: bool = False
     demo_limit: int | None = Field(default=None, ge=1)
     demo_topics: list[str] | None = None  # standard-library modules/packages the demo corpus is built from
-    paths: list[str] = Field(default_factory=list)
+    paths: list[str] = Field(
+        default_factory=list,
+        description="files or folders of documents to load (folders read recursively; a relative path is read from "
+        "the config file's folder); ignored when demo = true, needed otherwise",
+    )
 
     def corpus_config(self) -> CorpusConfig:
         """The settings ``ragrade corpus`` takes (the section less the job's own keys)."""
@@ -79,7 +83,11 @@ class ChunkerSection(_Section):
     strategy: str = "recursive"
     size: int = Field(default=200, ge=8)
     overlap: int = Field(default=20, ge=0)
-    name: str | None = None
+    name: str | None = Field(
+        default=None,
+        description="the chunking's label: its value of the chunker factor in results, and the name [exam], "
+        "[sweep], [robust] and [judge] give to pick it (None: STRATEGY-SIZE, e.g. recursive-200); unique",
+    )
 
     @property
     def label(self) -> str:
@@ -126,7 +134,11 @@ class ExamSection(ExamConfig):
     """Exam generation: an ``exam generate`` config (same keys) plus the job's own: an LLM spec (``offline``
     for the offline cloze generator), the chunking it reads, or an existing exam file instead."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True,
+        description="generate the exam (false: no exam unless path names one; without an exam the sweep, IRT, "
+        "adaptive and corpus-built robustness stages are left out)",
+    )
     path: str | None = None  # use an existing exam file instead of generating one
     llm: str = "offline"
     chunker: str | None = None  # which chunking to generate from (default: the first)
@@ -155,7 +167,11 @@ class SweepSection(GridConfig, GridRunSettings):
     defaults; ``chunkers`` default to every ``[[chunkers]]``) and its run settings, plus the job's own."""
 
     _table: ClassVar[str] = "[sweep]"
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True,
+        description="let every pipeline of the grid take the exam into sweep/ (needs an exam; the IRT stage runs "
+        "only after it)",
+    )
     top: int = Field(default=5, ge=2)  # pipelines compared pairwise for the verdicts
 
     def grid(self, chunkers: list[str]) -> GridConfig:
@@ -191,17 +207,33 @@ class AdaptiveSection(AdaptiveConfig):
     how close an adaptive run comes to the full grid; writes ``adaptive/comparison.json``).
     """
 
-    replay: bool = False
+    replay: bool = Field(
+        default=False,
+        description="answer from the full sweep's responses (replay/LLM) instead of asking the LLMs, and write "
+        "adaptive/comparison.json: how close the adaptive estimates come to the full grid; needs the sweep",
+    )
 
 
 class IRTSection(FitConfig):
     """Item Response Theory over the sweep's responses: an IRT fit's settings (same keys) plus the
     improvement's steps and drop; ``factors`` default to the sweep's retriever, chunker and ICL."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True, description="fit the IRT models on the sweep's responses (runs only after the sweep)"
+    )
     factors: tuple[str, ...] = ("retriever", "chunker", "icl")
-    improve_steps: int = Field(default=3, ge=0)
-    drop: float = Field(default=0.1, gt=0, lt=1)
+    improve_steps: int = Field(
+        default=3,
+        ge=0,
+        description="drop-and-refit rounds after the fit, into irt/improve/: each drops the drop share of the "
+        "questions left with the lowest discrimination (0: no improvement; it stops before fewer than 5 are left)",
+    )
+    drop: float = Field(
+        default=0.1,
+        gt=0,
+        lt=1,
+        description="share of the questions left that each improvement round drops (at least one question)",
+    )
 
     @field_validator("model")
     @classmethod
@@ -252,7 +284,11 @@ class RobustSection(RobustSettings):
     """Robustness testbeds built from the corpus (or an RGB-format file) and run: ``robust run``'s settings
     (same keys) plus the testbeds, the build from the corpus (chunker, retriever, k) and the job's defaults."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        default=True,
+        description="build and run the robustness testbeds (built from the corpus they need the exam; from a data "
+        "file they do not)",
+    )
     data: str | None = None  # an RGB-format JSONL file instead of building from the corpus
     testbeds: list[str] = Field(default_factory=lambda: ["noise", "negative", "counterfactual"])
     llm: list[str] = Field(default_factory=lambda: ["offline/extractive"])
@@ -262,8 +298,14 @@ class RobustSection(RobustSettings):
     # for an RGB-format `data` file); a built question keeps 5 positives at most
     min_positives: int = Field(default=0, ge=0, le=5)
     chunker: str | None = None  # which index finds the hard negatives (default: the first)
-    retriever: str = "bm25"
-    k: int = Field(default=30, ge=1)
+    retriever: str = Field(
+        default="bm25",
+        description="the retriever whose results on the chunker's index give a testbed built from the corpus its "
+        "positives and hard negatives (unused with data)",
+    )
+    k: int = Field(
+        default=30, ge=1, description="chunks retrieved per question when building from the corpus (unused with data)"
+    )
 
     def run_settings(self) -> dict[str, object]:
         """The ``robust run`` settings of the section (its keys of :class:`RobustSettings`)."""
@@ -291,11 +333,24 @@ class JudgeSection(JudgeSettings):
     """Free-text answers judged (off by default: LLM judges need an LLM): ``judge``'s settings (same keys;
     ``llm`` is the judge LLM) plus the QA triplets and the grid that answers them."""
 
-    enabled: bool = False
-    n: int = Field(default=40, ge=1)
-    qa_llm: str = "offline"
-    answer_llms: list[str] = Field(default_factory=lambda: ["offline/extractive"])
-    retrievers: list[str] = Field(default_factory=lambda: ["bm25"])
+    enabled: bool = Field(
+        default=False,
+        description="run the judge stage into judge/: QA triplets from the exam's chunking, answered in free text "
+        "by the answer_llms x retrievers grid, scored by the metrics ([calibration] after it, given labels)",
+    )
+    n: int = Field(
+        default=40, ge=1, description="QA triplets to generate for the judges (fewer when the chunks do not yield them)"
+    )
+    qa_llm: str = Field(
+        default="offline", description="PROVIDER/MODEL that writes the QA triplets, or 'offline' (no LLM)"
+    )
+    answer_llms: list[str] = Field(
+        default_factory=lambda: ["offline/extractive"],
+        description="the LLMs that answer the triplets: an axis of the grid",
+    )
+    retrievers: list[str] = Field(
+        default_factory=lambda: ["bm25"], description="the retrievers of the answering grid (ICL 0, one k)"
+    )
     chunkers: list[str] | None = None  # default: the sweep's chunkers
     k: int | None = Field(default=None, ge=1)  # passages per answer (default: the sweep's first k)
 
@@ -337,16 +392,22 @@ class CalibrationSection(CalibrationConfig):
 class ReportSection(_Section):
     """The HTML report."""
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="write report.html once the other stages are done")
     top: int = Field(default=5, ge=2)  # pipelines whose pairwise verdicts are shown
-    title: str | None = None
+    title: str | None = Field(default=None, description="the report page's title (None: ragrade report)")
 
 
 class JobConfig(_Section):
     """Everything ``ragrade run`` does, stage by stage."""
 
-    name: str = "ragrade run"
-    out: str = "runs/latest"
+    name: str = Field(
+        default="ragrade run", description="the job's name: recorded in manifest.json, shown on the report's job line"
+    )
+    out: str = Field(
+        default="runs/latest",
+        description="the run folder every stage writes into (a relative path in the file is read from its "
+        "folder); ragrade run --out replaces it",
+    )
     corpus: CorpusSection = Field(default_factory=CorpusSection)
     chunkers: list[ChunkerSection] = Field(default_factory=lambda: [ChunkerSection()])
     index: IndexSection = Field(default_factory=IndexSection)

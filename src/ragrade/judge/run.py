@@ -65,20 +65,26 @@ class JudgeSettings(BaseModel):
     fields: dict[str, str] = Field(default_factory=dict)
     samples: int = Field(1, ge=1)
     temperature: float = Field(0.0, ge=0.0)
-    sample_temperature: float = Field(0.7, gt=0.0)
+    sample_temperature: float = Field(0.7, gt=0.0, description="judge temperature when samples > 1, temperature 0")
     seed: int = 0
-    max_tokens: int = Field(256, ge=1)
-    max_context_chars: int = Field(12000, ge=100)
-    json_schema: bool = True
+    max_tokens: int = Field(256, ge=1, description="reply budget of a judge request (claims: at least 512)")
+    max_context_chars: int = Field(
+        12000, ge=100, description="an LLM judge sees the passages cut at this many characters (claims: the premise)"
+    )
+    json_schema: bool = Field(
+        default=True, description="ask the judge LLM for structured JSON output (false: plain text, parsed tolerantly)"
+    )
     prompts: dict[str, str] = Field(default_factory=dict)
     screen_top: int | None = Field(None, ge=1)
-    screen_metric: Literal["bertscore", "exact"] = "bertscore"
+    screen_metric: Literal["bertscore", "exact"] = Field(
+        default="bertscore", description="with screen_top: the metric whose mean F1 ranks the configurations"
+    )
     bertscore_model: str = "minilm"
     bertscore_layer: int | None = Field(None, ge=1)
     bertscore_idf: bool = False
     pass_threshold: float = Field(4.0, ge=1.0, le=5.0)
     batch_size: int = Field(64, ge=1)
-    n_boot: int = Field(2000, ge=100)
+    n_boot: int = Field(2000, ge=100, description="bootstrap resamples of the non-binary statistics' 95% intervals")
 
 
 class JudgeRunConfig(JudgeSettings):

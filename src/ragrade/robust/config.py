@@ -38,9 +38,15 @@ class RobustSettings(BaseModel):
     rejection_phrases: list[str] | None = None
     error_phrases: list[str] | None = None
     max_tokens: int = 256
-    temperature: float = 0.0
+    temperature: float = Field(
+        default=0.0, description="sampling temperature of the answering LLMs (the judge always asks at 0)"
+    )
     limit: int | None = None  # the first questions of the data at most (None: all)
-    batch_size: int = 32
+    batch_size: int = Field(
+        default=32,
+        description="requests sent together to an answering LLM or the judge; each finished batch is saved, so a "
+        "rerun keeps it",
+    )
 
 
 class RobustRunConfig(RobustSettings):

@@ -236,8 +236,18 @@ class GridConfig(BaseModel):
     methods: list[AnswerMethod] = Field(default_factory=lambda: list[AnswerMethod](["auto"]))
     query: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # query transforms: none, hyde, multi-query, rm3
     post: list[str] = Field(default_factory=lambda: [NO_TRANSFORM])  # post-processing chains, e.g. rerank+compress
-    temperature: list[float | None] = Field(default_factory=lambda: list[float | None]([None]))
-    max_tokens: list[int | None] = Field(default_factory=lambda: list[int | None]([None]))
+    temperature: list[float | None] = Field(
+        default_factory=lambda: list[float | None]([None]),
+        description="sampling temperatures of answers by generation, an axis of the grid (a value other than None "
+        "is in the pipeline's id); None: the run's one value ([answer] temperature for exam take, --temperature "
+        "for qa answer)",
+    )
+    max_tokens: list[int | None] = Field(
+        default_factory=lambda: list[int | None]([None]),
+        description="reply budgets in tokens of answers by generation, an axis of the grid (a value other than None "
+        "is in the pipeline's id); None: the run's one value ([answer] max_tokens for exam take, --max-tokens for "
+        "qa answer)",
+    )
 
     _table: ClassVar[str] = "[grid]"  # the table's name in deprecation messages
 
@@ -279,7 +289,10 @@ class AnswerConfig(BaseModel):
     score: ScoreNorm = "auto"
     target: Literal["text", "letter"] = "text"  # score the candidate text, or its letter after listing choices
     max_tokens: int = Field(default=16, ge=1, le=4096)  # generation budget for the letter
-    temperature: float = 0.0
+    temperature: float = Field(
+        default=0.0,
+        description="sampling temperature of a pipeline that answers by generation (a grid temperature replaces it)",
+    )
 
 
 class SweepConfig(GridRunSettings):
@@ -294,7 +307,12 @@ class SweepConfig(GridRunSettings):
     llm_options: LLMOptions = Field(default_factory=LLMOptions)  # the [llm_options] table: how LLMs are reached
     retriever_options: dict[str, object] = Field(default_factory=dict)  # keyword arguments of Index.retriever
     shard_size: int = Field(default=32, ge=1)
-    parallel_shards: int = Field(default=2, ge=1)
+    parallel_shards: int = Field(
+        default=2,
+        ge=1,
+        description="shards the local executor runs at once (for an in-process hf/ model, left unset, raised to "
+        "fill its batches); the ray executor does not read it",
+    )
     ray_address: str | None = None
     ray_workers: int | None = Field(default=None, ge=1)
     adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)  # the [adaptive] table
