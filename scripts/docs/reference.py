@@ -270,7 +270,10 @@ def walk_keys(model: type[BaseModel], table: str = "", defaults: BaseModel | Non
     """
     comments = _comments(model)
     nested: list[tuple[str, type[BaseModel], bool, object]] = []
+    decided = getattr(model, "DECIDED_BY_JOB", {})  # keys a job refuses because it decides them itself
     for name, field in model.model_fields.items():
+        if name in decided:
+            continue
         spelled = _spelling(field, name)
         sub, many = _model_of(field.annotation)
         value = getattr(defaults, name) if defaults is not None else _field_default(field)

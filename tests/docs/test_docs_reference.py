@@ -62,7 +62,10 @@ def test_the_cli_reference_names_only_verbs_that_exist() -> None:
 
 
 def _model_keys(model: type[BaseModel], table: str = "") -> Iterator[tuple[str, str]]:
+    decided = getattr(model, "DECIDED_BY_JOB", {})  # keys a job refuses (it decides them itself): not offered
     for name, field in model.model_fields.items():
+        if name in decided:
+            continue
         alias = getattr(field.validation_alias, "choices", None)
         spelled = str(alias[0]) if alias else name
         kind = field.annotation
@@ -113,7 +116,7 @@ def test_the_config_reference_names_only_keys_that_exist() -> None:
 
 def test_every_config_key_says_what_it_does() -> None:
     """No blank meaning: a field's description, its line comment or its verb's flag help (a dataclass table
-    such as ``[irt.bounds]``: its fields' metadata). The ``[index]`` tables are still to be described."""
+    such as ``[irt.bounds]``: its fields' metadata)."""
     rows, blank, table = 0, [], ""
     for line in reference.config_page().splitlines():
         if line.startswith("#"):
@@ -123,7 +126,17 @@ def test_every_config_key_says_what_it_does() -> None:
             if re.search(r"\|\s+\|$", line):
                 blank.append(f"{table} {line.split('`')[1]}")
     assert rows > 300
-    assert [b for b in blank if not b.startswith("`[index")] == []
+    assert blank == []
+
+
+def test_keys_a_job_decides_itself_are_not_offered_under_index() -> None:
+    from ragrade.job.config import IndexSection
+
+    page = reference.config_page()
+    index = page.split("`[index]`", 1)[1].split("\n#", 1)[0] if "`[index]`" in page else ""
+    assert index, "the [index] table is in the reference"
+    for key in IndexSection.DECIDED_BY_JOB:
+        assert f"| `{key}` |" not in index, key
 
 
 def test_the_files_reference_has_the_response_columns() -> None:

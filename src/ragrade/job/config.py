@@ -106,17 +106,19 @@ class IndexSection(IndexConfig):
     e.g. ``embedder``, ``headings``, ``store``, ``bm25``, ``device``) less what the job decides elsewhere: the
     chunking (each ``[[chunkers]]`` table) and whether dense vectors are built (when a retriever needs them)."""
 
+    #: keys of ``ragrade index`` that a job decides itself (refused here; the reference leaves them out)
+    DECIDED_BY_JOB: ClassVar[dict[str, str]] = {
+        "strategy": "chunking is set per [[chunkers]] table",
+        "size": "chunking is set per [[chunkers]] table",
+        "overlap": "chunking is set per [[chunkers]] table",
+        "chunker_options": "chunking is set per [[chunkers]] table",
+        "dense": "dense vectors are built when a retriever of [sweep] or [judge] needs them",
+    }
+
     @model_validator(mode="after")
     def _job_decides(self) -> IndexSection:
-        decided = {
-            "strategy": "chunking is set per [[chunkers]] table",
-            "size": "chunking is set per [[chunkers]] table",
-            "overlap": "chunking is set per [[chunkers]] table",
-            "chunker_options": "chunking is set per [[chunkers]] table",
-            "dense": "dense vectors are built when a retriever of [sweep] or [judge] needs them",
-        }
-        for name in sorted(self.model_fields_set & set(decided)):
-            raise ValueError(f"[index] {name}: {decided[name]}")
+        for name in sorted(self.model_fields_set & set(self.DECIDED_BY_JOB)):
+            raise ValueError(f"[index] {name}: {self.DECIDED_BY_JOB[name]}")
         return self
 
     def index_config(self, dense: bool) -> IndexConfig:

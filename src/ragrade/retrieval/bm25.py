@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragrade.deps import require
 from ragrade.errors import ConfigError, DataError
@@ -26,13 +26,19 @@ class BM25Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
-    k1: float = 1.5
-    b: float = 0.75
-    delta: float = 0.5
-    stemmer: str | None = "english"
-    stopwords: str | list[str] | None = "en"
-    lower: bool = True
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field(
+        default="lucene", description="BM25 variant as bm25s computes it (lucene, robertson, atire, bm25l, bm25+)."
+    )
+    k1: float = Field(default=1.5, description="Term-frequency saturation: higher lets repeated terms count more.")
+    b: float = Field(default=0.75, description="Length normalisation: 0 ignores passage length, 1 normalises fully.")
+    delta: float = Field(default=0.5, description="The lower bound added to term scores by bm25l and bm25+.")
+    stemmer: str | None = Field(
+        default="english", description="PyStemmer language of the stemmer applied to every token; none: no stemming."
+    )
+    stopwords: str | list[str] | None = Field(
+        default="en", description="Stopwords dropped before indexing: a language bm25s knows, a list, or none."
+    )
+    lower: bool = Field(default=True, description="Lowercase the text before it is split into tokens.")
 
 
 def import_bm25s(module: str = "bm25s") -> Any:

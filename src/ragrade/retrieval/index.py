@@ -56,12 +56,17 @@ class IndexConfig(BaseModel):
     embedder: str = "minilm"
     dense: bool = True
     store: str = "exact"
-    store_options: dict[str, Any] = Field(default_factory=dict)
+    store_options: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword options of the vector store backend (its own settings)."
+    )
     bm25: BM25Config = Field(default_factory=BM25Config)
     strategy: str = "recursive"
     size: int = 200
     overlap: int = 20
-    chunker_options: dict[str, Any] = Field(default_factory=dict)
+    chunker_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the chunking strategy (tokenizer, min_size; semantic: embedder, threshold, buffer).",
+    )
     headings: bool = False  # index each chunk with its heading path (page > section) on a first line
     device: str | None = None  # where a local embedding model runs: auto (None), cpu, cuda[:N], mps
 
