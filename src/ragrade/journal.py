@@ -118,20 +118,6 @@ class Journal:
         with writing(self.path):
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
-    def check_fingerprint(self, fingerprint: str, what: str = "run") -> None:
-        """Record ``fingerprint`` on first use; :class:`JournalMismatch` when a rerun's fingerprint differs."""
-        old = self.get_meta("fingerprint")
-        if old is not None and old != fingerprint and self.count() == 0:
-            self._forget()  # nothing finished under the old settings: not a run to protect
-            old = None
-        if old is None:
-            self.set_meta("fingerprint", fingerprint)
-        elif old != fingerprint:
-            raise JournalMismatch(
-                f"{self.path.parent} holds a {what} with other inputs or settings; "
-                "write to a new $out directory, or start over with $overwrite"
-            )
-
     def check_provenance(
         self, record: Mapping[str, Any], what: str = "run", *, extend: bool = True, ways: str | None = None
     ) -> Decision:
@@ -142,8 +128,8 @@ class Journal:
         blob = self.get_meta("provenance")
         old = json.loads(blob) if blob else None
         if self.count() == 0 and (old is not None or self.get_meta("fingerprint") is not None):
-            self._forget()
-            old = None
+            self._forget()  # nothing finished under the old record: not a run to protect
+            old = blob = None
         elif old is None and self.get_meta("fingerprint") is not None:
             raise JournalMismatch(
                 f"{self.path.parent} holds a {what} recorded by an earlier ragrade, without the record of what its "

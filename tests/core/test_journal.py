@@ -57,16 +57,19 @@ def test_failed_rows_are_kept_but_not_done_and_replaced_when_redone(tmp_path: Pa
         assert j.done_items("s") == {"x"}
 
 
-def test_a_rerun_with_another_fingerprint_is_refused_once_a_row_finished(tmp_path: Path) -> None:
+def test_a_rerun_with_another_provenance_is_refused_once_a_row_finished(tmp_path: Path) -> None:
+    from ragrade.provenance import provenance
+
+    a, b = provenance(settings={"seed": 1}), provenance(settings={"seed": 2})
     with Journal(tmp_path / "journal.sqlite") as j:
-        j.check_fingerprint("settings-a")
+        j.check_provenance(a)
         j.add("p", [{"item_id": "1", "error": "timeout"}])
-        j.check_fingerprint("settings-b")  # only a failed row: not a run to protect, started afresh
-        assert j.rows("p") == [] and j.get_meta("fingerprint") == "settings-b"
+        j.check_provenance(b)  # only a failed row: not a run to protect, started afresh
+        assert j.rows("p") == [] and j.provenance() == b
         j.add("p", [{"item_id": "1", "error": None}])
-        j.check_fingerprint("settings-b")
-        with pytest.raises(JournalMismatch, match="other inputs or settings"):
-            j.check_fingerprint("settings-a")
+        assert j.check_provenance(b).action == "resume"
+        with pytest.raises(JournalMismatch, match="other inputs or settings: seed: 2 -> 1"):
+            j.check_provenance(a)
 
 
 def test_a_schema_1_journal_opens_with_its_failed_rows_not_done(tmp_path: Path) -> None:
@@ -105,3 +108,18 @@ def test_an_unreadable_journal_is_a_data_error(tmp_path: Path) -> None:
     path.write_bytes(b"not a database at all, just some bytes" * 50)
     with pytest.raises(DataError, match="not a usable run journal"):
         Journal(path)
+
+
+def test_a_resume_before_any_row_finished_keeps_the_record(tmp_path: Path) -> None:
+    """A run stopped before its first row, resumed, then finished: a later rerun with other settings is still
+    compared with the record (the resume forgot the empty run and must write the record again)."""
+    from ragrade.provenance import provenance
+
+    a, b = provenance(settings={"seed": 1}), provenance(settings={"seed": 2})
+    with Journal(tmp_path / "journal.sqlite") as j:
+        j.check_provenance(a)  # stopped before any row finished
+        j.check_provenance(a)  # the resume
+        assert j.provenance() == a
+        j.add("p", [{"item_id": "1", "error": None}])
+        with pytest.raises(JournalMismatch, match="seed: 1 -> 2"):
+            j.check_provenance(b)
