@@ -34,6 +34,7 @@ concurrency, timeouts, retries, request rate, cache, batch sizes, executor, the 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -265,9 +266,21 @@ def decide(old: Mapping[str, Any] | None, new: Mapping[str, Any], *, extend: boo
 
 
 def _sha256(path: Path) -> str | None:
+    """The file's sha256 (None when unreadable), computed once per version of the file (path, inode, size, mtime):
+    a report reads several derived files of one run, each checked against the same responses."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _sha256_of(str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str | None:
+    del inode, size, mtime_ns  # the cache key: another version of the file (an atomic rewrite) is hashed again
     try:
         h = hashlib.sha256()
-        with path.open("rb") as fh:
+        with open(path, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError:

@@ -84,5 +84,6 @@ def test_a_directory_holding_another_commands_journal_is_refused(tmp_path: Path)
         j.check_provenance(sweep)
         j.add("pipeline-1", [{"item_id": "q1", "error": None}])
         with pytest.raises(ConfigError, match=r"other inputs or settings: model: \(none\) -> m; seed: 1 -> 0"):
-            RecordJournal(j, tmp_path / "results.jsonl", {"model": "m", "seed": 0})
+            fp = {"model": "m", "seed": 0}
+            RecordJournal(j, tmp_path / "results.jsonl", fp, provenance(settings=fp))
         assert j.provenance() == sweep and j.count() == 1  # left as it was

@@ -5,18 +5,21 @@ from pathlib import Path
 import pytest
 
 from ragrade.errors import ConfigError
+from ragrade.provenance import provenance
 from ragrade.run.store import Journal, JournalMismatch
+
+A, B = provenance(inputs={"exam": "aaa"}), provenance(inputs={"exam": "bbb"})
 
 
 def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
-    j.check_fingerprint("aaa")
-    j.check_fingerprint("aaa")  # same inputs: resumable
+    j.check_provenance(A)
+    j.check_provenance(A)  # same inputs: resumable
     j.register_pipelines({"p1": {"k": 3}})
     j.register_pipelines({"p1": {"k": 3}})
     j.add("p1", [{"item_id": "q1", "error": None}])  # finished work: now the run is protected
     with pytest.raises(JournalMismatch, match="start over with overwrite"):
-        j.check_fingerprint("bbb")
+        j.check_provenance(B)
     with pytest.raises(JournalMismatch) as info:
         j.register_pipelines({"p1": {"k": 5}})
     assert isinstance(info.value, ConfigError)  # still a user error: one line, exit 2
@@ -24,17 +27,17 @@ def test_other_fingerprint_or_spec_raises_journal_mismatch(tmp_path: Path) -> No
 
 def test_journal_without_finished_work_never_blocks_a_rerun(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
-    j.check_fingerprint("aaa")
+    j.check_provenance(A)
     j.register_pipelines({"p1": {"k": 3}})
     j.add("p1", [{"item_id": "q1", "error": "HTTP 500: down"}])  # only failures
-    j.check_fingerprint("bbb")  # other settings: accepted, the failed rows are forgotten
+    j.check_provenance(B)  # other settings: accepted, the failed rows are forgotten
     j.register_pipelines({"p1": {"k": 5}})
     assert j.count_failed() == 0 and j.count() == 0
 
 
 def test_failed_rows_are_not_done_and_are_replaced_by_the_retry(tmp_path: Path) -> None:
     j = Journal(tmp_path / "journal.sqlite")
-    j.check_fingerprint("aaa")
+    j.check_provenance(A)
     j.register_pipelines({"p1": {}})
     assert j.add("p1", [{"item_id": "q1", "error": None, "v": 1}, {"item_id": "q2", "error": "timed out", "v": 1}]) == 2
     assert j.done_items("p1") == {"q1"}

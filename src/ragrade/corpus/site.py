@@ -233,15 +233,16 @@ def _extension_options(config: dict[str, Any], name: str) -> dict[str, Any] | No
     return None
 
 
-def _extension_names(config: dict[str, Any]) -> set[str]:
-    """The names in ``markdown_extensions``."""
-    exts = config.get("markdown_extensions") or []
+def _listed_names(config: dict[str, Any], key: str) -> set[str]:
+    """The names listed under ``key`` of mkdocs.yml (``markdown_extensions``, ``plugins``): a string each, or a
+    mapping from the name to its options."""
+    listed = config.get(key) or []
     names: set[str] = set()
-    for ext in exts if isinstance(exts, list) else [exts]:
-        if isinstance(ext, str):
-            names.add(ext)
-        elif isinstance(ext, dict):
-            names.update(str(k) for k in ext)
+    for entry in listed if isinstance(listed, list) else [listed]:
+        if isinstance(entry, str):
+            names.add(entry)
+        elif isinstance(entry, dict):
+            names.update(str(k) for k in entry)
     return names
 
 
@@ -256,17 +257,6 @@ def _auto_append(site: Site, names: Any, config_path: Path) -> None:
             )
         else:
             site.auto_append.append(_resolved(found))
-
-
-def _plugins(config: dict[str, Any]) -> set[str]:
-    plugins = config.get("plugins") or []
-    names: set[str] = set()
-    for plugin in plugins if isinstance(plugins, list) else [plugins]:
-        if isinstance(plugin, str):
-            names.add(plugin)
-        elif isinstance(plugin, dict):
-            names.update(str(k) for k in plugin)
-    return names
 
 
 def _apply_mkdocs(site: Site, config_path: Path, docs_dir: Path) -> None:
@@ -284,12 +274,12 @@ def _apply_mkdocs(site: Site, config_path: Path, docs_dir: Path) -> None:
     site.snippet_bases = [_resolved(base / str(p)) for p in (paths if isinstance(paths, list) else [paths])]
     site.restrict_snippets = bool(snippets.get("restrict_base_path", True))
     _auto_append(site, snippets.get("auto_append"), config_path)
-    site.markdown_extensions = _extension_names(config)
+    site.markdown_extensions = _listed_names(config, "markdown_extensions")
     theme = config.get("theme")
     if isinstance(theme, dict) and isinstance(theme.get("custom_dir"), str):
         site.template_dirs.append(_resolved(base / theme["custom_dir"]))
     site.site_name = str(config.get("site_name") or "")
-    site.macros_plugin = "macros" in _plugins(config)
+    site.macros_plugin = "macros" in _listed_names(config, "plugins")
     extra = config.get("extra")
     scalars = {k: v for k, v in (extra.items() if isinstance(extra, dict) else []) if isinstance(v, (str, int, float))}
     for key, value in scalars.items():

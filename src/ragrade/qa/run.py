@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragrade.journal import JOURNAL_FILES
 from ragrade.outcome import Outcome, count_failed
 from ragrade.provenance import digest
 from ragrade.qa.answer import ANSWERS_FILE, QA_WORKER, SUMMARY_FILE, check_config, write_answers
 from ragrade.qa.files import read_qa
+from ragrade.run.manifest import MANIFEST_FILE
 from ragrade.run.records import Row
 
 if TYPE_CHECKING:
@@ -188,7 +190,7 @@ def run_qa_answers(
 
 
 #: the files of a QA run's folder besides its answers and summary (what ``overwrite`` removes)
-QA_OUTPUT_FILES = ("manifest.json", "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm")
+QA_OUTPUT_FILES = (MANIFEST_FILE, *JOURNAL_FILES)
 
 
 def _components(cfg: SweepConfig, specs: Sequence[PipelineSpec]) -> dict[str, object]:

@@ -89,26 +89,30 @@ class RunFiles:
         if self.merged is not None or not rel.endswith(".json"):
             return None
         p = self.path(rel)
-        if not p.is_file():
+        return self._stale(rel, read_json(p)) if p.is_file() else None
+
+    def _stale(self, rel: str, doc: Any) -> str | None:
+        """:meth:`stale` of ``rel`` whose content ``doc`` was read already."""
+        if self.merged is not None or not isinstance(doc, dict) or "responses" not in doc:
             return None
         from ragrade.provenance import stale_reason
 
-        doc = read_json(p)
-        why = stale_reason(
-            doc.get("responses") if isinstance(doc, dict) else None, self.path("sweep/responses.parquet")
-        )
+        responses = self.path("sweep/responses.parquet")
+        why = stale_reason(doc["responses"], responses)
         if why is None:
             return None
-        run = self.path("sweep/responses.parquet").parent
         fix = next((cmd for key, cmd in REFRESH.items() if key in rel), "rerun the stage that wrote it")
-        return f"{rel} is out of date: {why}; `{fix.format(run=run)}` refreshes it"
+        return f"{rel} is out of date: {why}; `{fix.format(run=responses.parent)}` refreshes it"
 
     def json(self, rel: str) -> Any:
         """A JSON file's content, or None when absent (or stale: see :meth:`stale`)."""
         if (doc := self._merged(rel)) is not None:
             return doc
         p = self.path(rel)
-        return read_json(p) if p.is_file() and self.stale(rel) is None else None
+        if not p.is_file():
+            return None
+        doc = read_json(p)
+        return None if rel.endswith(".json") and self._stale(rel, doc) is not None else doc
 
     def _frame(
         self, rel: str, read: Callable[[Path], pd.DataFrame], kind: str, errors: tuple[type[Exception], ...]

@@ -132,13 +132,6 @@ def fingerprint(cfg: RobustRunConfig, model: str, lang: str, lp: LangPrompts, da
     }
 
 
-def _bare(fp: dict[str, Any]) -> dict[str, Any]:
-    """A provenance of the fingerprint's settings alone (a caller that built no model identity)."""
-    from ragrade.provenance import provenance
-
-    return provenance(settings=fp)
-
-
 def label_records(
     records: Sequence[dict[str, Any]],
     scoring: str,
@@ -212,10 +205,10 @@ class RecordJournal:
 
     UNIT = "records"
 
-    def __init__(self, journal: Journal, results: Path, fp: dict[str, Any], prov: dict[str, Any] | None = None) -> None:
+    def __init__(self, journal: Journal, results: Path, fp: dict[str, Any], prov: dict[str, Any]) -> None:
         self.journal = journal
         ways = f"write to a new $out directory, or delete {results.name} and {JOURNAL_FILE} there to start over"
-        journal.check_provenance(prov if prov is not None else _bare(fp), "robustness run", extend=False, ways=ways)
+        journal.check_provenance(prov, "robustness run", extend=False, ways=ways)
         if journal.count() == 0 and journal.count_failed() == 0 and results.is_file():
             drop_torn_tail(results)  # a run ended at once (second Ctrl-C, kill -9) may have left half a line
             _, old_records = read_results(results, fp)
