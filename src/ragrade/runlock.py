@@ -85,8 +85,11 @@ def _try_create(path: Path, body: bytes) -> bool:
     try:
         os.write(fd, body)
         os.fsync(fd)
-    finally:
+    except BaseException:  # a full disk: no empty lock is left to block the rerun
         os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     return True
 
 
@@ -104,7 +107,7 @@ def acquire(folder: str | Path, note: Callable[[str], None] | None = stderr_note
     path = folder / LOCK_FILE
     me = _holder()
     body = json.dumps(me).encode()
-    for _ in range(3):
+    for _ in range(30):
         if _try_create(path, body):
             return path
         info = _read(path)
@@ -112,18 +115,18 @@ def acquire(folder: str | Path, note: Callable[[str], None] | None = stderr_note
         host = info.get("host")
         if isinstance(pid, int) and pid == os.getpid() and host == me["host"]:
             return path  # this process holds it already (a stage of a job that holds its folder)
-        if not info and time.time() - _mtime(path) < 2.0:  # being written by its holder this instant
-            time.sleep(0.2)
+        if not isinstance(pid, int) and time.time() - _mtime(path) < 2.0:  # being written by its holder now
+            time.sleep(0.1)
             continue
         if isinstance(pid, int) and host == me["host"] and _alive(pid, _opt_str(info.get("started"))):
             raise _busy(folder, info)
         if isinstance(pid, int) and host != me["host"]:
             raise _busy(folder, info)  # another machine's process: its liveness cannot be checked from here
         if note is not None:
-            note(
-                f"{folder}: taking over the lock of process {pid} ({info.get('command')}), which is gone; "
-                "its finished results are kept"
+            holder = (
+                f"process {pid} ({info.get('command')})" if isinstance(pid, int) else "a process that left it empty"
             )
+            note(f"{folder}: taking over the lock of {holder}, which is gone; its finished results are kept")
         path.unlink(missing_ok=True)
     raise _busy(folder, _read(path))
 

@@ -281,3 +281,25 @@ def test_qa_answer_refusal_names_the_seed_and_the_flags(tmp_path: Path, capsys: 
         sent = srv.requests_total
         assert main([*args, "--seed", "2", "--overwrite"]) == 0  # the way out it names works
         assert srv.requests_total == sent + 4
+
+
+def test_a_lock_that_cannot_be_written_is_not_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from ragrade import runlock
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    folder = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(os, "write", full)
+        with pytest.raises(OSError, match="No space left"):
+            runlock.acquire(folder)
+    assert not (folder / runlock.LOCK_FILE).exists()  # the rerun is not blocked by an empty lock
+    (folder / runlock.LOCK_FILE).write_text("")  # an empty lock left by a process killed while writing it
+    old = time.time() - 10
+    os.utime(folder / runlock.LOCK_FILE, (old, old))
+    notes: list[str] = []
+    assert runlock.acquire(folder, note=notes.append).is_file()
+    assert "a process that left it empty, which is gone" in notes[0]
