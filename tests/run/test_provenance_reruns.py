@@ -230,9 +230,8 @@ def test_qa_answer_feeds_an_in_process_backend_in_batches(tmp_path: Path) -> Non
     assert CountingLLM.peak > 8  # more shards in flight than the two a server run keeps: the batching step
 
 
-def test_ragrade_run_reuses_every_stage_when_only_throughput_changes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _job(tmp_path: Path) -> Path:
+    """A small job config over four short documents, its LLM the test server's model."""
     docs = tmp_path / "cfg" / "docs"
     docs.mkdir(parents=True)
     for i, town in enumerate(("Ardmore", "Belcove", "Corran", "Dunmore")):
@@ -248,6 +247,13 @@ def test_ragrade_run_reuses_every_stage_when_only_throughput_changes(
         "[irt]\nenabled = false\n[robust]\nenabled = false\n[judge]\nenabled = false\n",
         encoding="utf-8",
     )
+    return cfg
+
+
+def test_ragrade_run_reuses_every_stage_when_only_throughput_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = _job(tmp_path)
     out = tmp_path / "run"
     with OpenAIServer(responder=lambda body: "A") as srv:
         args = ["run", str(cfg), "--out", str(out), "--llm-base-url", srv.base_url, "--no-cache", "--json"]
@@ -303,3 +309,19 @@ def test_a_lock_that_cannot_be_written_is_not_left_behind(tmp_path: Path, monkey
     notes: list[str] = []
     assert runlock.acquire(folder, note=notes.append).is_file()
     assert "a process that left it empty, which is gone" in notes[0]
+
+
+def test_a_second_ragrade_run_on_a_folder_in_use_stops_before_any_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg, out = _job(tmp_path), tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = {"pid": holder.pid, "host": os.uname().nodename, "command": "ragrade run job.toml"}
+        (out / "ragrade.lock").write_text(json.dumps(lock))
+        assert main(["run", str(cfg), "--out", str(out), "--llm-base-url", "http://127.0.0.1:9/v1"]) == 2
+    finally:
+        holder.kill()
+    assert f"in use by process {holder.pid}" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["ragrade.lock"]  # no stage started

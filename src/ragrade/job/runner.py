@@ -311,7 +311,15 @@ def run_job(cfg: JobConfig, out: str | Path, *, force: bool = False, display: Di
     from ragrade.job.check import check_job
 
     check_job(cfg)  # every component name and model spec, before the first stage (and before writing anything)
-    layout = RunLayout(Path(out))
+    from ragrade.runlock import run_lock
+
+    with run_lock(out):  # one process per run folder (each stage's own folder is locked by its runner too)
+        return _run_locked(cfg, Path(out), force, display)
+
+
+def _run_locked(cfg: JobConfig, out: Path, force: bool, display: Display | None) -> JobResult:
+    """:func:`run_job` in a folder this process holds."""
+    layout = RunLayout(out)
     layout.root.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     stages = build_stages(cfg, layout)
