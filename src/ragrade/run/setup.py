@@ -115,7 +115,7 @@ def worker_context(exam_path: Path, cfg: SweepConfig, pool: Sequence[str]) -> Wo
 #: context keys that change what is recorded, never an answer (recorded in the provenance, not depended on)
 RECORD_ONLY_KEYS = ("samples", "shared_retrieval")
 #: context keys the provenance holds in other parts (inputs, models) or not at all (paths)
-_CONTEXT_ELSEWHERE = ("exam", "qa", "indexes", "prompts", "external", "llm_options", "transform_llm", "icl_pool")
+_CONTEXT_ELSEWHERE = ("exam", "qa", "indexes", "prompts", "external", "llm_options", "transform_llm")
 
 
 def index_digest(path: str | Path) -> str:
@@ -192,7 +192,6 @@ def grid_provenance(
     for name in sorted({s.retriever.split(":", 1)[1] for s in specs if s.is_external}):
         models[f"external {name}"] = {"target": external.get(name)}
     settings = {k: v for k, v in context.items() if k not in (*_CONTEXT_ELSEWHERE, *RECORD_ONLY_KEYS)}
-    settings["icl_pool"] = context.get("icl_pool", [])
     recorded = {
         "throughput": {k: v for k, v in options.model_dump(mode="json").items() if k in THROUGHPUT_OPTIONS},
         **({"executor": dict(executor)} if executor else {}),
